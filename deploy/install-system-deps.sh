@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs the Debian packages ProxyFleet needs, when missing. Quick when everything is there.
+set -euo pipefail
+declare -A need=(
+  [mariadbd]=mariadb-server
+  [mariadb-install-db]=mariadb-server
+  [mariadb]=mariadb-client
+  [sysbench]=sysbench
+  [haproxy]=haproxy
+  [redis-server]=redis-server
+)
+missing=()
+for cmd in "${!need[@]}"; do
+  if ! command -v "$cmd" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$cmd" ]; then
+    missing+=("${need[$cmd]}")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
+if [ "$(id -u)" -ne 0 ]; then
+  echo "ProxyFleet needs these Debian packages: ${missing[*]}" >&2
+  echo "Install them with: sudo apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+echo "installing: ${missing[*]}"
+apt-get update -qq
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null

@@ -1,0 +1,1 @@
+"""Core control-plane app: management commands shared by the whole product."""

@@ -1,0 +1,1 @@
+"""ProxyFleet's data plane: an asyncio MySQL proxy configured the way ProxySQL is (never imports Django)."""

@@ -1,0 +1,387 @@
+"""The loopback HTTP admin endpoint: JSON stats, Prometheus ``/metrics``, ``/config`` and ``/reload``.
+
+It runs inside the proxy's event loop and reads everything from an ``AdminProvider`` (the proxy), so it never
+imports the session or pool modules. Endpoints (JSON unless noted; every error is ``{"error": "..."}``):
+
+=====  ============================  ============================================================================
+GET    /health                       ``{"status": "ok"}``
+GET    /stats                        the provider's whole snapshot
+GET    /stats/global                 stats_mysql_global
+GET    /stats/connection_pool        stats_mysql_connection_pool rows
+GET    /stats/query_digest           stats_mysql_query_digest rows; ``?limit=N&order_by=sum_time|count_star|...``
+POST   /stats/query_digest/reset     the digest rows, then empties the table (stats_mysql_query_digest_reset)
+GET    /stats/query_rules            stats_mysql_query_rules rows (rule_id, hits)
+GET    /config                       the running config document with its checksum, source and load time
+POST   /reload                       load the JSON body as the new config (no body: re-read the config file);
+                                     400 for a body that is not a JSON object, 422 when the config is refused
+GET    /metrics                      Prometheus text exposition format 0.0.4
+=====  ============================  ============================================================================
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import logging
+import math
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, Protocol
+
+from aiohttp import web
+
+from proxyapp.stats import COUNTERS, order_digest_rows
+
+log = logging.getLogger("proxyapp.admin")
+
+#: The largest request body accepted (a config document for /reload).
+MAX_BODY_BYTES = 64 << 20
+#: How many (digest, hostgroup, username, schemaname) series /metrics exports, busiest first.
+METRICS_TOP_DIGESTS = 100
+#: Digest texts longer than this are cut in the ``proxyfleet_query_digest_info`` label.
+METRICS_DIGEST_TEXT_MAX = 256
+METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class AdminProvider(Protocol):
+    """What the admin endpoint reads and drives: the running proxy."""
+
+    def stats_snapshot(self) -> dict[str, Any]:
+        """The current statistics.
+
+        Keys: ``global`` (counter name -> int), ``connection_pool`` (stats_mysql_connection_pool rows),
+        ``query_digest`` (stats_mysql_query_digest rows), ``query_rules`` (``{"rule_id", "hits"}`` rows) and
+        ``config`` (``{"checksum": str, "loaded_at": float, "source": str}``); optionally
+        ``query_digest_overflow`` (queries not recorded because the digest table was full); any others are
+        passed through to ``GET /stats``.
+        """
+        ...
+
+    def config_document(self) -> dict[str, Any]:
+        """The running config as a config document."""
+        ...
+
+    def reset_query_digest(self) -> list[dict[str, Any]]:
+        """The digest rows, after which the digest table is empty."""
+        ...
+
+    async def reload(self, document: dict[str, Any] | None) -> dict[str, Any]:
+        """Load ``document`` as the config (None: re-read the config file).
+
+        Returns ``{"ok": bool, "checksum": str, "errors": [str], "warnings": [str]}``.
+        """
+        ...
+
+
+class AdminServer:
+    """The admin HTTP server, bound to a loopback address; ``start()`` and ``stop()`` run in the proxy's loop."""
+
+    def __init__(self, provider: AdminProvider, host: str = "127.0.0.1", port: int = 6070) -> None:
+        self.provider = provider
+        self.host = _loopback(host)
+        #: The port to listen on; after ``start()`` the port actually bound (useful with port 0).
+        self.port = port
+        self._runner: web.AppRunner | None = None
+        self._reload_lock = asyncio.Lock()
+
+    async def start(self) -> None:
+        """Listen; port 0 picks a free port, which ``self.port`` then holds."""
+        app = web.Application(middlewares=[_json_errors], client_max_size=MAX_BODY_BYTES)
+        app.add_routes(
+            [
+                web.get("/health", self._health),
+                web.get("/stats", self._stats),
+                web.get("/stats/global", self._section("global")),
+                web.get("/stats/connection_pool", self._section("connection_pool")),
+                web.get("/stats/query_digest", self._query_digest),
+                web.post("/stats/query_digest/reset", self._query_digest_reset),
+                web.get("/stats/query_rules", self._section("query_rules")),
+                web.get("/config", self._config),
+                web.post("/reload", self._reload),
+                web.get("/metrics", self._metrics),
+            ]
+        )
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, self.host, self.port)
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        self.port = runner.addresses[0][1]
+
+    async def stop(self) -> None:
+        """Stop listening and finish the open requests."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # ------------------------------------------------------------------------------------------------ handlers
+
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def _stats(self, request: web.Request) -> web.Response:
+        return web.json_response(self.provider.stats_snapshot())
+
+    def _section(self, key: str) -> Callable[[web.Request], Awaitable[web.Response]]:
+        async def handler(request: web.Request) -> web.Response:
+            return web.json_response(self.provider.stats_snapshot()[key])
+
+        return handler
+
+    async def _query_digest(self, request: web.Request) -> web.Response:
+        order_by = request.query.get("order_by", "sum_time")
+        limit: int | None = None
+        if "limit" in request.query:
+            try:
+                limit = int(request.query["limit"])
+            except ValueError:
+                return _error(400, f"limit must be a whole number, not {request.query['limit']!r}")
+        try:
+            rows = order_digest_rows(self.provider.stats_snapshot()["query_digest"], limit, order_by)
+        except ValueError as exc:
+            return _error(400, str(exc))
+        return web.json_response(rows)
+
+    async def _query_digest_reset(self, request: web.Request) -> web.Response:
+        return web.json_response(self.provider.reset_query_digest())
+
+    async def _config(self, request: web.Request) -> web.Response:
+        info = self.provider.stats_snapshot()["config"]
+        return web.json_response({**info, "document": self.provider.config_document()})
+
+    async def _reload(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        document: dict[str, Any] | None = None
+        if body.strip():
+            try:
+                parsed = json.loads(body)
+            except ValueError as exc:
+                return _error(400, f"the body is not valid JSON: {exc}")
+            if not isinstance(parsed, dict):
+                return _error(400, f"the body must be a JSON object (a config document), not {type(parsed).__name__}")
+            document = parsed
+        async with self._reload_lock:
+            result = await self.provider.reload(document)
+        if not result.get("ok"):
+            return web.json_response({"error": "the config was refused", **result}, status=422)
+        return web.json_response(result)
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        text = render_metrics(self.provider.stats_snapshot())
+        return web.Response(body=text.encode(), headers={"Content-Type": METRICS_CONTENT_TYPE})
+
+
+def _loopback(host: str) -> str:
+    """``host`` if it is a loopback address ("localhost" means 127.0.0.1); the endpoint has no authentication."""
+    if host == "localhost":
+        return "127.0.0.1"
+    try:
+        if ipaddress.ip_address(host.strip("[]")).is_loopback:
+            return host.strip("[]")
+    except ValueError:
+        pass
+    raise ValueError(f"the admin endpoint only binds to a loopback address (127.0.0.1, ::1), not {host!r}")
+
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
+    return web.json_response({"error": message}, status=status, headers=headers)
+
+
+@web.middleware
+async def _json_errors(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """Turn aiohttp's HTTP errors (404, 405, 413...) and unexpected exceptions into JSON errors."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        if exc.status == 404:
+            message = f"no such endpoint: {request.path}"
+        elif exc.status == 405:
+            message = f"{request.method} is not allowed on {request.path}"
+        else:
+            message = exc.text or exc.reason
+        allow = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
+        return _error(exc.status, message, allow)
+    except Exception:
+        log.exception("admin: %s %s failed", request.method, request.path)
+        return _error(500, "internal error; see the proxy log")
+
+
+# ---------------------------------------------------------------------------------------------------- /metrics
+
+
+class _Exposition:
+    """Builds Prometheus text exposition format 0.0.4, one metric family at a time."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def family(self, name: str, kind: str, help: str, samples: Iterable[tuple[dict[str, str], float]]) -> None:
+        """Add a family: its HELP and TYPE lines, then its samples (label set, value)."""
+        self.lines.append(f"# HELP {name} {_escape_help(help)}")
+        self.lines.append(f"# TYPE {name} {kind}")
+        for labels, value in samples:
+            self.lines.append(f"{name}{_labels(labels)} {_number(value)}")
+
+    def text(self) -> str:
+        """The whole exposition, newline-terminated."""
+        return "\n".join(self.lines) + "\n"
+
+
+def _escape_help(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def _escape_label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _labels(labels: dict[str, str]) -> str:
+    if not labels:
+        return ""
+    return "{" + ",".join(f'{name}="{_escape_label(value)}"' for name, value in labels.items()) + "}"
+
+
+def _number(value: float) -> str:
+    if isinstance(value, int):
+        return str(int(value))
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(float(value))
+
+
+def _metric_name(variable: str) -> str:
+    """``proxyfleet_`` and the lowercased variable name, with characters outside [a-z0-9_] replaced by '_'."""
+    return "proxyfleet_" + "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in variable.lower())
+
+
+def _endpoint(row: dict[str, Any]) -> str:
+    host = str(row["srv_host"])
+    return f"[{host}]:{row['srv_port']}" if ":" in host else f"{host}:{row['srv_port']}"
+
+
+def render_metrics(snapshot: dict[str, Any]) -> str:
+    """A stats snapshot (see ``AdminProvider.stats_snapshot``) as Prometheus text exposition format 0.0.4."""
+    out = _Exposition()
+    _global_metrics(out, snapshot["global"])
+    _pool_metrics(out, snapshot["connection_pool"])
+    _digest_metrics(out, snapshot["query_digest"])
+    if "query_digest_overflow" in snapshot:
+        out.family(
+            "proxyfleet_query_digest_overflow_total",
+            "counter",
+            "queries not recorded in the digest table because it was full",
+            [({}, snapshot["query_digest_overflow"])],
+        )
+    out.family(
+        "proxyfleet_query_rule_hits_total",
+        "counter",
+        "queries each query rule matched",
+        [({"rule_id": str(r["rule_id"])}, r["hits"]) for r in snapshot["query_rules"]],
+    )
+    config = snapshot["config"]
+    out.family(
+        "proxyfleet_config_info",
+        "gauge",
+        "the running config: its checksum and where it was loaded from (always 1)",
+        [({"checksum": str(config["checksum"]), "source": str(config["source"])}, 1)],
+    )
+    out.family(
+        "proxyfleet_config_loaded_timestamp_seconds",
+        "gauge",
+        "unix time the running config was loaded",
+        [({}, config["loaded_at"])],
+    )
+    return out.text()
+
+
+def _global_metrics(out: _Exposition, counters: dict[str, Any]) -> None:
+    """stats_mysql_global: counters become ``proxyfleet_<name>_total``, gauges ``proxyfleet_<name>``."""
+    for variable, value in counters.items():
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        spec = COUNTERS.get(variable)
+        if variable == "ProxySQL_Uptime":
+            out.family("proxyfleet_uptime_seconds", "gauge", "seconds since the proxy started", [({}, value)])
+        elif spec is None:  # a variable this module has no spec for: exported, but without a type
+            out.family(_metric_name(variable), "untyped", f"stats_mysql_global {variable}", [({}, value)])
+        elif spec.kind == "counter":
+            out.family(_metric_name(variable) + "_total", "counter", f"{spec.help} ({variable})", [({}, value)])
+        else:
+            out.family(_metric_name(variable), "gauge", f"{spec.help} ({variable})", [({}, value)])
+
+
+def _pool_metrics(out: _Exposition, rows: list[dict[str, Any]]) -> None:
+    """stats_mysql_connection_pool, one series per server (hostgroup, endpoint)."""
+    servers = [({"hostgroup": str(r["hostgroup"]), "endpoint": _endpoint(r)}, r) for r in rows]
+    out.family(
+        "proxyfleet_connpool_conns",
+        "gauge",
+        "backend connections in use and idle per server (ConnUsed, ConnFree)",
+        [
+            sample
+            for labels, r in servers
+            for sample in (({**labels, "status": "used"}, r["ConnUsed"]), ({**labels, "status": "free"}, r["ConnFree"]))
+        ],
+    )
+    out.family(
+        "proxyfleet_connpool_server_status",
+        "gauge",
+        "a server's status (ONLINE, SHUNNED, OFFLINE_SOFT, OFFLINE_HARD) as a label (always 1)",
+        [({**labels, "status": str(r["status"])}, 1) for labels, r in servers],
+    )
+    for column, name, kind, help in (
+        ("ConnOK", "proxyfleet_connpool_conns_ok_total", "counter", "backend connections opened successfully"),
+        ("ConnERR", "proxyfleet_connpool_conns_err_total", "counter", "backend connection attempts that failed"),
+        ("MaxConnUsed", "proxyfleet_connpool_conns_max_used", "gauge", "most backend connections in use at once"),
+        ("Queries", "proxyfleet_connpool_queries_total", "counter", "queries sent to the server"),
+        ("Bytes_data_sent", "proxyfleet_connpool_bytes_data_sent_total", "counter", "bytes sent to the server"),
+        ("Bytes_data_recv", "proxyfleet_connpool_bytes_data_recv_total", "counter", "bytes received from the server"),
+        ("Latency_us", "proxyfleet_connpool_latency_us", "gauge", "the server's measured latency in microseconds"),
+    ):
+        out.family(name, kind, f"{help} ({column})", [(labels, r[column]) for labels, r in servers])
+
+
+def _digest_metrics(out: _Exposition, rows: list[dict[str, Any]]) -> None:
+    """stats_mysql_query_digest summed over client addresses, for the busiest ``METRICS_TOP_DIGESTS`` series."""
+    totals: dict[tuple[str, str, str, str], list[int]] = {}
+    texts: dict[str, str] = {}
+    for r in rows:
+        key = (str(r["digest"]), str(r["hostgroup"]), str(r["username"]), str(r["schemaname"]))
+        total = totals.setdefault(key, [0, 0])
+        total[0] += r["count_star"]
+        total[1] += r["sum_time"]
+        texts[key[0]] = str(r["digest_text"])
+    top = sorted(totals.items(), key=lambda item: item[1][0], reverse=True)[:METRICS_TOP_DIGESTS]
+    series = [
+        ({"digest": digest, "hostgroup": hg, "username": user, "schemaname": schema}, count, time_us)
+        for (digest, hg, user, schema), (count, time_us) in top
+    ]
+    out.family(
+        "proxyfleet_query_digest_count_total",
+        "counter",
+        f"queries per digest, hostgroup, user and schema (the {METRICS_TOP_DIGESTS} busiest)",
+        [(labels, count) for labels, count, _ in series],
+    )
+    out.family(
+        "proxyfleet_query_digest_time_us_total",
+        "counter",
+        f"microseconds spent per digest, hostgroup, user and schema (the {METRICS_TOP_DIGESTS} busiest)",
+        [(labels, time_us) for labels, _, time_us in series],
+    )
+    exported = dict.fromkeys(labels["digest"] for labels, _, _ in series)
+    out.family(
+        "proxyfleet_query_digest_info",
+        "gauge",
+        f"the normalized text of each exported digest, cut at {METRICS_DIGEST_TEXT_MAX} characters (always 1)",
+        [({"digest": d, "digest_text": texts[d][:METRICS_DIGEST_TEXT_MAX]}, 1) for d in exported],
+    )

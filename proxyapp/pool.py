@@ -1,0 +1,401 @@
+"""Hostgroups of weighted servers and their backend connection pools.
+
+One ``ServerPool`` per ``mysql_servers`` row (hostgroup, host, port), as in ProxySQL: the same address in two
+hostgroups has two pools, each with its own ``max_connections``. A session asks a ``Hostgroup`` for a
+connection; the hostgroup picks an ONLINE server by weight among those with room, reuses an idle connection of
+the same user or opens one, and queues the session (first come, first served) when every server is full.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import time
+from collections import deque
+from dataclasses import dataclass
+
+from proxyapp.backend import BackendConnection, BackendError, Credentials
+from proxyapp.stats import GlobalCounters
+from proxyapp.tables import MysqlServer
+from proxyapp.variables import Variables
+
+ONLINE = "ONLINE"
+SHUNNED = "SHUNNED"
+OFFLINE_SOFT = "OFFLINE_SOFT"
+OFFLINE_HARD = "OFFLINE_HARD"
+
+
+class PoolError(Exception):
+    """No backend connection could be had; the message names the hostgroup and the cause."""
+
+    def __init__(self, message: str, code: int = 9001) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(slots=True)
+class PoolSettings:
+    """The global variables the pools follow."""
+
+    connect_timeout_ms: int = 1000
+    connect_timeout_max_ms: int = 10000
+    connect_retries: int = 10
+    connect_retries_delay_ms: int = 1
+    shun_on_failures: int = 5
+    shun_recovery_time_sec: int = 10
+    free_connections_pct: int = 10
+    connection_max_age_ms: int = 0
+    connection_wait_timeout_ms: int = 10000
+    max_allowed_packet: int = 1 << 26
+
+    @classmethod
+    def from_variables(cls, v: Variables) -> PoolSettings:
+        """Read the settings from the config's global variables."""
+        return cls(
+            connect_timeout_ms=v["mysql-connect_timeout_server"],
+            connect_timeout_max_ms=v["mysql-connect_timeout_server_max"],
+            connect_retries=v["mysql-connect_retries_on_failure"],
+            connect_retries_delay_ms=v["mysql-connect_retries_delay"],
+            shun_on_failures=v["mysql-shun_on_failures"],
+            shun_recovery_time_sec=v["mysql-shun_recovery_time_sec"],
+            free_connections_pct=v["mysql-free_connections_pct"],
+            connection_max_age_ms=v["mysql-connection_max_age_ms"],
+            connection_wait_timeout_ms=v["mysql-connection_wait_timeout"],
+            max_allowed_packet=v["mysql-max_allowed_packet"],
+        )
+
+
+class ServerPool:
+    """The connections to one server in one hostgroup, and its ProxySQL-style statistics."""
+
+    __slots__ = (
+        "bytes_recv",
+        "bytes_sent",
+        "conn_err",
+        "conn_ok",
+        "connect_errors",
+        "connecting",
+        "hostgroup",
+        "idle",
+        "latency_us",
+        "max_used",
+        "queries",
+        "removed",
+        "server",
+        "shunned_at",
+        "status",
+        "status_reason",
+        "used",
+    )
+
+    def __init__(self, server: MysqlServer, hostgroup: Hostgroup) -> None:
+        self.server = server
+        self.hostgroup = hostgroup
+        self.status = server.status
+        self.status_reason = "configured"
+        self.idle: deque[BackendConnection] = deque()
+        self.used = 0
+        self.connecting = 0
+        self.max_used = 0
+        self.conn_ok = 0
+        self.conn_err = 0
+        self.queries = 0
+        self.bytes_sent = 0
+        self.bytes_recv = 0
+        self.latency_us = 0
+        self.shunned_at = 0.0
+        self.connect_errors: deque[float] = deque()
+        self.removed = False
+
+    @property
+    def has_room(self) -> bool:
+        """Whether a connection can be handed out without waiting."""
+        return bool(self.idle) or self.used + self.connecting < self.server.max_connections
+
+    def usable(self, now: float, recovery_s: float) -> bool:
+        """Whether new work may go to this server; a SHUNNED server is retried after the recovery time."""
+        if self.status == ONLINE:
+            return True
+        if self.status == SHUNNED and self.status_reason.startswith("connect") and now - self.shunned_at >= recovery_s:
+            self.set_status(ONLINE, f"shun recovery time ({recovery_s:.0f} s) elapsed")
+            return True
+        return False
+
+    def set_status(self, status: str, reason: str) -> None:
+        """Change the runtime status; leaving ONLINE closes the idle connections (OFFLINE_HARD: all)."""
+        self.status = status
+        self.status_reason = reason
+        if status == SHUNNED:
+            self.shunned_at = time.monotonic()
+        if status != ONLINE:
+            self.close_idle()
+
+    def close_idle(self) -> None:
+        """Close every idle connection."""
+        while self.idle:
+            self.idle.pop().close()
+
+    def record_connect_error(self, settings: PoolSettings) -> None:
+        """Count a failed connect; too many within a second shuns the server."""
+        self.conn_err += 1
+        now = time.monotonic()
+        errors = self.connect_errors
+        errors.append(now)
+        while errors and now - errors[0] > 1.0:
+            errors.popleft()
+        if self.status == ONLINE and len(errors) >= settings.shun_on_failures:
+            self.set_status(SHUNNED, f"connect failed {len(errors)} times within 1 s")
+
+    def row(self) -> dict[str, object]:
+        """This pool as a stats_mysql_connection_pool row."""
+        return {
+            "hostgroup": self.server.hostgroup_id,
+            "srv_host": self.server.hostname,
+            "srv_port": self.server.port,
+            "status": self.status,
+            "ConnUsed": self.used,
+            "ConnFree": len(self.idle),
+            "ConnOK": self.conn_ok,
+            "ConnERR": self.conn_err,
+            "MaxConnUsed": self.max_used,
+            "Queries": self.queries,
+            "Bytes_data_sent": self.bytes_sent,
+            "Bytes_data_recv": self.bytes_recv,
+            "Latency_us": self.latency_us,
+        }
+
+
+@dataclass(slots=True)
+class _Waiter:
+    future: asyncio.Future[BackendConnection | None]
+    username: str
+
+
+class Hostgroup:
+    """A hostgroup: its server pools and the sessions waiting for a connection."""
+
+    __slots__ = ("id", "manager", "pools", "waiters")
+
+    def __init__(self, hostgroup_id: int, manager: PoolManager) -> None:
+        self.id = hostgroup_id
+        self.manager = manager
+        self.pools: list[ServerPool] = []
+        self.waiters: deque[_Waiter] = deque()
+
+    def _choose(self, now: float) -> tuple[ServerPool | None, bool]:
+        """Pick a server by weight among those with room; returns (pool, whether any server is usable)."""
+        recovery = self.manager.settings.shun_recovery_time_sec
+        usable = [p for p in self.pools if p.server.weight > 0 and p.usable(now, recovery)]
+        if not usable:
+            return None, False
+        roomy = [p for p in usable if p.has_room]
+        if not roomy:
+            return None, True
+        if len(roomy) == 1:
+            return roomy[0], True
+        return random.choices(roomy, weights=[p.server.weight for p in roomy])[0], True
+
+    async def acquire(self, credentials: Credentials, schema: str | None) -> BackendConnection:
+        """Get a connection for ``credentials``; raises PoolError naming this hostgroup and the cause."""
+        settings = self.manager.settings
+        deadline = time.monotonic() + settings.connection_wait_timeout_ms / 1000
+        last_error: BackendError | None = None
+        attempts = 0
+        woken = False
+        while True:
+            now = time.monotonic()
+            pool, any_usable = self._choose(now) if woken or not self.waiters else (None, True)
+            if not any_usable:
+                cause = f"; last error: {last_error}" if last_error else ""
+                raise PoolError(f"hostgroup {self.id} has no ONLINE server{self._states()}{cause}")
+            if pool is not None:
+                conn = self._take_idle(pool, credentials.username)
+                if conn is not None:
+                    self.manager.counters.ConnPool_get_conn_immediate += 1
+                    return conn
+                try:
+                    return await self._open(pool, credentials, schema)
+                except BackendError as exc:
+                    last_error = exc
+                    attempts += 1
+                    if attempts > settings.connect_retries or time.monotonic() >= deadline:
+                        raise PoolError(
+                            f"cannot connect to any server of hostgroup {self.id} after {attempts} attempts: {exc}",
+                            exc.code if exc.code in (1045, 1044) else 9001,
+                        ) from None
+                    await asyncio.sleep(settings.connect_retries_delay_ms / 1000)
+                    continue
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise PoolError(
+                    f"hostgroup {self.id}: no free backend connection within "
+                    f"{settings.connection_wait_timeout_ms} ms (all {self._capacity()} connections in use)"
+                )
+            conn = await self._wait(credentials.username, remaining)
+            if conn is not None:
+                return conn
+            woken = True
+
+    def _take_idle(self, pool: ServerPool, username: str) -> BackendConnection | None:
+        idle = pool.idle
+        for i in range(len(idle) - 1, -1, -1):
+            conn = idle[i]
+            if conn.username == username:
+                del idle[i]
+                if conn.wire.reader.at_eof():
+                    conn.close()
+                    continue
+                self._mark_used(pool)
+                return conn
+        if idle and pool.used + pool.connecting >= pool.server.max_connections:
+            idle.popleft().close()  # make room for this user's connection
+        return None
+
+    def _mark_used(self, pool: ServerPool) -> None:
+        pool.used += 1
+        if pool.used > pool.max_used:
+            pool.max_used = pool.used
+
+    async def _open(self, pool: ServerPool, credentials: Credentials, schema: str | None) -> BackendConnection:
+        settings = self.manager.settings
+        pool.connecting += 1
+        try:
+            conn = await BackendConnection.connect(
+                pool.server.hostname,
+                pool.server.port,
+                credentials,
+                schema,
+                timeout=settings.connect_timeout_ms / 1000,
+                max_packet=settings.max_allowed_packet,
+            )
+        except BackendError as exc:
+            pool.connecting -= 1
+            self.manager.counters.Server_Connections_aborted += 1
+            if exc.code not in (1045, 1044):
+                pool.record_connect_error(settings)
+            else:
+                pool.conn_err += 1
+            self._wake_one()
+            raise BackendError(f"{pool.server.hostname}:{pool.server.port}: {exc}", exc.code) from None
+        except BaseException:
+            pool.connecting -= 1
+            self._wake_one()
+            raise
+        pool.connecting -= 1
+        pool.conn_ok += 1
+        if self.manager.backend_version is None:
+            self.manager.backend_version = conn.server_version
+        self.manager.counters.Server_Connections_created += 1
+        conn.pool = pool
+        self._mark_used(pool)
+        return conn
+
+    async def _wait(self, username: str, timeout: float) -> BackendConnection | None:
+        future: asyncio.Future[BackendConnection | None] = asyncio.get_running_loop().create_future()
+        waiter = _Waiter(future, username)
+        self.waiters.append(waiter)
+        try:
+            return await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            return None
+        finally:
+            if waiter in self.waiters:
+                self.waiters.remove(waiter)
+
+    def release(self, conn: BackendConnection, pool: ServerPool, reusable: bool) -> None:
+        """Take a connection back: hand it to a waiting session of the same user, keep it idle, or close it."""
+        settings = self.manager.settings
+        now = time.monotonic()
+        conn.last_used = now
+        too_old = settings.connection_max_age_ms and (now - conn.created_at) * 1000 > settings.connection_max_age_ms
+        if not reusable or pool.removed or pool.status != ONLINE or too_old:
+            pool.used -= 1
+            conn.close()
+            self._wake_one()
+            return
+        for waiter in self.waiters:
+            if waiter.username == conn.username and not waiter.future.done():
+                self.waiters.remove(waiter)
+                waiter.future.set_result(conn)
+                return
+        pool.used -= 1
+        keep = max(1, math.ceil(pool.server.max_connections * settings.free_connections_pct / 100))
+        if len(pool.idle) >= keep:
+            conn.close()
+        else:
+            pool.idle.append(conn)
+        self._wake_one()
+
+    def _wake_one(self) -> None:
+        while self.waiters:
+            waiter = self.waiters.popleft()
+            if not waiter.future.done():
+                waiter.future.set_result(None)
+                return
+
+    def _capacity(self) -> int:
+        return sum(p.server.max_connections for p in self.pools if p.status == ONLINE)
+
+    def _states(self) -> str:
+        if not self.pools:
+            return " (it has no servers)"
+        return " (" + ", ".join(f"{p.server.hostname}:{p.server.port} {p.status}" for p in self.pools) + ")"
+
+
+class PoolManager:
+    """Every hostgroup and server pool of the running config."""
+
+    def __init__(self, counters: GlobalCounters) -> None:
+        self.counters = counters
+        self.settings = PoolSettings()
+        self.hostgroups: dict[int, Hostgroup] = {}
+        self.backend_version: str | None = None  # from the first backend greeting, reported to clients
+        self._pools: dict[tuple[int, str, int], ServerPool] = {}
+
+    def apply(self, servers: tuple[MysqlServer, ...], settings: PoolSettings) -> None:
+        """Adopt a new server list: pools of servers that stay keep their connections; removed ones drain."""
+        self.settings = settings
+        fresh: dict[tuple[int, str, int], ServerPool] = {}
+        hostgroups: dict[int, Hostgroup] = {}
+        for server in servers:
+            hg = hostgroups.get(server.hostgroup_id)
+            if hg is None:
+                hg = self.hostgroups.get(server.hostgroup_id) or Hostgroup(server.hostgroup_id, self)
+                hg.pools = []
+                hostgroups[server.hostgroup_id] = hg
+            pool = self._pools.get(server.key)
+            if pool is None:
+                pool = ServerPool(server, hg)
+            else:
+                if pool.server.status != server.status:
+                    pool.set_status(server.status, "set in config")
+                pool.server = server
+            hg.pools.append(pool)
+            fresh[server.key] = pool
+        for key, pool in self._pools.items():
+            if key not in fresh:
+                pool.removed = True
+                pool.close_idle()
+        for hg_id, hg in self.hostgroups.items():
+            if hg_id not in hostgroups:
+                hg.pools = []
+                hg._wake_one()
+        self._pools = fresh
+        self.hostgroups = hostgroups
+
+    def hostgroup(self, hostgroup_id: int) -> Hostgroup:
+        """The hostgroup with this id (an empty one if the config has no servers in it)."""
+        hg = self.hostgroups.get(hostgroup_id)
+        if hg is None:
+            hg = self.hostgroups[hostgroup_id] = Hostgroup(hostgroup_id, self)
+        return hg
+
+    def rows(self) -> list[dict[str, object]]:
+        """stats_mysql_connection_pool rows."""
+        return [pool.row() for hg in sorted(self.hostgroups) for pool in self.hostgroups[hg].pools]
+
+    def close_all(self) -> None:
+        """Close every idle connection (at shutdown)."""
+        for pool in self._pools.values():
+            pool.close_idle()

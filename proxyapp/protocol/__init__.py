@@ -1,0 +1,1 @@
+"""The MySQL client/server wire protocol: packets, handshake, authentication, result sets."""

@@ -1,0 +1,78 @@
+"""The running configuration: everything a session consults per query, built once per config load.
+
+A reload builds a new ``Runtime`` and swaps one reference; sessions read that reference at each command, so a
+command in flight finishes under the config it started with and the next one sees the new config.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from proxyapp.config import Config
+
+from proxyapp.rules import RuleEngine
+from proxyapp.tables import MysqlUser
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSettings:
+    """The global variables sessions follow."""
+
+    server_version: str
+    auth_plugin: str
+    max_connections: int
+    autocommit_false_is_transaction: bool
+    default_query_timeout_ms: int
+    query_retries_on_failure: int
+    long_query_time_ms: int
+    local_infile: bool
+    multiplexing: bool
+    query_digests: bool
+    max_digest_length: int
+    max_allowed_packet: int
+    wait_timeout_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Runtime:
+    """A loaded config with its compiled rules and lookup tables."""
+
+    config: Config
+    rules: RuleEngine
+    frontend_users: dict[str, MysqlUser]
+    backend_users: dict[str, MysqlUser]
+    settings: SessionSettings
+    loaded_at: float
+    source: str
+
+    @classmethod
+    def build(cls, config: Config, source: str) -> Runtime:
+        """Compile a validated config."""
+        v = config.variables
+        settings = SessionSettings(
+            server_version=v["mysql-server_version"],
+            auth_plugin=v["mysql-default_authentication_plugin"],
+            max_connections=v["mysql-max_connections"],
+            autocommit_false_is_transaction=v["mysql-autocommit_false_is_transaction"],
+            default_query_timeout_ms=v["mysql-default_query_timeout"],
+            query_retries_on_failure=v["mysql-query_retries_on_failure"],
+            long_query_time_ms=v["mysql-long_query_time"],
+            local_infile=v["mysql-enable_load_data_local_infile"],
+            multiplexing=v["mysql-multiplexing"],
+            query_digests=v["mysql-query_digests"],
+            max_digest_length=v["mysql-query_digests_max_digest_length"],
+            max_allowed_packet=v["mysql-max_allowed_packet"],
+            wait_timeout_ms=v["mysql-wait_timeout"],
+        )
+        frontend = {u.username: u for u in config.mysql_users if u.active and u.frontend}
+        backend = {u.username: u for u in config.mysql_users if u.active and u.backend}
+        return cls(
+            config=config,
+            rules=RuleEngine(config.mysql_query_rules),
+            frontend_users=frontend,
+            backend_users=backend,
+            settings=settings,
+            loaded_at=time.time(),
+            source=source,
+        )

@@ -1,0 +1,183 @@
+"""The proxy process: the MySQL listener, the admin endpoint, and atomic config reloads."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+from pathlib import Path
+
+from proxyapp.admin import AdminServer
+from proxyapp.config import Config, ConfigError, load_config_file, parse_config
+from proxyapp.pool import PoolManager, PoolSettings
+from proxyapp.querycache import QueryCache
+from proxyapp.runtime import Runtime
+from proxyapp.session import Session
+from proxyapp.stats import DigestStats, GlobalCounters
+
+log = logging.getLogger("proxyapp")
+
+
+def parse_address(text: str, default_port: int) -> tuple[str, int]:
+    """'host:port', ':port' or 'host' -> (host, port)."""
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        return text or "127.0.0.1", default_port
+    try:
+        return host.strip("[]") or "127.0.0.1", int(port)
+    except ValueError:
+        raise ValueError(f"bad address {text!r}: the port must be a number") from None
+
+
+class Proxy:
+    """A running proxy: one config, its pools and statistics, the listener and the admin endpoint."""
+
+    def __init__(self, config: Config, config_path: Path | None = None) -> None:
+        self.config_path = config_path
+        self.counters = GlobalCounters()
+        self.digests = DigestStats()
+        self.pools = PoolManager(self.counters)
+        self.runtime = Runtime.build(config, str(config_path or "document"))
+        self.pools.apply(config.mysql_servers, PoolSettings.from_variables(config.variables))
+        self.cache = QueryCache(config.variables["mysql-query_cache_size_MB"] << 20, self.counters)
+        self.background: set[asyncio.Task[None]] = set()
+        self.started = time.monotonic()
+        self.listen_address: tuple[str, int] = ("127.0.0.1", 0)
+        self.admin: AdminServer | None = None
+        self._server: asyncio.Server | None = None
+        self._next_session = 1
+        self._sessions: set[asyncio.Task[None]] = set()
+
+    async def start(self, listen: tuple[str, int], admin: tuple[str, int] | None) -> None:
+        """Open the MySQL listener (and the admin endpoint); port 0 picks a free port."""
+        self._server = await asyncio.start_server(self._serve_client, listen[0], listen[1], backlog=4096, limit=1 << 20)
+        self.listen_address = self._server.sockets[0].getsockname()[:2]
+        if admin is not None:
+            self.admin = AdminServer(self, admin[0], admin[1])
+            await self.admin.start()
+        log.info(
+            "ProxyFleet listening on %s:%d (admin %s), config %s",
+            *self.listen_address,
+            f"{admin[0]}:{self.admin.port}" if self.admin else "off",
+            self.runtime.config.checksum[:12],
+        )
+        for warning in self.runtime.config.warnings:
+            log.warning("config: %s", warning)
+
+    async def _serve_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        session_id = self._next_session
+        self._next_session += 1
+        task = asyncio.current_task()
+        if task is not None:
+            self._sessions.add(task)
+        try:
+            await Session(self, reader, writer, session_id).run()
+        finally:
+            if task is not None:
+                self._sessions.discard(task)
+
+    async def stop(self) -> None:
+        """Stop listening, end the sessions and close the pools."""
+        if self._server is not None:
+            self._server.close()
+        if self.admin is not None:
+            await self.admin.stop()
+        for task in list(self._sessions):
+            task.cancel()
+        if self._sessions:
+            await asyncio.wait(list(self._sessions), timeout=5)
+        self.pools.close_all()
+
+    # --------------------------------------------------------------------------------------- reloads
+
+    def apply(self, config: Config, source: str) -> None:
+        """Swap in a validated config: new sessions and new commands use it, commands in flight finish as they are."""
+        self.runtime = Runtime.build(config, source)
+        self.pools.apply(config.mysql_servers, PoolSettings.from_variables(config.variables))
+        self.cache.max_bytes = config.variables["mysql-query_cache_size_MB"] << 20
+        self.cache.clear()
+        log.info("config %s loaded from %s", config.checksum[:12], source)
+        for warning in config.warnings:
+            log.warning("config: %s", warning)
+
+    def reload_file(self) -> dict[str, object]:
+        """Re-read the config file; a broken file is refused and the running config stays."""
+        if self.config_path is None:
+            return {
+                "ok": False,
+                "checksum": self.runtime.config.checksum,
+                "errors": ["the proxy was not started from a config file"],
+                "warnings": [],
+            }
+        try:
+            config = load_config_file(self.config_path)
+        except ConfigError as exc:
+            log.error("reload refused, keeping config %s:\n%s", self.runtime.config.checksum[:12], exc)
+            return {
+                "ok": False,
+                "checksum": self.runtime.config.checksum,
+                "errors": exc.errors,
+                "warnings": [],
+            }
+        self.apply(config, str(self.config_path))
+        return {"ok": True, "checksum": config.checksum, "errors": [], "warnings": list(config.warnings)}
+
+    # --------------------------------------------------------------------------------------- admin provider
+
+    async def reload(self, document: dict | None) -> dict:
+        """Admin call: load ``document`` (or re-read the file when None)."""
+        if document is None:
+            return self.reload_file()
+        try:
+            config = parse_config(document)
+        except ConfigError as exc:
+            return {
+                "ok": False,
+                "checksum": self.runtime.config.checksum,
+                "errors": exc.errors,
+                "warnings": [],
+            }
+        self.apply(config, "admin")
+        return {"ok": True, "checksum": config.checksum, "errors": [], "warnings": list(config.warnings)}
+
+    def config_document(self) -> dict:
+        """The running config as a document."""
+        return self.runtime.config.to_document()
+
+    def reset_query_digest(self) -> list[dict]:
+        """Admin call: the digest rows, then an empty digest table."""
+        return self.digests.reset()
+
+    def stats_snapshot(self) -> dict:
+        """Everything the admin endpoint reports."""
+        rt = self.runtime
+        counters = self.counters.snapshot()
+        return {
+            "global": counters,
+            "connection_pool": self.pools.rows(),
+            "query_digest": self.digests.rows(),
+            "query_digest_overflow": self.digests.overflow,
+            "query_rules": [{"rule_id": k, "hits": v} for k, v in sorted(rt.rules.hits.items())],
+            "config": {"checksum": rt.config.checksum, "loaded_at": rt.loaded_at, "source": rt.source},
+        }
+
+
+async def serve(config_path: Path, listen: tuple[str, int] | None, admin: tuple[str, int] | None) -> None:
+    """Run a proxy from a config file until SIGINT/SIGTERM; SIGHUP reloads the file."""
+    config = load_config_file(config_path)
+    proxy = Proxy(config, config_path)
+    v = config.variables
+    if listen is None:
+        listen = parse_address(v["mysql-interfaces"], 6033)
+    if admin is None and v["admin-restapi_enabled"]:
+        admin = (v["admin-restapi_interface"], v["admin-restapi_port"])
+    await proxy.start(listen, admin)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    loop.add_signal_handler(signal.SIGHUP, proxy.reload_file)
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    loop.add_signal_handler(signal.SIGINT, stop.set)
+    await stop.wait()
+    log.info("shutting down")
+    await proxy.stop()

@@ -1,0 +1,986 @@
+"""A client session: handshake and authentication, command dispatch, routing, pinning and state tracking.
+
+The query path is a pipeline of plain steps, each a method: analyze (scan + digest), apply the query rules,
+answer from the proxy when it can (rule errors and OK messages, LAST_INSERT_ID, the cache), route to a
+hostgroup, borrow a backend connection and bring it to the session's state, run and relay, then track what the
+statement changed and decide whether the session keeps the connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import struct
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from proxyapp.backend import BackendConnection, BackendError, Credentials
+from proxyapp.digest import compute_digest
+from proxyapp.pool import Hostgroup, PoolError, ServerPool
+from proxyapp.prepared import (
+    ClientStatement,
+    ensure_prepared,
+    read_prepare_response,
+    rewrite_execute,
+    with_client_id,
+)
+from proxyapp.protocol import auth
+from proxyapp.protocol.constants import (
+    PROXY_CAPABILITIES,
+    Cap,
+    Command,
+    ErrorCode,
+    FieldType,
+    Status,
+    names_for_collation,
+)
+from proxyapp.protocol.handshake import ClientLogin, ServerGreeting, auth_switch_request
+from proxyapp.protocol.packets import (
+    ErrPacket,
+    PacketTooLarge,
+    ProtocolError,
+    eof_packet,
+    err_packet,
+    frame,
+    ok_packet,
+    parse_err,
+    parse_ok,
+    read_nul_str,
+)
+from proxyapp.protocol.resultset import result_set
+from proxyapp.protocol.wire import PeerClosed, Response, Wire, read_response
+from proxyapp.rules import QueryContext, RuleOutcome
+from proxyapp.sessionstate import DIRTY_PINS, Pin, SessionState
+from proxyapp.sqlscan import Kind, Statement, scan
+
+if TYPE_CHECKING:
+    from proxyapp.server import Proxy
+
+log = logging.getLogger("proxyapp.session")
+
+_NO_TIMEOUT_MS = 86_400_000
+_DEFAULT_VERSION = "5.5.5-10.11.0-MariaDB-ProxyFleet"  # until a backend has told its own
+_TRANSACTION_NEUTRAL = frozenset({Kind.SET, Kind.USE, Kind.SHOW, Kind.COMMIT, Kind.ROLLBACK})
+_WARNING_QUERIES = ("SHOW WARNINGS", "SHOW ERRORS", "SHOW COUNT")
+_ISOLATION = {
+    "READ UNCOMMITTED": "'READ-UNCOMMITTED'",
+    "READ COMMITTED": "'READ-COMMITTED'",
+    "REPEATABLE READ": "'REPEATABLE-READ'",
+    "SERIALIZABLE": "'SERIALIZABLE'",
+}
+
+
+class SessionEnd(Exception):
+    """The session is over (the client quit, or must be disconnected)."""
+
+
+class _Sink:
+    """Collects what a response relay writes, for the query cache, and passes it on to the client."""
+
+    __slots__ = ("capture", "client", "parts", "written")
+
+    def __init__(self, client: Wire, capture: bool = False) -> None:
+        self.client = client
+        self.capture = capture
+        self.parts: list[bytes] = []
+        self.written = 0
+
+    def write(self, raw: bytes) -> None:
+        """Relay ``raw`` to the client (and keep a copy when capturing)."""
+        if self.capture:
+            self.parts.append(raw)
+        self.written += len(raw)
+        self.client.write(raw)
+
+    async def drain(self) -> None:
+        """Wait for the client to take what was written."""
+        await self.client.drain()
+
+
+Runner = Callable[[BackendConnection, _Sink], Awaitable[Response]]
+
+
+class Session:
+    """One client connection to the proxy."""
+
+    def __init__(
+        self, proxy: Proxy, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, session_id: int
+    ) -> None:
+        self.proxy = proxy
+        self.id = session_id
+        self.client = Wire(reader, writer, proxy.runtime.settings.max_allowed_packet)
+        peer = writer.get_extra_info("peername") or ("", 0)
+        sock = writer.get_extra_info("sockname") or ("", 0)
+        self.client_addr: str = peer[0]
+        self.proxy_addr: str = sock[0]
+        self.proxy_port: int = sock[1]
+        self.username = ""
+        self.credentials = Credentials("")
+        self.default_hostgroup = 0
+        self.transaction_persistent = True
+        self.capabilities = 0
+        self.collation = 45
+        self.state = SessionState()
+        self.conn: BackendConnection | None = None  # the connection the session keeps while pinned
+        self.conn_hostgroup = 0
+        self.last_insert_id = 0
+        self.flag_in = 0
+        self.statements: dict[int, ClientStatement] = {}
+        self.next_stmt_id = 1
+        self.scramble = auth.new_scramble()
+        self.in_transaction = False
+
+    # ----------------------------------------------------------------------------------------------- lifecycle
+
+    async def run(self) -> None:
+        """Serve the client until it quits or breaks; never raises."""
+        counters = self.proxy.counters
+        counters.Client_Connections_created += 1
+        counters.Client_Connections_connected += 1
+        clean = False
+        try:
+            if await self._handshake():
+                await self._command_loop()
+            clean = True
+        except SessionEnd:
+            clean = True
+        except (PeerClosed, asyncio.IncompleteReadError, ConnectionError):
+            pass
+        except PacketTooLarge as exc:
+            self._send_error(ErrorCode.NET_PACKET_TOO_LARGE, str(exc), self.client.seq + 1)
+        except ProtocolError as exc:
+            log.info("session %d: malformed packet from %s: %s", self.id, self.client_addr, exc)
+            self._send_error(ErrorCode.HANDSHAKE, f"Malformed packet: {exc}", self.client.seq + 1)
+        except Exception:
+            log.exception("session %d: internal error", self.id)
+            self._send_error(ErrorCode.PROXY_ERROR, "ProxyFleet internal error; see the proxy log", 1)
+        finally:
+            if not clean:
+                counters.Client_Connections_aborted += 1
+            counters.Client_Connections_connected -= 1
+            if self.in_transaction:
+                counters.Active_Transactions -= 1
+                self.in_transaction = False
+            await self._drop_connection(reset=True)
+            self.client.close()
+
+    async def _drop_connection(self, reset: bool) -> None:
+        """Give up the kept backend connection, resetting it first when the session left state on it."""
+        conn = self.conn
+        if conn is None:
+            return
+        self.conn = None
+        pool = conn.pool
+        assert isinstance(pool, ServerPool)
+        reusable = True
+        if reset and (conn.dirty or conn.in_transaction or self.state.pins & DIRTY_PINS):
+            try:
+                err = await asyncio.wait_for(conn.simple_command(bytes((Command.RESET_CONNECTION,))), 2)
+                reusable = err is None
+                conn.state.variables.clear()
+                conn.state.autocommit = True
+                conn.state.names = names_for_collation(45)
+                conn.state.schema = None
+                conn.prepared.clear()
+                conn.dirty = False
+            except (PeerClosed, ProtocolError, TimeoutError, OSError):
+                reusable = False
+        pool.hostgroup.release(conn, pool, reusable)
+
+    # ----------------------------------------------------------------------------------------------- handshake
+
+    async def _handshake(self) -> bool:
+        rt = self.proxy.runtime
+        plugin = rt.settings.auth_plugin
+        greeting = ServerGreeting(
+            server_version=rt.settings.server_version or self.proxy.pools.backend_version or _DEFAULT_VERSION,
+            connection_id=self.id,
+            scramble=self.scramble,
+            capabilities=PROXY_CAPABILITIES,
+            charset=45,
+            plugin=plugin,
+        )
+        self.client.send(greeting.encode(), 0)
+        payload = await self.client.read_payload()
+        if len(payload) == 32 and struct.unpack_from("<I", payload)[0] & Cap.SSL:
+            self._send_error(ErrorCode.HANDSHAKE, "SSL is not enabled on this ProxyFleet listener", 2)
+            return False
+        login = ClientLogin.decode(payload)
+        self.capabilities = login.capabilities
+        seq = self.client.seq + 1
+        user = rt.frontend_users.get(login.username)
+        addr = self.client_addr
+        using = "YES" if login.auth_response else "NO"
+        denied = f"Access denied for user '{login.username}'@'{addr}' (using password: {using})"
+        if user is None:
+            self.proxy.counters.Access_Denied_Wrong_Password += 1
+            self._send_error(ErrorCode.ACCESS_DENIED, denied, seq)
+            return False
+        client_plugin = login.plugin or auth.NATIVE
+        token = login.auth_response
+        wanted = client_plugin
+        if client_plugin not in auth.SUPPORTED_PLUGINS or (
+            client_plugin == auth.CACHING_SHA2 and user.password.startswith("*")
+        ):
+            wanted = auth.NATIVE
+        if wanted != client_plugin and self.capabilities & Cap.PLUGIN_AUTH:
+            self.client.send(auth_switch_request(wanted, self.scramble), seq)
+            token = await self.client.read_payload()
+            seq = self.client.seq + 1
+        verdict = auth.verify(wanted, user.password, self.scramble, token)
+        if not verdict.ok:
+            self.proxy.counters.Access_Denied_Wrong_Password += 1
+            self._send_error(ErrorCode.ACCESS_DENIED, denied, seq)
+            return False
+        if self.proxy.counters.Client_Connections_connected > rt.settings.max_connections:
+            self.proxy.counters.Access_Denied_Max_Connections += 1
+            self._send_error(ErrorCode.CON_COUNT, "Too many connections", seq)
+            return False
+        if wanted == auth.CACHING_SHA2 and user.password:
+            self.client.send(b"\x01" + auth.SHA2_FAST_AUTH_OK, seq)
+            seq += 1
+        self._become(user.username, user.password, verdict.stage1, login.database or user.default_schema)
+        self.collation = login.charset
+        self.state.names = names_for_collation(login.charset)
+        self.state.multi_statements = bool(self.capabilities & Cap.MULTI_STATEMENTS)
+        self.client.send(ok_packet(), seq)
+        return True
+
+    def _become(self, username: str, password: str, stage1: bytes | None, schema: str | None) -> None:
+        user = self.proxy.runtime.frontend_users[username]
+        backend_user = self.proxy.runtime.backend_users.get(username, user)
+        self.username = username
+        password = backend_user.password if not backend_user.password.startswith("*") else ""
+        self.credentials = Credentials(username, password, stage1 if not password else None)
+        self.default_hostgroup = user.default_hostgroup
+        self.transaction_persistent = user.transaction_persistent
+        self.state.schema = schema
+
+    # ----------------------------------------------------------------------------------------------- dispatch
+
+    async def _command_loop(self) -> None:
+        client = self.client
+        handlers = _HANDLERS
+        while True:
+            payload = await client.read_payload()
+            if not payload:
+                raise ProtocolError("empty command packet")
+            handler = handlers.get(payload[0])
+            if handler is None:
+                self._send_error(ErrorCode.UNKNOWN_COM, f"Unknown or unsupported command 0x{payload[0]:02x}", 1)
+            else:
+                await handler(self, payload)
+
+    def _send_error(self, code: int, message: str, seq: int = 1) -> None:
+        self.proxy.counters.generated_error_packets += 1
+        with contextlib.suppress(ConnectionError, RuntimeError, AttributeError):
+            self.client.send(err_packet(code, message), seq)
+
+    def _send_ok(self, info: bytes = b"", affected: int = 0) -> None:
+        self.client.send(ok_packet(affected, 0, self._status(), 0, info), 1)
+
+    def _status(self) -> int:
+        status = Status.AUTOCOMMIT if self.state.autocommit else 0
+        if self.in_transaction:
+            status |= Status.IN_TRANS
+        return status
+
+    async def _com_quit(self, payload: bytes) -> None:
+        raise SessionEnd
+
+    async def _com_ping(self, payload: bytes) -> None:
+        self._send_ok()
+
+    async def _com_statistics(self, payload: bytes) -> None:
+        c = self.proxy.counters
+        uptime = int(time.monotonic() - self.proxy.started)
+        text = (
+            f"Uptime: {uptime}  Threads: {c.Client_Connections_connected}  Questions: {c.Questions}  "
+            f"Slow queries: {c.Slow_queries}  Opens: 0  Open tables: 0  Queries per second avg: "
+            f"{c.Questions / max(uptime, 1):.3f}"
+        )
+        self.client.send(text.encode(), 1)
+
+    async def _com_set_option(self, payload: bytes) -> None:
+        if len(payload) < 3:
+            raise ProtocolError("truncated COM_SET_OPTION")
+        option = payload[1] | payload[2] << 8
+        if option not in (0, 1):
+            self._send_error(ErrorCode.UNKNOWN_COM, f"Unknown COM_SET_OPTION option {option}", 1)
+            return
+        self.state.multi_statements = option == 0
+        self.client.send(eof_packet(self._status()), 1)
+
+    async def _com_reset_connection(self, payload: bytes) -> None:
+        await self._reset_session()
+        self._send_ok()
+
+    async def _reset_session(self) -> None:
+        await self._drop_connection(reset=True)
+        schema = self.state.schema
+        multi = self.state.multi_statements
+        self.state = SessionState(schema=schema, names=names_for_collation(self.collation), multi_statements=multi)
+        self.statements.clear()
+        self.last_insert_id = 0
+        self.flag_in = 0
+        if self.in_transaction:
+            self.proxy.counters.Active_Transactions -= 1
+            self.in_transaction = False
+
+    async def _com_change_user(self, payload: bytes) -> None:
+        name, pos = read_nul_str(payload, 1)
+        if self.capabilities & Cap.SECURE_CONNECTION:
+            if pos >= len(payload):
+                raise ProtocolError("truncated COM_CHANGE_USER")
+            n = payload[pos]
+            pos += 1 + n
+        else:
+            _, pos = read_nul_str(payload, pos)
+        schema_raw, pos = read_nul_str(payload, pos)
+        charset = self.collation
+        if pos + 2 <= len(payload):
+            charset = payload[pos] | payload[pos + 1] << 8
+        username = name.decode("utf-8", "replace")
+        user = self.proxy.runtime.frontend_users.get(username)
+        # Always re-challenge with a fresh scramble: the verdict then does not depend on the client's plugin.
+        self.scramble = auth.new_scramble()
+        plugin = auth.NATIVE
+        self.client.send(auth_switch_request(plugin, self.scramble), 1)
+        token = await self.client.read_payload()
+        seq = self.client.seq + 1
+        verdict = auth.verify(plugin, user.password, self.scramble, token) if user else auth.Verdict(False)
+        if user is None or not verdict.ok:
+            self.proxy.counters.Access_Denied_Wrong_Password += 1
+            self._send_error(ErrorCode.ACCESS_DENIED, f"Access denied for user '{username}'@'{self.client_addr}'", seq)
+            raise SessionEnd
+        await self._reset_session()
+        self._become(username, user.password, verdict.stage1, schema_raw.decode() or user.default_schema)
+        self.collation = charset
+        self.state.names = names_for_collation(charset)
+        self.client.send(ok_packet(status=self._status()), seq)
+
+    async def _com_init_db(self, payload: bytes) -> None:
+        schema = payload[1:].decode("utf-8", "replace")
+        response = await self._execute(self._idle_hostgroup(), _simple_runner(payload, _read_single), [], None)
+        if response is not None and response.error is None:
+            self.state.schema = schema
+            if self.conn is not None:
+                self.conn.state.schema = schema
+
+    async def _com_field_list(self, payload: bytes) -> None:
+        await self._execute(self._idle_hostgroup(), _simple_runner(payload, _read_field_list), [], None)
+
+    def _idle_hostgroup(self) -> int:
+        return self.conn_hostgroup if self.conn is not None else self.default_hostgroup
+
+    # ----------------------------------------------------------------------------------------------- queries
+
+    async def _com_query(self, payload: bytes) -> None:
+        proxy = self.proxy
+        rt = proxy.runtime
+        proxy.counters.Questions += 1
+        started = time.perf_counter()
+        raw = payload[1:]
+        sql = raw.decode("utf-8", "surrogateescape")
+        statements = scan(sql)
+        if not statements:
+            self._send_error(1065, "Query was empty", 1)
+            return
+        digest = compute_digest(sql, rt.settings.max_digest_length)
+        schema = self.state.schema or ""
+        outcome = rt.rules.evaluate(
+            QueryContext(
+                self.username,
+                schema,
+                self.client_addr,
+                self.proxy_addr,
+                self.proxy_port,
+                sql,
+                digest.hash,
+                digest.text,
+            ),
+            self.flag_in,
+        )
+        self.flag_in = outcome.next_query_flagIN or 0
+        if outcome.error_msg is not None:
+            self._send_error(ErrorCode.RULE_BLOCKED, outcome.error_msg, 1)
+            self._record(-1, digest, started, 0, 0)
+            return
+        if outcome.OK_msg is not None:
+            self._send_ok(outcome.OK_msg.encode())
+            self._record(-1, digest, started, 0, 0)
+            return
+        if outcome.query is not None:
+            sql = outcome.query
+            raw = sql.encode("utf-8", "surrogateescape")
+            payload = b"\x03" + raw
+            statements = scan(sql) or statements
+        if outcome.delay:
+            await asyncio.sleep(outcome.delay / 1000)
+        if Pin.WARNINGS in self.state.pins and not sql.lstrip().upper().startswith(_WARNING_QUERIES):
+            self.state.pins.discard(Pin.WARNINGS)
+            await self._maybe_release()
+        first = statements[0]
+        if len(statements) == 1 and first.last_insert_id_only and self.conn is None:
+            self.client.write(result_set([("LAST_INSERT_ID()", FieldType.LONGLONG)], [[self.last_insert_id]]))
+            self._record(-1, digest, started, 1, 0)
+            return
+        cache_key = None
+        if outcome.cache_ttl and self.conn is None and all(s.is_read for s in statements):
+            cache_key = (self.username, schema, raw)
+            hit = proxy.cache.get(cache_key)
+            if hit is not None:
+                self.client.write(hit)
+                self._record(-1, digest, started, 0, 0)
+                return
+        hostgroup = self._route(statements, outcome)
+        relay_infile = self._relay_infile
+
+        async def run(conn: BackendConnection, sink: _Sink) -> Response:
+            conn.wire.send(payload, 0)
+            return await read_response(conn.wire, sink, relay_infile=relay_infile)
+
+        response = await self._execute(hostgroup, run, statements, outcome, cache_key=cache_key)
+        if response is not None:
+            self._record(hostgroup, digest, started, response.rows, response.affected_rows)
+
+    def _route(self, statements: list[Statement], outcome: RuleOutcome) -> int:
+        """The hostgroup for a statement: kept connection, transaction, rule, or the user's default."""
+        if self.conn is not None:
+            return self.conn_hostgroup
+        first = statements[0]
+        if outcome.destination_hostgroup is not None:
+            hostgroup = outcome.destination_hostgroup
+            if first.kind is Kind.BEGIN or not self.transaction_persistent:
+                return hostgroup
+        else:
+            hostgroup = self.default_hostgroup
+        # Better than ProxySQL (its most frequent complaint): with autocommit=0 every statement opens a
+        # transaction, so the first one goes where the transaction's writes must go, the user's default.
+        if (
+            not self.state.autocommit
+            and self.proxy.runtime.settings.autocommit_false_is_transaction
+            and first.kind not in _TRANSACTION_NEUTRAL
+        ):
+            return self.default_hostgroup
+        return hostgroup
+
+    async def _execute(
+        self,
+        hostgroup: int,
+        run: Runner,
+        statements: list[Statement],
+        outcome: RuleOutcome | None,
+        *,
+        cache_key: tuple[str, str, bytes] | None = None,
+    ) -> Response | None:
+        """Run one command on a backend of ``hostgroup`` and relay the response; None if an error was sent."""
+        rt = self.proxy.runtime
+        retries = outcome.retries if outcome is not None and outcome.retries is not None else None
+        if retries is None:
+            retries = rt.settings.query_retries_on_failure
+        safe_to_retry = bool(statements) and all(s.is_read for s in statements)
+        timeout_ms = rt.settings.default_query_timeout_ms
+        if outcome is not None and outcome.timeout:
+            timeout_ms = outcome.timeout
+        while True:
+            kept = self.conn is not None
+            conn = self.conn
+            if conn is None:
+                conn = await self._borrow(hostgroup)
+                if conn is None:
+                    return None
+            else:
+                err = await self._sync_safely(conn)
+                if err is not None:
+                    self._relay_error(err)
+                    return None
+            pool = conn.pool
+            assert isinstance(pool, ServerPool)
+            sink = _Sink(self.client, cache_key is not None)
+            timer = None
+            if timeout_ms < _NO_TIMEOUT_MS:
+                timer = asyncio.get_running_loop().call_later(timeout_ms / 1000, self._kill_query, conn, pool)
+            sent_before = conn.wire.bytes_out
+            try:
+                response = await run(conn, sink)
+            except (PeerClosed, ProtocolError, OSError) as exc:
+                self._lose(conn, pool)
+                what = f"{pool.server.hostname}:{pool.server.port} (hostgroup {pool.server.hostgroup_id})"
+                if sink.written == 0 and not kept and safe_to_retry and retries > 0:
+                    retries -= 1
+                    log.info("session %d: retrying a read after losing %s: %s", self.id, what, exc)
+                    continue
+                sent = "" if safe_to_retry else " (not retried: the statement may have run)"
+                self._send_error(
+                    ErrorCode.BACKEND_LOST,
+                    f"Lost connection to backend {what} during query: {exc}{sent}",
+                    conn.wire.seq + 1 if sink.written else 1,
+                )
+                return None
+            finally:
+                if timer is not None:
+                    timer.cancel()
+            pool.queries += 1
+            pool.bytes_sent += conn.wire.bytes_out - sent_before
+            pool.bytes_recv += sink.written
+            conn.status = response.status
+            cacheable = cache_key is not None and outcome is not None and response.error is None
+            if cacheable and (response.rows or outcome.cache_empty_result is not False):
+                self.proxy.cache.put(cache_key, b"".join(sink.parts), outcome.cache_ttl or 0)
+            self._track(conn, hostgroup, statements, response, outcome)
+            return response
+
+    async def _borrow(self, hostgroup: int) -> BackendConnection | None:
+        """A connection from ``hostgroup`` brought to the session's state, or None after sending the error."""
+        hg: Hostgroup = self.proxy.pools.hostgroup(hostgroup)
+        try:
+            conn = await hg.acquire(self.credentials, self.state.schema)
+        except PoolError as exc:
+            self.proxy.counters.ConnPool_get_conn_failure += 1
+            self._send_error(exc.code, f"ProxyFleet: {exc}", 1)
+            return None
+        self.proxy.counters.ConnPool_get_conn_success += 1
+        err = await self._sync_safely(conn)
+        if err is not None:
+            self._release(conn, reusable=False)
+            self._relay_error(err)
+            return None
+        return conn
+
+    async def _sync_safely(self, conn: BackendConnection) -> ErrPacket | None:
+        try:
+            return await self._sync(conn)
+        except (PeerClosed, ProtocolError, OSError) as exc:
+            pool = conn.pool
+            assert isinstance(pool, ServerPool)
+            self._lose(conn, pool)
+            return ErrPacket(
+                ErrorCode.BACKEND_LOST,
+                "HY000",
+                f"ProxyFleet: lost backend {pool.server.hostname}:{pool.server.port} "
+                f"(hostgroup {pool.server.hostgroup_id}) while restoring session state: {exc}",
+            )
+
+    async def _sync(self, conn: BackendConnection) -> ErrPacket | None:
+        """Bring ``conn`` to the session's state; returns the backend's error if it refused."""
+        state = self.state
+        applied = conn.state
+        if state.matches(applied):
+            return None
+        if state.schema and applied.schema != state.schema:
+            err = await conn.simple_command(b"\x02" + state.schema.encode())
+            if err is not None:
+                return err
+            applied.schema = state.schema
+        if applied.multi_statements != state.multi_statements:
+            await conn.simple_command(bytes((Command.SET_OPTION, 0 if state.multi_statements else 1, 0)))
+            applied.multi_statements = state.multi_statements
+        statement = state.set_statement(applied)
+        if statement is not None:
+            response = await conn.query(statement)
+            if response.error is not None:
+                return response.error
+            state.adopt(applied)
+        return None
+
+    def _relay_error(self, err: ErrPacket) -> None:
+        self._send_error(err.code, err.message, 1)
+
+    def _lose(self, conn: BackendConnection, pool: ServerPool) -> None:
+        """Forget a broken connection; a transaction or pinned state on it is gone with it."""
+        if self.conn is conn:
+            self.conn = None
+            self.state.pins.clear()
+            self.state.temp_tables.clear()
+            self.state.locks_held = 0
+            if self.in_transaction:
+                self.in_transaction = False
+                self.proxy.counters.Active_Transactions -= 1
+        pool.hostgroup.release(conn, pool, reusable=False)
+
+    def _release(self, conn: BackendConnection, reusable: bool = True) -> None:
+        pool = conn.pool
+        assert isinstance(pool, ServerPool)
+        pool.hostgroup.release(conn, pool, reusable)
+
+    async def _maybe_release(self) -> None:
+        if self.conn is not None and not self.state.pins and self.proxy.runtime.settings.multiplexing:
+            conn = self.conn
+            self.conn = None
+            if conn.dirty:
+                self.conn = conn
+                await self._drop_connection(reset=True)
+            else:
+                self._release(conn)
+
+    def _kill_query(self, conn: BackendConnection, pool: ServerPool) -> None:
+        """The query timeout fired: kill the running query from a separate connection."""
+
+        async def kill() -> None:
+            try:
+                killer = await BackendConnection.connect(
+                    pool.server.hostname, pool.server.port, self.credentials, None, timeout=2
+                )
+            except BackendError as exc:
+                log.warning("session %d: cannot kill a timed-out query: %s", self.id, exc)
+                return
+            try:
+                await killer.query(f"KILL QUERY {conn.thread_id}")
+                self.proxy.counters.mysql_killed_backend_queries += 1
+            finally:
+                killer.close()
+
+        task = asyncio.get_running_loop().create_task(kill())
+        self.proxy.background.add(task)
+        task.add_done_callback(self.proxy.background.discard)
+
+    async def _relay_infile(self, backend: Wire) -> None:
+        """Relay a LOAD DATA LOCAL INFILE: the client's file packets go to the backend until the empty one."""
+        if not (self.capabilities & Cap.LOCAL_FILES and self.proxy.runtime.settings.local_infile):
+            backend.send(b"", backend.seq + 1)
+            return
+        await self.client.drain()
+        client = self.client
+        while True:
+            _, length = await client.next_part()
+            backend.write(client.take())
+            if length == 0:
+                break
+            if backend.writer.transport.get_write_buffer_size() > 1 << 20:
+                await backend.drain()
+        backend.seq = client.seq
+
+    # ----------------------------------------------------------------------------------------------- tracking
+
+    def _track(
+        self,
+        conn: BackendConnection,
+        hostgroup: int,
+        statements: list[Statement],
+        response: Response,
+        outcome: RuleOutcome | None,
+    ) -> None:
+        """Record what the statements changed, then keep or release the connection."""
+        state = self.state
+        pins = state.pins
+        ok = response.error is None
+        for s in statements:
+            if s.kind is Kind.SET and ok:
+                self._track_set(conn, s)
+            elif s.kind is Kind.USE and ok and s.schema:
+                state.schema = conn.state.schema = s.schema
+            if s.user_vars_assigned:
+                pins.add(Pin.USER_VARIABLES)
+            if s.temp_tables_created and ok:
+                state.temp_tables.update(t.lower() for t in s.temp_tables_created)
+            if s.tables_dropped and ok:
+                state.temp_tables.difference_update(t.lower() for t in s.tables_dropped)
+            if s.get_lock:
+                state.locks_held += 1
+            if s.release_lock:
+                state.locks_held = max(0, state.locks_held - 1)
+            if s.lock_tables:
+                pins.add(Pin.LOCK_TABLES)
+            elif s.unlock_tables or s.kind is Kind.BEGIN:
+                pins.discard(Pin.LOCK_TABLES)
+            if s.found_rows:
+                if "SQL_CALC_FOUND_ROWS" in s.keyword or s.kind is not Kind.SELECT:
+                    pins.add(Pin.FOUND_ROWS)
+                else:
+                    pins.discard(Pin.FOUND_ROWS)
+            if s.prepare_name:
+                pins.add(Pin.TEXT_PREPARE)
+            if s.unparsable_set:
+                pins.add(Pin.LOCKED_SET)
+        self._toggle(Pin.TEMPORARY_TABLES, bool(state.temp_tables))
+        self._toggle(Pin.GET_LOCK, state.locks_held > 0)
+        if outcome is not None and outcome.multiplex is not None:
+            self._toggle(Pin.RULE, outcome.multiplex == 0)
+        if response.cursor:
+            pins.add(Pin.CURSOR)
+        if response.warnings and not pins:
+            pins.add(Pin.WARNINGS)
+        if response.last_insert_id:
+            self.last_insert_id = response.last_insert_id
+        in_trans = conn.in_transaction
+        if in_trans != self.in_transaction:
+            self.in_transaction = in_trans
+            self.proxy.counters.Active_Transactions += 1 if in_trans else -1
+        self._toggle(Pin.TRANSACTION, in_trans)
+        if pins & DIRTY_PINS:
+            conn.dirty = True
+        if pins or not self.proxy.runtime.settings.multiplexing:
+            self.conn = conn
+            self.conn_hostgroup = hostgroup
+        elif self.conn is conn or self.conn is None:
+            self.conn = None
+            if conn.dirty:
+                self.conn = conn
+                task = asyncio.get_running_loop().create_task(self._drop_connection(reset=True))
+                self.proxy.background.add(task)
+                task.add_done_callback(self.proxy.background.discard)
+            else:
+                self._release(conn)
+
+    def _toggle(self, pin: Pin, on: bool) -> None:
+        if on:
+            self.state.pins.add(pin)
+        else:
+            self.state.pins.discard(pin)
+
+    def _track_set(self, conn: BackendConnection, s: Statement) -> None:
+        state = self.state
+        applied = conn.state
+        for name, expr in s.session_vars:
+            if name == "autocommit":
+                value = expr.strip().strip("'\"").lower() in ("1", "on", "true")
+                state.autocommit = applied.autocommit = value
+            elif name in ("names", "character set"):
+                state.names = applied.names = expr
+            elif name == "session transaction":
+                for var, value in _transaction_settings(expr):
+                    state.variables[var] = applied.variables[var] = value
+            elif name == "next transaction":
+                continue
+            else:
+                state.variables[name] = applied.variables[name] = expr
+        if s.sql_log_bin is not None:
+            self._toggle(Pin.SQL_LOG_BIN, not s.sql_log_bin)
+
+    def _record(self, hostgroup: int, digest: object, started: float, rows: int, affected: int) -> None:
+        elapsed_us = int((time.perf_counter() - started) * 1_000_000)
+        proxy = self.proxy
+        if elapsed_us > proxy.runtime.settings.long_query_time_ms * 1000:
+            proxy.counters.Slow_queries += 1
+        if proxy.runtime.settings.query_digests:
+            proxy.digests.record(
+                hostgroup,
+                self.state.schema or "",
+                self.username,
+                self.client_addr,
+                digest.hash,  # type: ignore[attr-defined]
+                digest.text,  # type: ignore[attr-defined]
+                elapsed_us,
+                rows,
+                affected,
+            )
+
+    # ----------------------------------------------------------------------------------------------- prepared
+
+    async def _com_stmt_prepare(self, payload: bytes) -> None:
+        rt = self.proxy.runtime
+        self.proxy.counters.Questions += 1
+        sql = payload[1:].decode("utf-8", "surrogateescape")
+        statements = scan(sql)
+        digest = compute_digest(sql, rt.settings.max_digest_length)
+        outcome = rt.rules.evaluate(
+            QueryContext(
+                self.username,
+                self.state.schema or "",
+                self.client_addr,
+                self.proxy_addr,
+                self.proxy_port,
+                sql,
+                digest.hash,
+                digest.text,
+            ),
+            self.flag_in,
+        )
+        if outcome.error_msg is not None:
+            self._send_error(ErrorCode.RULE_BLOCKED, outcome.error_msg, 1)
+            return
+        if outcome.query is not None:
+            sql = outcome.query
+            statements = scan(sql) or statements
+        hostgroup = self._route(statements, outcome) if statements else self.default_hostgroup
+        stmt = ClientStatement(self.next_stmt_id, sql, statements, hostgroup, 0, 0)
+
+        async def run(conn: BackendConnection, sink: _Sink) -> Response:
+            conn.wire.send(b"\x16" + sql.encode("utf-8", "surrogateescape"), 0)
+            result, raw = await read_prepare_response(conn.wire)
+            if isinstance(result, ErrPacket):
+                sink.write(raw)
+                return Response(status=conn.status, error=result)
+            conn.prepared[sql] = result
+            stmt.num_params = result.num_params
+            stmt.num_columns = result.num_columns
+            sink.write(with_client_id(raw, stmt.client_id))
+            return Response(status=conn.status)
+
+        response = await self._execute(hostgroup, run, [], None)
+        if response is not None and response.error is None:
+            self.statements[stmt.client_id] = stmt
+            self.next_stmt_id += 1
+
+    async def _com_stmt_execute(self, payload: bytes) -> None:
+        self.proxy.counters.Questions += 1
+        started = time.perf_counter()
+        stmt = self._statement(payload)
+        if stmt is None:
+            return
+        if len(payload) > 5 and payload[5] and stmt.num_columns:
+            stmt.cursor = True
+        hostgroup = self._route(stmt.statements, _NO_RULES) if stmt.statements else stmt.hostgroup
+        if self.conn is None and self.state.autocommit:
+            hostgroup = stmt.hostgroup
+
+        async def run(conn: BackendConnection, sink: _Sink) -> Response:
+            prepared = await ensure_prepared(conn, stmt)
+            if isinstance(prepared, ErrPacket):
+                sink.write(frame(err_packet(prepared.code, prepared.message, prepared.sqlstate), 1))
+                return Response(status=conn.status, error=prepared)
+            for chunk in stmt.long_data:
+                conn.wire.send(chunk[:1] + struct.pack("<I", prepared.stmt_id) + chunk[5:], 0)
+            conn.wire.send(rewrite_execute(payload, prepared.stmt_id, stmt), 0)
+            return await read_response(conn.wire, sink, binary=True)
+
+        digest = compute_digest(stmt.sql, self.proxy.runtime.settings.max_digest_length)
+        try:
+            response = await self._execute(hostgroup, run, stmt.statements, None)
+        finally:
+            stmt.long_data.clear()
+        if response is not None:
+            self._record(hostgroup, digest, started, response.rows, response.affected_rows)
+
+    def _statement(self, payload: bytes) -> ClientStatement | None:
+        if len(payload) < 5:
+            raise ProtocolError("truncated statement command")
+        client_id = struct.unpack_from("<I", payload, 1)[0]
+        stmt = self.statements.get(client_id)
+        if stmt is None and payload[0] not in (Command.STMT_CLOSE, Command.STMT_SEND_LONG_DATA):
+            self._send_error(
+                ErrorCode.UNKNOWN_STMT_HANDLER,
+                f"Unknown prepared statement handler ({client_id}) given to mysqld_stmt_execute",
+                1,
+            )
+        return stmt
+
+    async def _com_stmt_send_long_data(self, payload: bytes) -> None:
+        stmt = self._statement(payload)
+        if stmt is not None:
+            stmt.long_data.append(payload)
+
+    async def _com_stmt_close(self, payload: bytes) -> None:
+        stmt = self._statement(payload)
+        if stmt is not None:
+            del self.statements[stmt.client_id]
+
+    async def _com_stmt_reset(self, payload: bytes) -> None:
+        stmt = self._statement(payload)
+        if stmt is None:
+            return
+        stmt.long_data.clear()
+        if stmt.cursor and self.conn is not None:
+            prepared = self.conn.prepared.get(stmt.sql)
+            if prepared is not None:
+                err = await self.conn.simple_command(payload[:1] + struct.pack("<I", prepared.stmt_id))
+                if err is not None:
+                    self._relay_error(err)
+                    return
+            stmt.cursor = False
+            self.state.pins.discard(Pin.CURSOR)
+        self._send_ok()
+
+    async def _com_stmt_fetch(self, payload: bytes) -> None:
+        stmt = self._statement(payload)
+        if stmt is None:
+            return
+        conn = self.conn
+        prepared = conn.prepared.get(stmt.sql) if conn is not None else None
+        if conn is None or prepared is None:
+            self._send_error(ErrorCode.UNKNOWN_STMT_HANDLER, "The statement has no open cursor", 1)
+            return
+        conn.wire.send(payload[:1] + struct.pack("<I", prepared.stmt_id) + payload[5:], 0)
+        status = await _read_fetch(conn.wire, self.client)
+        conn.status = status
+        if status & Status.LAST_ROW_SENT:
+            stmt.cursor = False
+
+
+_NO_RULES = RuleOutcome()
+
+
+def _transaction_settings(expr: str) -> list[tuple[str, str]]:
+    """Session variables equivalent to ``SET SESSION TRANSACTION <expr>``."""
+    upper = " ".join(expr.upper().split())
+    out = []
+    for level, value in _ISOLATION.items():
+        if f"ISOLATION LEVEL {level}" in upper:
+            out.append(("tx_isolation", value))
+    if "READ ONLY" in upper:
+        out.append(("tx_read_only", "1"))
+    elif "READ WRITE" in upper:
+        out.append(("tx_read_only", "0"))
+    return out
+
+
+def _simple_runner(payload: bytes, reader: Callable[[Wire, _Sink], Awaitable[Response]]) -> Runner:
+    """A runner that sends ``payload`` as it is and reads the response with ``reader``."""
+
+    async def run(conn: BackendConnection, sink: _Sink) -> Response:
+        conn.wire.send(payload, 0)
+        return await reader(conn.wire, sink)
+
+    return run
+
+
+async def _read_single(backend: Wire, client: _Sink) -> Response:
+    """The one-packet response of COM_INIT_DB and similar commands, relayed."""
+    start, length = await backend.next_part()
+    payload = bytes(backend.buf[start : start + length])
+    client.write(backend.take())
+    if payload[:1] == b"\xff":
+        return Response(error=parse_err(payload))
+    if payload[:1] == b"\x00":
+        return Response(status=parse_ok(payload).status)
+    return Response()
+
+
+async def _read_field_list(backend: Wire, client: _Sink) -> Response:
+    """A COM_FIELD_LIST response (column definitions up to EOF, or ERR), relayed."""
+    while True:
+        start, length = await backend.next_part()
+        first = backend.buf[start] if length else 0
+        if first == 0xFF:
+            payload = bytes(backend.buf[start : start + length])
+            client.write(backend.take())
+            return Response(error=parse_err(payload))
+        if first == 0xFE and length < 9:
+            client.write(backend.take())
+            return Response()
+
+
+async def _read_fetch(backend: Wire, client: Wire) -> int:
+    """Relay a COM_STMT_FETCH response (rows up to EOF, or ERR); returns the EOF's status flags."""
+    while True:
+        start, length = await backend.next_part()
+        first = backend.buf[start] if length else 0
+        if first == 0xFF:
+            client.write(backend.take())
+            return 0
+        if first == 0xFE and length < 9:
+            status = backend.buf[start + 3] | backend.buf[start + 4] << 8 if length >= 5 else 0
+            client.write(backend.take())
+            return status
+
+
+_HANDLERS: dict[int, Callable[[Session, bytes], Awaitable[None]]] = {
+    Command.QUIT: Session._com_quit,
+    Command.INIT_DB: Session._com_init_db,
+    Command.QUERY: Session._com_query,
+    Command.FIELD_LIST: Session._com_field_list,
+    Command.STATISTICS: Session._com_statistics,
+    Command.PING: Session._com_ping,
+    Command.CHANGE_USER: Session._com_change_user,
+    Command.STMT_PREPARE: Session._com_stmt_prepare,
+    Command.STMT_EXECUTE: Session._com_stmt_execute,
+    Command.STMT_SEND_LONG_DATA: Session._com_stmt_send_long_data,
+    Command.STMT_CLOSE: Session._com_stmt_close,
+    Command.STMT_RESET: Session._com_stmt_reset,
+    Command.STMT_FETCH: Session._com_stmt_fetch,
+    Command.SET_OPTION: Session._com_set_option,
+    Command.RESET_CONNECTION: Session._com_reset_connection,
+}

@@ -1,0 +1,335 @@
+"""The one SQL tokenizer: MySQL/MariaDB lexical rules as a single compiled pattern.
+
+``tokenize`` turns query text into parallel lists of significant tokens (kind, text, start, end). Whitespace
+and comments are dropped, except that the content of executable comments (``/*! ... */``, ``/*!50100 ...
+*/``, ``/*M! ... */``) counts as SQL, as the server runs it. A gap between one token's end and the next one's
+start means whitespace or a comment stood there. ``split_statements`` cuts a multi-statement COM_QUERY at
+the ``;`` that end statements: semicolons inside strings, comments and the ``BEGIN ... END`` bodies of stored
+programs and compound statements do not.
+
+Not modelled: the ``ANSI_QUOTES`` and ``NO_BACKSLASH_ESCAPES`` SQL modes (``"..."`` is always a string and a
+backslash always escapes), and nested comments.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+
+
+class TokenKind(enum.IntEnum):
+    """What a token is."""
+
+    WORD = 1  # keyword or unquoted identifier
+    QUOTED_IDENT = 2  # `backquoted`
+    STRING = 3  # '...' or "...", with an optional N or _charset introducer
+    NUMBER = 4  # 42, 4.2, 4e2, .5, 0x2A, X'2A', 0b101, b'101'
+    USER_VAR = 5  # @x, @`x`, @'x'
+    SYS_VAR = 6  # @@x, @@session.x, @@global.x
+    HOST = 7  # the @host of 'user'@'host' (an @ right after a name or string)
+    PLACEHOLDER = 8  # ?
+    SEMICOLON = 9
+    OPERATOR = 10  # punctuation and operators: = , ( ) . := <=> ...
+    OTHER = 11  # any other single character
+    COMMENT = 12  # dropped by tokenize
+    EXEC_OPEN = 13  # /*! or /*M! with its optional version; dropped by tokenize
+    EXEC_CLOSE = 14  # the */ ending an executable comment; dropped by tokenize
+
+
+_T = TokenKind
+_STRING_BODY_SQ = r"'[^'\\]*+(?:(?:\\[\s\S]?|'')[^'\\]*+)*+(?:'|\Z)"
+_STRING_BODY_DQ = r'"[^"\\]*+(?:(?:\\[\s\S]?|"")[^"\\]*+)*+(?:"|\Z)'
+_WORD_CHARS = r"[\w$]"
+_QUOTED_IDENT = r"`[^`]*+(?:``[^`]*+)*+(?:`|\Z)"
+_QUOTED = f"{_STRING_BODY_SQ}|{_STRING_BODY_DQ}|{_QUOTED_IDENT}"
+_PLAIN_COMMENT = r"--(?=\s|\Z)[^\n]*+|#[^\n]*+|/\*(?!M?!)[\s\S]*?(?:\*/|\Z)"
+
+# Alternatives in the order they are tried: the frequent ones first, where order doesn't matter. A word can't be
+# an introducer or hex/bit prefix directly before a quote (N'..', _utf8mb4'..', X'..', b'..').
+_ALTERNATIVES: tuple[tuple[TokenKind, str], ...] = (
+    (_T.WORD, r"(?!(?:[xXbBnN]|_\w+)')(?:[^\W\d]|\$)[\w$]*+"),
+    (_T.OPERATOR, r"[=,()]"),
+    (
+        _T.NUMBER,
+        rf"(?:\d++(?:\.\d*+)?|\.\d++)(?:[eE][-+]?\d++)?(?!{_WORD_CHARS})|0[xX][0-9a-fA-F]++(?!{_WORD_CHARS})"
+        rf"|0[bB][01]++(?!{_WORD_CHARS})|[xX]'[0-9a-fA-F]*'|[bB]'[01]*'",
+    ),
+    (_T.STRING, rf"(?:[nN]|_\w+)?{_STRING_BODY_SQ}|{_STRING_BODY_DQ}"),
+    (_T.WORD, r"[\w$]++"),  # identifiers may start with a digit (1st_col), and x'zz' is x then 'zz'
+    (_T.QUOTED_IDENT, _QUOTED_IDENT),
+    (_T.PLACEHOLDER, r"\?"),
+    (_T.COMMENT, _PLAIN_COMMENT),
+    (_T.EXEC_OPEN, r"/\*M?!(?:\d{5,6})?"),
+    (_T.EXEC_CLOSE, r"\*/"),
+    (_T.SYS_VAR, rf"@@(?:[\w$]+\.)?(?:[\w$]+|{_QUOTED_IDENT})"),
+    (_T.HOST, rf"""(?<=[\w$`'"])@(?:[\w$.%-]+|{_QUOTED})"""),
+    (_T.USER_VAR, rf"@(?:[\w$.]+|{_QUOTED})"),
+    (_T.SEMICOLON, r";"),
+    (_T.OPERATOR, r":=|<=>|->>|->|<<|>>|<=|>=|<>|!=|&&|\|\||[-+*/%<>!~^&|.{}\[\]:]"),
+    (_T.OTHER, r"\S"),
+)
+
+# The master pattern: optional whitespace, then exactly one alternative, each its own group.
+_TOKEN_RE = re.compile(r"\s*+(?:" + "|".join(f"({pattern})" for _, pattern in _ALTERNATIVES) + ")")
+# ``_GROUP_KIND[m.lastindex]`` is the kind of a ``_TOKEN_RE`` match.
+_GROUP_KIND: tuple[TokenKind, ...] = (_T.OTHER, *(kind for kind, _ in _ALTERNATIVES))
+
+_ESCAPE_RE = re.compile(r"\\(.)", re.DOTALL)
+_HEAD_RE = re.compile(rf"(?:\s++|{_PLAIN_COMMENT})*+([A-Za-z_]\w*+)")
+_QUOTED_RE = re.compile(f"{_QUOTED}|{_PLAIN_COMMENT}")
+_TRIVIA_FIRST = _T.COMMENT  # kinds from here on are not tokens
+
+
+@dataclass(slots=True)
+class Tokens:
+    """The significant tokens of a query as parallel lists (index ``i`` is one token)."""
+
+    sql: str
+    kinds: list[TokenKind]
+    texts: list[str]
+    starts: list[int]
+    ends: list[int]
+
+    def __len__(self) -> int:
+        return len(self.kinds)
+
+    def word(self, i: int) -> str:
+        """The uppercased text of token ``i`` if it is a WORD (keyword or plain name), else ''."""
+        if 0 <= i < len(self.kinds) and self.kinds[i] is _T.WORD:
+            return self.texts[i].upper()
+        return ""
+
+    def text(self, i: int) -> str:
+        """The text of token ``i``, or '' past either end."""
+        return self.texts[i] if 0 <= i < len(self.texts) else ""
+
+    def source(self, lo: int, hi: int) -> str:
+        """The query text from token ``lo`` through token ``hi - 1``, exactly as written ('' if empty)."""
+        return self.sql[self.starts[lo] : self.ends[hi - 1]] if lo < hi else ""
+
+
+def tokenize(sql: str) -> Tokens:
+    """The significant tokens of ``sql`` (comments and whitespace dropped, executable comments opened)."""
+    kinds: list[TokenKind] = []
+    texts: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    group_kind = _GROUP_KIND
+    trivia = _TRIVIA_FIRST
+    in_exec = False
+    pos: int | None = 0
+    while pos is not None:
+        matches, pos = _TOKEN_RE.finditer(sql, pos), None
+        for m in matches:
+            group = m.lastindex
+            kind = group_kind[group]  # type: ignore[index]
+            if kind >= trivia:
+                if kind is _T.EXEC_OPEN:
+                    in_exec = True
+                elif kind is _T.EXEC_CLOSE:
+                    if in_exec:
+                        in_exec = False
+                    else:  # outside an executable comment '*/' is '*', and the '/' may open a comment
+                        start = m.start(group)
+                        kinds.append(_T.OPERATOR)
+                        texts.append("*")
+                        starts.append(start)
+                        ends.append(start + 1)
+                        pos = start + 1
+                        break
+                continue
+            kinds.append(kind)
+            texts.append(m[group])
+            starts.append(m.start(group))
+            ends.append(m.end())
+    return Tokens(sql, kinds, texts, starts, ends)
+
+
+def first_word(sql: str) -> str:
+    """The first word of ``sql``, uppercased, skipping whitespace and plain comments ('' if none).
+
+    A fast check that does not tokenize; a query opening with an executable comment gives ''.
+    """
+    m = _HEAD_RE.match(sql)
+    return m[1].upper() if m else ""
+
+
+def strip_quoted(sql: str) -> str:
+    """``sql`` with its strings, backquoted names and plain comments each replaced by one space.
+
+    What is left is the text a keyword or operator search may look at; executable comments stay. Exact
+    for text without ``*/``: a ``*/`` may end an executable comment, which only ``tokenize`` can tell.
+    """
+    return _QUOTED_RE.sub(" ", sql)
+
+
+def unquote(text: str) -> str:
+    """A name or string token's value: delimiters removed, doubled delimiters and backslash escapes undone."""
+    if len(text) >= 2 and text[0] in "`'\"" and text[-1] == text[0]:
+        quote = text[0]
+        body = text[1:-1].replace(quote * 2, quote)
+        if quote != "`" and "\\" in body:
+            body = _ESCAPE_RE.sub(r"\1", body)
+        return body
+    return text
+
+
+def user_var_name(text: str) -> str:
+    """The canonical (lowercase, unquoted) name of a USER_VAR token: ``@`My Var``` -> 'my var'."""
+    return unquote(text[1:]).lower()
+
+
+def sys_var_parts(text: str) -> tuple[str | None, str]:
+    """A SYS_VAR token's scope ('global', 'session', 'local', 'persist', ... or None) and lowercase name."""
+    body = text[2:]
+    scope: str | None = None
+    if not body.startswith("`"):
+        head, dot, rest = body.partition(".")
+        if dot:
+            scope, body = head.lower(), rest
+    return scope, unquote(body).lower()
+
+
+# ----------------------------------------------------------------------------------------- statement split
+
+_STORED_PROGRAMS = frozenset({"PROCEDURE", "FUNCTION", "TRIGGER", "EVENT"})
+# Words naming what CREATE/ALTER/DROP acts on; the first one after the verb is the object type.
+_OBJECT_TYPES = frozenset(
+    {
+        "TABLE",
+        "TABLES",
+        "VIEW",
+        "INDEX",
+        "DATABASE",
+        "SCHEMA",
+        "USER",
+        "ROLE",
+        "SERVER",
+        "SEQUENCE",
+        "TABLESPACE",
+        "LOGFILE",
+        "RESOURCE",
+        "PREPARE",
+        "TEMPORARY",
+        *_STORED_PROGRAMS,
+    }
+)
+# Compound statements MariaDB runs outside stored programs; also the words after END closing a block.
+_BLOCKS = frozenset({"IF", "CASE", "LOOP", "WHILE", "REPEAT", "FOR"})
+_STATEMENT_STARTERS = frozenset({"BEGIN", "THEN", "ELSE", "DO", "LOOP", "REPEAT", ";", ":"})
+
+
+def object_type(tokens: Tokens, i: int, hi: int) -> int:
+    """The index of the word naming the object type in ``[i, hi)`` (after CREATE/ALTER/DROP), or -1.
+
+    Object types: TABLE(S), VIEW, INDEX, DATABASE, ..., PROCEDURE, FUNCTION, TRIGGER, EVENT, PREPARE, and
+    TEMPORARY (which comes before TABLE).
+    """
+    for j in range(i, hi):
+        if tokens.word(j) in _OBJECT_TYPES:
+            return j
+    return -1
+
+
+def is_compound(tokens: Tokens, lo: int, hi: int) -> bool:
+    """Whether the statement at ``lo`` has a ``BEGIN ... END``-style body whose ``;`` don't end it.
+
+    Stored program definitions (CREATE/ALTER PROCEDURE, FUNCTION, TRIGGER, EVENT), ``BEGIN NOT ATOMIC``, and
+    MariaDB's top-level IF/CASE/LOOP/WHILE/REPEAT/FOR and labeled blocks.
+    """
+    first = tokens.word(lo)
+    if first in ("CREATE", "ALTER"):
+        j = object_type(tokens, lo + 1, hi)
+        return j >= 0 and tokens.word(j) in _STORED_PROGRAMS
+    if first == "BEGIN":
+        return tokens.word(lo + 1) == "NOT" and tokens.word(lo + 2) == "ATOMIC"
+    if first in _BLOCKS:
+        return True
+    return tokens.text(lo + 1) == ":" and tokens.word(lo + 2) in ("BEGIN", "LOOP", "WHILE", "REPEAT", "FOR")
+
+
+def _opens_if_block(tokens: Tokens, i: int) -> bool:
+    """Whether the IF at ``i`` starts an IF statement, not the IF(a, b, c) function or IF [NOT] EXISTS."""
+    following = tokens.word(i + 1)
+    if following == "EXISTS" or (following == "NOT" and tokens.word(i + 2) == "EXISTS"):
+        return False
+    if tokens.text(i + 1) != "(":
+        return True
+    depth = 0
+    for j in range(i + 1, len(tokens)):
+        text = tokens.texts[j]
+        if text == "(":
+            depth += 1
+        elif text == ")":
+            depth -= 1
+            if depth == 0:
+                return True
+        elif text == "," and depth == 1 and tokens.kinds[j] is _T.OPERATOR:
+            return False
+    return True
+
+
+def _compound_end(tokens: Tokens, lo: int) -> int:
+    """The index of the ``;`` ending the compound statement at ``lo`` (``len(tokens)`` if none)."""
+    kinds, n = tokens.kinds, len(tokens)
+    depth = 0
+    i = lo
+    while i < n:
+        kind = kinds[i]
+        if kind is _T.SEMICOLON:
+            if depth == 0:
+                return i
+        elif kind is _T.WORD:
+            word = tokens.texts[i].upper()
+            if word == "END":
+                depth = max(0, depth - 1)
+                if tokens.word(i + 1) in _BLOCKS:
+                    i += 1
+            elif word in ("BEGIN", "CASE", "LOOP", "WHILE"):
+                depth += 1
+            elif word == "REPEAT":
+                depth += tokens.text(i + 1) != "("
+            elif word == "IF":
+                depth += _opens_if_block(tokens, i)
+            elif word == "FOR":
+                before = tokens.word(i - 1) or tokens.text(i - 1)
+                depth += i == lo or before in _STATEMENT_STARTERS  # a FOR loop, not FOR UPDATE / EACH ROW
+        i += 1
+    return n
+
+
+def statement_ranges(tokens: Tokens) -> list[tuple[int, int]]:
+    """Each statement's token index range ``[lo, hi)``, ``hi`` being its ``;`` or the end; none empty."""
+    kinds, n = tokens.kinds, len(tokens)
+    semicolon = _T.SEMICOLON
+    more = semicolon in kinds
+    ranges: list[tuple[int, int]] = []
+    lo = 0
+    while lo < n:
+        if kinds[lo] is semicolon:
+            lo += 1
+            continue
+        hi = n
+        if more:
+            try:
+                hi = kinds.index(semicolon, lo)
+            except ValueError:
+                more = False
+        if is_compound(tokens, lo, hi):
+            hi = _compound_end(tokens, lo)
+        ranges.append((lo, hi))
+        lo = hi + 1
+    return ranges
+
+
+def split_statements(sql: str) -> list[str]:
+    """The statements of a multi-statement query, each stripped, with its comments; empty ones dropped."""
+    tokens = tokenize(sql)
+    n = len(tokens)
+    pieces = []
+    for lo, hi in statement_ranges(tokens):
+        start = tokens.ends[lo - 1] if lo > 0 else 0
+        end = tokens.starts[hi] if hi < n else len(sql)
+        pieces.append(sql[start:end].strip())
+    return pieces

@@ -1,0 +1,228 @@
+"""The proxy's statistics: per-digest query stats and the global counters, named as ProxySQL names them.
+
+``DigestStats`` is ``stats_mysql_query_digest``; ``GlobalCounters`` is ``stats_mysql_global``. Both are updated
+from the single asyncio thread without locks, and both are cheap on the hot path: a digest record is one dict
+lookup and a few additions, and a counter is a plain slot attribute (``counters.Questions += 1``).
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field, fields
+from typing import Any, NamedTuple
+
+#: stats_mysql_query_digest's columns, in ProxySQL's order.
+DIGEST_COLUMNS = (
+    "hostgroup",
+    "schemaname",
+    "username",
+    "client_address",
+    "digest",
+    "digest_text",
+    "count_star",
+    "first_seen",
+    "last_seen",
+    "sum_time",
+    "min_time",
+    "max_time",
+    "sum_rows_affected",
+    "sum_rows_sent",
+)
+
+#: The numeric digest columns rows can be ordered by (always largest first).
+DIGEST_ORDER_COLUMNS = DIGEST_COLUMNS[6:]
+
+
+def order_digest_rows(
+    rows: Iterable[dict[str, Any]], limit: int | None = None, order_by: str = "sum_time"
+) -> list[dict[str, Any]]:
+    """Digest rows sorted by ``order_by`` (largest first), the first ``limit`` of them when given.
+
+    Raises ``ValueError`` for a column outside ``DIGEST_ORDER_COLUMNS`` or a negative limit.
+    """
+    if order_by not in DIGEST_ORDER_COLUMNS:
+        raise ValueError(f"order_by must be one of {', '.join(DIGEST_ORDER_COLUMNS)}, not {order_by!r}")
+    if limit is None:
+        return sorted(rows, key=lambda row: row[order_by], reverse=True)
+    if limit < 0:
+        raise ValueError(f"limit must be 0 or more, not {limit}")
+    return heapq.nlargest(limit, rows, key=lambda row: row[order_by])
+
+
+class _DigestEntry:
+    """The aggregate of one digest key (everything but the key columns)."""
+
+    __slots__ = (
+        "count_star",
+        "digest_text",
+        "first_seen",
+        "last_seen",
+        "max_time",
+        "min_time",
+        "sum_rows_affected",
+        "sum_rows_sent",
+        "sum_time",
+    )
+
+    def __init__(self, digest_text: str, now: int, elapsed_us: int, rows_sent: int, rows_affected: int) -> None:
+        self.digest_text = digest_text
+        self.count_star = 1
+        self.first_seen = self.last_seen = now
+        self.sum_time = self.min_time = self.max_time = elapsed_us
+        self.sum_rows_affected = rows_affected
+        self.sum_rows_sent = rows_sent
+
+
+class DigestStats:
+    """Per-digest query statistics keyed like stats_mysql_query_digest.
+
+    The key is (hostgroup, schemaname, username, client_address, digest). The table holds at most
+    ``max_entries`` keys: once it is full, queries whose key is not in it yet are not recorded but counted in
+    ``overflow``; keys already present keep aggregating. ``reset()`` empties the table and zeroes ``overflow``.
+    """
+
+    __slots__ = ("_entries", "max_entries", "overflow")
+
+    def __init__(self, max_entries: int = 10000) -> None:
+        if max_entries < 1:
+            raise ValueError(f"max_entries must be 1 or more, not {max_entries}")
+        self.max_entries = max_entries
+        #: Queries not recorded because the table was full (since creation or the last reset).
+        self.overflow = 0
+        self._entries: dict[tuple[int, str, str, str, str], _DigestEntry] = {}
+
+    def record(
+        self,
+        hostgroup: int,
+        schemaname: str,
+        username: str,
+        client_addr: str,
+        digest: str,
+        digest_text: str,
+        elapsed_us: int,
+        rows_sent: int,
+        rows_affected: int,
+    ) -> None:
+        """Count one executed query that took ``elapsed_us`` microseconds."""
+        key = (hostgroup, schemaname, username, client_addr, digest)
+        entry = self._entries.get(key)
+        if entry is None:
+            if len(self._entries) >= self.max_entries:
+                self.overflow += 1
+            else:
+                self._entries[key] = _DigestEntry(digest_text, int(time.time()), elapsed_us, rows_sent, rows_affected)
+            return
+        entry.count_star += 1
+        entry.last_seen = int(time.time())
+        entry.sum_time += elapsed_us
+        if elapsed_us < entry.min_time:
+            entry.min_time = elapsed_us
+        elif elapsed_us > entry.max_time:
+            entry.max_time = elapsed_us
+        entry.sum_rows_affected += rows_affected
+        entry.sum_rows_sent += rows_sent
+
+    def rows(self, limit: int | None = None, order_by: str = "sum_time") -> list[dict[str, Any]]:
+        """The table as rows with ProxySQL's column names, ordered by ``order_by`` (largest first)."""
+        return order_digest_rows(
+            (
+                {
+                    "hostgroup": hostgroup,
+                    "schemaname": schemaname,
+                    "username": username,
+                    "client_address": client_address,
+                    "digest": digest,
+                    "digest_text": e.digest_text,
+                    "count_star": e.count_star,
+                    "first_seen": e.first_seen,
+                    "last_seen": e.last_seen,
+                    "sum_time": e.sum_time,
+                    "min_time": e.min_time,
+                    "max_time": e.max_time,
+                    "sum_rows_affected": e.sum_rows_affected,
+                    "sum_rows_sent": e.sum_rows_sent,
+                }
+                for (hostgroup, schemaname, username, client_address, digest), e in self._entries.items()
+            ),
+            limit,
+            order_by,
+        )
+
+    def reset(self) -> list[dict[str, Any]]:
+        """The rows, then empty the table (like reading stats_mysql_query_digest_reset)."""
+        rows = self.rows()
+        self._entries.clear()
+        self.overflow = 0
+        return rows
+
+
+class CounterSpec(NamedTuple):
+    """How a stats_mysql_global variable behaves: ``kind`` is "counter" (only grows) or "gauge"."""
+
+    kind: str
+    help: str
+
+
+def _counter(help: str) -> Any:
+    return field(default=0, metadata={"spec": CounterSpec("counter", help)})
+
+
+def _gauge(help: str) -> Any:
+    return field(default=0, metadata={"spec": CounterSpec("gauge", help)})
+
+
+@dataclass(slots=True)
+class GlobalCounters:
+    """The stats_mysql_global variables as int attributes (ProxySQL's names); ProxySQL_Uptime is computed."""
+
+    Client_Connections_connected: int = _gauge("client connections currently open")
+    Client_Connections_created: int = _counter("client connections accepted")
+    Client_Connections_aborted: int = _counter("client connections that ended with an error or a timeout")
+    Client_Connections_non_idle: int = _gauge("client connections currently running a command")
+    Questions: int = _counter("client commands received (queries and prepared statement commands)")
+    Slow_queries: int = _counter("queries that ran longer than mysql-long_query_time")
+    Active_Transactions: int = _gauge("client sessions currently inside a transaction")
+    Server_Connections_connected: int = _gauge("backend connections currently open")
+    Server_Connections_created: int = _counter("backend connections opened")
+    Server_Connections_aborted: int = _counter("backend connections that failed or broke")
+    Query_Cache_count_GET: int = _counter("query cache lookups")
+    Query_Cache_count_GET_OK: int = _counter("query cache lookups that found a fresh entry")
+    Query_Cache_count_SET: int = _counter("responses stored in the query cache")
+    Query_Cache_bytes_IN: int = _counter("bytes stored in the query cache")
+    Query_Cache_bytes_OUT: int = _counter("bytes served from the query cache")
+    Query_Cache_Entries: int = _gauge("entries in the query cache")
+    Query_Cache_Memory_bytes: int = _gauge("bytes held by the query cache")
+    Query_Cache_Purged: int = _counter("query cache entries expired or evicted")
+    Access_Denied_Wrong_Password: int = _counter("logins refused for a wrong user or password")
+    Access_Denied_Max_Connections: int = _counter("logins refused because mysql-max_connections was reached")
+    generated_error_packets: int = _counter("error packets the proxy generated itself")
+    ConnPool_get_conn_success: int = _counter("backend connections obtained from the pool or opened")
+    ConnPool_get_conn_failure: int = _counter("requests for a backend connection that failed")
+    ConnPool_get_conn_immediate: int = _counter("backend connections handed out from the idle pool at once")
+    mysql_killed_backend_queries: int = _counter("backend queries killed (timeout or client gone)")
+    Com_commit: int = _counter("COMMIT statements")
+    Com_rollback: int = _counter("ROLLBACK statements")
+    Mirror_concurrency: int = _gauge("mirrored queries currently executing")
+    Mirror_queue_length: int = _gauge("mirrored queries waiting to execute")
+    Queries_backends_bytes_sent: int = _counter("query bytes sent to backends")
+    Queries_backends_bytes_recv: int = _counter("result bytes received from backends")
+    Queries_frontends_bytes_sent: int = _counter("bytes sent to clients")
+    Queries_frontends_bytes_recv: int = _counter("bytes received from clients")
+    started: float = field(default_factory=time.monotonic, compare=False)
+
+    def snapshot(self) -> dict[str, int]:
+        """Every variable with its current value, ProxySQL_Uptime (whole seconds since ``started``) first."""
+        values = {"ProxySQL_Uptime": int(time.monotonic() - self.started)}
+        for name in _COUNTER_NAMES:
+            values[name] = getattr(self, name)
+        return values
+
+
+#: Every stats_mysql_global variable a snapshot holds, with its kind and meaning.
+COUNTERS: dict[str, CounterSpec] = {
+    "ProxySQL_Uptime": CounterSpec("gauge", "seconds since the proxy started"),
+    **{f.name: f.metadata["spec"] for f in fields(GlobalCounters) if "spec" in f.metadata},
+}
+_COUNTER_NAMES = tuple(name for name in COUNTERS if name != "ProxySQL_Uptime")

@@ -1,0 +1,163 @@
+"""The config document's tables: one frozen dataclass per ProxySQL table, one field per column.
+
+Field names are ProxySQL's column names (mixed case included, e.g. ``flagIN``, ``OK_msg``) and defaults are
+ProxySQL's. Each field's ``metadata`` holds the column's check (range or choices), which the config parser and
+the control plane's forms both enforce: this module is the single definition of what a valid row is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+SERVER_STATUSES = ("ONLINE", "SHUNNED", "OFFLINE_SOFT", "OFFLINE_HARD")
+CHECK_TYPES = (
+    "read_only",
+    "innodb_read_only",
+    "super_read_only",
+    "read_only|innodb_read_only",
+    "read_only&innodb_read_only",
+)
+RE_MODIFIERS = ("CASELESS", "GLOBAL")
+UINT32_MAX = 2**32 - 1
+
+
+def column(
+    default: Any = None,
+    *,
+    minimum: int | None = None,
+    maximum: int | None = None,
+    choices: tuple[Any, ...] | None = None,
+    required: bool = False,
+    regex: bool = False,
+    help: str = "",
+) -> Any:
+    """Declare a table column: its default and the check a value must pass."""
+    meta = {
+        "minimum": minimum,
+        "maximum": maximum,
+        "choices": choices,
+        "required": required,
+        "regex": regex,
+        "help": help,
+    }
+    if required:
+        return field(metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True, slots=True)
+class MysqlServer:
+    """A backend server in a hostgroup (``mysql_servers``; key hostgroup_id, hostname, port)."""
+
+    hostname: str = column(required=True, help="backend host name or address")
+    hostgroup_id: int = column(0, minimum=0)
+    port: int = column(3306, minimum=0, maximum=65535)
+    gtid_port: int = column(0, minimum=0, maximum=65535)
+    status: str = column("ONLINE", choices=SERVER_STATUSES)
+    weight: int = column(1, minimum=0, maximum=10_000_000)
+    compression: bool = column(False)
+    max_connections: int = column(1000, minimum=0)
+    max_replication_lag: int = column(0, minimum=0, maximum=126_144_000)
+    use_ssl: bool = column(False)
+    max_latency_ms: int = column(0, minimum=0, maximum=UINT32_MAX)
+    comment: str = column("")
+
+    @property
+    def key(self) -> tuple[int, str, int]:
+        """The row's primary key."""
+        return (self.hostgroup_id, self.hostname, self.port)
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """Where the server listens; the same address may serve several hostgroups."""
+        return (self.hostname, self.port)
+
+
+@dataclass(frozen=True, slots=True)
+class MysqlUser:
+    """A user clients log in as and the proxy reaches backends as (``mysql_users``)."""
+
+    username: str = column(required=True)
+    password: str = column("", help="clear text, or a mysql_native_password hash '*HEX'")
+    active: bool = column(True)
+    use_ssl: bool = column(False)
+    default_hostgroup: int = column(0, minimum=0)
+    default_schema: str | None = column(None)
+    schema_locked: bool = column(False)
+    transaction_persistent: bool = column(True)
+    fast_forward: bool = column(False)
+    backend: bool = column(True)
+    frontend: bool = column(True)
+    max_connections: int = column(10000, minimum=0)
+    attributes: str = column("")
+    comment: str = column("")
+
+
+@dataclass(frozen=True, slots=True)
+class MysqlQueryRule:
+    """A query rule (``mysql_query_rules``), evaluated in ``rule_id`` order within its ``flagIN`` chain."""
+
+    rule_id: int = column(required=True, minimum=1)
+    active: bool = column(False)
+    username: str | None = column(None)
+    schemaname: str | None = column(None)
+    flagIN: int = column(0, minimum=0)
+    client_addr: str | None = column(None)
+    proxy_addr: str | None = column(None)
+    proxy_port: int | None = column(None, minimum=0, maximum=65535)
+    digest: str | None = column(None, help="exact digest, '0x' and 16 hex digits")
+    match_digest: str | None = column(None, regex=True)
+    match_pattern: str | None = column(None, regex=True)
+    negate_match_pattern: bool = column(False)
+    re_modifiers: str = column("CASELESS", help="comma-separated: CASELESS, GLOBAL")
+    flagOUT: int | None = column(None, minimum=0)
+    replace_pattern: str | None = column(None)
+    destination_hostgroup: int | None = column(None, minimum=0)
+    cache_ttl: int | None = column(None, minimum=1, help="milliseconds")
+    cache_empty_result: bool | None = column(None)
+    cache_timeout: int | None = column(None, minimum=0)
+    reconnect: bool | None = column(None)
+    timeout: int | None = column(None, minimum=0, maximum=UINT32_MAX, help="milliseconds")
+    retries: int | None = column(None, minimum=0, maximum=1000)
+    delay: int | None = column(None, minimum=0, maximum=UINT32_MAX, help="milliseconds")
+    next_query_flagIN: int | None = column(None, minimum=0, maximum=UINT32_MAX)
+    mirror_flagOUT: int | None = column(None, minimum=0, maximum=UINT32_MAX)
+    mirror_hostgroup: int | None = column(None, minimum=0, maximum=UINT32_MAX)
+    error_msg: str | None = column(None)
+    OK_msg: str | None = column(None)
+    sticky_conn: bool | None = column(None)
+    multiplex: int | None = column(None, choices=(0, 1, 2))
+    gtid_from_hostgroup: int | None = column(None, minimum=0, maximum=UINT32_MAX)
+    log: bool | None = column(None)
+    apply: bool = column(False)
+    attributes: str = column("")
+    comment: str | None = column(None)
+
+
+@dataclass(frozen=True, slots=True)
+class MysqlReplicationHostgroup:
+    """A writer/reader hostgroup pair driven by the servers' ``read_only`` (``mysql_replication_hostgroups``)."""
+
+    writer_hostgroup: int = column(required=True, minimum=0)
+    reader_hostgroup: int = column(required=True, minimum=0)
+    check_type: str = column("read_only", choices=CHECK_TYPES)
+    comment: str = column("")
+
+
+@dataclass(frozen=True, slots=True)
+class GlobalVariable:
+    """One ``global_variables`` row; the name must be a known variable and the value must fit its type."""
+
+    variable_name: str = column(required=True)
+    variable_value: str = column(required=True)
+
+
+#: Table name in the config document -> row class, in the document's order.
+TABLES: dict[str, type] = {
+    "mysql_servers": MysqlServer,
+    "mysql_users": MysqlUser,
+    "mysql_query_rules": MysqlQueryRule,
+    "mysql_replication_hostgroups": MysqlReplicationHostgroup,
+    "global_variables": GlobalVariable,
+}

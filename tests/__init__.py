@@ -1,0 +1,1 @@
+"""ProxyFleet test suite."""
