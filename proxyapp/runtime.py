@@ -10,7 +10,6 @@ import time
 from dataclasses import dataclass
 
 from proxyapp.config import Config
-
 from proxyapp.rules import RuleEngine
 from proxyapp.tables import MysqlUser
 

@@ -686,11 +686,10 @@ class Session:
                 pins.add(Pin.LOCK_TABLES)
             elif s.unlock_tables or s.kind is Kind.BEGIN:
                 pins.discard(Pin.LOCK_TABLES)
-            if s.found_rows:
-                if "SQL_CALC_FOUND_ROWS" in s.keyword or s.kind is not Kind.SELECT:
-                    pins.add(Pin.FOUND_ROWS)
-                else:
-                    pins.discard(Pin.FOUND_ROWS)
+            if s.calc_found_rows:
+                pins.add(Pin.FOUND_ROWS)
+            elif s.found_rows:
+                pins.discard(Pin.FOUND_ROWS)  # FOUND_ROWS() read: the pin has served its purpose
             if s.prepare_name:
                 pins.add(Pin.TEXT_PREPARE)
             if s.unparsable_set:

@@ -87,6 +87,7 @@ class Statement:
     lock_tables: bool = False
     unlock_tables: bool = False
     found_rows: bool = False
+    calc_found_rows: bool = False  # SQL_CALC_FOUND_ROWS: the next FOUND_ROWS() must run on the same connection
     last_insert_id_only: bool = False
     prepare_name: str | None = None
     deallocate_name: str | None = None
@@ -213,6 +214,7 @@ def _expressions(ctx: _Ctx, st: Statement) -> None:
             following = t.word(i + 1)
             if word == "SQL_CALC_FOUND_ROWS" or (word == "FOUND_ROWS" and call):
                 st.found_rows = bound = True
+                st.calc_found_rows = st.calc_found_rows or word == "SQL_CALC_FOUND_ROWS"
             elif word == "GET_LOCK" and call:
                 st.get_lock = bound = True
             elif word in ("RELEASE_LOCK", "RELEASE_ALL_LOCKS") and call:
