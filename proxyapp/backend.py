@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import time
 from dataclasses import dataclass, field
 
@@ -19,7 +18,7 @@ from proxyapp.protocol.constants import (
 )
 from proxyapp.protocol.handshake import ClientLogin, ServerGreeting, parse_auth_switch
 from proxyapp.protocol.packets import ErrPacket, ProtocolError, parse_err, parse_ok
-from proxyapp.protocol.wire import PeerClosed, Response, Wire, read_response
+from proxyapp.protocol.wire import PeerClosed, Response, Wire, open_wire, read_response
 
 _IN_TRANS = int(Status.IN_TRANS)
 
@@ -134,11 +133,8 @@ class BackendConnection:
         charset: int,
         max_packet: int,
     ) -> BackendConnection:
-        reader, writer = await asyncio.open_connection(host, port, limit=1 << 20)
-        sock = writer.get_extra_info("socket")
-        if sock is not None:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        wire = Wire(reader, writer, max_packet)
+        wire = await open_wire(host, port)
+        wire.max_packet = max_packet
         try:
             first = await wire.read_payload()
             if first[:1] == b"\xff":
@@ -162,7 +158,7 @@ class BackendConnection:
             wire.send(login.encode(), 1)
             await _finish_auth(wire, plugin, credentials, greeting.scramble, f"{host}:{port}")
         except BaseException:
-            writer.close()
+            wire.close()
             raise
         conn = cls(wire, greeting, credentials.username, schema)
         return conn

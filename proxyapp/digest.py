@@ -41,8 +41,17 @@ class Digest:
 def compute_digest(sql: str, max_length: int = 2048) -> Digest:
     """The digest of ``sql`` (see the module docstring), its text at most ``max_length`` characters."""
     if len(sql) <= CACHEABLE_LENGTH:
+        if _NOT_SIMPLE.search(sql) is None:
+            # Only bare numbers can be literals here: digest the query's shape, which the cache has seen.
+            sql = _BARE_NUMBER.sub("?", sql)
         return _cached_digest(sql, max_length)
     return _digest(sql, max_length)
+
+
+# Text without quotes, comments, signs or escapes: its literals are bare numbers, which ``_BARE_NUMBER``
+# finds exactly (not inside names like t1 or hex like 0x1F), and '?' digests like any literal.
+_NOT_SIMPLE = re.compile(r"""['"`#/\\+\-]|\d[eE]""")
+_BARE_NUMBER = re.compile(r"(?<![\w.$?])\d+(?:\.\d+)?(?![\w.])")
 
 
 def digest_text(sql: str) -> str:

@@ -186,7 +186,13 @@ class Hostgroup:
     def _choose(self, now: float) -> tuple[ServerPool | None, bool]:
         """Pick a server by weight among those with room; returns (pool, whether any server is usable)."""
         recovery = self.manager.settings.shun_recovery_time_sec
-        usable = [p for p in self.pools if p.server.weight > 0 and p.usable(now, recovery)]
+        pools = self.pools
+        if len(pools) == 1:
+            only = pools[0]
+            if only.server.weight > 0 and only.usable(now, recovery):
+                return (only if only.has_room else None), True
+            return None, False
+        usable = [p for p in pools if p.server.weight > 0 and p.usable(now, recovery)]
         if not usable:
             return None, False
         roomy = [p for p in usable if p.has_room]
@@ -243,7 +249,7 @@ class Hostgroup:
             conn = idle[i]
             if conn.username == username:
                 del idle[i]
-                if conn.wire.reader.at_eof():
+                if conn.wire.closed is not None:
                     conn.close()
                     continue
                 self._mark_used(pool)

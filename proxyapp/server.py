@@ -11,12 +11,29 @@ from pathlib import Path
 from proxyapp.admin import AdminServer
 from proxyapp.config import Config, ConfigError, load_config_file, parse_config
 from proxyapp.pool import PoolManager, PoolSettings
+from proxyapp.protocol.wire import Wire, WireProtocol
 from proxyapp.querycache import QueryCache
 from proxyapp.runtime import Runtime
 from proxyapp.session import Session
 from proxyapp.stats import DigestStats, GlobalCounters
 
 log = logging.getLogger("proxyapp")
+
+
+class _ClientProtocol(WireProtocol):
+    """A client connection: the wire, and the session serving it."""
+
+    __slots__ = ("proxy",)
+
+    def __init__(self, proxy: Proxy) -> None:
+        super().__init__()
+        self.proxy = proxy
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Start the session."""
+        super().connection_made(transport)
+        assert self.wire is not None
+        self.proxy.start_session(self.wire)
 
 
 def parse_address(text: str, default_port: int) -> tuple[str, int]:
@@ -51,7 +68,8 @@ class Proxy:
 
     async def start(self, listen: tuple[str, int], admin: tuple[str, int] | None) -> None:
         """Open the MySQL listener (and the admin endpoint); port 0 picks a free port."""
-        self._server = await asyncio.start_server(self._serve_client, listen[0], listen[1], backlog=4096, limit=1 << 20)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(self._client_protocol, listen[0], listen[1], backlog=4096)
         self.listen_address = self._server.sockets[0].getsockname()[:2]
         if admin is not None:
             self.admin = AdminServer(self, admin[0], admin[1])
@@ -65,17 +83,17 @@ class Proxy:
         for warning in self.runtime.config.warnings:
             log.warning("config: %s", warning)
 
-    async def _serve_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def _client_protocol(self) -> WireProtocol:
+        """A protocol for a new client connection; its session starts once the transport is there."""
+        return _ClientProtocol(self)
+
+    def start_session(self, wire: Wire) -> None:
+        """Serve a new client connection."""
         session_id = self._next_session
         self._next_session += 1
-        task = asyncio.current_task()
-        if task is not None:
-            self._sessions.add(task)
-        try:
-            await Session(self, reader, writer, session_id).run()
-        finally:
-            if task is not None:
-                self._sessions.discard(task)
+        task = asyncio.get_running_loop().create_task(Session(self, wire, session_id).run())
+        self._sessions.add(task)
+        task.add_done_callback(self._sessions.discard)
 
     async def stop(self) -> None:
         """Stop listening, end the sessions and close the pools."""

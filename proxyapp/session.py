@@ -105,14 +105,13 @@ Runner = Callable[[BackendConnection, _Sink], Awaitable[Response]]
 class Session:
     """One client connection to the proxy."""
 
-    def __init__(
-        self, proxy: Proxy, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, session_id: int
-    ) -> None:
+    def __init__(self, proxy: Proxy, wire: Wire, session_id: int) -> None:
         self.proxy = proxy
         self.id = session_id
-        self.client = Wire(reader, writer, proxy.runtime.settings.max_allowed_packet)
-        peer = writer.get_extra_info("peername") or ("", 0)
-        sock = writer.get_extra_info("sockname") or ("", 0)
+        self.client = wire
+        wire.max_packet = proxy.runtime.settings.max_allowed_packet
+        peer = wire.peer()
+        sock = wire.local()
         self.client_addr: str = peer[0]
         self.proxy_addr: str = sock[0]
         self.proxy_port: int = sock[1]
@@ -649,7 +648,7 @@ class Session:
             backend.write(client.take())
             if length == 0:
                 break
-            if backend.writer.transport.get_write_buffer_size() > 1 << 20:
+            if backend.transport.get_write_buffer_size() > 1 << 20:
                 await backend.drain()
         backend.seq = client.seq
 
@@ -668,6 +667,8 @@ class Session:
         pins = state.pins
         ok = response.error is None
         for s in statements:
+            if s.plain:
+                continue
             if s.kind is Kind.SET and ok:
                 self._track_set(conn, s)
             elif s.kind is Kind.USE and ok and s.schema:

@@ -87,6 +87,7 @@ class Statement:
     lock_tables: bool = False
     unlock_tables: bool = False
     found_rows: bool = False
+    plain: bool = field(default=False, compare=False)  # changes no session state (fast-path statements)
     calc_found_rows: bool = False  # SQL_CALC_FOUND_ROWS: the next FOUND_ROWS() must run on the same connection
     last_insert_id_only: bool = False
     prepare_name: str | None = None
@@ -128,8 +129,11 @@ _SELECT_TRIGGERS = (
 )
 _WRITE_TRIGGERS = ("@", ";", "LOCK", "FOUND_ROWS")
 _FAST_PATH: dict[str, tuple[Statement, tuple[str, ...]]] = {
-    "SELECT": (Statement(Kind.SELECT, "SELECT", is_read=True), _SELECT_TRIGGERS),
-    **{kw: (Statement(Kind.WRITE, kw), _WRITE_TRIGGERS) for kw in ("INSERT", "UPDATE", "DELETE", "REPLACE")},
+    "SELECT": (Statement(Kind.SELECT, "SELECT", is_read=True, plain=True), _SELECT_TRIGGERS),
+    **{
+        kw: (Statement(Kind.WRITE, kw, plain=True), _WRITE_TRIGGERS)
+        for kw in ("INSERT", "UPDATE", "DELETE", "REPLACE")
+    },
 }
 
 _WORD = TokenKind.WORD

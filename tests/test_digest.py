@@ -179,3 +179,21 @@ def test_digest_text_is_uncut() -> None:
     sql = "SELECT " + "a" * 5000
     assert digest_text(sql) == sql
     assert len(compute_digest(sql).text) == 2048
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT c FROM sbtest1 WHERE id=4711",
+        "SELECT c FROM sbtest1 WHERE id BETWEEN 10 AND 109 ORDER BY c",
+        "SELECT 0x1F, t1.c2, a.b3 FROM t1, a WHERE a IN (1,2,3) LIMIT 5",
+        "INSERT INTO t VALUES (1,2.5,3),(4,5,6)",
+        "UPDATE t SET k=k WHERE id=7 AND x1=2",
+        "SELECT $1, ?, 1.5, 12 FROM t",
+    ],
+)
+def test_simple_query_shortcut_matches_the_full_digest(sql: str) -> None:
+    """Queries whose only literals are bare numbers take a shortcut; it must agree with the tokenizer."""
+    from proxyapp.digest import _digest
+
+    assert compute_digest(sql) == _digest(sql, 2048)

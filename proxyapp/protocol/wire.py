@@ -8,6 +8,7 @@ the raw bytes on in large writes.
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -23,8 +24,8 @@ from proxyapp.protocol.packets import (
     read_lenenc_int,
 )
 
-READ_CHUNK = 256 * 1024
 FLUSH_AT = 1 << 20
+PAUSE_READING_AT = 8 << 20
 # Plain ints: IntFlag arithmetic is slow on the per-packet path.
 _MORE_RESULTS = int(Status.MORE_RESULTS_EXISTS)
 _CURSOR_EXISTS = int(Status.CURSOR_EXISTS)
@@ -34,34 +35,132 @@ class PeerClosed(ConnectionError):
     """The peer closed the connection (or it broke) before a whole packet arrived."""
 
 
+class WireProtocol(asyncio.Protocol):
+    """Feeds a transport's bytes straight into a ``Wire``'s buffer (no stream layer in between)."""
+
+    __slots__ = ("wire",)
+
+    def __init__(self) -> None:
+        self.wire: Wire | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Attach a new wire to the transport."""
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.wire = Wire(transport)  # type: ignore[arg-type]  # uvloop's transports are not asyncio.Transport
+
+    def data_received(self, data: bytes) -> None:
+        """Append to the buffer and wake the reader."""
+        wire = self.wire
+        assert wire is not None
+        wire.buf += data
+        if len(wire.buf) - wire.mark > PAUSE_READING_AT and not wire.reading_paused:
+            wire.reading_paused = True
+            wire.transport.pause_reading()
+        wire.wake()
+
+    def eof_received(self) -> bool:
+        """The peer will send no more."""
+        if self.wire is not None:
+            self.wire.closed = "connection closed by peer"
+            self.wire.wake()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """The transport is gone: fail pending reads and drains."""
+        wire = self.wire
+        if wire is None:
+            return
+        wire.closed = str(exc) if exc else (wire.closed or "connection closed")
+        wire.wake()
+        wire.resume_writing()
+
+    def pause_writing(self) -> None:
+        """The transport's write buffer is over its high-water mark."""
+        if self.wire is not None:
+            self.wire.writing_paused = True
+
+    def resume_writing(self) -> None:
+        """The transport's write buffer has drained."""
+        if self.wire is not None:
+            self.wire.resume_writing()
+
+
+async def open_wire(host: str, port: int) -> Wire:
+    """Connect to ``host:port`` and return the connection's wire."""
+    loop = asyncio.get_running_loop()
+    _, protocol = await loop.create_connection(WireProtocol, host, port)
+    assert protocol.wire is not None
+    return protocol.wire
+
+
 class Wire:
-    """One side of a MySQL connection: a read buffer of whole packets and the stream writer."""
+    """One side of a MySQL connection: a read buffer of whole packets, and the transport to write to."""
 
-    __slots__ = ("buf", "bytes_out", "mark", "max_packet", "pos", "reader", "seq", "transport", "writer")
+    __slots__ = (
+        "buf",
+        "bytes_out",
+        "closed",
+        "drain_waiter",
+        "mark",
+        "max_packet",
+        "pos",
+        "reading_paused",
+        "seq",
+        "transport",
+        "waiter",
+        "writing_paused",
+    )
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, max_packet: int = 1 << 30) -> None:
-        self.reader = reader
-        self.writer = writer
-        self.transport = writer.transport
+    def __init__(self, transport: asyncio.Transport, max_packet: int = 1 << 30) -> None:
+        self.transport = transport
         self.buf = bytearray()
         self.pos = 0
         self.mark = 0  # bytes before the mark may be discarded; [mark, pos) is read but not yet relayed
         self.seq = 0
         self.max_packet = max_packet
         self.bytes_out = 0
+        self.closed: str | None = None
+        self.waiter: asyncio.Future[None] | None = None
+        self.drain_waiter: asyncio.Future[None] | None = None
+        self.reading_paused = False
+        self.writing_paused = False
+
+    def wake(self) -> None:
+        """Wake the task waiting for data."""
+        waiter = self.waiter
+        if waiter is not None:
+            self.waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def resume_writing(self) -> None:
+        """Wake the task waiting for the write buffer to drain."""
+        self.writing_paused = False
+        waiter = self.drain_waiter
+        if waiter is not None:
+            self.drain_waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
 
     async def _fill(self) -> None:
-        try:
-            data = await self.reader.read(READ_CHUNK)
-        except (ConnectionError, OSError) as exc:
-            raise PeerClosed(str(exc) or type(exc).__name__) from exc
-        if not data:
-            raise PeerClosed("connection closed by peer")
+        """Wait for more bytes, first discarding those before the mark."""
         if self.mark:
             del self.buf[: self.mark]
             self.pos -= self.mark
             self.mark = 0
-        self.buf += data
+        if self.reading_paused and len(self.buf) < PAUSE_READING_AT:
+            self.reading_paused = False
+            self.transport.resume_reading()
+        if self.closed is not None:
+            raise PeerClosed(self.closed)
+        size = len(self.buf)
+        while len(self.buf) == size:
+            if self.closed is not None:
+                raise PeerClosed(self.closed)
+            waiter = self.waiter = asyncio.get_running_loop().create_future()
+            await waiter
 
     async def next_part(self) -> tuple[int, int]:
         """Advance over one wire packet; returns (payload start, payload length) within ``self.buf``."""
@@ -119,15 +218,26 @@ class Wire:
         self.transport.write(raw)
 
     async def drain(self) -> None:
-        """Wait until the write buffer is below the transport's high-water mark."""
-        try:
-            await self.writer.drain()
-        except (ConnectionError, OSError) as exc:
-            raise PeerClosed(str(exc) or type(exc).__name__) from exc
+        """Wait until the transport's write buffer is below its high-water mark."""
+        while self.writing_paused:
+            if self.closed is not None:
+                raise PeerClosed(self.closed)
+            waiter = self.drain_waiter = asyncio.get_running_loop().create_future()
+            await waiter
+        if self.closed is not None:
+            raise PeerClosed(self.closed)
+
+    def peer(self) -> tuple[str, int]:
+        """The peer's address."""
+        return self.transport.get_extra_info("peername") or ("", 0)
+
+    def local(self) -> tuple[str, int]:
+        """Our side's address."""
+        return self.transport.get_extra_info("sockname") or ("", 0)
 
     def close(self) -> None:
         """Close the transport without waiting."""
-        self.writer.close()
+        self.transport.close()
 
 
 class Sink(Protocol):
