@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 from pathlib import Path
 
 from proxyapp.config import ConfigError, load_config_file
 from proxyapp.server import parse_address, serve
+from proxyapp.workers import serve_worker
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,6 +25,12 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--log-level", default="INFO")
     check = sub.add_parser("check", help="validate a config document and print its warnings")
     check.add_argument("--config", required=True, type=Path)
+    worker = sub.add_parser("worker", help="(internal) one worker process, started by `run`")
+    worker.add_argument("--listen-fd", required=True, type=int)
+    worker.add_argument("--index", required=True, type=int)
+    worker.add_argument("--count", required=True, type=int)
+    worker.add_argument("--config-path", required=True, type=Path)
+    worker.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
 
     if args.command == "check":
@@ -36,19 +44,24 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ok: checksum {config.checksum}")
         return 0
 
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        listen = parse_address(args.listen, 6033) if args.listen else None
-        admin = parse_address(args.admin, 6070) if args.admin else None
-    except ValueError as exc:
-        print(exc, file=sys.stderr)
-        return 2
+    logging.basicConfig(
+        level=args.log_level.upper(), format=f"%(asctime)s %(levelname)s {os.getpid()} %(name)s: %(message)s"
+    )
     try:
         import uvloop
     except ImportError:
         runner = asyncio.run
     else:
         runner = uvloop.run
+    if args.command == "worker":
+        runner(serve_worker(args.listen_fd, args.index, args.count, args.config_path))
+        return 0
+    try:
+        listen = parse_address(args.listen, 6033) if args.listen else None
+        admin = parse_address(args.admin, 6070) if args.admin else None
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 2
     try:
         runner(serve(args.config, listen, admin))
     except ConfigError as exc:

@@ -46,7 +46,7 @@ METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 class AdminProvider(Protocol):
     """What the admin endpoint reads and drives: the running proxy."""
 
-    def stats_snapshot(self) -> dict[str, Any]:
+    async def stats_snapshot(self) -> dict[str, Any]:
         """The current statistics.
 
         Keys: ``global`` (counter name -> int), ``connection_pool`` (stats_mysql_connection_pool rows),
@@ -57,11 +57,11 @@ class AdminProvider(Protocol):
         """
         ...
 
-    def config_document(self) -> dict[str, Any]:
+    async def config_document(self) -> dict[str, Any]:
         """The running config as a config document."""
         ...
 
-    def reset_query_digest(self) -> list[dict[str, Any]]:
+    async def reset_query_digest(self) -> list[dict[str, Any]]:
         """The digest rows, after which the digest table is empty."""
         ...
 
@@ -124,11 +124,11 @@ class AdminServer:
         return web.json_response({"status": "ok"})
 
     async def _stats(self, request: web.Request) -> web.Response:
-        return web.json_response(self.provider.stats_snapshot())
+        return web.json_response(await self.provider.stats_snapshot())
 
     def _section(self, key: str) -> Callable[[web.Request], Awaitable[web.Response]]:
         async def handler(request: web.Request) -> web.Response:
-            return web.json_response(self.provider.stats_snapshot()[key])
+            return web.json_response((await self.provider.stats_snapshot())[key])
 
         return handler
 
@@ -141,17 +141,17 @@ class AdminServer:
             except ValueError:
                 return _error(400, f"limit must be a whole number, not {request.query['limit']!r}")
         try:
-            rows = order_digest_rows(self.provider.stats_snapshot()["query_digest"], limit, order_by)
+            rows = order_digest_rows((await self.provider.stats_snapshot())["query_digest"], limit, order_by)
         except ValueError as exc:
             return _error(400, str(exc))
         return web.json_response(rows)
 
     async def _query_digest_reset(self, request: web.Request) -> web.Response:
-        return web.json_response(self.provider.reset_query_digest())
+        return web.json_response(await self.provider.reset_query_digest())
 
     async def _config(self, request: web.Request) -> web.Response:
-        info = self.provider.stats_snapshot()["config"]
-        return web.json_response({**info, "document": self.provider.config_document()})
+        info = (await self.provider.stats_snapshot())["config"]
+        return web.json_response({**info, "document": (await self.provider.config_document())})
 
     async def _reload(self, request: web.Request) -> web.Response:
         body = await request.read()
@@ -171,7 +171,7 @@ class AdminServer:
         return web.json_response(result)
 
     async def _metrics(self, request: web.Request) -> web.Response:
-        text = render_metrics(self.provider.stats_snapshot())
+        text = render_metrics(await self.provider.stats_snapshot())
         return web.Response(body=text.encode(), headers={"Content-Type": METRICS_CONTENT_TYPE})
 
 

@@ -72,6 +72,7 @@ class ServerPool:
     __slots__ = (
         "bytes_recv",
         "bytes_sent",
+        "cap",
         "conn_err",
         "conn_ok",
         "connect_errors",
@@ -92,6 +93,7 @@ class ServerPool:
     def __init__(self, server: MysqlServer, hostgroup: Hostgroup) -> None:
         self.server = server
         self.hostgroup = hostgroup
+        self.cap = hostgroup.manager.share_of(server.max_connections)
         self.status = server.status
         self.status_reason = "configured"
         self.idle: deque[BackendConnection] = deque()
@@ -111,7 +113,7 @@ class ServerPool:
     @property
     def has_room(self) -> bool:
         """Whether a connection can be handed out without waiting."""
-        return bool(self.idle) or self.used + self.connecting < self.server.max_connections
+        return bool(self.idle) or self.used + self.connecting < self.cap
 
     def usable(self, now: float, recovery_s: float) -> bool:
         """Whether new work may go to this server; a SHUNNED server is retried after the recovery time."""
@@ -254,7 +256,7 @@ class Hostgroup:
                     continue
                 self._mark_used(pool)
                 return conn
-        if idle and pool.used + pool.connecting >= pool.server.max_connections:
+        if idle and pool.used + pool.connecting >= pool.cap:
             idle.popleft().close()  # make room for this user's connection
         return None
 
@@ -326,7 +328,7 @@ class Hostgroup:
                 waiter.future.set_result(conn)
                 return
         pool.used -= 1
-        keep = max(1, math.ceil(pool.server.max_connections * settings.free_connections_pct / 100))
+        keep = max(1, math.ceil(pool.cap * settings.free_connections_pct / 100))
         if len(pool.idle) >= keep:
             conn.close()
         else:
@@ -341,7 +343,7 @@ class Hostgroup:
                 return
 
     def _capacity(self) -> int:
-        return sum(p.server.max_connections for p in self.pools if p.status == ONLINE)
+        return sum(p.cap for p in self.pools if p.status == ONLINE)
 
     def _states(self) -> str:
         if not self.pools:
@@ -352,8 +354,9 @@ class Hostgroup:
 class PoolManager:
     """Every hostgroup and server pool of the running config."""
 
-    def __init__(self, counters: GlobalCounters) -> None:
+    def __init__(self, counters: GlobalCounters, workers: int = 1) -> None:
         self.counters = counters
+        self.workers = workers  # worker processes sharing each server's max_connections
         self.settings = PoolSettings()
         self.hostgroups: dict[int, Hostgroup] = {}
         self.backend_version: str | None = None  # from the first backend greeting, reported to clients
@@ -377,6 +380,7 @@ class PoolManager:
                 if pool.server.status != server.status:
                     pool.set_status(server.status, "set in config")
                 pool.server = server
+                pool.cap = self.share_of(server.max_connections)
             hg.pools.append(pool)
             fresh[server.key] = pool
         for key, pool in self._pools.items():
@@ -389,6 +393,12 @@ class PoolManager:
                 hg._wake_one()
         self._pools = fresh
         self.hostgroups = hostgroups
+
+    def share_of(self, max_connections: int) -> int:
+        """This worker's part of a server's ``max_connections`` (at least 1 unless it is 0)."""
+        if max_connections <= 0:
+            return 0
+        return max(1, max_connections // self.workers)
 
     def hostgroup(self, hostgroup_id: int) -> Hostgroup:
         """The hostgroup with this id (an empty one if the config has no servers in it)."""

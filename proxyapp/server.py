@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import socket
 import time
 from pathlib import Path
 
@@ -50,11 +51,13 @@ def parse_address(text: str, default_port: int) -> tuple[str, int]:
 class Proxy:
     """A running proxy: one config, its pools and statistics, the listener and the admin endpoint."""
 
-    def __init__(self, config: Config, config_path: Path | None = None) -> None:
+    def __init__(self, config: Config, config_path: Path | None = None, worker: int = 0, workers: int = 1) -> None:
         self.config_path = config_path
+        self.worker = worker
+        self.workers = workers
         self.counters = GlobalCounters()
         self.digests = DigestStats()
-        self.pools = PoolManager(self.counters)
+        self.pools = PoolManager(self.counters, workers)
         self.runtime = Runtime.build(config, str(config_path or "document"))
         self.pools.apply(config.mysql_servers, PoolSettings.from_variables(config.variables))
         self.cache = QueryCache(config.variables["mysql-query_cache_size_MB"] << 20, self.counters)
@@ -63,13 +66,18 @@ class Proxy:
         self.listen_address: tuple[str, int] = ("127.0.0.1", 0)
         self.admin: AdminServer | None = None
         self._server: asyncio.Server | None = None
-        self._next_session = 1
+        self._next_session = worker + 1  # ids stay unique across worker processes
         self._sessions: set[asyncio.Task[None]] = set()
 
-    async def start(self, listen: tuple[str, int], admin: tuple[str, int] | None) -> None:
-        """Open the MySQL listener (and the admin endpoint); port 0 picks a free port."""
+    async def start(
+        self, listen: tuple[str, int], admin: tuple[str, int] | None, sock: socket.socket | None = None
+    ) -> None:
+        """Open the MySQL listener (or serve ``sock``) and the admin endpoint; port 0 picks a free port."""
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._client_protocol, listen[0], listen[1], backlog=4096)
+        if sock is not None:
+            self._server = await loop.create_server(self._client_protocol, sock=sock, backlog=4096)
+        else:
+            self._server = await loop.create_server(self._client_protocol, listen[0], listen[1], backlog=4096)
         self.listen_address = self._server.sockets[0].getsockname()[:2]
         if admin is not None:
             self.admin = AdminServer(self, admin[0], admin[1])
@@ -90,7 +98,7 @@ class Proxy:
     def start_session(self, wire: Wire) -> None:
         """Serve a new client connection."""
         session_id = self._next_session
-        self._next_session += 1
+        self._next_session += self.workers
         task = asyncio.get_running_loop().create_task(Session(self, wire, session_id).run())
         self._sessions.add(task)
         task.add_done_callback(self._sessions.discard)
@@ -159,15 +167,15 @@ class Proxy:
         self.apply(config, "admin")
         return {"ok": True, "checksum": config.checksum, "errors": [], "warnings": list(config.warnings)}
 
-    def config_document(self) -> dict:
+    async def config_document(self) -> dict:
         """The running config as a document."""
         return self.runtime.config.to_document()
 
-    def reset_query_digest(self) -> list[dict]:
+    async def reset_query_digest(self) -> list[dict]:
         """Admin call: the digest rows, then an empty digest table."""
         return self.digests.reset()
 
-    def stats_snapshot(self) -> dict:
+    async def stats_snapshot(self) -> dict:
         """Everything the admin endpoint reports."""
         rt = self.runtime
         counters = self.counters.snapshot()
@@ -182,14 +190,23 @@ class Proxy:
 
 
 async def serve(config_path: Path, listen: tuple[str, int] | None, admin: tuple[str, int] | None) -> None:
-    """Run a proxy from a config file until SIGINT/SIGTERM; SIGHUP reloads the file."""
+    """Run a proxy from a config file until SIGINT/SIGTERM; SIGHUP reloads the file.
+
+    With ``mysql-threads`` above 1 (and more than one CPU) the work is spread over worker processes.
+    """
+    from proxyapp.workers import Supervisor, worker_count
+
     config = load_config_file(config_path)
-    proxy = Proxy(config, config_path)
     v = config.variables
     if listen is None:
         listen = parse_address(v["mysql-interfaces"], 6033)
     if admin is None and v["admin-restapi_enabled"]:
         admin = (v["admin-restapi_interface"], v["admin-restapi_port"])
+    workers = worker_count(config)
+    if workers > 1:
+        await Supervisor(config, config_path, workers).run(listen, admin)
+        return
+    proxy = Proxy(config, config_path)
     await proxy.start(listen, admin)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()

@@ -131,8 +131,7 @@ _WRITE_TRIGGERS = ("@", ";", "LOCK", "FOUND_ROWS")
 _FAST_PATH: dict[str, tuple[Statement, tuple[str, ...]]] = {
     "SELECT": (Statement(Kind.SELECT, "SELECT", is_read=True, plain=True), _SELECT_TRIGGERS),
     **{
-        kw: (Statement(Kind.WRITE, kw, plain=True), _WRITE_TRIGGERS)
-        for kw in ("INSERT", "UPDATE", "DELETE", "REPLACE")
+        kw: (Statement(Kind.WRITE, kw, plain=True), _WRITE_TRIGGERS) for kw in ("INSERT", "UPDATE", "DELETE", "REPLACE")
     },
 }
 

@@ -69,8 +69,15 @@ class ProxyProcess:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def write_config(self, config: dict[str, Any]) -> None:
-        """Replace the config file (takes effect on reload)."""
-        self.config_path.write_text(json.dumps(config, indent=2))
+        """Replace the config file (takes effect on reload).
+
+        One worker process unless the config says otherwise: tests that count connections or pin sessions
+        then see every session in one process; tests of several workers set ``mysql-threads`` themselves.
+        """
+        variables = list(config.get("global_variables", []))
+        if not any(row.get("variable_name") == "mysql-threads" for row in variables):
+            variables.append({"variable_name": "mysql-threads", "variable_value": "1"})
+        self.config_path.write_text(json.dumps({**config, "global_variables": variables}, indent=2))
 
     def start(self, timeout: float = 15) -> ProxyProcess:
         """Start the proxy and wait until its admin endpoint answers."""

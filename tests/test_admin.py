@@ -41,7 +41,7 @@ class Provider:
         """The checksum of the current document."""
         return hashlib.sha256(json.dumps(self.document, sort_keys=True).encode()).hexdigest()
 
-    def stats_snapshot(self) -> dict[str, Any]:
+    async def stats_snapshot(self) -> dict[str, Any]:
         """The snapshot the admin endpoint serves."""
         return {
             "global": self.counters.snapshot(),
@@ -52,11 +52,11 @@ class Provider:
             **self.extra,
         }
 
-    def config_document(self) -> dict[str, Any]:
+    async def config_document(self) -> dict[str, Any]:
         """The running document."""
         return self.document
 
-    def reset_query_digest(self) -> list[dict[str, Any]]:
+    async def reset_query_digest(self) -> list[dict[str, Any]]:
         """Rows, then an empty digest table."""
         return self.digests.reset()
 
@@ -75,7 +75,7 @@ class Provider:
 class BrokenProvider(Provider):
     """A provider whose snapshot fails."""
 
-    def stats_snapshot(self) -> dict[str, Any]:
+    async def stats_snapshot(self) -> dict[str, Any]:
         """Always raises."""
         raise RuntimeError("snapshot exploded")
 
@@ -83,9 +83,9 @@ class BrokenProvider(Provider):
 class ExtraCountersProvider(Provider):
     """A provider whose global counters hold a variable stats.py does not know and a non-numeric value."""
 
-    def stats_snapshot(self) -> dict[str, Any]:
+    async def stats_snapshot(self) -> dict[str, Any]:
         """The usual snapshot plus two odd global variables."""
-        snapshot = super().stats_snapshot()
+        snapshot = await super().stats_snapshot()
         snapshot["global"]["Backend_query_time_nsec"] = 99
         snapshot["global"]["not a number"] = "n/a"
         return snapshot
@@ -172,7 +172,7 @@ def test_stats_is_the_whole_snapshot_with_extra_keys() -> None:
 
     async def scenario(http: aiohttp.ClientSession) -> None:
         body = await get_json(http, "/stats")
-        expected = json.loads(json.dumps(provider.stats_snapshot()))
+        expected = json.loads(json.dumps(await provider.stats_snapshot()))
         uptime = body["global"].pop("ProxySQL_Uptime")
         assert uptime == expected["global"].pop("ProxySQL_Uptime")
         assert body == expected

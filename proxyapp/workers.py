@@ -1,0 +1,272 @@
+"""Several worker processes on one listening socket, so that the proxy uses every core.
+
+``mysql-threads`` (capped at the number of CPUs) worker processes share the listening socket; the kernel spreads
+new clients among them and each session lives in one worker. Each worker holds its share of every server's
+``max_connections``. The supervisor (the process that was started) owns the admin endpoint: it merges the
+workers' statistics, validates reloads once and hands the new config to every worker, and restarts a worker
+that dies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from proxyapp.admin import AdminServer
+from proxyapp.config import Config, ConfigError, load_config_file, parse_config
+
+log = logging.getLogger("proxyapp.workers")
+
+_SUMMED_POOL = ("ConnUsed", "ConnFree", "ConnOK", "ConnERR", "MaxConnUsed", "Queries", "Bytes_data_sent")
+_SUMMED_POOL += ("Bytes_data_recv",)
+_SUMMED_DIGEST = ("count_star", "sum_time", "sum_rows_affected", "sum_rows_sent")
+_DIGEST_KEY = ("hostgroup", "schemaname", "username", "client_address", "digest")
+
+
+def worker_count(config: Config) -> int:
+    """How many worker processes to run: ``mysql-threads``, at most one per CPU."""
+    return max(1, min(config.variables["mysql-threads"], os.cpu_count() or 1))
+
+
+class _Worker:
+    """A worker process and its private admin port."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.proc: asyncio.subprocess.Process | None = None
+        self.admin_port = 0
+
+
+class Supervisor:
+    """Starts the workers, serves the merged admin endpoint, drives reloads."""
+
+    def __init__(self, config: Config, config_path: Path, workers: int) -> None:
+        self.config = config
+        self.config_path = config_path
+        self.workers = [_Worker(i) for i in range(workers)]
+        self.sock: socket.socket | None = None
+        self.admin: AdminServer | None = None
+        self._http: aiohttp.ClientSession | None = None
+        self._stopping = False
+
+    async def run(self, listen: tuple[str, int], admin: tuple[str, int] | None) -> None:
+        """Serve until SIGINT/SIGTERM; SIGHUP reloads the config file."""
+        self.sock = socket.create_server(listen, backlog=4096, reuse_port=False)
+        self.sock.set_inheritable(True)
+        self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
+        try:
+            await asyncio.gather(*(self._spawn(w) for w in self.workers))
+            if admin is not None:
+                self.admin = AdminServer(self, admin[0], admin[1])
+                await self.admin.start()
+            log.info(
+                "ProxyFleet listening on %s:%d with %d worker processes (admin %s), config %s",
+                *self.sock.getsockname()[:2],
+                len(self.workers),
+                f"{admin[0]}:{self.admin.port}" if self.admin else "off",
+                self.config.checksum[:12],
+            )
+            loop = asyncio.get_running_loop()
+            stop = asyncio.Event()
+            loop.add_signal_handler(signal.SIGHUP, lambda: loop.create_task(self.reload(None)))
+            loop.add_signal_handler(signal.SIGTERM, stop.set)
+            loop.add_signal_handler(signal.SIGINT, stop.set)
+            watchers = [loop.create_task(self._watch(w)) for w in self.workers]
+            await stop.wait()
+            self._stopping = True
+            for task in watchers:
+                task.cancel()
+        finally:
+            await self._stop_workers()
+            if self.admin is not None:
+                await self.admin.stop()
+            await self._http.close()
+            self.sock.close()
+
+    async def _spawn(self, worker: _Worker) -> None:
+        assert self.sock is not None
+        fd = self.sock.fileno()
+        worker.proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "proxyapp",
+            "worker",
+            "--listen-fd",
+            str(fd),
+            "--index",
+            str(worker.index),
+            "--count",
+            str(len(self.workers)),
+            "--config-path",
+            str(self.config_path),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            pass_fds=(fd,),
+        )
+        assert worker.proc.stdin is not None and worker.proc.stdout is not None
+        worker.proc.stdin.write(json.dumps(self.config.to_document()).encode())
+        worker.proc.stdin.close()
+        line = await asyncio.wait_for(worker.proc.stdout.readline(), 30)
+        if not line.startswith(b"ADMIN_PORT "):
+            raise RuntimeError(f"worker {worker.index} did not start (it said {line!r})")
+        worker.admin_port = int(line.split()[1])
+
+    async def _watch(self, worker: _Worker) -> None:
+        """Restart the worker when it dies."""
+        while not self._stopping:
+            assert worker.proc is not None
+            code = await worker.proc.wait()
+            if self._stopping:
+                return
+            log.error("worker %d exited with status %s; restarting it", worker.index, code)
+            await asyncio.sleep(0.5)
+            try:
+                await self._spawn(worker)
+            except (OSError, RuntimeError, TimeoutError) as exc:
+                log.error("worker %d could not be restarted: %s", worker.index, exc)
+
+    async def _stop_workers(self) -> None:
+        for worker in self.workers:
+            if worker.proc is not None and worker.proc.returncode is None:
+                worker.proc.send_signal(signal.SIGTERM)
+        for worker in self.workers:
+            if worker.proc is not None:
+                try:
+                    await asyncio.wait_for(worker.proc.wait(), 10)
+                except TimeoutError:
+                    worker.proc.kill()
+
+    async def _each(self, method: str, path: str, body: Any = None) -> list[Any]:
+        """Call every worker's admin endpoint; returns their JSON answers."""
+        assert self._http is not None
+        http = self._http
+
+        async def call(worker: _Worker) -> Any:
+            url = f"http://127.0.0.1:{worker.admin_port}{path}"
+            async with http.request(method, url, json=body) as response:
+                return await response.json()
+
+        return list(await asyncio.gather(*(call(w) for w in self.workers)))
+
+    # ------------------------------------------------------------------------------------------ admin provider
+
+    async def stats_snapshot(self) -> dict[str, Any]:
+        """The workers' statistics, merged as if one process had them."""
+        return merge_snapshots(await self._each("GET", "/stats"))
+
+    async def config_document(self) -> dict[str, Any]:
+        """The running config."""
+        return self.config.to_document()
+
+    async def reset_query_digest(self) -> list[dict[str, Any]]:
+        """Every worker's digest rows, merged, then empty tables."""
+        return merge_digest_rows(
+            [row for rows in await self._each("POST", "/stats/query_digest/reset") for row in rows]
+        )
+
+    async def reload(self, document: dict[str, Any] | None) -> dict[str, Any]:
+        """Validate once (the file when ``document`` is None), then load the config in every worker."""
+        try:
+            config = load_config_file(self.config_path) if document is None else parse_config(document)
+        except ConfigError as exc:
+            log.error("reload refused, keeping config %s:\n%s", self.config.checksum[:12], exc)
+            return {"ok": False, "checksum": self.config.checksum, "errors": exc.errors, "warnings": []}
+        results = await self._each("POST", "/reload", config.to_document())
+        failed = [r for r in results if not r.get("ok")]
+        if failed:
+            return {
+                "ok": False,
+                "checksum": self.config.checksum,
+                "errors": failed[0].get("errors", []),
+                "warnings": [],
+            }
+        self.config = config
+        log.info("config %s loaded in %d workers", config.checksum[:12], len(self.workers))
+        return {"ok": True, "checksum": config.checksum, "errors": [], "warnings": list(config.warnings)}
+
+
+def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
+    """One snapshot from several workers': counters and pool figures summed, digests merged by key."""
+    first = snapshots[0]
+    counters: dict[str, int] = {}
+    for snap in snapshots:
+        for name, value in snap["global"].items():
+            counters[name] = (
+                max(counters.get(name, 0), value) if name == "ProxySQL_Uptime" else counters.get(name, 0) + value
+            )
+    pools: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for snap in snapshots:
+        for row in snap["connection_pool"]:
+            key = (row["hostgroup"], row["srv_host"], row["srv_port"])
+            merged = pools.get(key)
+            if merged is None:
+                pools[key] = dict(row)
+                continue
+            for name in _SUMMED_POOL:
+                merged[name] += row[name]
+            merged["Latency_us"] = max(merged["Latency_us"], row["Latency_us"])
+    hits: dict[int, int] = {}
+    for snap in snapshots:
+        for row in snap["query_rules"]:
+            hits[row["rule_id"]] = hits.get(row["rule_id"], 0) + row["hits"]
+    out = dict(first)
+    out["global"] = counters
+    out["connection_pool"] = list(pools.values())
+    out["query_digest"] = merge_digest_rows([row for snap in snapshots for row in snap["query_digest"]])
+    out["query_digest_overflow"] = sum(snap.get("query_digest_overflow", 0) for snap in snapshots)
+    out["query_rules"] = [{"rule_id": k, "hits": v} for k, v in sorted(hits.items())]
+    out["workers"] = len(snapshots)
+    return out
+
+
+def merge_digest_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Digest rows with the same key (from different workers) combined into one."""
+    merged: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row in rows:
+        key = tuple(row[k] for k in _DIGEST_KEY)
+        into = merged.get(key)
+        if into is None:
+            merged[key] = dict(row)
+            continue
+        for name in _SUMMED_DIGEST:
+            into[name] += row[name]
+        into["min_time"] = min(into["min_time"], row["min_time"])
+        into["max_time"] = max(into["max_time"], row["max_time"])
+        into["first_seen"] = min(into["first_seen"], row["first_seen"])
+        into["last_seen"] = max(into["last_seen"], row["last_seen"])
+    return list(merged.values())
+
+
+async def serve_worker(listen_fd: int, index: int, count: int, config_path: Path) -> None:
+    """A worker process: the config document comes on stdin, the admin port goes to stdout."""
+    from proxyapp.server import Proxy
+
+    config = parse_config(json.loads(sys.stdin.read()))
+    proxy = Proxy(config, config_path, worker=index, workers=count)
+    sock = socket.socket(fileno=listen_fd)
+    await proxy.start(("", 0), ("127.0.0.1", 0), sock=sock)
+    assert proxy.admin is not None
+    sys.stdout.write(f"ADMIN_PORT {proxy.admin.port}\n")
+    sys.stdout.flush()
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    loop.add_signal_handler(signal.SIGINT, lambda: None)  # the supervisor decides when workers stop
+    loop.add_signal_handler(signal.SIGHUP, lambda: None)
+    parent = os.getppid()
+    while not stop.is_set():
+        try:
+            await asyncio.wait_for(stop.wait(), 1)
+        except TimeoutError:
+            if os.getppid() != parent:  # the supervisor is gone
+                break
+    await proxy.stop()
