@@ -31,6 +31,8 @@ class SessionSettings:
     max_digest_length: int
     max_allowed_packet: int
     wait_timeout_ms: int
+    eventslog_filename: str
+    eventslog_default_log: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +65,8 @@ class Runtime:
             max_digest_length=v["mysql-query_digests_max_digest_length"],
             max_allowed_packet=v["mysql-max_allowed_packet"],
             wait_timeout_ms=v["mysql-wait_timeout"],
+            eventslog_filename=v["mysql-eventslog_filename"],
+            eventslog_default_log=v["mysql-eventslog_default_log"],
         )
         frontend = {u.username: u for u in config.mysql_users if u.active and u.frontend}
         backend = {u.username: u for u in config.mysql_users if u.active and u.backend}

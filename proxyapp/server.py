@@ -11,6 +11,7 @@ from pathlib import Path
 
 from proxyapp.admin import AdminServer
 from proxyapp.config import Config, ConfigError, load_config_file, parse_config
+from proxyapp.eventslog import EventsLog
 from proxyapp.pool import PoolManager, PoolSettings
 from proxyapp.protocol.wire import Wire, WireProtocol
 from proxyapp.querycache import QueryCache
@@ -61,6 +62,7 @@ class Proxy:
         self.runtime = Runtime.build(config, str(config_path or "document"))
         self.pools.apply(config.mysql_servers, PoolSettings.from_variables(config.variables))
         self.cache = QueryCache(config.variables["mysql-query_cache_size_MB"] << 20, self.counters)
+        self.events = EventsLog(self.runtime.settings.eventslog_filename)
         self.background: set[asyncio.Task[None]] = set()
         self.started = time.monotonic()
         self.listen_address: tuple[str, int] = ("127.0.0.1", 0)
@@ -122,6 +124,9 @@ class Proxy:
         self.runtime = Runtime.build(config, source)
         self.pools.apply(config.mysql_servers, PoolSettings.from_variables(config.variables))
         self.cache.max_bytes = config.variables["mysql-query_cache_size_MB"] << 20
+        if self.events.path != self.runtime.settings.eventslog_filename:
+            self.events.close()
+            self.events = EventsLog(self.runtime.settings.eventslog_filename)
         self.cache.clear()
         log.info("config %s loaded from %s", config.checksum[:12], source)
         for warning in config.warnings:

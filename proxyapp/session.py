@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from proxyapp.backend import BackendConnection, BackendError, Credentials
 from proxyapp.digest import compute_digest
+from proxyapp.eventslog import query_event
 from proxyapp.pool import Hostgroup, PoolError, ServerPool
 from proxyapp.prepared import (
     ClientStatement,
@@ -130,6 +131,7 @@ class Session:
         self.next_stmt_id = 1
         self.scramble = auth.new_scramble()
         self.in_transaction = False
+        self.last_server = ""  # host:port of the backend the last command ran on
 
     # ----------------------------------------------------------------------------------------------- lifecycle
 
@@ -444,6 +446,8 @@ class Session:
         response = await self._execute(hostgroup, run, statements, outcome, cache_key=cache_key)
         if response is not None:
             self._record(hostgroup, digest, started, response.rows, response.affected_rows)
+        if outcome.log or (outcome.log is None and rt.settings.eventslog_default_log):
+            self._log_event(hostgroup, digest.hash, sql, started, response)
 
     def _route(self, statements: list[Statement], outcome: RuleOutcome) -> int:
         """The hostgroup for a statement: kept connection, transaction, rule, or the user's default."""
@@ -523,6 +527,7 @@ class Session:
                 if timer is not None:
                     timer.cancel()
             pool.queries += 1
+            self.last_server = f"{pool.server.hostname}:{pool.server.port}"
             pool.bytes_sent += conn.wire.bytes_out - sent_before
             pool.bytes_recv += sink.written
             conn.status = response.status
@@ -749,6 +754,31 @@ class Session:
                 state.variables[name] = applied.variables[name] = expr
         if s.sql_log_bin is not None:
             self._toggle(Pin.SQL_LOG_BIN, not s.sql_log_bin)
+
+    def _log_event(self, hostgroup: int, digest: str, sql: str, started: float, response: Response | None) -> None:
+        """Append this query to the events log (rule ``log=1`` or ``mysql-eventslog_default_log``)."""
+        error = None
+        if response is None:
+            error = "ProxyFleet error (sent to the client)"
+        elif response.error is not None:
+            error = f"{response.error.code}: {response.error.message}"
+        self.proxy.events.write(
+            query_event(
+                username=self.username,
+                schemaname=self.state.schema or "",
+                client=f"{self.client_addr}",
+                hostgroup=hostgroup,
+                server=self.last_server,
+                digest=digest,
+                query=sql,
+                thread_id=self.id,
+                started=time.time() - (time.perf_counter() - started),
+                rows_sent=response.rows if response else 0,
+                rows_affected=response.affected_rows if response else 0,
+                last_insert_id=self.last_insert_id,
+                error=error,
+            )
+        )
 
     def _record(self, hostgroup: int, digest: object, started: float, rows: int, affected: int) -> None:
         elapsed_us = int((time.perf_counter() - started) * 1_000_000)

@@ -134,6 +134,8 @@ _SPECS = (
     _int("mysql-threads", 4, "worker threads; read at start only", minimum=1, maximum=256),
     _int("mysql-max_connections", 10000, "frontend (client) connection limit", minimum=1, maximum=1_000_000),
     _str("mysql-interfaces", "127.0.0.1:6033", "where clients connect: host:port, several separated by ';'"),
+    _str("mysql-eventslog_filename", "", "file the query events log appends to (JSON lines); empty: no log"),
+    _bool("mysql-eventslog_default_log", False, "log every query, not only those whose rule says log=1"),
     _str(
         "mysql-server_version",
         "",

@@ -2,29 +2,29 @@
 
 from __future__ import annotations
 
+import os
+import os
+import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pymysql
 import pytest
+from django.conf import settings
 
 from fleet.sandbox import Sandbox
-from tests.harness import APP_PASSWORD, APP_USER, ProxyProcess, rw_split_config
+from tests.harness import ProxyProcess, rw_split_config
 
-TEST_SANDBOX_DIR = "var/test-sandbox"
+TEST_SANDBOX_DIR = f"var/test-sandbox-{os.getpid()}"  # concurrent runs do not share servers
 
 
 @pytest.fixture(scope="session")
 def sandbox() -> Iterator[Sandbox]:
-    """A primary and one replica with GTID replication, and the ``app`` user on both."""
+    """The test sandbox for the whole run: a primary and one replica with GTID replication, whose users
+    (``app``/``app-pass`` among them) and databases (``app``, ``test``) the sandbox creates."""
     box = Sandbox(TEST_SANDBOX_DIR)
     box.up(replicas=1)
-    with box.primary().connect() as conn, conn.cursor() as cur:
-        cur.execute(f"CREATE USER IF NOT EXISTS '{APP_USER}'@'%' IDENTIFIED BY '{APP_PASSWORD}'")
-        cur.execute(f"GRANT ALL ON *.* TO '{APP_USER}'@'%'")
-        cur.execute("CREATE DATABASE IF NOT EXISTS app")
-    box.wait_replicated()
     yield box
     box.down()
 
