@@ -132,6 +132,7 @@ class Session:
         self.scramble = auth.new_scramble()
         self.in_transaction = False
         self.last_server = ""  # host:port of the backend the last command ran on
+        self.fast_forward = False
 
     # ----------------------------------------------------------------------------------------------- lifecycle
 
@@ -143,7 +144,10 @@ class Session:
         clean = False
         try:
             if await self._handshake():
-                await self._command_loop()
+                if self.fast_forward:
+                    await self._forward_raw()
+                else:
+                    await self._command_loop()
             clean = True
         except SessionEnd:
             clean = True
@@ -257,7 +261,36 @@ class Session:
         self.credentials = Credentials(username, password, stage1 if not password else None)
         self.default_hostgroup = user.default_hostgroup
         self.transaction_persistent = user.transaction_persistent
+        self.fast_forward = user.fast_forward
         self.state.schema = schema
+
+    async def _forward_raw(self) -> None:
+        """A ``fast_forward`` user: one backend connection of its own, bytes relayed both ways, no rules."""
+        conn = await self._borrow(self.default_hostgroup)
+        if conn is None:
+            return
+        pool = conn.pool
+        assert isinstance(pool, ServerPool)
+
+        async def pipe(source: Wire, target: Wire) -> None:
+            while True:
+                target.write(await source.read_available())
+                await target.drain()
+
+        tasks = [
+            asyncio.ensure_future(pipe(self.client, conn.wire)),
+            asyncio.ensure_future(pipe(conn.wire, self.client)),
+        ]
+        try:
+            done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in pending:
+                task.cancel()
+            for task in done:
+                exc = task.exception()
+                if exc is not None and not isinstance(exc, PeerClosed):
+                    raise exc
+        finally:
+            pool.hostgroup.release(conn, pool, reusable=False)
 
     # ----------------------------------------------------------------------------------------------- dispatch
 

@@ -196,6 +196,14 @@ class Wire:
         self.mark = self.pos
         return payload
 
+    async def read_available(self) -> bytes:
+        """Whatever bytes have arrived and were not read yet (waiting for some); for raw forwarding."""
+        if self.pos >= len(self.buf):
+            await self._fill()
+        raw = bytes(self.buf[self.pos :])
+        self.pos = self.mark = len(self.buf)
+        return raw
+
     def take(self) -> bytes:
         """Return the raw bytes read since the mark and move the mark."""
         raw = bytes(self.buf[self.mark : self.pos])
