@@ -18,6 +18,7 @@ from proxyapp.protocol.constants import (
 )
 from proxyapp.protocol.handshake import ClientLogin, ServerGreeting, parse_auth_switch
 from proxyapp.protocol.packets import ErrPacket, ProtocolError, parse_err, parse_ok
+from proxyapp.protocol.resultset import read_text_result
 from proxyapp.protocol.wire import PeerClosed, Response, Wire, open_wire, read_response
 
 _IN_TRANS = int(Status.IN_TRANS)
@@ -64,6 +65,7 @@ class AppliedState:
     autocommit: bool = True
     multi_statements: bool = True
     variables: dict[str, str] = field(default_factory=dict)
+    user_variables: dict[str, str] = field(default_factory=dict)  # name -> SQL literal
 
 
 class BackendConnection:
@@ -169,6 +171,15 @@ class BackendConnection:
         response = await read_response(self.wire, None)
         self.status = response.status
         return response
+
+    async def fetch_row(self, sql: str) -> tuple[list[tuple[int, int]], list[bytes | None]] | ErrPacket:
+        """Run a one-row SELECT; returns ([(column type, charset id)], [raw text values]) or the error."""
+        self.wire.send(bytes((Command.QUERY,)) + sql.encode(), 0)
+        columns, rows, status, err = await read_text_result(self.wire)
+        if err is not None:
+            return err
+        self.status = status
+        return columns, rows[0] if rows else [None] * len(columns)
 
     async def simple_command(self, payload: bytes) -> ErrPacket | None:
         """Send a command answered by a single OK/EOF/ERR packet; returns the error, if any."""

@@ -16,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from proxyapp.backend import BackendConnection, BackendError, Credentials
+from proxyapp.backend import AppliedState, BackendConnection, BackendError, Credentials
 from proxyapp.digest import compute_digest
 from proxyapp.eventslog import query_event
 from proxyapp.pool import Hostgroup, PoolError, ServerPool
@@ -53,7 +53,7 @@ from proxyapp.protocol.packets import (
 from proxyapp.protocol.resultset import result_set
 from proxyapp.protocol.wire import PeerClosed, Response, Wire, read_response
 from proxyapp.rules import QueryContext, RuleOutcome
-from proxyapp.sessionstate import DIRTY_PINS, Pin, SessionState
+from proxyapp.sessionstate import DIRTY_PINS, Pin, SessionState, user_variable, value_literal
 from proxyapp.sqlscan import Kind, Statement, scan
 
 if TYPE_CHECKING:
@@ -184,10 +184,7 @@ class Session:
             try:
                 err = await asyncio.wait_for(conn.simple_command(bytes((Command.RESET_CONNECTION,))), 2)
                 reusable = err is None
-                conn.state.variables.clear()
-                conn.state.autocommit = True
-                conn.state.names = names_for_collation(45)
-                conn.state.schema = None
+                conn.state = AppliedState()
                 conn.prepared.clear()
                 conn.dirty = False
             except (PeerClosed, ProtocolError, TimeoutError, OSError):
@@ -437,7 +434,8 @@ class Session:
             ),
             self.flag_in,
         )
-        self.flag_in = outcome.next_query_flagIN or 0
+        if outcome.next_query_flagIN is not None:  # ProxySQL: it stays the session's flagIN until a rule changes it
+            self.flag_in = outcome.next_query_flagIN
         if outcome.error_msg is not None:
             self._send_error(ErrorCode.RULE_BLOCKED, outcome.error_msg, 1)
             self._record(-1, digest, started, 0, 0)
@@ -485,6 +483,8 @@ class Session:
     def _route(self, statements: list[Statement], outcome: RuleOutcome) -> int:
         """The hostgroup for a statement: kept connection, transaction, rule, or the user's default."""
         if self.conn is not None:
+            if self._beside_transaction(outcome.destination_hostgroup, statements):
+                return outcome.destination_hostgroup  # type: ignore[return-value]
             return self.conn_hostgroup
         first = statements[0]
         if outcome.destination_hostgroup is not None:
@@ -502,6 +502,17 @@ class Session:
         ):
             return self.default_hostgroup
         return hostgroup
+
+    def _beside_transaction(self, hostgroup: int | None, statements: list[Statement]) -> bool:
+        """transaction_persistent=0: a read routed away from the open transaction runs on another connection."""
+        return (
+            hostgroup is not None
+            and hostgroup != self.conn_hostgroup
+            and not self.transaction_persistent
+            and self.state.pins == {Pin.TRANSACTION}
+            and bool(statements)
+            and all(s.is_read for s in statements)
+        )
 
     async def _execute(
         self,
@@ -521,9 +532,10 @@ class Session:
         timeout_ms = rt.settings.default_query_timeout_ms
         if outcome is not None and outcome.timeout:
             timeout_ms = outcome.timeout
+        beside = self.conn is not None and self._beside_transaction(hostgroup, statements)
         while True:
-            kept = self.conn is not None
-            conn = self.conn
+            kept = self.conn is not None and not beside
+            conn = self.conn if kept else None
             if conn is None:
                 conn = await self._borrow(hostgroup)
                 if conn is None:
@@ -564,10 +576,17 @@ class Session:
             pool.bytes_sent += conn.wire.bytes_out - sent_before
             pool.bytes_recv += sink.written
             conn.status = response.status
+            captured = True
+            assigned = [name for st in statements if not st.plain for name in st.user_vars_assigned]
+            if assigned and response.error is None:
+                captured = await self._capture_user_variables(conn, assigned)
             cacheable = cache_key is not None and outcome is not None and response.error is None
             if cacheable and (response.rows or outcome.cache_empty_result is not False):
                 self.proxy.cache.put(cache_key, b"".join(sink.parts), outcome.cache_ttl or 0)
-            self._track(conn, hostgroup, statements, response, outcome)
+            if beside:
+                self._release(conn)
+                return response
+            self._track(conn, hostgroup, statements, response, outcome, captured)
             return response
 
     async def _borrow(self, hostgroup: int) -> BackendConnection | None:
@@ -699,6 +718,7 @@ class Session:
         statements: list[Statement],
         response: Response,
         outcome: RuleOutcome | None,
+        user_variables_captured: bool = True,
     ) -> None:
         """Record what the statements changed, then keep or release the connection."""
         state = self.state
@@ -711,7 +731,7 @@ class Session:
                 self._track_set(conn, s)
             elif s.kind is Kind.USE and ok and s.schema:
                 state.schema = conn.state.schema = s.schema
-            if s.user_vars_assigned:
+            if s.user_vars_assigned and not user_variables_captured:
                 pins.add(Pin.USER_VARIABLES)
             if s.temp_tables_created and ok:
                 state.temp_tables.update(t.lower() for t in s.temp_tables_created)
@@ -762,6 +782,25 @@ class Session:
                 task.add_done_callback(self.proxy.background.discard)
             else:
                 self._release(conn)
+
+    async def _capture_user_variables(self, conn: BackendConnection, names: list[str]) -> bool:
+        """Read back the user variables a statement assigned, so they can follow the session to any connection.
+
+        ProxySQL pins a session for good once it touches a user variable (its issue #1250); we replay the
+        values instead. Returns False when they could not be read (the session is then pinned).
+        """
+        unique = list(dict.fromkeys(names))
+        try:
+            result = await conn.fetch_row("SELECT " + ", ".join(user_variable(n) for n in unique))
+        except (PeerClosed, ProtocolError, OSError):
+            return False
+        if isinstance(result, ErrPacket):
+            return False
+        columns, values = result
+        for name, (field_type, charset), value in zip(unique, columns, values, strict=True):
+            literal = value_literal(value, field_type, charset)
+            self.state.user_variables[name] = conn.state.user_variables[name] = literal
+        return True
 
     def _toggle(self, pin: Pin, on: bool) -> None:
         if on:

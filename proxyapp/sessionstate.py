@@ -11,7 +11,7 @@ import enum
 from dataclasses import dataclass, field
 
 from proxyapp.backend import AppliedState
-from proxyapp.protocol.constants import DEFAULT_COLLATION_ID, names_for_collation
+from proxyapp.protocol.constants import COLLATIONS, DEFAULT_COLLATION_ID, FieldType, names_for_collation
 
 
 class Pin(enum.Enum):
@@ -55,6 +55,7 @@ class SessionState:
     autocommit: bool = True
     multi_statements: bool = True
     variables: dict[str, str] = field(default_factory=dict)
+    user_variables: dict[str, str] = field(default_factory=dict)  # name -> SQL literal, captured after each SET
     temp_tables: set[str] = field(default_factory=set)
     locks_held: int = 0
     pins: set[Pin] = field(default_factory=set)
@@ -67,6 +68,7 @@ class SessionState:
             and applied.autocommit == self.autocommit
             and applied.multi_statements == self.multi_statements
             and applied.variables == self.variables
+            and applied.user_variables == self.user_variables
         )
 
     def set_statement(self, applied: AppliedState) -> str | None:
@@ -78,6 +80,13 @@ class SessionState:
             if applied.variables.get(name) != expr:
                 parts.append(_assignment(name, expr))
         parts.extend(f"{name} = DEFAULT" for name in applied.variables if name not in self.variables)
+        for name, literal in self.user_variables.items():
+            if applied.user_variables.get(name) != literal:
+                parts.append(f"{user_variable(name)} = {literal}")
+        # Another session's user variables on this connection read as NULL, as if never set.
+        parts.extend(
+            f"{user_variable(name)} = NULL" for name in applied.user_variables if name not in self.user_variables
+        )
         if applied.autocommit != self.autocommit:
             parts.append(f"autocommit = {int(self.autocommit)}")
         return "SET " + ", ".join(parts) if parts else None
@@ -87,6 +96,41 @@ class SessionState:
         applied.names = self.names
         applied.autocommit = self.autocommit
         applied.variables = dict(self.variables)
+        applied.user_variables = dict(self.user_variables)
+
+
+def user_variable(name: str) -> str:
+    """``@name`` quoted for SQL."""
+    return "@`" + name.replace("`", "``") + "`"
+
+
+_NUMERIC_TYPES = frozenset(
+    {
+        FieldType.DECIMAL,
+        FieldType.TINY,
+        FieldType.SHORT,
+        FieldType.LONG,
+        FieldType.FLOAT,
+        FieldType.DOUBLE,
+        FieldType.LONGLONG,
+        FieldType.INT24,
+        FieldType.YEAR,
+        FieldType.NEWDECIMAL,
+    }
+)
+
+
+def value_literal(value: bytes | None, field_type: int, charset_id: int) -> str:
+    """A SQL literal that recreates a user variable's value (type and character set included)."""
+    if value is None:
+        return "NULL"
+    if field_type in _NUMERIC_TYPES:
+        return value.decode("ascii")
+    hexed = f"X'{value.hex()}'"
+    if charset_id == 63:  # binary
+        return hexed
+    charset = COLLATIONS.get(charset_id, COLLATIONS[DEFAULT_COLLATION_ID])[0]
+    return f"CONVERT({hexed} USING {charset})"
 
 
 def _assignment(name: str, expr: str) -> str:

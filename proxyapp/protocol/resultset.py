@@ -6,7 +6,19 @@ import struct
 from collections.abc import Iterable, Sequence
 
 from proxyapp.protocol.constants import FieldType, Status
-from proxyapp.protocol.packets import eof_packet, frame, lenenc_int, lenenc_str
+from proxyapp.protocol.packets import (
+    ErrPacket,
+    ProtocolError,
+    eof_packet,
+    frame,
+    lenenc_int,
+    lenenc_str,
+    parse_err,
+    parse_ok,
+    read_lenenc_int,
+    read_lenenc_str,
+)
+from proxyapp.protocol.wire import Wire
 
 _BINARY_CHARSET = 63
 _UTF8MB4 = 45
@@ -59,3 +71,41 @@ def result_set(
         out += frame(payload, seq)
         seq += 1
     return bytes(out)
+
+
+async def read_text_result(wire: Wire) -> tuple[list[tuple[int, int]], list[list[bytes | None]], int, ErrPacket | None]:
+    """Read a small text-protocol result the proxy asked for itself.
+
+    Returns ([(column type, charset id)], rows of raw values, status flags, error or None).
+    """
+    first = await wire.read_payload()
+    if first[:1] == b"\xff":
+        return [], [], 0, parse_err(first)
+    if first[:1] == b"\x00":
+        return [], [], parse_ok(first).status, None
+    count, _ = read_lenenc_int(first, 0)
+    columns = []
+    for _ in range(count or 0):
+        definition = await wire.read_payload()
+        pos = 0
+        for _ in range(6):  # catalog, schema, table, org_table, name, org_name
+            _, pos = read_lenenc_str(definition, pos)
+        if len(definition) < pos + 13:
+            raise ProtocolError("truncated column definition")
+        charset = definition[pos + 1] | definition[pos + 2] << 8
+        columns.append((definition[pos + 7], charset))
+    await wire.read_payload()  # EOF after the definitions
+    rows: list[list[bytes | None]] = []
+    while True:
+        payload = await wire.read_payload()
+        if payload[:1] == b"\xfe" and len(payload) < 9:
+            status = payload[3] | payload[4] << 8 if len(payload) >= 5 else 0
+            return columns, rows, status, None
+        if payload[:1] == b"\xff":
+            return columns, rows, 0, parse_err(payload)
+        row = []
+        pos = 0
+        for _ in columns:
+            value, pos = read_lenenc_str(payload, pos)
+            row.append(value)
+        rows.append(row)
