@@ -1,31 +1,40 @@
-# The README's two commands: `make run` and `make test`.
+# The README's commands: `make run`, `make test`, `make clean`.
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
 
-.PHONY: run test lint bench clean sysdeps
+.PHONY: deps sysdeps lint test run bench clean
 
-$(STAMP): requirements.txt
-	@test -x $(PY) || python3 -m venv $(VENV)
-	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements.txt
-	@touch $@
+# The virtualenv with requirements.txt installed, and the Debian packages.
+deps: sysdeps $(STAMP)
 
 sysdeps:
 	@bash deploy/install-system-deps.sh
 
-lint: $(STAMP)
+# Redone whenever requirements.txt changes (the stamp is older than it).
+$(STAMP): requirements.txt | sysdeps
+	@test -x $(PY) || python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements.txt
+	@touch $@
+
+lint: deps
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-test: $(STAMP) sysdeps lint
+test: deps lint
 	$(VENV)/bin/pytest
 
-run: $(STAMP) sysdeps
+run: deps
 	$(PY) deploy/run_demo.py
 
-bench: $(STAMP) sysdeps
+bench: deps
 	$(PY) -m tests.bench.run_bench
 
+# Takes down every sandbox under var/ (the dev one, test runs', benchmarks') before removing var/.
 clean:
-	-$(PY) manage.py sandbox down
+	@if [ -x $(PY) ]; then \
+	  for state in $$(find var -name sandbox.json 2>/dev/null); do \
+	    $(PY) manage.py sandbox down --dir "$$(cd "$$(dirname "$$state")" && pwd)"; \
+	  done; \
+	fi
 	rm -rf var

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs the Debian packages ProxyFleet needs, when missing. Quick when everything is there.
+# Installs the Debian packages ProxyFleet needs, when missing: apt-get as root, otherwise it names them and fails.
+# Idempotent and quick (no apt-get at all) when everything is there.
 set -euo pipefail
+
 declare -A need=(
   [mariadbd]=mariadb-server
   [mariadb-install-db]=mariadb-server
@@ -11,17 +13,22 @@ declare -A need=(
 )
 missing=()
 for cmd in "${!need[@]}"; do
+  # mariadbd and haproxy live in /usr/sbin, which is not on every user's PATH.
   if ! command -v "$cmd" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$cmd" ]; then
     missing+=("${need[$cmd]}")
   fi
 done
+if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
+  missing+=(python3-venv)
+fi
 [ ${#missing[@]} -eq 0 ] && exit 0
+
 mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
-if [ "$(id -u)" -ne 0 ]; then
+if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
   echo "ProxyFleet needs these Debian packages: ${missing[*]}" >&2
   echo "Install them with: sudo apt-get install -y ${missing[*]}" >&2
   exit 1
 fi
 echo "installing: ${missing[*]}"
 apt-get update -qq
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,8 +1,13 @@
 """Throwaway MariaDB servers on free loopback ports: a primary and N replicas wired with GTID replication.
 
 Plain Python (no Django): the proxy's tests, ``make run`` and the benchmarks use it directly, and
-``python manage.py sandbox`` wraps it. Everything lives under one base directory; a state file there records
-what was started, so ``down`` stops only those processes.
+``python manage.py sandbox`` wraps it. Everything lives under one base directory; its state file
+(``sandbox.json``) records the shape and every server's port and pid, so ``down`` stops only those processes.
+
+Every server has ``root`` with no password over TCP, and the primary creates (and so replicates to every
+replica) the databases ``test`` and ``app`` and the users ``repl`` (replication), ``app`` (for demos and proxy
+tests: every privilege but READ_ONLY ADMIN, so a replica's read_only refuses its writes) and ``monitor``
+(ProxySQL's default monitor login).
 """
 
 from __future__ import annotations
@@ -16,26 +21,51 @@ import socket
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pymysql
 
 REPO = Path(__file__).resolve().parent.parent
-REPL_USER = "repl"
-REPL_PASSWORD = "repl-pass"
+HOST = "127.0.0.1"
+REPL_USER, REPL_PASSWORD = "repl", "repl-pass"
+APP_USER, APP_PASSWORD = "app", "app-pass"
+MONITOR_USER, MONITOR_PASSWORD = "monitor", "monitor"
+#: How long a semi-sync primary waits for a replica's ack before it falls back to asynchronous replication (ms).
+SEMI_SYNC_TIMEOUT_MS = 2000
+
+_START_TIMEOUT = 60.0
+_STOP_TIMEOUT = 60.0
+_PORT_TRIES = 3
+_SOCKET_PATH_MAX = 107  # sun_path is 108 bytes with its terminating NUL
+_PORT_IN_USE = "Address already in use"
+
+_PRIMARY_SETUP = (
+    "CREATE USER IF NOT EXISTS 'root'@'%' IDENTIFIED BY ''",
+    "GRANT ALL ON *.* TO 'root'@'%' WITH GRANT OPTION",
+    f"CREATE USER IF NOT EXISTS '{REPL_USER}'@'%' IDENTIFIED BY '{REPL_PASSWORD}'",
+    f"GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO '{REPL_USER}'@'%'",
+    f"CREATE USER IF NOT EXISTS '{APP_USER}'@'%' IDENTIFIED BY '{APP_PASSWORD}'",
+    f"GRANT ALL ON *.* TO '{APP_USER}'@'%'",
+    f"REVOKE READ_ONLY ADMIN ON *.* FROM '{APP_USER}'@'%'",  # so a replica's read_only applies to the app
+    f"CREATE USER IF NOT EXISTS '{MONITOR_USER}'@'%' IDENTIFIED BY '{MONITOR_PASSWORD}'",
+    f"GRANT REPLICATION CLIENT, REPLICA MONITOR ON *.* TO '{MONITOR_USER}'@'%'",
+    "CREATE DATABASE IF NOT EXISTS test",
+    "CREATE DATABASE IF NOT EXISTS app",
+)
 
 
 class SandboxError(RuntimeError):
-    """A sandbox server could not be set up or started."""
+    """A sandbox server could not be set up, started or found."""
 
 
 @dataclass
 class SandboxServer:
-    """One sandbox server."""
+    """One sandbox server; ``running`` is whether its recorded process is alive right now."""
 
     name: str
-    role: str
+    role: str  # "primary" or "replica"
     host: str
     port: int
     pid: int | None
@@ -44,16 +74,32 @@ class SandboxServer:
     server_id: int
     running: bool = False
 
-    def connect(self, **kwargs: object) -> pymysql.Connection:
-        """A root connection over TCP."""
+    @property
+    def home(self) -> Path:
+        """The server's directory: its datadir, error log, pid file and tmpdir are in it."""
+        return Path(self.datadir).parent
+
+    @property
+    def error_log(self) -> Path:
+        """The server's error log."""
+        return self.home / "error.log"
+
+    def connect(self, **kwargs: Any) -> pymysql.Connection:
+        """A PyMySQL connection over TCP: root with no password and autocommit unless ``kwargs`` say otherwise."""
+        kwargs.setdefault("user", "root")
+        kwargs.setdefault("password", "")
+        kwargs.setdefault("autocommit", True)
         kwargs.setdefault("connect_timeout", 5)
-        return pymysql.connect(host=self.host, port=self.port, user="root", password="", autocommit=True, **kwargs)
+        return pymysql.connect(host=self.host, port=self.port, **kwargs)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+@dataclass
+class _State:
+    """What ``sandbox.json`` holds: the shape asked for and the servers started."""
+
+    replicas: int
+    semi_sync: bool
+    servers: list[SandboxServer] = field(default_factory=list)
 
 
 def pid_alive(pid: int | None) -> bool:
@@ -61,139 +107,250 @@ def pid_alive(pid: int | None) -> bool:
     if not pid:
         return False
     try:
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    try:  # a zombie child of ours is not alive
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
+            # The state follows the parenthesised command name, which may itself contain spaces.
+            return f.read().rpartition(")")[2].split()[0] != "Z"
     except OSError:
         return False
+
+
+def _is_server_process(server: SandboxServer) -> bool:
+    """Whether the recorded pid is alive and still the mariadbd started on this server's datadir."""
+    if not pid_alive(server.pid):
+        return False
+    try:
+        argv = Path(f"/proc/{server.pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return f"--datadir={server.datadir}".encode() in argv
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def _reap(pid: int) -> None:
+    """Collect the exit status if the process is our own child, so it does not linger as a zombie."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def _wait_gone(pids: list[int], timeout: float) -> list[int]:
+    """Wait until the processes have exited; returns those still alive after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        for pid in pids:
+            _reap(pid)
+        pids = [pid for pid in pids if pid_alive(pid)]
+        if not pids or time.monotonic() > deadline:
+            return pids
+        time.sleep(0.02)
+
+
+def _stop(servers: list[SandboxServer], sig: int) -> None:
+    """Signal the servers' processes (only those that are still ours) and wait until they are gone."""
+    pids = [s.pid for s in servers if s.pid and _is_server_process(s)]
+    for pid in pids:
+        os.kill(pid, sig)
+    stubborn = _wait_gone(pids, 10 if sig == signal.SIGKILL else _STOP_TIMEOUT)
+    for pid in stubborn:
+        os.kill(pid, signal.SIGKILL)
+    if _wait_gone(stubborn, 10):
+        raise SandboxError(f"could not stop the mariadbd processes {stubborn}")
+    for server in servers:
+        server.running = False
 
 
 class Sandbox:
-    """A set of MariaDB servers under ``base_dir``."""
+    """A primary and replicas under ``base_dir`` (relative paths are taken from the repository root)."""
 
     def __init__(self, base_dir: Path | str = "var/sandbox") -> None:
         base = Path(base_dir)
         self.base_dir = base if base.is_absolute() else REPO / base
         self.state_file = self.base_dir / "sandbox.json"
 
-    # ---------------------------------------------------------------------------------------------- state
+    # --- state ------------------------------------------------------------------------------------------
 
-    def _load(self) -> list[SandboxServer]:
-        if not self.state_file.exists():
-            return []
+    def _load(self) -> _State | None:
         try:
-            rows = json.loads(self.state_file.read_text())
-        except (OSError, ValueError):
-            return []
-        servers = [SandboxServer(**row) for row in rows]
-        for s in servers:
-            s.running = pid_alive(s.pid)
-        return servers
+            doc = json.loads(self.state_file.read_text())
+            servers = [SandboxServer(**row) for row in doc["servers"]]
+            state = _State(doc["replicas"], doc["semi_sync"], servers)
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        for server in state.servers:
+            server.running = _is_server_process(server)
+        return state
 
-    def _save(self, servers: list[SandboxServer]) -> None:
-        self.base_dir.mkdir(parents=True, exist_ok=True)
-        self.state_file.write_text(json.dumps([asdict(s) for s in servers], indent=2))
+    def _save(self, state: _State) -> None:
+        rows = [{k: v for k, v in asdict(s).items() if k != "running"} for s in state.servers]
+        doc = {"replicas": state.replicas, "semi_sync": state.semi_sync, "servers": rows}
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc, indent=2))
+        tmp.replace(self.state_file)
 
     def status(self) -> list[SandboxServer]:
-        """The servers this sandbox started, with whether each still runs."""
-        return self._load()
+        """The servers this sandbox started (primary first), each with whether it runs now; [] when not up."""
+        state = self._load()
+        return state.servers if state else []
 
     def primary(self) -> SandboxServer:
         """The primary server."""
-        for s in self._load():
-            if s.role == "primary":
-                return s
-        raise SandboxError("the sandbox is not up")
+        for server in self.status():
+            if server.role == "primary":
+                return server
+        raise SandboxError(f"the sandbox in {self.base_dir} is not up")
 
     def replicas(self) -> list[SandboxServer]:
-        """The replica servers."""
-        return [s for s in self._load() if s.role == "replica"]
+        """The replica servers, in order."""
+        return [s for s in self.status() if s.role == "replica"]
 
-    # ---------------------------------------------------------------------------------------------- up/down
+    def _server(self, state: _State | None, name: str) -> SandboxServer:
+        for server in state.servers if state else []:
+            if server.name == name:
+                return server
+        raise SandboxError(f"no sandbox server named {name!r} in {self.base_dir}")
+
+    # --- up and down ------------------------------------------------------------------------------------
 
     def up(self, replicas: int = 1, semi_sync: bool = False) -> list[SandboxServer]:
-        """Start a primary and ``replicas`` replicas (idempotent when already up in that shape)."""
-        current = self._load()
-        if current and all(s.running for s in current) and len(current) == replicas + 1:
-            return current
-        if current:
-            self.down()
+        """Start a primary and ``replicas`` replicas and wire replication; returns the servers, primary first.
+
+        Idempotent: a sandbox already running in this shape is returned as it is. A sandbox of another shape,
+        or with servers that died, is taken down and built afresh.
+        """
+        if replicas < 0:
+            raise SandboxError("replicas must be 0 or more")
+        state = self._load()
+        same_shape = state is not None and (state.replicas, state.semi_sync) == (replicas, semi_sync)
+        if same_shape and state.servers and all(s.running for s in state.servers):
+            return state.servers
+        self.down()
         self.base_dir.mkdir(parents=True, exist_ok=True)
-        servers = []
-        for i in range(replicas + 1):
-            name = "primary" if i == 0 else f"replica{i}"
-            datadir = self.base_dir / name / "data"
-            servers.append(
-                SandboxServer(
-                    name=name,
-                    role="primary" if i == 0 else "replica",
-                    host="127.0.0.1",
-                    port=_free_port(),
-                    pid=None,
-                    datadir=str(datadir),
-                    socket=str(self.base_dir / name / "mysqld.sock"),
-                    server_id=i + 1,
-                )
-            )
-        self._save(servers)
+        state = _State(replicas, semi_sync, [self._new_server(i) for i in range(replicas + 1)])
+        self._save(state)
         try:
-            with ThreadPoolExecutor(max_workers=len(servers)) as pool:
-                list(pool.map(self._initialise, servers))
-                self._save(servers)
-                list(pool.map(self._launch, servers))
-            self._save(servers)
-            self._setup_primary(servers[0], semi_sync)
-            for replica in servers[1:]:
-                self._setup_replica(replica, servers[0], semi_sync)
+            with ThreadPoolExecutor(max_workers=len(state.servers)) as pool:
+                list(pool.map(lambda s: self._initialise_and_launch(state, s), state.servers))
+                self._save(state)
+                primary, *others = state.servers
+                self._setup_primary(primary)
+                list(pool.map(lambda r: self._setup_replica(r, primary), others))
+            self.wait_replicated()
         except BaseException:
-            self.down()
+            _stop(state.servers, signal.SIGKILL)
+            shutil.rmtree(self.base_dir, ignore_errors=True)
             raise
-        self.wait_replicated()
-        return self._load()
+        return self.status()
+
+    def down(self) -> None:
+        """Stop the servers this sandbox started (only those: pids are checked against their datadirs) and
+        remove the base directory. A stale or missing state file is fine."""
+        state = self._load()
+        if state:
+            _stop(state.servers, signal.SIGKILL)  # the data is thrown away, so no clean shutdown is needed
+        shutil.rmtree(self.base_dir, ignore_errors=True)
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        """Stop one server with ``sig`` and wait until it is gone; its data stays for ``start``."""
+        _stop([self._server(self._load(), name)], sig)
+
+    def start(self, name: str) -> SandboxServer:
+        """Start a stopped server again on its datadir and port (a replica resumes replicating by itself)."""
+        state = self._load()
+        server = self._server(state, name)
+        if not server.running:
+            assert state is not None
+            self._launch(state, server, port_may_change=False)
+            self._save(state)
+        return server
+
+    def wait_replicated(self, timeout: float = 30) -> None:
+        """Wait until every running replica has applied everything in the primary's binlog (its GTID position)."""
+        deadline = time.monotonic() + timeout
+        with self.primary().connect() as conn, conn.cursor() as cur:
+            cur.execute("SELECT @@gtid_binlog_pos")
+            position = cur.fetchone()[0]
+        for replica in self.replicas():
+            if not replica.running:
+                continue
+            with replica.connect() as conn, conn.cursor() as cur:
+                cur.execute("SELECT MASTER_GTID_WAIT(%s, %s)", (position, max(deadline - time.monotonic(), 0.1)))
+                if cur.fetchone()[0] != 0:
+                    status = _slave_status(cur)
+                    raise SandboxError(
+                        f"{replica.name} did not reach GTID {position} within {timeout} s (it is at "
+                        f"{status.get('Gtid_Slave_Pos')!r}; IO {status.get('Slave_IO_Running')}, "
+                        f"SQL {status.get('Slave_SQL_Running')}; {_replication_errors(status)})"
+                    )
+
+    # --- one server -------------------------------------------------------------------------------------
+
+    def _new_server(self, index: int) -> SandboxServer:
+        name = "primary" if index == 0 else f"replica{index}"
+        home = self.base_dir / name
+        sock = home / "mysqld.sock"
+        if len(str(sock)) > _SOCKET_PATH_MAX:
+            raise SandboxError(f"the sandbox directory is too deep for a unix socket path ({sock}); use a shorter one")
+        return SandboxServer(
+            name=name,
+            role="primary" if index == 0 else "replica",
+            host=HOST,
+            port=_free_port(),
+            pid=None,
+            datadir=str(home / "data"),
+            socket=str(sock),
+            server_id=index + 1,
+        )
+
+    def _initialise_and_launch(self, state: _State, server: SandboxServer) -> None:
+        self._initialise(server)
+        self._launch(state, server, port_may_change=True)
 
     def _initialise(self, server: SandboxServer) -> None:
-        datadir = Path(server.datadir)
-        if datadir.exists():
-            shutil.rmtree(datadir)
-        datadir.mkdir(parents=True)
-        tmpdir = datadir.parent / "tmp"
-        tmpdir.mkdir(exist_ok=True)
-        result = subprocess.run(
-            [
-                "mariadb-install-db",
-                "--no-defaults",
-                "--user=root",
-                f"--datadir={datadir}",
-                "--auth-root-authentication-method=normal",
-                "--skip-test-db",
-                "--skip-name-resolve",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=dict(os.environ, TMPDIR=str(tmpdir)),
-        )
+        (server.home / "tmp").mkdir(parents=True, exist_ok=True)
+        command = [
+            "mariadb-install-db",
+            "--no-defaults",
+            "--user=root",
+            f"--datadir={server.datadir}",
+            "--auth-root-authentication-method=normal",
+            "--skip-test-db",
+            "--skip-name-resolve",
+            # Passed on to the bootstrap server: the redo log is created at its final size.
+            "--innodb-log-file-size=16M",
+            "--innodb-buffer-pool-size=64M",
+        ]
+        try:
+            result = subprocess.run(
+                command,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                env=dict(os.environ, TMPDIR=str(server.home / "tmp")),
+            )
+        except FileNotFoundError:
+            raise SandboxError("mariadb-install-db not found: install mariadb-server") from None
         if result.returncode != 0:
             raise SandboxError(f"mariadb-install-db failed for {server.name}:\n{result.stdout}\n{result.stderr}")
 
-    def _command(self, server: SandboxServer) -> list[str]:
-        base = Path(server.datadir).parent
+    def _command(self, state: _State, server: SandboxServer) -> list[str]:
         args = [
-            "mariadbd",
+            shutil.which("mariadbd") or "/usr/sbin/mariadbd",
             "--no-defaults",
             "--user=root",
             f"--datadir={server.datadir}",
             f"--port={server.port}",
-            "--bind-address=127.0.0.1",
+            f"--bind-address={HOST}",
             f"--socket={server.socket}",
-            f"--tmpdir={base / 'tmp'}",
-            f"--pid-file={base / 'mysqld.pid'}",
-            f"--log-error={base / 'error.log'}",
+            f"--tmpdir={server.home / 'tmp'}",
+            f"--pid-file={server.home / 'mysqld.pid'}",
+            f"--log-error={server.error_log}",
             f"--server-id={server.server_id}",
             "--log-bin=mysql-bin",
+            "--relay-log=relay-bin",
             "--log-slave-updates",
             "--binlog-format=ROW",
             "--gtid-strict-mode=ON",
@@ -203,59 +360,91 @@ class Sandbox:
             "--innodb-flush-log-at-trx-commit=2",
             "--sync-binlog=0",
             "--max-connections=2000",
+            "--max-allowed-packet=256M",
             "--performance-schema=OFF",
             "--local-infile=1",
-            "--max-allowed-packet=256M",
         ]
         if server.role == "replica":
             args.append("--read-only=1")
+        if state.semi_sync:
+            # Both sides on every server, so a promoted replica is a semi-sync primary at once; with no replica
+            # connected (as while ``up`` sets the primary up) a commit does not wait for an ack.
+            args += [
+                "--rpl-semi-sync-master-enabled=ON",
+                f"--rpl-semi-sync-master-timeout={SEMI_SYNC_TIMEOUT_MS}",
+                "--rpl-semi-sync-master-wait-no-slave=OFF",
+                "--rpl-semi-sync-slave-enabled=ON",
+            ]
         return args
 
-    def _launch(self, server: SandboxServer) -> None:
-        log = open(Path(server.datadir).parent / "stdout.log", "ab")  # noqa: SIM115 - handed to the child
-        proc = subprocess.Popen(self._command(server), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        log.close()
-        server.pid = proc.pid
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise SandboxError(f"{server.name} exited with {proc.returncode}:\n{self._log_tail(server)}")
-            try:
-                server.connect().close()
+    def _launch(self, state: _State, server: SandboxServer, port_may_change: bool) -> None:
+        """Start mariadbd detached and wait until root can log in over TCP; retry on another port if a free
+        port was taken meanwhile (when the port may change)."""
+        for attempt in range(1, _PORT_TRIES + 1):
+            log_offset = server.error_log.stat().st_size if server.error_log.exists() else 0
+            with open(server.home / "stdout.log", "ab") as out:
+                proc = subprocess.Popen(
+                    self._command(state, server),
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            server.pid = proc.pid
+            if self._wait_ready(server, proc):
                 server.running = True
                 return
-            except pymysql.err.OperationalError:
-                time.sleep(0.1)
-        raise SandboxError(f"{server.name} did not accept connections within 60 s:\n{self._log_tail(server)}")
+            server.pid = None
+            if port_may_change and attempt < _PORT_TRIES and _PORT_IN_USE in self._log_since(server, log_offset):
+                server.port = _free_port()
+                continue
+            raise SandboxError(
+                f"{server.name} exited with status {proc.returncode}; the end of {server.error_log}:\n"
+                f"{self._log_tail(server)}"
+            )
 
-    def _log_tail(self, server: SandboxServer) -> str:
-        path = Path(server.datadir).parent / "error.log"
+    def _wait_ready(self, server: SandboxServer, proc: subprocess.Popen[bytes]) -> bool:
+        """True once root can log in, False if mariadbd exited first; kills it and raises on a timeout."""
+        deadline = time.monotonic() + _START_TIMEOUT
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                return False
+            try:
+                server.connect().close()
+                return True
+            except pymysql.err.MySQLError:
+                time.sleep(0.05)
+        _stop([server], signal.SIGKILL)
+        raise SandboxError(
+            f"{server.name} did not accept a root login on port {server.port} within {_START_TIMEOUT:.0f} s; "
+            f"the end of {server.error_log}:\n{self._log_tail(server)}"
+        )
+
+    @staticmethod
+    def _log_since(server: SandboxServer, offset: int) -> str:
         try:
-            return "\n".join(path.read_text(errors="replace").splitlines()[-20:])
+            with open(server.error_log, "rb") as f:
+                f.seek(offset)
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    @staticmethod
+    def _log_tail(server: SandboxServer, lines: int = 25) -> str:
+        try:
+            return "\n".join(server.error_log.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return "(no error log)"
 
-    def _setup_primary(self, primary: SandboxServer, semi_sync: bool) -> None:
+    @staticmethod
+    def _setup_primary(primary: SandboxServer) -> None:
         with primary.connect() as conn, conn.cursor() as cur:
-            for statement in (
-                "CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY ''",
-                "GRANT ALL ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION",
-                "CREATE USER IF NOT EXISTS 'root'@'%' IDENTIFIED BY ''",
-                "GRANT ALL ON *.* TO 'root'@'%' WITH GRANT OPTION",
-                f"CREATE USER IF NOT EXISTS '{REPL_USER}'@'%' IDENTIFIED BY '{REPL_PASSWORD}'",
-                f"GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO '{REPL_USER}'@'%'",
-                "CREATE DATABASE IF NOT EXISTS test",
-            ):
+            for statement in _PRIMARY_SETUP:
                 cur.execute(statement)
-            if semi_sync:
-                cur.execute("SET GLOBAL rpl_semi_sync_master_enabled = ON")
-                cur.execute("SET GLOBAL rpl_semi_sync_master_timeout = 10000")
 
-    def _setup_replica(self, replica: SandboxServer, primary: SandboxServer, semi_sync: bool) -> None:
+    @staticmethod
+    def _setup_replica(replica: SandboxServer, primary: SandboxServer) -> None:
         with replica.connect() as conn, conn.cursor() as cur:
-            cur.execute("RESET MASTER")  # its own install wrote binlog events; start from the primary's history
-            if semi_sync:
-                cur.execute("SET GLOBAL rpl_semi_sync_slave_enabled = ON")
             cur.execute(
                 f"CHANGE MASTER TO MASTER_HOST='{primary.host}', MASTER_PORT={primary.port}, "
                 f"MASTER_USER='{REPL_USER}', MASTER_PASSWORD='{REPL_PASSWORD}', "
@@ -264,67 +453,21 @@ class Sandbox:
             cur.execute("START SLAVE")
             deadline = time.monotonic() + 30
             while True:
-                cur.execute("SHOW SLAVE STATUS")
-                cols = [d[0] for d in cur.description]
-                row = dict(zip(cols, cur.fetchone() or (), strict=False))
-                if row.get("Slave_IO_Running") == "Yes" and row.get("Slave_SQL_Running") == "Yes":
+                status = _slave_status(cur)
+                if status.get("Slave_IO_Running") == "Yes" and status.get("Slave_SQL_Running") == "Yes":
                     return
                 if time.monotonic() > deadline:
-                    raise SandboxError(
-                        f"replication on {replica.name} did not start: {row.get('Last_IO_Error')} "
-                        f"{row.get('Last_SQL_Error')}"
-                    )
-                time.sleep(0.1)
+                    raise SandboxError(f"replication on {replica.name} did not start: {_replication_errors(status)}")
+                time.sleep(0.05)
 
-    def wait_replicated(self, timeout: float = 30) -> None:
-        """Wait until every running replica has applied everything the primary has written."""
-        primary = self.primary()
-        with primary.connect() as conn, conn.cursor() as cur:
-            cur.execute("SELECT @@gtid_binlog_pos")
-            position = cur.fetchone()[0]
-        for replica in self.replicas():
-            if not replica.running:
-                continue
-            with replica.connect() as conn, conn.cursor() as cur:
-                cur.execute("SELECT MASTER_GTID_WAIT(%s, %s)", (position, timeout))
-                if cur.fetchone()[0] != 0:
-                    raise SandboxError(f"{replica.name} did not reach GTID {position} within {timeout} s")
 
-    def down(self) -> None:
-        """Stop the servers this sandbox started and remove its data."""
-        for server in self._load():
-            self._stop(server)
-        if self.base_dir.exists():
-            shutil.rmtree(self.base_dir, ignore_errors=True)
+def _slave_status(cur: pymysql.cursors.Cursor) -> dict[str, Any]:
+    cur.execute("SHOW SLAVE STATUS")
+    row = cur.fetchone()
+    return dict(zip([d[0] for d in cur.description], row, strict=True)) if row else {}
 
-    def _stop(self, server: SandboxServer, sig: int = signal.SIGTERM) -> None:
-        if not pid_alive(server.pid):
-            return
-        assert server.pid is not None
-        os.kill(server.pid, sig)
-        deadline = time.monotonic() + 30
-        while pid_alive(server.pid) and time.monotonic() < deadline:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(server.pid, os.WNOHANG)
-            time.sleep(0.05)
-        if pid_alive(server.pid):
-            os.kill(server.pid, signal.SIGKILL)
 
-    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
-        """Stop one server abruptly (SIGKILL by default), keeping its data for ``start``."""
-        for server in self._load():
-            if server.name == name:
-                self._stop(server, sig)
-                return
-        raise SandboxError(f"no sandbox server named {name}")
-
-    def start(self, name: str) -> SandboxServer:
-        """Start a stopped server again with its data directory and port."""
-        servers = self._load()
-        for server in servers:
-            if server.name == name:
-                if not server.running:
-                    self._launch(server)
-                    self._save(servers)
-                return server
-        raise SandboxError(f"no sandbox server named {name}")
+def _replication_errors(status: dict[str, Any]) -> str:
+    if not status:
+        return "no replication configured"
+    return f"IO error: {status.get('Last_IO_Error') or 'none'}; SQL error: {status.get('Last_SQL_Error') or 'none'}"

@@ -10,32 +10,39 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
 
 DEBUG = os.environ.get("DJANGO_DEBUG", "").lower() in ("1", "true", "yes", "on")
+# Without SECRET_KEY (and DEBUG off) the key stays empty: commands and tests that sign nothing run, and Django
+# refuses anything that needs the key (sessions, CSRF tokens, password resets) with ImproperlyConfigured.
 SECRET_KEY = os.environ.get("SECRET_KEY") or ("dev-insecure-secret-key-set-SECRET_KEY" if DEBUG else "")
-if not SECRET_KEY:
-    # Management commands and tests run without a key; a served site must set one.
-    SECRET_KEY = "unset-" + os.urandom(16).hex()
 ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1").split(",") if h.strip()]
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
-def database_from_url(url: str) -> dict[str, object]:
-    """A Django DATABASES entry from a ``sqlite:///path``, ``postgres://`` or ``mysql://`` URL."""
-    parsed = urlparse(url)
-    if parsed.scheme == "sqlite":
-        path = unquote(parsed.path)
-        if path.startswith("//") or (path.startswith("/") and not url.startswith("sqlite:////")):
-            path = path[1:]
-        return {"ENGINE": "django.db.backends.sqlite3", "NAME": path if Path(path).is_absolute() else BASE_DIR / path}
+def database_from_url(url: str) -> dict[str, str]:
+    """A Django DATABASES entry from a URL: ``sqlite:///relative/path`` (from the repository root),
+    ``sqlite:////absolute/path``, ``sqlite://:memory:``, ``postgres://user:pass@host:port/name`` or ``mysql://...``;
+    ValueError for anything else."""
+    scheme, _, rest = url.partition("://")
+    if scheme == "sqlite":
+        name = unquote(rest.removeprefix("/"))
+        if not name:
+            raise ValueError("DATABASE_URL: a sqlite URL needs a path, as in sqlite:///var/fleet.sqlite3")
+        if name != ":memory:" and not Path(name).is_absolute():
+            name = str(BASE_DIR / name)
+        return {"ENGINE": "django.db.backends.sqlite3", "NAME": name}
     engines = {
         "postgres": "django.db.backends.postgresql",
         "postgresql": "django.db.backends.postgresql",
         "mysql": "django.db.backends.mysql",
     }
-    if parsed.scheme not in engines:
-        raise ValueError(f"DATABASE_URL: unsupported scheme {parsed.scheme!r}")
+    if scheme not in engines:
+        raise ValueError(f"DATABASE_URL: unsupported scheme {scheme!r} (use sqlite, postgres or mysql)")
+    parsed = urlparse(url)
+    name = unquote(parsed.path.lstrip("/"))
+    if not name:
+        raise ValueError(f"DATABASE_URL: no database name in {scheme}://...")
     return {
-        "ENGINE": engines[parsed.scheme],
-        "NAME": parsed.path.lstrip("/"),
+        "ENGINE": engines[scheme],
+        "NAME": name,
         "USER": unquote(parsed.username or ""),
         "PASSWORD": unquote(parsed.password or ""),
         "HOST": parsed.hostname or "",
@@ -43,7 +50,7 @@ def database_from_url(url: str) -> dict[str, object]:
     }
 
 
-DATABASES = {"default": database_from_url(os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'fleet.sqlite3'}"))}
+DATABASES = {"default": database_from_url(os.environ.get("DATABASE_URL", "sqlite:///var/fleet.sqlite3"))}
 
 INSTALLED_APPS = [
     "django.contrib.admin",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import os
 import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,16 +12,31 @@ import pymysql
 import pytest
 from django.conf import settings
 
-from fleet.sandbox import Sandbox
+from fleet.sandbox import REPO, Sandbox, pid_alive
 from tests.harness import ProxyProcess, rw_split_config
 
-TEST_SANDBOX_DIR = f"var/test-sandbox-{os.getpid()}"  # concurrent runs do not share servers
+TEST_SANDBOX_ROOT = REPO / "var" / "test-sandbox"
+TEST_SANDBOX_DIR = f"var/test-sandbox/{os.getpid()}"  # one per run, so concurrent runs do not share servers
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give Django a throwaway secret key for the run, unless SECRET_KEY is set."""
+    if not os.environ.get("SECRET_KEY"):
+        settings.SECRET_KEY = "test-insecure-" + secrets.token_hex(16)
+
+
+def _down_abandoned_sandboxes() -> None:
+    """Take down the test sandboxes of earlier runs whose pytest process is gone (a run that was killed)."""
+    for path in TEST_SANDBOX_ROOT.glob("*"):
+        if path.name.isdigit() and not pid_alive(int(path.name)):
+            Sandbox(path).down()
 
 
 @pytest.fixture(scope="session")
 def sandbox() -> Iterator[Sandbox]:
     """The test sandbox for the whole run: a primary and one replica with GTID replication, whose users
     (``app``/``app-pass`` among them) and databases (``app``, ``test``) the sandbox creates."""
+    _down_abandoned_sandboxes()
     box = Sandbox(TEST_SANDBOX_DIR)
     box.up(replicas=1)
     yield box

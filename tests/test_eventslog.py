@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,11 @@ def test_rule_log_writes_json_events(
         cur.execute("SELECT 42")
         cur.execute("SELECT 43")  # not logged: the log rule does not match
         cur.execute("SELECT 42, 'x'")
-    lines = [json.loads(line) for line in events.read_text().splitlines()]
+    lines: list[dict[str, Any]] = []
+    deadline = time.monotonic() + 5
+    while len(lines) < 2 and time.monotonic() < deadline:  # the proxy logs right after it answers
+        time.sleep(0.02)
+        lines = [json.loads(line) for line in events.read_text().splitlines()] if events.exists() else []
     assert [e["query"] for e in lines] == ["SELECT 42", "SELECT 42, 'x'"]
     first = lines[0]
     assert first["event"] == "COM_QUERY" and first["username"] == "app" and first["schemaname"] == "app"

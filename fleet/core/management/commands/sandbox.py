@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import time
 from argparse import ArgumentParser
 from dataclasses import asdict
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from fleet.sandbox import Sandbox, SandboxError
+from fleet.sandbox import Sandbox, SandboxError, SandboxServer
 
 
 class Command(BaseCommand):
@@ -19,21 +21,21 @@ class Command(BaseCommand):
     def add_arguments(self, parser: ArgumentParser) -> None:
         """Declare the command's arguments."""
         parser.add_argument("action", choices=["up", "down", "status"])
-        parser.add_argument("--replicas", type=int, default=1, help="number of replicas (up)")
+        parser.add_argument("--replicas", type=int, default=1, help="number of replicas for up (default 1)")
         parser.add_argument("--semi-sync", action="store_true", help="semi-synchronous replication (up)")
-        parser.add_argument("--json", action="store_true", help="print the servers as JSON")
-        parser.add_argument("--dir", default="var/sandbox", help="the sandbox directory (default var/sandbox)")
+        parser.add_argument("--json", action="store_true", help="print the servers as a JSON list")
+        parser.add_argument(
+            "--dir", default="var/sandbox", help="the sandbox directory, relative to the repository (var/sandbox)"
+        )
 
-    def handle(self, *args: object, **options: object) -> None:
-        """Run the action."""
-        sandbox = Sandbox(str(options["dir"]))
+    def handle(self, *args: Any, **options: Any) -> None:
+        """Run the action and print the servers."""
+        sandbox = Sandbox(options["dir"])
         action = options["action"]
+        started = time.monotonic()
         try:
             if action == "up":
-                replicas = int(options["replicas"])  # type: ignore[call-overload]
-                if replicas < 0:
-                    raise CommandError("--replicas must be 0 or more")
-                servers = sandbox.up(replicas=replicas, semi_sync=bool(options["semi_sync"]))
+                servers = sandbox.up(replicas=options["replicas"], semi_sync=options["semi_sync"])
             elif action == "down":
                 sandbox.down()
                 servers = []
@@ -44,8 +46,17 @@ class Command(BaseCommand):
         if options["json"]:
             self.stdout.write(json.dumps([asdict(s) for s in servers], indent=2))
             return
-        if not servers:
-            self.stdout.write("sandbox: no servers" if action != "down" else "sandbox: stopped")
-        for s in servers:
-            state = "running" if s.running else "stopped"
-            self.stdout.write(f"{s.name:10} {s.role:8} 127.0.0.1:{s.port:<6} pid {s.pid}  {state}  {s.datadir}")
+        for server in servers:
+            self.stdout.write(_describe(server))
+        if action == "up":
+            self.stdout.write(f"sandbox up in {time.monotonic() - started:.1f} s ({sandbox.base_dir})")
+        elif action == "down":
+            self.stdout.write(f"sandbox down ({sandbox.base_dir} removed)")
+        elif not servers:
+            self.stdout.write(f"sandbox: not up ({sandbox.base_dir})")
+
+
+def _describe(server: SandboxServer) -> str:
+    state = "running" if server.running else "stopped"
+    address = f"{server.host}:{server.port}"
+    return f"{server.name:10} {server.role:8} {address:16} pid {server.pid}  {state}  {server.datadir}"

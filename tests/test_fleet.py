@@ -1,0 +1,86 @@
+"""The control-plane skeleton: settings from the environment, /healthz, the Celery app and the demo config."""
+
+from __future__ import annotations
+
+import pytest
+from django.conf import settings
+from django.test import Client
+
+from fleet import settings as fleet_settings
+from fleet.celery import app as celery_app
+from fleet.demo import READER_HOSTGROUP, WRITER_HOSTGROUP, demo_config
+from fleet.sandbox import APP_PASSWORD, APP_USER, REPO, Sandbox
+from fleet.settings import database_from_url
+from proxyapp.config import parse_config
+
+
+def test_healthz() -> None:
+    response = Client().get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+
+
+def test_default_settings() -> None:
+    assert settings.DATABASES["default"]["NAME"] == str(REPO / "var" / "fleet.sqlite3")
+    assert fleet_settings.ALLOWED_HOSTS == ["localhost", "127.0.0.1"]  # the test runner adds "testserver"
+    assert settings.STATIC_ROOT == REPO / "var" / "staticfiles"
+    assert (REPO / "static" / "css" / "fleet.css").is_file()
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("sqlite:///var/x.sqlite3", {"ENGINE": "django.db.backends.sqlite3", "NAME": str(REPO / "var/x.sqlite3")}),
+        ("sqlite:////tmp/x.sqlite3", {"ENGINE": "django.db.backends.sqlite3", "NAME": "/tmp/x.sqlite3"}),
+        ("sqlite://:memory:", {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}),
+        (
+            "postgres://fleet:p%40ss@db.internal:5433/fleet",
+            {
+                "ENGINE": "django.db.backends.postgresql",
+                "NAME": "fleet",
+                "USER": "fleet",
+                "PASSWORD": "p@ss",
+                "HOST": "db.internal",
+                "PORT": "5433",
+            },
+        ),
+        (
+            "mysql://root@127.0.0.1/fleet",
+            {
+                "ENGINE": "django.db.backends.mysql",
+                "NAME": "fleet",
+                "USER": "root",
+                "PASSWORD": "",
+                "HOST": "127.0.0.1",
+                "PORT": "",
+            },
+        ),
+    ],
+)
+def test_database_from_url(url: str, expected: dict[str, str]) -> None:
+    assert database_from_url(url) == expected
+
+
+@pytest.mark.parametrize("url", ["redis://127.0.0.1/0", "sqlite://", "postgres://db.internal:5432/", "fleet.sqlite3"])
+def test_database_from_url_refuses(url: str) -> None:
+    with pytest.raises(ValueError, match="DATABASE_URL"):
+        database_from_url(url)
+
+
+def test_celery_uses_redis_url() -> None:
+    assert celery_app.conf.broker_url == settings.REDIS_URL == "redis://127.0.0.1:6379/0"
+
+
+def test_demo_config_is_a_valid_rw_split_over_the_sandbox(sandbox: Sandbox) -> None:
+    config = parse_config(demo_config(sandbox))
+    primary, replica = sandbox.primary(), sandbox.replicas()[0]
+    by_hostgroup = {(s.hostgroup_id, s.port): s.weight for s in config.mysql_servers}
+    assert by_hostgroup == {
+        (WRITER_HOSTGROUP, primary.port): 1,
+        (READER_HOSTGROUP, primary.port): 1,
+        (READER_HOSTGROUP, replica.port): 1000,
+    }
+    [user] = config.mysql_users
+    assert (user.username, user.password, user.default_hostgroup) == (APP_USER, APP_PASSWORD, WRITER_HOSTGROUP)
+    rules = [(r.rule_id, r.match_digest, r.destination_hostgroup, r.apply) for r in config.mysql_query_rules]
+    assert rules == [(1, "^SELECT.*FOR UPDATE", WRITER_HOSTGROUP, True), (2, "^SELECT", READER_HOSTGROUP, True)]
