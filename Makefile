@@ -28,7 +28,7 @@ run: deps
 	$(PY) deploy/run_demo.py
 
 bench: deps
-	$(PY) -m tests.bench.run_bench
+	$(PY) -m tests.bench.run_bench $(BENCH_ARGS)
 
 # Takes down every sandbox under var/ (the dev one, test runs', benchmarks') before removing var/.
 clean:

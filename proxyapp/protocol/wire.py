@@ -150,7 +150,9 @@ class Wire:
             del self.buf[: self.mark]
             self.pos -= self.mark
             self.mark = 0
-        if self.reading_paused and len(self.buf) < PAUSE_READING_AT:
+        # We only get here when the packet being read is not all in: resume even over PAUSE_READING_AT, or a
+        # packet larger than that (up to 16 MiB per part) could never complete and the session would hang.
+        if self.reading_paused:
             self.reading_paused = False
             self.transport.resume_reading()
         if self.closed is not None:
@@ -162,22 +164,32 @@ class Wire:
             waiter = self.waiter = asyncio.get_running_loop().create_future()
             await waiter
 
-    async def next_part(self) -> tuple[int, int]:
-        """Advance over one wire packet; returns (payload start, payload length) within ``self.buf``."""
+    def part(self) -> tuple[int, int] | None:
+        """The next wire packet if it is all in the buffer: (payload start, payload length); else None."""
         buf = self.buf
+        pos = self.pos
+        avail = len(buf) - pos
+        if avail < 4:
+            return None
+        length = buf[pos] | buf[pos + 1] << 8 | buf[pos + 2] << 16
+        if avail < 4 + length:
+            if length > self.max_packet:
+                raise PacketTooLarge(f"packet of {length} bytes is over the limit")
+            return None
+        self.seq = buf[pos + 3]
+        self.pos = pos + 4 + length
+        return pos + 4, length
+
+    async def next_part(self) -> tuple[int, int]:
+        """Advance over one wire packet, waiting for it; returns (payload start, payload length) in ``self.buf``.
+
+        Hot loops call ``part() or await next_part()``: no coroutine is made while the buffer has packets.
+        """
         while True:
-            pos = self.pos
-            avail = len(buf) - pos
-            if avail >= 4:
-                length = buf[pos] | buf[pos + 1] << 8 | buf[pos + 2] << 16
-                if avail >= 4 + length:
-                    self.seq = buf[pos + 3]
-                    self.pos = pos + 4 + length
-                    return pos + 4, length
-                if length > self.max_packet:
-                    raise PacketTooLarge(f"packet of {length} bytes is over the limit")
+            found = self.part()
+            if found is not None:
+                return found
             await self._fill()
-            buf = self.buf
 
     async def read_payload(self) -> bytes:
         """Read one logical packet (joining 16 MiB parts) and return a copy of its payload."""
@@ -215,13 +227,17 @@ class Wire:
         self.mark = self.pos
 
     def send(self, payload: bytes, seq: int) -> None:
-        """Frame and write one payload."""
+        """Frame and write one payload; PeerClosed if the connection is closed (uvloop raises RuntimeError)."""
         raw = frame(payload, seq)
+        if self.transport.is_closing():
+            raise PeerClosed(self.closed or "connection closed")
         self.bytes_out += len(raw)
         self.transport.write(raw)
 
     def write(self, raw: bytes) -> None:
-        """Write already framed bytes."""
+        """Write already framed bytes; PeerClosed if the connection is closed."""
+        if self.transport.is_closing():
+            raise PeerClosed(self.closed or "connection closed")
         self.bytes_out += len(raw)
         self.transport.write(raw)
 
@@ -291,7 +307,7 @@ async def read_response(
     result = Response()
     buf = backend.buf
     while True:
-        start, length = await backend.next_part()
+        start, length = backend.part() or await backend.next_part()
         buf = backend.buf
         first = buf[start] if length else 0
         if first == 0x00 and length >= 7:
@@ -334,7 +350,7 @@ async def _read_result_set(backend: Wire, client: Sink | None, result: Response,
     result.result_sets += 1
     for _ in range(count):
         await _skip_logical(backend)
-    start, length = await backend.next_part()
+    start, length = backend.part() or await backend.next_part()
     buf = backend.buf
     if not (length and buf[start] == 0xFE and length < 9):
         raise ProtocolError("expected EOF after column definitions")
@@ -345,7 +361,7 @@ async def _read_result_set(backend: Wire, client: Sink | None, result: Response,
         return
     rows = 0
     while True:
-        start, length = await backend.next_part()
+        start, length = backend.part() or await backend.next_part()
         buf = backend.buf
         first = buf[start] if length else 0
         if first == 0xFE and length < 9:
@@ -357,7 +373,7 @@ async def _read_result_set(backend: Wire, client: Sink | None, result: Response,
             break
         rows += 1
         while length == MAX_PACKET:
-            start, length = await backend.next_part()
+            start, length = backend.part() or await backend.next_part()
         if client is not None and backend.pos - backend.mark > FLUSH_AT:
             client.write(backend.take())
             await client.drain()
@@ -365,6 +381,6 @@ async def _read_result_set(backend: Wire, client: Sink | None, result: Response,
 
 
 async def _skip_logical(backend: Wire) -> None:
-    _, length = await backend.next_part()
+    _, length = backend.part() or await backend.next_part()
     while length == MAX_PACKET:
-        _, length = await backend.next_part()
+        _, length = backend.part() or await backend.next_part()
