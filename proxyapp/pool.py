@@ -70,6 +70,7 @@ class ServerPool:
     """The connections to one server in one hostgroup, and its ProxySQL-style statistics."""
 
     __slots__ = (
+        "busy",
         "bytes_recv",
         "bytes_sent",
         "cap",
@@ -97,6 +98,7 @@ class ServerPool:
         self.status = server.status
         self.status_reason = "configured"
         self.idle: deque[BackendConnection] = deque()
+        self.busy: set[BackendConnection] = set()  # the connections handed out (``used`` of them)
         self.used = 0
         self.connecting = 0
         self.max_used = 0
@@ -132,6 +134,9 @@ class ServerPool:
             self.shunned_at = time.monotonic()
         if status != ONLINE:
             self.close_idle()
+        if status == OFFLINE_HARD:
+            for conn in list(self.busy):
+                conn.close()  # the session using it gets an error naming the server and hostgroup
 
     def close_idle(self) -> None:
         """Close every idle connection."""
@@ -172,6 +177,13 @@ class ServerPool:
 class _Waiter:
     future: asyncio.Future[BackendConnection | None]
     username: str
+    schema: str | None
+
+
+def _fits(conn: BackendConnection, username: str, schema: str | None) -> bool:
+    """Whether ``conn`` can serve a session of ``username`` with ``schema``: a session that chose no schema must
+    not inherit the one another session left on the connection (no command can unset it; a fresh one has none)."""
+    return conn.username == username and (bool(schema) or not conn.state.schema)
 
 
 class Hostgroup:
@@ -210,6 +222,7 @@ class Hostgroup:
         deadline = time.monotonic() + settings.connection_wait_timeout_ms / 1000
         last_error: BackendError | None = None
         attempts = 0
+        connect_deadline: float | None = None  # mysql-connect_timeout_server_max, from the first connect attempt
         woken = False
         while True:
             now = time.monotonic()
@@ -218,15 +231,23 @@ class Hostgroup:
                 cause = f"; last error: {last_error}" if last_error else ""
                 raise PoolError(f"hostgroup {self.id} has no ONLINE server{self._states()}{cause}")
             if pool is not None:
-                conn = self._take_idle(pool, credentials.username)
+                conn = self._take_idle(pool, credentials.username, schema)
                 if conn is not None:
                     self.manager.counters.ConnPool_get_conn_immediate += 1
                     return conn
+                if connect_deadline is None:
+                    connect_deadline = time.monotonic() + settings.connect_timeout_max_ms / 1000
                 try:
                     return await self._open(pool, credentials, schema)
                 except BackendError as exc:
                     last_error = exc
                     attempts += 1
+                    if time.monotonic() >= connect_deadline:
+                        raise PoolError(
+                            f"Max connect timeout ({settings.connect_timeout_max_ms} ms) reached while reaching "
+                            f"hostgroup {self.id} after {attempts} attempts: {exc}",
+                            exc.code if exc.code in (1045, 1044) else 9001,
+                        ) from None
                     if attempts > settings.connect_retries or time.monotonic() >= deadline:
                         raise PoolError(
                             f"cannot connect to any server of hostgroup {self.id} after {attempts} attempts: {exc}",
@@ -240,28 +261,29 @@ class Hostgroup:
                     f"hostgroup {self.id}: no free backend connection within "
                     f"{settings.connection_wait_timeout_ms} ms (all {self._capacity()} connections in use)"
                 )
-            conn = await self._wait(credentials.username, remaining)
+            conn = await self._wait(credentials.username, schema, remaining)
             if conn is not None:
                 return conn
             woken = True
 
-    def _take_idle(self, pool: ServerPool, username: str) -> BackendConnection | None:
+    def _take_idle(self, pool: ServerPool, username: str, schema: str | None) -> BackendConnection | None:
         idle = pool.idle
         for i in range(len(idle) - 1, -1, -1):
             conn = idle[i]
-            if conn.username == username:
+            if _fits(conn, username, schema):
                 del idle[i]
                 if conn.wire.closed is not None:
                     conn.close()
                     continue
-                self._mark_used(pool)
+                self._mark_used(pool, conn)
                 return conn
         if idle and pool.used + pool.connecting >= pool.cap:
             idle.popleft().close()  # make room for this user's connection
         return None
 
-    def _mark_used(self, pool: ServerPool) -> None:
+    def _mark_used(self, pool: ServerPool, conn: BackendConnection) -> None:
         pool.used += 1
+        pool.busy.add(conn)
         if pool.used > pool.max_used:
             pool.max_used = pool.used
 
@@ -296,12 +318,12 @@ class Hostgroup:
             self.manager.backend_version = conn.server_version
         self.manager.counters.Server_Connections_created += 1
         conn.pool = pool
-        self._mark_used(pool)
+        self._mark_used(pool, conn)
         return conn
 
-    async def _wait(self, username: str, timeout: float) -> BackendConnection | None:
+    async def _wait(self, username: str, schema: str | None, timeout: float) -> BackendConnection | None:
         future: asyncio.Future[BackendConnection | None] = asyncio.get_running_loop().create_future()
-        waiter = _Waiter(future, username)
+        waiter = _Waiter(future, username, schema)
         self.waiters.append(waiter)
         try:
             return await asyncio.wait_for(future, timeout)
@@ -319,15 +341,17 @@ class Hostgroup:
         too_old = settings.connection_max_age_ms and (now - conn.created_at) * 1000 > settings.connection_max_age_ms
         if not reusable or pool.removed or pool.status != ONLINE or too_old:
             pool.used -= 1
+            pool.busy.discard(conn)
             conn.close()
             self._wake_one()
             return
         for waiter in self.waiters:
-            if waiter.username == conn.username and not waiter.future.done():
+            if _fits(conn, waiter.username, waiter.schema) and not waiter.future.done():
                 self.waiters.remove(waiter)
                 waiter.future.set_result(conn)
                 return
         pool.used -= 1
+        pool.busy.discard(conn)
         keep = max(1, math.ceil(pool.cap * settings.free_connections_pct / 100))
         if len(pool.idle) >= keep:
             conn.close()

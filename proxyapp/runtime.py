@@ -32,6 +32,7 @@ class SessionSettings:
     max_allowed_packet: int
     wait_timeout_ms: int
     eventslog_filename: str
+    connect_timeout_client_ms: int
     eventslog_default_log: bool
 
 
@@ -44,6 +45,7 @@ class Runtime:
     frontend_users: dict[str, MysqlUser]
     backend_users: dict[str, MysqlUser]
     settings: SessionSettings
+    writer_of: dict[int, int]  # reader hostgroup -> its writer hostgroup (mysql_replication_hostgroups)
     loaded_at: float
     source: str
 
@@ -66,6 +68,7 @@ class Runtime:
             max_allowed_packet=v["mysql-max_allowed_packet"],
             wait_timeout_ms=v["mysql-wait_timeout"],
             eventslog_filename=v["mysql-eventslog_filename"],
+            connect_timeout_client_ms=v["mysql-connect_timeout_client"],
             eventslog_default_log=v["mysql-eventslog_default_log"],
         )
         frontend = {u.username: u for u in config.mysql_users if u.active and u.frontend}
@@ -76,6 +79,7 @@ class Runtime:
             frontend_users=frontend,
             backend_users=backend,
             settings=settings,
+            writer_of={p.reader_hostgroup: p.writer_hostgroup for p in config.mysql_replication_hostgroups},
             loaded_at=time.time(),
             source=source,
         )

@@ -70,6 +70,7 @@ class Proxy:
         self._server: asyncio.Server | None = None
         self._next_session = worker + 1  # ids stay unique across worker processes
         self._sessions: set[asyncio.Task[None]] = set()
+        self.clients: dict[asyncio.Task[None], Session] = {}
 
     async def start(
         self, listen: tuple[str, int], admin: tuple[str, int] | None, sock: socket.socket | None = None
@@ -81,6 +82,8 @@ class Proxy:
         else:
             self._server = await loop.create_server(self._client_protocol, listen[0], listen[1], backlog=4096)
         self.listen_address = self._server.sockets[0].getsockname()[:2]
+        sweeper = loop.create_task(self._close_idle_clients())
+        self.background.add(sweeper)  # type: ignore[arg-type]
         if admin is not None:
             self.admin = AdminServer(self, admin[0], admin[1])
             await self.admin.start()
@@ -101,9 +104,27 @@ class Proxy:
         """Serve a new client connection."""
         session_id = self._next_session
         self._next_session += self.workers
-        task = asyncio.get_running_loop().create_task(Session(self, wire, session_id).run())
+        session = Session(self, wire, session_id)
+        task = asyncio.get_running_loop().create_task(session.run())
         self._sessions.add(task)
-        task.add_done_callback(self._sessions.discard)
+        self.clients[task] = session
+        task.add_done_callback(self._session_done)
+
+    def _session_done(self, task: asyncio.Task[None]) -> None:
+        self._sessions.discard(task)
+        self.clients.pop(task, None)
+
+    async def _close_idle_clients(self) -> None:
+        """Disconnect clients idle for longer than ``mysql-wait_timeout``, as a server would."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(1)
+            limit = self.runtime.settings.wait_timeout_ms / 1000
+            now = loop.time()
+            for session in list(self.clients.values()):
+                if session.idle_since and now - session.idle_since > limit:
+                    log.info("session %d: idle for over mysql-wait_timeout, disconnecting", session.id)
+                    session.client.close()
 
     async def stop(self) -> None:
         """Stop listening, end the sessions and close the pools."""
@@ -111,7 +132,7 @@ class Proxy:
             self._server.close()
         if self.admin is not None:
             await self.admin.stop()
-        for task in list(self._sessions):
+        for task in list(self._sessions) + list(self.background):
             task.cancel()
         if self._sessions:
             await asyncio.wait(list(self._sessions), timeout=5)

@@ -21,6 +21,7 @@ from proxyapp.digest import compute_digest
 from proxyapp.eventslog import query_event
 from proxyapp.pool import Hostgroup, PoolError, ServerPool
 from proxyapp.prepared import (
+    MAX_STATEMENTS_PER_CONNECTION,
     ClientStatement,
     ensure_prepared,
     read_prepare_response,
@@ -133,6 +134,7 @@ class Session:
         self.in_transaction = False
         self.last_server = ""  # host:port of the backend the last command ran on
         self.fast_forward = False
+        self.idle_since = 0.0  # loop time since the session waits for a command; 0 while one runs
 
     # ----------------------------------------------------------------------------------------------- lifecycle
 
@@ -143,7 +145,14 @@ class Session:
         counters.Client_Connections_connected += 1
         clean = False
         try:
-            if await self._handshake():
+            try:
+                logged_in = await asyncio.wait_for(
+                    self._handshake(), self.proxy.runtime.settings.connect_timeout_client_ms / 1000
+                )
+            except TimeoutError:
+                log.info("session %d: %s did not log in within mysql-connect_timeout_client", self.id, self.client_addr)
+                logged_in = False
+            if logged_in:
                 if self.fast_forward:
                     await self._forward_raw()
                 else:
@@ -294,8 +303,11 @@ class Session:
     async def _command_loop(self) -> None:
         client = self.client
         handlers = _HANDLERS
+        loop = asyncio.get_running_loop()
         while True:
+            self.idle_since = loop.time()
             payload = await client.read_payload()
+            self.idle_since = 0.0
             if not payload:
                 raise ProtocolError("empty command packet")
             handler = handlers.get(payload[0])
@@ -387,7 +399,8 @@ class Session:
             self._send_error(ErrorCode.ACCESS_DENIED, f"Access denied for user '{username}'@'{self.client_addr}'", seq)
             raise SessionEnd
         await self._reset_session()
-        self._become(username, user.password, verdict.stage1, schema_raw.decode() or user.default_schema)
+        schema = schema_raw.decode("utf-8", "replace")
+        self._become(username, user.password, verdict.stage1, schema or user.default_schema)
         self.collation = charset
         self.state.names = names_for_collation(charset)
         self.client.send(ok_packet(status=self._status()), seq)
@@ -455,6 +468,11 @@ class Session:
             self.state.pins.discard(Pin.WARNINGS)
             await self._maybe_release()
         first = statements[0]
+        may_load = self.capabilities & Cap.LOCAL_FILES and rt.settings.local_infile
+        if not may_load and any(s.load_local for s in statements):
+            # Refused here: the backend would ask this client for a file it cannot (or may not) send.
+            self._send_error(1148, "The used command is not allowed with this ProxyFleet configuration", 1)
+            return
         if len(statements) == 1 and first.last_insert_id_only and self.conn is None:
             self.client.write(result_set([("LAST_INSERT_ID()", FieldType.LONGLONG)], [[self.last_insert_id]]))
             self._record(-1, digest, started, 1, 0)
@@ -489,6 +507,10 @@ class Session:
         first = statements[0]
         if outcome.destination_hostgroup is not None:
             hostgroup = outcome.destination_hostgroup
+            # A multi-statement batch a read rule matched by its first SELECT may still write: writer it is.
+            writer = self.proxy.runtime.writer_of.get(hostgroup)
+            if writer is not None and len(statements) > 1 and any(s.kind is Kind.WRITE for s in statements):
+                return writer
             if first.kind is Kind.BEGIN or not self.transaction_persistent:
                 return hostgroup
         else:
@@ -580,6 +602,8 @@ class Session:
             assigned = [name for st in statements if not st.plain for name in st.user_vars_assigned]
             if assigned and response.error is None:
                 captured = await self._capture_user_variables(conn, assigned)
+            if response.error is None and any(st.sets_last_insert_id for st in statements if not st.plain):
+                await self._capture_last_insert_id(conn)
             cacheable = cache_key is not None and outcome is not None and response.error is None
             if cacheable and (response.rows or outcome.cache_empty_result is not False):
                 self.proxy.cache.put(cache_key, b"".join(sink.parts), outcome.cache_ttl or 0)
@@ -802,6 +826,15 @@ class Session:
             self.state.user_variables[name] = conn.state.user_variables[name] = literal
         return True
 
+    async def _capture_last_insert_id(self, conn: BackendConnection) -> None:
+        """After ``LAST_INSERT_ID(expr)`` (no OK packet tells it), read the session's insert id back."""
+        try:
+            result = await conn.fetch_row("SELECT LAST_INSERT_ID()")
+        except (PeerClosed, ProtocolError, OSError):
+            return
+        if not isinstance(result, ErrPacket) and result[1] and result[1][0] is not None:
+            self.last_insert_id = int(result[1][0])
+
     def _toggle(self, pin: Pin, on: bool) -> None:
         if on:
             self.state.pins.add(pin)
@@ -906,6 +939,13 @@ class Session:
             if isinstance(result, ErrPacket):
                 sink.write(raw)
                 return Response(status=conn.status, error=result)
+            # Close what this prepare replaces (the same text prepared before) or pushes over the per-connection
+            # cap: a backend statement nobody can reach again would stay open until max_prepared_stmt_count.
+            old = conn.prepared.pop(sql, None)
+            if old is None and len(conn.prepared) >= MAX_STATEMENTS_PER_CONNECTION:
+                old = conn.prepared.pop(next(iter(conn.prepared)))
+            if old is not None and old.stmt_id != result.stmt_id:
+                conn.wire.send(bytes((Command.STMT_CLOSE,)) + struct.pack("<I", old.stmt_id), 0)
             conn.prepared[sql] = result
             stmt.num_params = result.num_params
             stmt.num_columns = result.num_columns
@@ -922,6 +962,11 @@ class Session:
         started = time.perf_counter()
         stmt = self._statement(payload)
         if stmt is None:
+            return
+        try:  # a malformed execute is the client's error: not a lost backend (and its transaction)
+            rewrite_execute(payload, 0, stmt)
+        except ProtocolError as exc:
+            self._send_error(1835, f"Malformed communication packet: {exc}", 1)  # ER_MALFORMED_PACKET
             return
         if len(payload) > 5 and payload[5] and stmt.num_columns:
             stmt.cursor = True

@@ -89,6 +89,7 @@ class Statement:
     found_rows: bool = False
     plain: bool = field(default=False, compare=False)  # changes no session state (fast-path statements)
     calc_found_rows: bool = False  # SQL_CALC_FOUND_ROWS: the next FOUND_ROWS() must run on the same connection
+    sets_last_insert_id: bool = False  # LAST_INSERT_ID(expr): the session's insert id becomes expr
     last_insert_id_only: bool = False
     prepare_name: str | None = None
     deallocate_name: str | None = None
@@ -224,6 +225,8 @@ def _expressions(ctx: _Ctx, st: Statement) -> None:
                 st.release_lock = bound = True
             elif word in _SESSION_BOUND_FUNCTIONS and call:
                 bound = True
+                if word == "LAST_INSERT_ID" and t.text(i + 2) != ")":
+                    st.sets_last_insert_id = True
             elif word == "INTO":  # INTO @a, @b assigns; INTO OUTFILE/DUMPFILE writes a file
                 bound = bound or following in ("OUTFILE", "DUMPFILE")
                 j = i + 1

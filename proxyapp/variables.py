@@ -134,6 +134,12 @@ _SPECS = (
     _int("mysql-threads", 4, "worker threads; read at start only", minimum=1, maximum=256),
     _int("mysql-max_connections", 10000, "frontend (client) connection limit", minimum=1, maximum=1_000_000),
     _str("mysql-interfaces", "127.0.0.1:6033", "where clients connect: host:port, several separated by ';'"),
+    _int(
+        "mysql-connect_timeout_client",
+        10000,
+        "ms a client may take to complete the handshake and login before it is disconnected",
+        minimum=1,
+    ),
     _str("mysql-eventslog_filename", "", "file the query events log appends to (JSON lines); empty: no log"),
     _bool("mysql-eventslog_default_log", False, "log every query, not only those whose rule says log=1"),
     _str(

@@ -75,3 +75,18 @@ def test_wrong_password_is_1045(rw_proxy: ProxyProcess) -> None:
     with pytest.raises(pymysql.err.OperationalError) as info:
         rw_proxy.connect(password="nope")
     assert info.value.args[0] == 1045
+
+
+def test_a_multi_statement_batch_with_a_write_goes_to_the_writer(sandbox: Sandbox, rw_proxy: ProxyProcess) -> None:
+    """The ^SELECT rule matches the batch's first statement; the batch also writes, so it must not reach a replica."""
+    from pymysql.constants import CLIENT
+
+    with (
+        rw_proxy.connect(database="app", autocommit=True, client_flag=CLIENT.MULTI_STATEMENTS) as conn,
+        conn.cursor() as cur,
+    ):
+        cur.execute("CREATE TABLE IF NOT EXISTS rw_multi (id INT PRIMARY KEY)")
+        cur.execute("SELECT @@port; REPLACE INTO rw_multi VALUES (1)")
+        assert cur.fetchone() == (sandbox.primary().port,)
+        while cur.nextset():
+            pass
