@@ -9,6 +9,7 @@ the same user or opens one, and queues the session (first come, first served) wh
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import random
 import time
@@ -173,7 +174,12 @@ class ServerPool:
         }
 
 
-@dataclass(slots=True)
+def _expire(future: asyncio.Future[BackendConnection | None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+@dataclass(slots=True, eq=False)
 class _Waiter:
     future: asyncio.Future[BackendConnection | None]
     username: str
@@ -325,13 +331,21 @@ class Hostgroup:
         future: asyncio.Future[BackendConnection | None] = asyncio.get_running_loop().create_future()
         waiter = _Waiter(future, username, schema)
         self.waiters.append(waiter)
+        expiry = asyncio.get_running_loop().call_later(timeout, _expire, future)
         try:
-            return await asyncio.wait_for(future, timeout)
-        except TimeoutError:
-            return None
+            return await future
+        except asyncio.CancelledError:
+            handed = future.done() and not future.cancelled() and future.result()
+            if handed:  # a connection arrived just as the session was cancelled: give it back
+                assert isinstance(handed.pool, ServerPool)
+                self.release(handed, handed.pool, reusable=True)
+            raise
         finally:
-            if waiter in self.waiters:
-                self.waiters.remove(waiter)
+            expiry.cancel()
+            if not future.done() or future.cancelled() or future.result() is None:
+                # Timed out or cancelled: still queued (a handed-over waiter was already taken off the queue).
+                with contextlib.suppress(ValueError):
+                    self.waiters.remove(waiter)
 
     def release(self, conn: BackendConnection, pool: ServerPool, reusable: bool) -> None:
         """Take a connection back: hand it to a waiting session of the same user, keep it idle, or close it."""
