@@ -222,6 +222,18 @@ class Hostgroup:
             return roomy[0], True
         return random.choices(roomy, weights=[p.server.weight for p in roomy])[0], True
 
+    def take_idle(self, username: str, schema: str | None) -> BackendConnection | None:
+        """An idle connection right away, when a chosen server has one and nobody queues; else None."""
+        if self.waiters:
+            return None
+        pool, _ = self._choose(time.monotonic())
+        if pool is None or not pool.idle:
+            return None
+        conn = self._take_idle(pool, username, schema)
+        if conn is not None:
+            self.manager.counters.ConnPool_get_conn_immediate += 1
+        return conn
+
     async def acquire(self, credentials: Credentials, schema: str | None) -> BackendConnection:
         """Get a connection for ``credentials``; raises PoolError naming this hostgroup and the cause."""
         settings = self.manager.settings

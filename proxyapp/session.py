@@ -562,7 +562,7 @@ class Session:
                 conn = await self._borrow(hostgroup)
                 if conn is None:
                     return None
-            else:
+            elif not self.state.matches(conn.state):
                 err = await self._sync_safely(conn)
                 if err is not None:
                     self._relay_error(err)
@@ -599,11 +599,12 @@ class Session:
             pool.bytes_recv += sink.written
             conn.status = response.status
             captured = True
-            assigned = [name for st in statements if not st.plain for name in st.user_vars_assigned]
-            if assigned and response.error is None:
-                captured = await self._capture_user_variables(conn, assigned)
-            if response.error is None and any(st.sets_last_insert_id for st in statements if not st.plain):
-                await self._capture_last_insert_id(conn)
+            if response.error is None and not (len(statements) == 1 and statements[0].plain):
+                assigned = [name for st in statements for name in st.user_vars_assigned]
+                if assigned:
+                    captured = await self._capture_user_variables(conn, assigned)
+                if any(st.sets_last_insert_id for st in statements):
+                    await self._capture_last_insert_id(conn)
             cacheable = cache_key is not None and outcome is not None and response.error is None
             if cacheable and (response.rows or outcome.cache_empty_result is not False):
                 self.proxy.cache.put(cache_key, b"".join(sink.parts), outcome.cache_ttl or 0)
@@ -616,13 +617,17 @@ class Session:
     async def _borrow(self, hostgroup: int) -> BackendConnection | None:
         """A connection from ``hostgroup`` brought to the session's state, or None after sending the error."""
         hg: Hostgroup = self.proxy.pools.hostgroup(hostgroup)
-        try:
-            conn = await hg.acquire(self.credentials, self.state.schema)
-        except PoolError as exc:
-            self.proxy.counters.ConnPool_get_conn_failure += 1
-            self._send_error(exc.code, f"ProxyFleet: {exc}", 1)
-            return None
+        conn = hg.take_idle(self.credentials.username, self.state.schema)
+        if conn is None:
+            try:
+                conn = await hg.acquire(self.credentials, self.state.schema)
+            except PoolError as exc:
+                self.proxy.counters.ConnPool_get_conn_failure += 1
+                self._send_error(exc.code, f"ProxyFleet: {exc}", 1)
+                return None
         self.proxy.counters.ConnPool_get_conn_success += 1
+        if self.state.matches(conn.state):
+            return conn
         err = await self._sync_safely(conn)
         if err is not None:
             self._release(conn, reusable=False)
