@@ -52,7 +52,7 @@ from proxyapp.protocol.packets import (
     read_nul_str,
 )
 from proxyapp.protocol.resultset import result_set
-from proxyapp.protocol.wire import PeerClosed, Response, Wire, read_response
+from proxyapp.protocol.wire import PeerClosed, Response, Sink, Wire, read_response
 from proxyapp.rules import QueryContext, RuleOutcome
 from proxyapp.sessionstate import DIRTY_PINS, Pin, SessionState, user_variable, value_literal
 from proxyapp.sqlscan import Kind, Statement, scan
@@ -1046,7 +1046,7 @@ class Session:
             self._send_error(ErrorCode.UNKNOWN_STMT_HANDLER, "The statement has no open cursor", 1)
             return
         conn.wire.send(payload[:1] + struct.pack("<I", prepared.stmt_id) + payload[5:], 0)
-        status = await _read_fetch(conn.wire, self.client)
+        status, _ = await _relay_until_eof(conn.wire, self.client)
         conn.status = status
         if status & Status.LAST_ROW_SENT:
             stmt.cursor = False
@@ -1093,30 +1093,23 @@ async def _read_single(backend: Wire, client: _Sink) -> Response:
 
 async def _read_field_list(backend: Wire, client: _Sink) -> Response:
     """A COM_FIELD_LIST response (column definitions up to EOF, or ERR), relayed."""
-    while True:
-        start, length = await backend.next_part()
-        first = backend.buf[start] if length else 0
-        if first == 0xFF:
-            payload = bytes(backend.buf[start : start + length])
-            client.write(backend.take())
-            return Response(error=parse_err(payload))
-        if first == 0xFE and length < 9:
-            client.write(backend.take())
-            return Response()
+    _, error = await _relay_until_eof(backend, client)
+    return Response(error=error)
 
 
-async def _read_fetch(backend: Wire, client: Wire) -> int:
-    """Relay a COM_STMT_FETCH response (rows up to EOF, or ERR); returns the EOF's status flags."""
+async def _relay_until_eof(backend: Wire, client: Sink) -> tuple[int, ErrPacket | None]:
+    """Relay packets up to an EOF or ERR (COM_FIELD_LIST, COM_STMT_FETCH); returns (EOF status, error)."""
     while True:
-        start, length = await backend.next_part()
+        start, length = backend.part() or await backend.next_part()
         first = backend.buf[start] if length else 0
         if first == 0xFF:
+            error = parse_err(bytes(backend.buf[start : start + length]))
             client.write(backend.take())
-            return 0
+            return 0, error
         if first == 0xFE and length < 9:
             status = backend.buf[start + 3] | backend.buf[start + 4] << 8 if length >= 5 else 0
             client.write(backend.take())
-            return status
+            return status, None
 
 
 _HANDLERS: dict[int, Callable[[Session, bytes], Awaitable[None]]] = {

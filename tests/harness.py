@@ -12,9 +12,12 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pymysql
+
+if TYPE_CHECKING:
+    from fleet.sandbox import SandboxServer
 
 REPO = Path(__file__).resolve().parent.parent
 APP_USER = "app"
@@ -54,6 +57,22 @@ def rw_split_config(primary_port: int, replica_ports: list[int], **overrides: An
     }
     doc.update(overrides)
     return doc
+
+
+def backend_thread(server: SandboxServer, marker: str, timeout: float = 5) -> int:
+    """The processlist id of the app connection running a statement that contains ``marker``."""
+    deadline = time.monotonic() + timeout
+    with server.connect() as conn, conn.cursor() as cur:
+        while time.monotonic() < deadline:
+            cur.execute(
+                "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = %s AND INFO LIKE %s",
+                (APP_USER, f"%{marker}%"),
+            )
+            row = cur.fetchone()
+            if row is not None:
+                return int(row[0])
+            time.sleep(0.01)
+    raise AssertionError(f"no backend thread runs a statement containing {marker!r}")
 
 
 class ProxyProcess:

@@ -16,7 +16,7 @@ import pymysql
 import pytest
 
 from fleet.sandbox import Sandbox, SandboxServer
-from tests.harness import APP_PASSWORD, APP_USER, WRITER_HG, ProxyProcess, free_port
+from tests.harness import APP_PASSWORD, APP_USER, WRITER_HG, ProxyProcess, backend_thread, free_port
 
 StartProxy = Callable[[dict[str, Any]], ProxyProcess]
 
@@ -69,22 +69,6 @@ def still_serves(conn: pymysql.Connection) -> None:
     with conn.cursor() as cur:
         cur.execute("SELECT 'alive'")
         assert cur.fetchall() == (("alive",),)
-
-
-def backend_thread(server: SandboxServer, marker: str, timeout: float = 5) -> int:
-    """The processlist id of the app connection running a statement that contains ``marker``."""
-    deadline = time.monotonic() + timeout
-    with server.connect() as conn, conn.cursor() as cur:
-        while time.monotonic() < deadline:
-            cur.execute(
-                "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = %s AND INFO LIKE %s",
-                (APP_USER, f"%{marker}%"),
-            )
-            row = cur.fetchone()
-            if row is not None:
-                return int(row[0])
-            time.sleep(0.01)
-    raise AssertionError(f"no backend thread runs a statement containing {marker!r}")
 
 
 def kill(server: SandboxServer, thread_id: int) -> None:

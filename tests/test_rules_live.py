@@ -17,7 +17,7 @@ import pymysql
 import pytest
 
 from fleet.sandbox import Sandbox, SandboxServer
-from tests.harness import APP_PASSWORD, APP_USER, READER_HG, WRITER_HG, ProxyProcess
+from tests.harness import APP_PASSWORD, APP_USER, READER_HG, WRITER_HG, ProxyProcess, backend_thread
 
 StartProxy = Callable[[dict[str, Any]], ProxyProcess]
 
@@ -114,22 +114,6 @@ def served_by(cur: pymysql.cursors.Cursor, sql: str) -> str:
 def rule_hits(proxy: ProxyProcess) -> dict[int, int]:
     """rule_id -> hits from /stats/query_rules."""
     return {row["rule_id"]: row["hits"] for row in proxy.admin("GET", "/stats/query_rules")}
-
-
-def thread_running(server: SandboxServer, marker: str, timeout: float = 5) -> int:
-    """The processlist id of the app thread whose statement contains ``marker`` (waits for it to appear)."""
-    deadline = time.monotonic() + timeout
-    with server.connect() as conn, conn.cursor() as cur:
-        while time.monotonic() < deadline:
-            cur.execute(
-                "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = %s AND INFO LIKE %s",
-                (APP_USER, f"%{marker}%"),
-            )
-            row = cur.fetchone()
-            if row is not None:
-                return int(row[0])
-            time.sleep(0.01)
-    raise AssertionError(f"no backend thread runs a statement containing {marker!r}")
 
 
 def test_destination_hostgroup_sends_the_query_to_that_hostgroups_server(
@@ -459,7 +443,7 @@ def test_retries_rerun_a_read_whose_backend_connection_died(sandbox: Sandbox, st
         thread = threading.Thread(target=client)
         started = time.monotonic()
         thread.start()
-        victim = thread_running(primary, marker)
+        victim = backend_thread(primary, marker)
         with primary.connect() as root, root.cursor() as cur:
             cur.execute(f"KILL {victim}")
         thread.join(10)
