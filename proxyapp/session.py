@@ -574,6 +574,7 @@ class Session:
             if timeout_ms < _NO_TIMEOUT_MS:
                 timer = asyncio.get_running_loop().call_later(timeout_ms / 1000, self._kill_query, conn, pool)
             sent_before = conn.wire.bytes_out
+            began = time.perf_counter()
             try:
                 response = await run(conn, sink)
             except (PeerClosed, ProtocolError, OSError) as exc:
@@ -594,6 +595,8 @@ class Session:
                 if timer is not None:
                     timer.cancel()
             pool.queries += 1
+            # Latency_us: a moving average of the backend's response time (first byte to last), in µs.
+            pool.latency_us += (int((time.perf_counter() - began) * 1_000_000) - pool.latency_us) >> 3
             self.last_server = f"{pool.server.hostname}:{pool.server.port}"
             pool.bytes_sent += conn.wire.bytes_out - sent_before
             pool.bytes_recv += sink.written

@@ -138,6 +138,7 @@ def test_connection_pool_rows(sandbox: Sandbox, proxy: ProxyProcess) -> None:
         assert (reader["Queries"], reader["ConnOK"], reader["ConnUsed"], reader["ConnFree"]) == (10, 1, 0, 1)
         assert reader["ConnERR"] == 0 and reader["MaxConnUsed"] == 1
         assert reader["Bytes_data_sent"] > 10 * len("SELECT 0") and reader["Bytes_data_recv"] > 0
+        assert 0 < reader["Latency_us"] < 1_000_000  # a moving average of real response times
         assert writer["Queries"] == 1  # PyMySQL's SET NAMES at connect
         others = [proxy.connect(database="app", autocommit=True) for _ in range(2)]
         try:
