@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from proxyapp.backend import AppliedState, BackendConnection, BackendError, Credentials
-from proxyapp.digest import compute_digest
+from proxyapp.digest import Digest, compute_digest
 from proxyapp.eventslog import query_event
 from proxyapp.pool import Hostgroup, PoolError, ServerPool
 from proxyapp.prepared import (
@@ -434,19 +434,7 @@ class Session:
             return
         digest = compute_digest(sql, rt.settings.max_digest_length)
         schema = self.state.schema or ""
-        outcome = rt.rules.evaluate(
-            QueryContext(
-                self.username,
-                schema,
-                self.client_addr,
-                self.proxy_addr,
-                self.proxy_port,
-                sql,
-                digest.hash,
-                digest.text,
-            ),
-            self.flag_in,
-        )
+        outcome = self._apply_rules(sql, digest)
         if outcome.next_query_flagIN is not None:  # ProxySQL: it stays the session's flagIN until a rule changes it
             self.flag_in = outcome.next_query_flagIN
         if outcome.error_msg is not None:
@@ -497,6 +485,22 @@ class Session:
             self._record(hostgroup, digest, started, response.rows, response.affected_rows)
         if outcome.log or (outcome.log is None and rt.settings.eventslog_default_log):
             self._log_event(hostgroup, digest.hash, sql, started, response)
+
+    def _apply_rules(self, sql: str, digest: Digest) -> RuleOutcome:
+        """The query rules' verdict on ``sql`` for this session, from its current flagIN."""
+        return self.proxy.runtime.rules.evaluate(
+            QueryContext(
+                self.username,
+                self.state.schema or "",
+                self.client_addr,
+                self.proxy_addr,
+                self.proxy_port,
+                sql,
+                digest.hash,
+                digest.text,
+            ),
+            self.flag_in,
+        )
 
     def _route(self, statements: list[Statement], outcome: RuleOutcome) -> int:
         """The hostgroup for a statement: kept connection, transaction, rule, or the user's default."""
@@ -893,7 +897,7 @@ class Session:
             )
         )
 
-    def _record(self, hostgroup: int, digest: object, started: float, rows: int, affected: int) -> None:
+    def _record(self, hostgroup: int, digest: Digest, started: float, rows: int, affected: int) -> None:
         elapsed_us = int((time.perf_counter() - started) * 1_000_000)
         proxy = self.proxy
         if elapsed_us > proxy.runtime.settings.long_query_time_ms * 1000:
@@ -904,8 +908,8 @@ class Session:
                 self.state.schema or "",
                 self.username,
                 self.client_addr,
-                digest.hash,  # type: ignore[attr-defined]
-                digest.text,  # type: ignore[attr-defined]
+                digest.hash,
+                digest.text,
                 elapsed_us,
                 rows,
                 affected,
@@ -919,19 +923,7 @@ class Session:
         sql = payload[1:].decode("utf-8", "surrogateescape")
         statements = scan(sql)
         digest = compute_digest(sql, rt.settings.max_digest_length)
-        outcome = rt.rules.evaluate(
-            QueryContext(
-                self.username,
-                self.state.schema or "",
-                self.client_addr,
-                self.proxy_addr,
-                self.proxy_port,
-                sql,
-                digest.hash,
-                digest.text,
-            ),
-            self.flag_in,
-        )
+        outcome = self._apply_rules(sql, digest)
         if outcome.error_msg is not None:
             self._send_error(ErrorCode.RULE_BLOCKED, outcome.error_msg, 1)
             return

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import struct
 from dataclasses import dataclass
 
@@ -92,47 +91,6 @@ def frame(payload: bytes, seq: int) -> bytes:
         if len(chunk) < MAX_PACKET:
             break
     return b"".join(parts)
-
-
-class PacketReader:
-    """Reads whole packets from a stream, joining the parts of payloads of 16 MiB and more."""
-
-    __slots__ = ("max_size", "reader", "seq")
-
-    def __init__(self, reader: asyncio.StreamReader, max_size: int = 1 << 30) -> None:
-        self.reader = reader
-        self.max_size = max_size
-        self.seq = 0
-
-    async def read(self) -> bytes:
-        """Read one logical packet's payload; ``self.seq`` is the sequence id of its last part.
-
-        Raises ``asyncio.IncompleteReadError`` when the peer closes mid-packet.
-        """
-        header = _HEADER.unpack(await self.reader.readexactly(4))[0]
-        length = header & 0xFFFFFF
-        self.seq = header >> 24
-        if length < MAX_PACKET:
-            return await self.reader.readexactly(length) if length else b""
-        parts = [await self.reader.readexactly(length)]
-        total = length
-        while length == MAX_PACKET:
-            header = _HEADER.unpack(await self.reader.readexactly(4))[0]
-            length = header & 0xFFFFFF
-            self.seq = header >> 24
-            total += length
-            if total > self.max_size:
-                raise PacketTooLarge(f"packet larger than {self.max_size} bytes")
-            parts.append(await self.reader.readexactly(length))
-        return b"".join(parts)
-
-    async def read_raw(self) -> tuple[bytes, bytes]:
-        """Read one wire packet (a single part); returns (header + payload, payload) for byte-exact relaying."""
-        header = await self.reader.readexactly(4)
-        length = header[0] | header[1] << 8 | header[2] << 16
-        self.seq = header[3]
-        payload = await self.reader.readexactly(length) if length else b""
-        return header + payload, payload
 
 
 @dataclass(slots=True)
