@@ -123,7 +123,9 @@ def test_a_thousand_sessions_share_64_backend_connections(sandbox: Sandbox, star
     for n, rows in enumerate(results):
         assert rows == [[str(n).encode()], [b"0", str(n + 1).encode()], [b"0", str(n + 2).encode()]]
     row = pool_row(proxy, primary.port)
-    assert row["ConnOK"] <= 64 and row["MaxConnUsed"] <= 64
+    # At most 64 at once. ConnOK may pass 64: a connection released while more than free_connections_pct are
+    # idle is closed, and a session arriving later opens a new one (the count of connections ever opened).
+    assert row["MaxConnUsed"] <= 64
     assert row["MaxConnUsed"] >= 16  # the sessions did have to share
     assert row["Queries"] == 3 * sessions and row["ConnUsed"] == 0
     backend = server_status(primary, "Max_used_connections")["Max_used_connections"]
