@@ -82,7 +82,7 @@ class ConfigError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class _Column:
+class Column:
     """A table column as the dataclass field declares it: Python type, nullability, default and checks."""
 
     name: str
@@ -93,6 +93,7 @@ class _Column:
     maximum: int | None
     choices: tuple[Any, ...] | None
     regex: bool
+    help: str
 
     def convert(self, raw: object) -> Any:
         """The column value for ``raw`` from the document; ValueError says what is wrong with it."""
@@ -116,8 +117,13 @@ class _Column:
         return value
 
 
+def table_columns(table: str) -> dict[str, Column]:
+    """A table's columns in document order, with their types, defaults and checks; KeyError for an unknown table."""
+    return _columns(TABLES[table])
+
+
 @cache
-def _columns(cls: type) -> dict[str, _Column]:
+def _columns(cls: type) -> dict[str, Column]:
     hints = get_type_hints(cls)
     columns = {}
     for f in dataclasses.fields(cls):
@@ -126,8 +132,16 @@ def _columns(cls: type) -> dict[str, _Column]:
         nullable = type(None) in members
         (base,) = (m for m in members if m is not type(None))
         meta = f.metadata
-        columns[f.name] = _Column(
-            f.name, base, nullable, f.default, meta["minimum"], meta["maximum"], meta["choices"], meta["regex"]
+        columns[f.name] = Column(
+            f.name,
+            base,
+            nullable,
+            f.default,
+            meta["minimum"],
+            meta["maximum"],
+            meta["choices"],
+            meta["regex"],
+            meta["help"],
         )
     return columns
 

@@ -1,0 +1,36 @@
+"""The audit log: who changed what, when, with the row before and after (passwords masked)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from fleet.core.models.nodes import Cluster
+
+
+class AuditEntry(models.Model):
+    """One change: a row created, updated or deleted, a publish, a rollback, an import."""
+
+    class Action(models.TextChoices):
+        CREATE = "create", "create"
+        UPDATE = "update", "update"
+        DELETE = "delete", "delete"
+        PUBLISH = "publish", "publish"
+        ROLLBACK = "rollback", "rollback"
+        IMPORT = "import", "import"
+
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    action = models.CharField(max_length=10, choices=Action.choices)
+    cluster = models.ForeignKey(Cluster, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    table = models.CharField(max_length=64, blank=True, default="", help_text="ProxySQL table or model name")
+    object_key = models.CharField(max_length=255, blank=True, default="")
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        verbose_name_plural = "audit entries"
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.user} {self.action} {self.table} {self.object_key}"

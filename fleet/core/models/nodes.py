@@ -1,0 +1,61 @@
+"""Clusters (nodes sharing one config) and the proxy nodes that serve it."""
+
+from __future__ import annotations
+
+from django.core.validators import RegexValidator
+from django.db import models
+
+# A node's name is part of its Celery queue's name ("node.<name>"), so it keeps to a safe alphabet.
+NODE_NAME = RegexValidator(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$", "letters, digits, '.', '_' and '-' (at most 63)")
+
+
+class Cluster(models.Model):
+    """A set of proxy nodes that serve one config; every table row belongs to exactly one cluster."""
+
+    name = models.CharField(max_length=100, unique=True, validators=[NODE_NAME])
+    comment = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def latest_version(self) -> ConfigVersion | None:  # noqa: F821  (defined in versions.py)
+        """The newest published version: what every node of the cluster should be running."""
+        return self.versions.order_by("-number").first()
+
+
+class ProxyNode(models.Model):
+    """One proxy process of a cluster, reached through its own Celery queue ``node.<name>``."""
+
+    class State(models.TextChoices):
+        PENDING = "pending", "pending"
+        APPLIED = "applied", "applied"
+        FAILED = "failed", "failed"
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="nodes")
+    name = models.CharField(max_length=63, unique=True, validators=[NODE_NAME])
+    mysql_address = models.CharField(max_length=255, blank=True, default="", help_text="host:port clients use")
+    admin_address = models.CharField(max_length=255, blank=True, default="", help_text="host:port of its admin API")
+    # What the node last told us it runs, and how its last apply went.
+    applied_version = models.PositiveIntegerField(null=True, blank=True)
+    applied_checksum = models.CharField(max_length=64, blank=True, default="")
+    state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
+    error = models.TextField(blank=True, default="")
+    last_pushed_at = models.DateTimeField(null=True, blank=True)
+    last_ack_at = models.DateTimeField(null=True, blank=True)
+    last_heartbeat = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["cluster__name", "name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def queue(self) -> str:
+        """The Celery queue this node consumes."""
+        return f"node.{self.name}"

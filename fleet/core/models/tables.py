@@ -1,0 +1,145 @@
+"""ProxySQL's tables as Django models, one row per cluster, built from the proxy's own table definitions.
+
+Each model's columns are generated from ``proxyapp.tables`` (names, types, nullability, defaults, choices), and
+``clean()`` runs the proxy's ``validate_row`` on the row, so the admin UI, the REST API and a node refuse exactly
+the same rows, naming the same field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar
+
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+from django.db import models
+
+from fleet.core.models.nodes import Cluster
+from proxyapp.config import Column, table_columns, validate_row
+
+# String columns that take part in a unique key: bounded so that every database can index them.
+_KEY_STRINGS = {"hostname", "username", "variable_name"}
+# Columns never shown or returned once written.
+SECRET_COLUMNS = {"password"}
+
+
+def proxysql_field(column: Column) -> models.Field:
+    """The Django field for one ProxySQL column: same type, nullability, default and choices."""
+    options: dict[str, Any] = {"null": column.nullable, "blank": column.nullable or column.type is str}
+    if column.default is not dataclasses.MISSING:
+        options["default"] = column.default
+    if column.choices is not None:
+        options["choices"] = [(c, str(c)) for c in column.choices]
+    if column.help:
+        options["help_text"] = column.help
+    if column.type is bool:
+        return models.BooleanField(**options)
+    if column.type is int:
+        return models.BigIntegerField(**options)
+    if column.name in _KEY_STRINGS:
+        return models.CharField(max_length=255, **options)
+    return models.TextField(**options)
+
+
+class ClusterRow(models.Model):
+    """A row of one of ProxySQL's tables in one cluster's draft config (ProxySQL's MEMORY layer)."""
+
+    #: The config document's table this model holds.
+    table: ClassVar[str]
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE)
+
+    class Meta:
+        abstract = True
+
+    @classmethod
+    def column_names(cls) -> list[str]:
+        """The ProxySQL column names, in the document's order."""
+        return list(table_columns(cls.table))
+
+    def as_row(self) -> dict[str, Any]:
+        """The row as a config document row (column name to value)."""
+        return {name: getattr(self, name) for name in self.column_names()}
+
+    def clean(self) -> None:
+        """Check the row with the proxy's own validation; errors are keyed by column."""
+        super().clean()
+        _, errors = validate_row(self.table, self.as_row())
+        if errors:
+            by_field: dict[str, list[str]] = {}
+            for column, message in errors:
+                by_field.setdefault(column or NON_FIELD_ERRORS, []).append(message)
+            raise ValidationError(by_field)
+
+    def key(self) -> str:
+        """The row's key as text, for messages and the audit log."""
+        return ", ".join(f"{c}={getattr(self, c)}" for c in self.key_columns)
+
+    key_columns: ClassVar[tuple[str, ...]]
+
+
+def _table_model(
+    name: str, table: str, doc: str, key: tuple[str, ...], unique: tuple[tuple[str, ...], ...] = ()
+) -> type[ClusterRow]:
+    """A concrete ClusterRow model for ``table``, unique per cluster on ``key`` and each of ``unique``."""
+    constraints = [
+        models.UniqueConstraint(fields=["cluster", *fields], name=f"{table}_{'_'.join(fields)}_per_cluster")
+        for fields in (key, *unique)
+    ]
+    meta = type("Meta", (), {"constraints": constraints, "ordering": ["cluster", *key]})
+    attrs: dict[str, Any] = {
+        "__module__": __name__,
+        "__doc__": doc,
+        "__str__": lambda self: f"{table} ({self.key()})",
+        "Meta": meta,
+        "table": table,
+        "key_columns": key,
+    }
+    attrs.update({column.name: proxysql_field(column) for column in table_columns(table).values()})
+    return type(name, (ClusterRow,), attrs)
+
+
+Server = _table_model(
+    "Server", "mysql_servers", "A backend server in a hostgroup (mysql_servers).", ("hostgroup_id", "hostname", "port")
+)
+User = _table_model(
+    "User",
+    "mysql_users",
+    "A user clients log in as and the proxy reaches backends as (mysql_users); the password is write-only.",
+    ("username", "backend"),
+    unique=(("username", "frontend"),),
+)
+QueryRule = _table_model(
+    "QueryRule", "mysql_query_rules", "A query rule (mysql_query_rules), applied in rule_id order.", ("rule_id",)
+)
+ReplicationHostgroup = _table_model(
+    "ReplicationHostgroup",
+    "mysql_replication_hostgroups",
+    "A writer/reader hostgroup pair that follows the servers' read_only (mysql_replication_hostgroups).",
+    ("writer_hostgroup",),
+    unique=(("reader_hostgroup",),),
+)
+Variable = _table_model(
+    "Variable", "global_variables", "A global variable override (global_variables).", ("variable_name",)
+)
+
+
+class Hostgroup(models.Model):
+    """A hostgroup's name and description in the control plane; servers and rules refer to it by number."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="hostgroups")
+    hostgroup_id = models.PositiveIntegerField()
+    name = models.CharField(max_length=100, blank=True, default="")
+    comment = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["cluster", "hostgroup_id"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "hostgroup_id"], name="hostgroup_per_cluster")]
+
+    def __str__(self) -> str:
+        return f"{self.hostgroup_id} {self.name}".strip()
+
+
+#: Config document table name -> the model holding its rows, in the document's order.
+TABLE_MODELS: dict[str, type[ClusterRow]] = {
+    model.table: model for model in (Server, User, QueryRule, ReplicationHostgroup, Variable)
+}
