@@ -47,6 +47,9 @@ class ProxyNode(models.Model):
     last_pushed_at = models.DateTimeField(null=True, blank=True)
     last_ack_at = models.DateTimeField(null=True, blank=True)
     last_heartbeat = models.DateTimeField(null=True, blank=True)
+    # The node's latest report: {"global": {...}, "connection_pool": [...], "query_digest": [...], ...}, as the
+    # proxy's admin endpoint /stats returns it.
+    last_report = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
