@@ -222,20 +222,30 @@ class Hostgroup:
             return roomy[0], True
         return random.choices(roomy, weights=[p.server.weight for p in roomy])[0], True
 
-    def take_idle(self, username: str, schema: str | None) -> BackendConnection | None:
-        """An idle connection right away, when a chosen server has one and nobody queues; else None."""
+    def take_idle(self, username: str, schema: str | None) -> BackendConnection | ServerPool | None:
+        """Without waiting: an idle connection of the server chosen by weight, when it has one and nobody queues.
+
+        Otherwise the chosen server's pool (to pass to ``acquire``, so that the weights are drawn once per
+        borrow: drawing again would favour servers that already have idle connections), or None.
+        """
         if self.waiters:
             return None
         pool, _ = self._choose(time.monotonic())
-        if pool is None or not pool.idle:
+        if pool is None:
             return None
-        conn = self._take_idle(pool, username, schema)
-        if conn is not None:
-            self.manager.counters.ConnPool_get_conn_immediate += 1
+        conn = self._take_idle(pool, username, schema) if pool.idle else None
+        if conn is None:
+            return pool
+        self.manager.counters.ConnPool_get_conn_immediate += 1
         return conn
 
-    async def acquire(self, credentials: Credentials, schema: str | None) -> BackendConnection:
-        """Get a connection for ``credentials``; raises PoolError naming this hostgroup and the cause."""
+    async def acquire(
+        self, credentials: Credentials, schema: str | None, chosen: ServerPool | None = None
+    ) -> BackendConnection:
+        """Get a connection for ``credentials``; raises PoolError naming this hostgroup and the cause.
+
+        ``chosen`` is the server ``take_idle`` just drew; it is tried first.
+        """
         settings = self.manager.settings
         deadline = time.monotonic() + settings.connection_wait_timeout_ms / 1000
         last_error: BackendError | None = None
@@ -244,7 +254,11 @@ class Hostgroup:
         woken = False
         while True:
             now = time.monotonic()
-            pool, any_usable = self._choose(now) if woken or not self.waiters else (None, True)
+            if chosen is not None and chosen.has_room:
+                pool, any_usable = chosen, True
+            else:
+                pool, any_usable = self._choose(now) if woken or not self.waiters else (None, True)
+            chosen = None
             if not any_usable:
                 cause = f"; last error: {last_error}" if last_error else ""
                 raise PoolError(f"hostgroup {self.id} has no ONLINE server{self._states()}{cause}")

@@ -625,9 +625,9 @@ class Session:
         """A connection from ``hostgroup`` brought to the session's state, or None after sending the error."""
         hg: Hostgroup = self.proxy.pools.hostgroup(hostgroup)
         conn = hg.take_idle(self.credentials.username, self.state.schema)
-        if conn is None:
+        if not isinstance(conn, BackendConnection):
             try:
-                conn = await hg.acquire(self.credentials, self.state.schema)
+                conn = await hg.acquire(self.credentials, self.state.schema, conn)
             except PoolError as exc:
                 self.proxy.counters.ConnPool_get_conn_failure += 1
                 self._send_error(exc.code, f"ProxyFleet: {exc}", 1)
