@@ -1,0 +1,299 @@
+"""Publishing a cluster's draft (ProxySQL's LOAD ... TO RUNTIME): compile, validate, version, diff, roll back,
+import and export.
+
+The draft is every table model's rows for a cluster; compiled, it is the proxy's config document, validated by the
+proxy's own ``parse_config`` so that publishing refuses exactly what a node would. A published ``ConfigVersion``
+keeps the canonical document (``Config.to_document()``) with the real passwords, because that is what nodes run;
+everything shown to a user (row changes, unified diffs, masked exports) goes through ``mask_row``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from fleet.core import audit, push
+from fleet.core.drafts import Actor
+from fleet.core.models import TABLE_MODELS, AuditEntry, Cluster, ClusterRow, ConfigVersion, Hostgroup
+from fleet.core.models.tables import SECRET_COLUMNS
+from proxyapp.config import UNIQUE_KEYS, Config, ConfigError, parse_config, table_columns
+
+#: A config document: table name -> list of rows (column name -> value).
+Document = dict[str, list[dict[str, Any]]]
+#: A document as given to the diff functions (a stored version's, or one compiled from the draft).
+DocumentIn = Mapping[str, list[dict[str, Any]]]
+
+# global_variables rows whose value is a credential (mysql-monitor_password) are masked like passwords.
+_SECRET_VARIABLE_SUFFIX = "_password"
+
+
+class NothingToPublish(Exception):
+    """The draft is the same config as the latest version."""
+
+
+@dataclass(frozen=True)
+class RowChange:
+    """One row added, removed or changed between two documents; secrets in ``before``/``after`` are masked."""
+
+    table: str
+    key: str
+    kind: str  # "added", "removed" or "changed"
+    before: dict[str, Any] = field(default_factory=dict)
+    after: dict[str, Any] = field(default_factory=dict)
+    columns: tuple[str, ...] = ()
+
+
+# --- masking ------------------------------------------------------------------------------------------------
+
+
+def is_secret(table: str, row: Mapping[str, Any], column: str) -> bool:
+    """Whether ``row[column]`` is a credential that no user may see (a user's password, a password variable)."""
+    if column in SECRET_COLUMNS:
+        return True
+    return (
+        table == "global_variables"
+        and column == "variable_value"
+        and str(row.get("variable_name", "")).endswith(_SECRET_VARIABLE_SUFFIX)
+    )
+
+
+def mask_row(table: str, row: Mapping[str, Any]) -> dict[str, Any]:
+    """``row`` with every non-empty secret replaced by ``audit.MASK``."""
+    return {k: (audit.MASK if v and is_secret(table, row, k) else v) for k, v in row.items()}
+
+
+def mask_document(document: Mapping[str, Iterable[Mapping[str, Any]]]) -> Document:
+    """A copy of ``document`` fit to show a user: every secret masked."""
+    return {table: [mask_row(table, row) for row in rows] for table, rows in document.items()}
+
+
+# --- the draft ----------------------------------------------------------------------------------------------
+
+
+def draft_document(cluster: Cluster) -> Document:
+    """The cluster's draft rows as a config document, unvalidated, with the real passwords."""
+    return {
+        table: [row.as_row() for row in model.objects.filter(cluster=cluster).order_by(*model.key_columns)]
+        for table, model in TABLE_MODELS.items()
+    }
+
+
+def compile_draft(cluster: Cluster) -> Config:
+    """The draft validated by the proxy's ``parse_config``; ConfigError names each bad row and column."""
+    return parse_config(draft_document(cluster))
+
+
+def export_document(cluster: Cluster, *, secrets: bool = True) -> Document:
+    """The draft as a config document to save and import again; ``secrets=False`` masks the passwords."""
+    document = draft_document(cluster)
+    return document if secrets else mask_document(document)
+
+
+def import_document(cluster: Cluster, document: object, user: Actor) -> Config:
+    """Replace the cluster's draft with ``document``, all or nothing, audited as one IMPORT.
+
+    The document is validated first (ConfigError naming row and column, and nothing changes). A user whose password
+    is the mask (from a masked export) keeps the password the draft has for the same username and backend flag.
+    """
+    if isinstance(document, Mapping):
+        document = _unmask_passwords(cluster, document)
+    config = parse_config(document)
+    with transaction.atomic():
+        before = mask_document(draft_document(cluster))
+        _replace_draft(cluster, config)
+        audit.record(
+            user,
+            AuditEntry.Action.IMPORT,
+            cluster=cluster,
+            object_key=f"checksum {config.checksum[:12]}",
+            before=before,
+            after=mask_document(config.to_document()),
+        )
+    return config
+
+
+def _unmask_passwords(cluster: Cluster, document: Mapping[str, Any]) -> dict[str, Any]:
+    """``document`` with each masked user password replaced by the draft's; ConfigError when there is none."""
+    users = document.get("mysql_users")
+    if not isinstance(users, list):
+        return dict(document)
+    model = TABLE_MODELS["mysql_users"]
+    known = {(u.username, u.backend): u.password for u in model.objects.filter(cluster=cluster)}
+    rows, errors = [], []
+    for index, row in enumerate(users):
+        if isinstance(row, Mapping) and row.get("password") == audit.MASK:
+            key = (row.get("username"), row.get("backend", True) in (True, 1, "1"))
+            if key not in known:
+                errors.append(
+                    f"mysql_users[{index}] (username={row.get('username')!r}): password: the masked value "
+                    f"{audit.MASK!r} can only stand for the password of an existing user; give the password"
+                )
+                continue
+            row = {**row, "password": known[key]}
+        rows.append(row)
+    if errors:
+        raise ConfigError(errors)
+    return {**document, "mysql_users": rows}
+
+
+def _replace_draft(cluster: Cluster, config: Config) -> None:
+    """Delete every draft row of ``cluster`` and write ``config``'s rows instead (call inside a transaction)."""
+    document = config.to_document()
+    new_rows: dict[type[ClusterRow], list[ClusterRow]] = {}
+    errors = []
+    for table, model in TABLE_MODELS.items():
+        rows = new_rows.setdefault(model, [])
+        for index, values in enumerate(document.get(table, [])):
+            obj = model(cluster=cluster, **values)
+            try:
+                obj.clean_fields(exclude=["cluster"])  # the model's own limits (lengths); the proxy's checks passed
+            except ValidationError as error:
+                errors.extend(
+                    f"{table}[{index}] ({obj.key()}): {column}: {message}"
+                    for column, messages in error.message_dict.items()
+                    for message in messages
+                )
+            rows.append(obj)
+    if errors:
+        raise ConfigError(errors)
+    for model, rows in new_rows.items():
+        model.objects.filter(cluster=cluster).delete()
+        model.objects.bulk_create(rows)
+    ensure_hostgroups(cluster, config)
+
+
+def ensure_hostgroups(cluster: Cluster, config: Config) -> None:
+    """Create a (nameless) ``Hostgroup`` row for every hostgroup ``config`` uses that has none yet."""
+    existing = set(Hostgroup.objects.filter(cluster=cluster).values_list("hostgroup_id", flat=True))
+    Hostgroup.objects.bulk_create(
+        Hostgroup(cluster=cluster, hostgroup_id=number) for number in sorted(config.hostgroups() - existing)
+    )
+
+
+# --- publishing ---------------------------------------------------------------------------------------------
+
+
+def publish(cluster: Cluster, user: Actor, comment: str = "") -> ConfigVersion:
+    """Validate the draft and store it as the cluster's next version; it is pushed to the nodes after commit.
+
+    ConfigError (naming rows and columns) for an invalid draft, NothingToPublish when the draft is the latest
+    version's config.
+    """
+    return _publish(cluster, user, comment, rollback_of=None)
+
+
+def rollback(version: ConfigVersion, user: Actor, comment: str = "") -> ConfigVersion:
+    """Copy ``version``'s document into the draft and publish it as a new version (``rollback_of`` set).
+
+    All or nothing: when publishing is refused (NothingToPublish, ConfigError) the draft is left as it was.
+    """
+    cluster = version.cluster
+    with transaction.atomic():
+        _replace_draft(cluster, parse_config(version.document))
+        return _publish(cluster, user, comment or f"rollback to version {version.number}", rollback_of=version)
+
+
+def _publish(cluster: Cluster, user: Actor, comment: str, rollback_of: ConfigVersion | None) -> ConfigVersion:
+    with transaction.atomic():
+        Cluster.objects.select_for_update().filter(pk=cluster.pk).first()  # one publisher per cluster at a time
+        config = compile_draft(cluster)
+        latest = cluster.latest_version()
+        if latest is not None and latest.checksum == config.checksum:
+            raise NothingToPublish(f"nothing to publish: the draft is version {latest.number}'s config")
+        ensure_hostgroups(cluster, config)
+        version = ConfigVersion.objects.create(
+            cluster=cluster,
+            number=latest.number + 1 if latest is not None else 1,
+            document=config.to_document(),
+            checksum=config.checksum,
+            author=user if user is not None and user.is_authenticated else None,
+            comment=comment,
+            rollback_of=rollback_of,
+        )
+        action = AuditEntry.Action.PUBLISH if rollback_of is None else AuditEntry.Action.ROLLBACK
+        summary = {"version": version.number, "checksum": version.checksum, "comment": comment}
+        if rollback_of is not None:
+            summary["rollback_of"] = rollback_of.number
+        audit.record(user, action, cluster=cluster, table="version", object_key=str(version.number), after=summary)
+        # robust: a broker that is down must not fail a publish that committed; reconcile re-sends later.
+        transaction.on_commit(lambda: push.push_version(version), robust=True)
+    return version
+
+
+# --- diffs --------------------------------------------------------------------------------------------------
+
+
+def draft_changes(cluster: Cluster) -> list[RowChange]:
+    """What publishing the draft would change against the latest version; ConfigError for an invalid draft."""
+    latest = cluster.latest_version()
+    return _changes(latest.document if latest is not None else {}, compile_draft(cluster).to_document())
+
+
+def diff_versions(old: ConfigVersion, new: ConfigVersion) -> list[RowChange]:
+    """The rows added, removed and changed from version ``old`` to version ``new``."""
+    return _changes(old.document, new.document)
+
+
+def _row_key(table: str, row: Mapping[str, Any]) -> tuple[Any, ...]:
+    return tuple(row.get(column) for column in UNIQUE_KEYS[table][0])
+
+
+def _key_text(table: str, row: Mapping[str, Any]) -> str:
+    return ", ".join(f"{column}={row.get(column)}" for column in UNIQUE_KEYS[table][0])
+
+
+def _sort_key(key: tuple[Any, ...]) -> tuple[tuple[bool, str, Any], ...]:
+    """Orders keys whose parts may be None or of mixed types."""
+    return tuple((part is None, type(part).__name__, part if part is not None else 0) for part in key)
+
+
+def _changes(old_doc: DocumentIn, new_doc: DocumentIn) -> list[RowChange]:
+    changes = []
+    for table in TABLE_MODELS:
+        old = {_row_key(table, row): row for row in old_doc.get(table, [])}
+        new = {_row_key(table, row): row for row in new_doc.get(table, [])}
+        for key in sorted(old.keys() | new.keys(), key=_sort_key):
+            before, after = old.get(key), new.get(key)
+            if before is None and after is not None:
+                changes.append(RowChange(table, _key_text(table, after), "added", after=mask_row(table, after)))
+            elif after is None and before is not None:
+                changes.append(RowChange(table, _key_text(table, before), "removed", before=mask_row(table, before)))
+            elif before != after and before is not None and after is not None:
+                columns = tuple(c for c in {**before, **after} if before.get(c) != after.get(c))
+                changes.append(
+                    RowChange(
+                        table,
+                        _key_text(table, after),
+                        "changed",
+                        before=mask_row(table, before),
+                        after=mask_row(table, after),
+                        columns=columns,
+                    )
+                )
+    return changes
+
+
+def unified_diff(old_doc: DocumentIn, new_doc: DocumentIn, old_label: str, new_label: str) -> str:
+    """A unified diff of two documents, one line per column under a header per row, secrets masked."""
+    diff = difflib.unified_diff(_lines(old_doc), _lines(new_doc), old_label, new_label, lineterm="")
+    return "\n".join(diff)
+
+
+def _lines(document: DocumentIn) -> list[str]:
+    """A document as text for diffing: rows in key order, columns in the table's order, values as JSON."""
+    lines = []
+    for table in TABLE_MODELS:
+        order = list(table_columns(table))
+        rows = sorted(document.get(table, []), key=lambda row, t=table: _sort_key(_row_key(t, row)))
+        for row in rows:
+            shown = mask_row(table, row)
+            lines.append(f"{table} ({_key_text(table, row)})")
+            columns = [c for c in order if c in shown] + sorted(c for c in shown if c not in order)
+            lines.extend(f"    {c} = {json.dumps(shown[c], ensure_ascii=False)}" for c in columns)
+    return lines
