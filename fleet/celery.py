@@ -1,4 +1,9 @@
-"""The Celery app of the control plane, on Redis (REDIS_URL)."""
+"""The Celery app of the control plane, on Redis (REDIS_URL); its settings are the ``CELERY_*`` ones in
+``fleet/settings.py`` and its tasks are in ``fleet/core/tasks.py``.
+
+Run it as ``celery -A fleet worker -Q fleet`` (the control plane's tasks) and ``celery -A fleet beat`` (the
+reconcile and history schedule); see ``deploy/systemd/``.
+"""
 
 import os
 

@@ -110,7 +110,32 @@ STORAGES = {
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Celery (docs/control-plane.md, "Push protocol"): queue "fleet" for the control plane's tasks, "node.<name>" per
+# proxy node (consumed by that node's agent), "bench" reserved for benchmark jobs (their own worker).
 CELERY_BROKER_URL = REDIS_URL
 CELERY_RESULT_BACKEND = REDIS_URL
+CELERY_TASK_IGNORE_RESULT = True  # acks and reports are fire-and-forget; nothing waits for a result
+CELERY_TASK_DEFAULT_QUEUE = "fleet"
+CELERY_TASK_ROUTES = {"proxyfleet.fleet.*": {"queue": "fleet"}, "proxyfleet.bench.*": {"queue": "bench"}}
 CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True  # every task is idempotent, so a message a dead worker held runs again
+CELERY_TASK_TIME_LIMIT = 300
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Redis redelivers a message not acknowledged within the visibility timeout: far above any task's duration.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Seconds between reconciles (beat); every message a beat sends expires after one period, so a stopped worker
+# does not come back to a backlog of them.
+FLEET_RECONCILE_SECONDS = float(os.environ.get("FLEET_RECONCILE_SECONDS", "10"))
+CELERY_BEAT_SCHEDULE = {
+    "reconcile": {
+        "task": "proxyfleet.fleet.reconcile",
+        "schedule": FLEET_RECONCILE_SECONDS,
+        "options": {"queue": "fleet", "expires": FLEET_RECONCILE_SECONDS},
+    },
+    "compact-history": {
+        "task": "proxyfleet.fleet.compact_history",
+        "schedule": 60.0,
+        "options": {"queue": "fleet", "expires": 60.0},
+    },
+}

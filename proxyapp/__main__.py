@@ -1,4 +1,5 @@
-"""Command line: ``python -m proxyapp run --config CONFIG.json [--listen HOST:PORT] [--admin HOST:PORT]``."""
+"""Command line: ``python -m proxyapp run --config CONFIG.json [--listen HOST:PORT] [--admin HOST:PORT]``, or as a node
+of a fleet: ``python -m proxyapp run --node NAME --broker REDIS_URL [--state-dir DIR] ...`` (see ``proxyapp.node``)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,11 @@ import sys
 from pathlib import Path
 
 from proxyapp.config import ConfigError, load_config_file
+from proxyapp.node import NodeStore, agent_argv, check_node_name, parse_hostgroups, serve_node
 from proxyapp.server import parse_address, serve
 from proxyapp.workers import serve_worker
+
+DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,7 +23,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m proxyapp", description="ProxyFleet MySQL proxy worker")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="serve MySQL clients")
-    run.add_argument("--config", required=True, type=Path, help="the config document (JSON)")
+    source = run.add_mutually_exclusive_group(required=True)
+    source.add_argument("--config", type=Path, help="the config document (JSON)")
+    source.add_argument("--node", help="run as this node of a fleet: its last applied config, and the agent beside it")
+    run.add_argument("--broker", default=os.environ.get("REDIS_URL", DEFAULT_BROKER), help="(--node) Celery broker URL")
+    run.add_argument("--state-dir", type=Path, help="(--node) the node's state directory (default var/nodes/NAME)")
+    run.add_argument("--allowed-hostgroups", help="(--node) refuse configs with servers outside these, e.g. 10,20")
+    run.add_argument("--report-interval", type=float, default=5.0, help="(--node) seconds between reports")
     run.add_argument("--listen", help="HOST:PORT for MySQL clients (default: mysql-interfaces)")
     run.add_argument("--admin", help="HOST:PORT of the HTTP admin endpoint (default: admin-restapi_*)")
     run.add_argument("--log-level", default="INFO")
@@ -31,6 +41,15 @@ def main(argv: list[str] | None = None) -> int:
     worker.add_argument("--count", required=True, type=int)
     worker.add_argument("--config-path", required=True, type=Path)
     worker.add_argument("--log-level", default="INFO")
+    agent = sub.add_parser("agent", help="(internal) the node agent, started by `run --node`")
+    agent.add_argument("--node", required=True)
+    agent.add_argument("--broker", required=True)
+    agent.add_argument("--admin", required=True, help="HOST:PORT of the proxy's admin endpoint")
+    agent.add_argument("--state-dir", required=True, type=Path)
+    agent.add_argument("--allowed-hostgroups")
+    agent.add_argument("--report-interval", type=float, default=5.0)
+    agent.add_argument("--parent-pid", type=int, help="stop when this process is gone")
+    agent.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
 
     if args.command == "check":
@@ -56,20 +75,60 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "worker":
         runner(serve_worker(args.listen_fd, args.index, args.count, args.config_path))
         return 0
+    if args.command == "agent":
+        return _agent(args)
     try:
         listen = parse_address(args.listen, 6033) if args.listen else None
         admin = parse_address(args.admin, 6070) if args.admin else None
+        if args.node:
+            check_node_name(args.node)
+            if args.allowed_hostgroups:
+                parse_hostgroups(args.allowed_hostgroups)
     except ValueError as exc:
         print(exc, file=sys.stderr)
         return 2
     try:
-        runner(serve(args.config, listen, admin))
+        if args.node:
+            admin = admin or ("127.0.0.1", 6070)  # fixed for the node's life: its agent drives it there
+            store = NodeStore(args.state_dir or Path("var", "nodes", args.node))
+            command = agent_argv(
+                args.node,
+                args.broker,
+                admin,
+                store.directory,
+                allowed_hostgroups=args.allowed_hostgroups,
+                report_interval=args.report_interval,
+                log_level=args.log_level,
+            )
+            runner(serve_node(store, listen, admin, command))
+        else:
+            runner(serve(args.config, listen, admin))
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 1
     except OSError as exc:
         print(f"cannot start: {exc}", file=sys.stderr)
         return 1
+    return 0
+
+
+def _agent(args: argparse.Namespace) -> int:
+    """The ``agent`` command."""
+    from proxyapp.agent import AgentSettings, run_agent
+
+    try:
+        settings = AgentSettings(
+            node=check_node_name(args.node),
+            broker=args.broker,
+            admin=parse_address(args.admin, 6070),
+            state_dir=args.state_dir,
+            report_interval=args.report_interval,
+            allowed_hostgroups=parse_hostgroups(args.allowed_hostgroups) if args.allowed_hostgroups else None,
+        )
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    run_agent(settings, args.parent_pid, args.log_level.upper())
     return 0
 
 

@@ -1,7 +1,9 @@
-"""The control plane's models: ProxySQL's tables per cluster, nodes, published versions and the audit log."""
+"""The control plane's models: ProxySQL's tables per cluster, nodes, published versions, the audit log and the
+nodes' report history."""
 
 from fleet.core.models.audit import AuditEntry
 from fleet.core.models.nodes import Cluster, ProxyNode
+from fleet.core.models.stats import NodeSample, Resolution, ServerSample
 from fleet.core.models.tables import (
     TABLE_MODELS,
     ClusterRow,
@@ -21,10 +23,13 @@ __all__ = [
     "ClusterRow",
     "ConfigVersion",
     "Hostgroup",
+    "NodeSample",
     "ProxyNode",
     "QueryRule",
     "ReplicationHostgroup",
+    "Resolution",
     "Server",
+    "ServerSample",
     "User",
     "Variable",
 ]

@@ -44,9 +44,13 @@ class ProxyNode(models.Model):
     applied_checksum = models.CharField(max_length=64, blank=True, default="")
     state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
     error = models.TextField(blank=True, default="")
+    # The version last sent to the node, which ``state`` is about: pending on it, refused it, or running it.
+    pushed_version = models.PositiveIntegerField(null=True, blank=True)
     last_pushed_at = models.DateTimeField(null=True, blank=True)
     last_ack_at = models.DateTimeField(null=True, blank=True)
     last_heartbeat = models.DateTimeField(null=True, blank=True)
+    # Set by reconcile when the node stopped reporting (no heartbeat for ``push.STALE_AFTER``); cleared by a report.
+    stale_since = models.DateTimeField(null=True, blank=True)
     # The node's latest report: {"global": {...}, "connection_pool": [...], "query_digest": [...], ...}, as the
     # proxy's admin endpoint /stats returns it.
     last_report = models.JSONField(null=True, blank=True)

@@ -1,0 +1,63 @@
+"""The history of what nodes report, for dashboards: raw points for the last hours, per-minute and per-hour
+averages for days (``fleet.core.stats`` writes, rolls up, prunes and reads it)."""
+
+from __future__ import annotations
+
+from django.db import models
+
+from fleet.core.models.nodes import ProxyNode
+
+
+class Resolution(models.IntegerChoices):
+    """Seconds one point stands for: a single report, or the average over a minute or an hour."""
+
+    RAW = 0, "raw"
+    MINUTE = 60, "minute"
+    HOUR = 3600, "hour"
+
+
+class NodeSample(models.Model):
+    """One point of a node's history: its client side."""
+
+    node = models.ForeignKey(ProxyNode, on_delete=models.CASCADE, related_name="+")
+    resolution = models.PositiveIntegerField(choices=Resolution.choices)
+    at = models.DateTimeField(help_text="the report's time, or the start of the minute or hour")
+    questions_per_s = models.FloatField(null=True, help_text="client commands per second (none without a rate)")
+    client_connections = models.FloatField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["node", "resolution", "at"], name="one_node_sample_per_time")]
+        indexes = [models.Index(fields=["resolution", "at"], name="node_sample_age")]
+
+    def __str__(self) -> str:
+        return f"{self.node_id} {self.get_resolution_display()} {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+class ServerSample(models.Model):
+    """One point of the history of a backend server (of one hostgroup) as one node sees it."""
+
+    node = models.ForeignKey(ProxyNode, on_delete=models.CASCADE, related_name="+")
+    resolution = models.PositiveIntegerField(choices=Resolution.choices)
+    at = models.DateTimeField(help_text="the report's time, or the start of the minute or hour")
+    hostgroup = models.PositiveIntegerField()
+    server = models.CharField(max_length=300, help_text="host:port")
+    status = models.CharField(max_length=16, help_text="ONLINE, SHUNNED, OFFLINE_SOFT, OFFLINE_HARD (the last seen)")
+    conn_used = models.FloatField()
+    conn_free = models.FloatField()
+    conn_err = models.PositiveBigIntegerField(help_text="failed connection attempts so far (ConnERR)")
+    queries_per_s = models.FloatField(null=True, help_text="queries sent per second (none without a rate)")
+    latency_us = models.FloatField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["node", "hostgroup", "server", "resolution", "at"], name="one_server_sample_per_time"
+            )
+        ]
+        indexes = [
+            models.Index(fields=["resolution", "at"], name="server_sample_age"),
+            models.Index(fields=["node", "resolution", "at"], name="server_sample_node"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.node_id} hg{self.hostgroup} {self.server} {self.get_resolution_display()} {self.at}"

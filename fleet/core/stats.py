@@ -1,0 +1,263 @@
+"""Node report history: recorded from each report, rolled up, pruned, and read back as series for charts.
+
+Every report adds a raw point per node (questions/s, client connections) and per backend server (status,
+connections used/free/failed, queries/s, latency). Rates are counter differences between consecutive reports; a
+counter that went down restarted from zero in between (the proxy restarted, a server was re-added), so its whole
+value counts. ``compact`` (Celery beat, every minute) averages whole minutes of raw points into minute points and
+whole hours of minute points into hour points, then drops what is older than ``RETENTION``. ``series`` and
+``server_series`` pick the resolution from the span asked for and finish with finer points where the rollups end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from itertools import groupby
+from typing import Any
+
+from django.db import models
+from django.utils import timezone
+
+from fleet.core.models import NodeSample, ProxyNode, Resolution, ServerSample
+
+#: How long points of each resolution are kept.
+RETENTION = {
+    Resolution.RAW: timedelta(hours=6),
+    Resolution.MINUTE: timedelta(days=2),
+    Resolution.HOUR: timedelta(days=30),
+}
+#: The longest span drawn at each resolution (at most 1,440 points per series: a report every 5 s).
+SPAN_LIMITS = ((timedelta(hours=2), Resolution.RAW), (timedelta(days=1), Resolution.MINUTE))
+#: Two reports further apart than this give no rate (the node was away).
+MAX_RATE_GAP = timedelta(minutes=5)
+#: The metrics ``series`` and ``server_series`` draw.
+NODE_METRICS = ("questions_per_s", "client_connections")
+SERVER_METRICS = ("queries_per_s", "conn_used", "conn_free", "conn_err", "latency_us")
+_FINER = {Resolution.HOUR: Resolution.MINUTE, Resolution.MINUTE: Resolution.RAW}
+
+
+@dataclass(frozen=True)
+class ServerFigures:
+    """A ``connection_pool`` row of a report, as far as the history keeps it."""
+
+    hostgroup: int
+    server: str
+    status: str
+    conn_used: int
+    conn_free: int
+    conn_err: int
+    queries: int
+    latency_us: float
+
+
+@dataclass(frozen=True)
+class Figures:
+    """What the history keeps of one report (``stats`` of ``proxyfleet.fleet.report``)."""
+
+    questions: int
+    client_connections: int
+    servers: tuple[ServerFigures, ...]
+
+
+def _number(row: Mapping[str, Any], key: str, where: str) -> int | float:
+    value = row.get(key) if isinstance(row, Mapping) else None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise ValueError(f"{where}.{key}: expected a number of 0 or more, not {value!r}")
+    return value
+
+
+def server_name(host: object, port: object) -> str:
+    """``host:port`` as the history and the dashboards name a backend server."""
+    return f"{host}:{port}"
+
+
+def figures(snapshot: object) -> Figures:
+    """The figures of a report's ``stats`` (the proxy's ``/stats`` snapshot); ValueError naming what is wrong."""
+    if not isinstance(snapshot, Mapping):
+        raise ValueError(f"stats: expected an object, not {type(snapshot).__name__}")
+    counters = snapshot.get("global")
+    if not isinstance(counters, Mapping):
+        raise ValueError("stats.global: expected an object of counters")
+    pools = snapshot.get("connection_pool")
+    if not isinstance(pools, list):
+        raise ValueError("stats.connection_pool: expected a list of rows")
+    servers = []
+    for index, row in enumerate(pools):
+        where = f"stats.connection_pool[{index}]"
+        if not isinstance(row, Mapping):
+            raise ValueError(f"{where}: expected an object")
+        for key in ("srv_host", "status"):
+            if not isinstance(row.get(key), str):
+                raise ValueError(f"{where}.{key}: expected text, not {row.get(key)!r}")
+        servers.append(
+            ServerFigures(
+                hostgroup=int(_number(row, "hostgroup", where)),
+                server=server_name(row["srv_host"], int(_number(row, "srv_port", where))),
+                status=row["status"],
+                conn_used=int(_number(row, "ConnUsed", where)),
+                conn_free=int(_number(row, "ConnFree", where)),
+                conn_err=int(_number(row, "ConnERR", where)),
+                queries=int(_number(row, "Queries", where)),
+                latency_us=float(_number(row, "Latency_us", where)),
+            )
+        )
+    return Figures(
+        questions=int(_number(counters, "Questions", "stats.global")),
+        client_connections=int(_number(counters, "Client_Connections_connected", "stats.global")),
+        servers=tuple(servers),
+    )
+
+
+def _rate(current: int, previous: int | None, seconds: float) -> float | None:
+    """Per-second increase of a counter; a counter that went down restarted from zero, so all of it counts."""
+    if previous is None:
+        return None
+    return (current - previous if current >= previous else current) / seconds
+
+
+def record(node: ProxyNode, at: datetime, now: Figures, previous: object, previous_at: datetime | None) -> None:
+    """Add the raw points of a report taken at ``at``; ``previous`` is the node's report before it (its ``stats``,
+    taken at ``previous_at``), from which the rates are computed."""
+    before: Figures | None = None
+    seconds = (at - previous_at).total_seconds() if previous_at is not None else 0.0
+    if previous is not None and 0 < seconds <= MAX_RATE_GAP.total_seconds():
+        try:
+            before = figures(previous)
+        except ValueError:
+            before = None  # a stored report this module did not check (written by hand): no rates this time
+    servers_before = {(s.hostgroup, s.server): s.queries for s in before.servers} if before else {}
+    NodeSample.objects.create(
+        node=node,
+        resolution=Resolution.RAW,
+        at=at,
+        questions_per_s=_rate(now.questions, before.questions, seconds) if before else None,
+        client_connections=now.client_connections,
+    )
+    ServerSample.objects.bulk_create(
+        ServerSample(
+            node=node,
+            resolution=Resolution.RAW,
+            at=at,
+            hostgroup=s.hostgroup,
+            server=s.server,
+            status=s.status,
+            conn_used=s.conn_used,
+            conn_free=s.conn_free,
+            conn_err=s.conn_err,
+            queries_per_s=_rate(s.queries, servers_before.get((s.hostgroup, s.server)), seconds) if before else None,
+            latency_us=s.latency_us,
+        )
+        for s in now.servers
+    )
+
+
+# --- reading --------------------------------------------------------------------------------------------------
+
+
+def _resolution_for(since: datetime) -> Resolution:
+    span = timezone.now() - since
+    return next((resolution for limit, resolution in SPAN_LIMITS if span <= limit), Resolution.HOUR)
+
+
+def _points(rows: models.QuerySet, metric: str, since: datetime, resolution: Resolution) -> list[tuple[datetime, Any]]:
+    """``(at, value)`` at ``resolution`` from ``since``, continued with finer points after the last one."""
+    points = list(rows.filter(resolution=resolution, at__gte=since).order_by("at").values_list("at", metric))
+    finer = _FINER.get(resolution)
+    if finer is None:
+        return points
+    tail_from = points[-1][0] + timedelta(seconds=resolution) if points else since
+    return points + _points(rows, metric, tail_from, finer)
+
+
+def series(node: ProxyNode, metric: str, since: datetime) -> list[tuple[datetime, float]]:
+    """A node metric (``NODE_METRICS``) from ``since`` until now, oldest first; points without a value are left out."""
+    if metric not in NODE_METRICS:
+        raise ValueError(f"metric: {metric!r} is not one of {', '.join(NODE_METRICS)}")
+    rows = NodeSample.objects.filter(node=node)
+    return [(at, value) for at, value in _points(rows, metric, since, _resolution_for(since)) if value is not None]
+
+
+def server_series(
+    node: ProxyNode, hostgroup: int, server: str, metric: str, since: datetime
+) -> list[tuple[datetime, float]]:
+    """A metric (``SERVER_METRICS``) of ``server`` (``host:port``) in ``hostgroup`` as ``node`` saw it, from
+    ``since`` until now, oldest first; points without a value are left out."""
+    if metric not in SERVER_METRICS:
+        raise ValueError(f"metric: {metric!r} is not one of {', '.join(SERVER_METRICS)}")
+    rows = ServerSample.objects.filter(node=node, hostgroup=hostgroup, server=server)
+    return [(at, value) for at, value in _points(rows, metric, since, _resolution_for(since)) if value is not None]
+
+
+# --- rolling up and pruning -----------------------------------------------------------------------------------
+
+
+def _bucket(at: datetime, resolution: Resolution) -> datetime:
+    """The start of the minute or hour ``at`` falls in."""
+    seconds = int(at.timestamp()) // resolution * resolution
+    return datetime.fromtimestamp(seconds, tz=at.tzinfo)
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
+
+
+def _node_rollups(node: ProxyNode, samples: list[NodeSample], resolution: Resolution) -> Iterator[NodeSample]:
+    for at, group in groupby(samples, key=lambda s: _bucket(s.at, resolution)):
+        points = list(group)
+        yield NodeSample(
+            node=node,
+            resolution=resolution,
+            at=at,
+            questions_per_s=_mean(p.questions_per_s for p in points),
+            client_connections=_mean(p.client_connections for p in points) or 0.0,
+        )
+
+
+def _server_rollups(node: ProxyNode, samples: list[ServerSample], resolution: Resolution) -> Iterator[ServerSample]:
+    ordered = sorted(samples, key=lambda s: (s.hostgroup, s.server, s.at))
+    for (hostgroup, server, at), group in groupby(
+        ordered, key=lambda s: (s.hostgroup, s.server, _bucket(s.at, resolution))
+    ):
+        points = list(group)
+        yield ServerSample(
+            node=node,
+            resolution=resolution,
+            at=at,
+            hostgroup=hostgroup,
+            server=server,
+            status=points[-1].status,
+            conn_used=_mean(p.conn_used for p in points) or 0.0,
+            conn_free=_mean(p.conn_free for p in points) or 0.0,
+            conn_err=max(p.conn_err for p in points),
+            queries_per_s=_mean(p.queries_per_s for p in points),
+            latency_us=_mean(p.latency_us for p in points) or 0.0,
+        )
+
+
+def _roll_up(node: ProxyNode, source: Resolution, target: Resolution, until: datetime) -> int:
+    """Average the node's ``source`` points of every whole ``target`` period before ``until`` not yet rolled up."""
+    last = NodeSample.objects.filter(node=node, resolution=target).aggregate(last=models.Max("at"))["last"]
+    window: dict[str, Any] = {"node": node, "resolution": source, "at__lt": _bucket(until, target)}
+    if last is not None:
+        window["at__gte"] = last + timedelta(seconds=target)
+    node_points = list(_node_rollups(node, list(NodeSample.objects.filter(**window).order_by("at")), target))
+    server_points = list(_server_rollups(node, list(ServerSample.objects.filter(**window)), target))
+    NodeSample.objects.bulk_create(node_points, ignore_conflicts=True)
+    ServerSample.objects.bulk_create(server_points, ignore_conflicts=True)
+    return len(node_points)
+
+
+def compact(now: datetime | None = None) -> dict[str, int]:
+    """Roll up what is due and drop what is past ``RETENTION``; returns counts (for the log)."""
+    now = now or timezone.now()
+    counts = {"minutes": 0, "hours": 0, "deleted": 0}
+    for node in ProxyNode.objects.all():
+        counts["minutes"] += _roll_up(node, Resolution.RAW, Resolution.MINUTE, now)
+        counts["hours"] += _roll_up(node, Resolution.MINUTE, Resolution.HOUR, now)
+    for resolution, keep in RETENTION.items():
+        for model in (NodeSample, ServerSample):
+            deleted, _ = model.objects.filter(resolution=resolution, at__lt=now - keep).delete()
+            counts["deleted"] += deleted
+    return counts
