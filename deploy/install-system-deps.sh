@@ -10,6 +10,7 @@ declare -A need=(
   [sysbench]=sysbench
   [haproxy]=haproxy
   [redis-server]=redis-server
+  [chromium]=chromium
 )
 missing=()
 for cmd in "${!need[@]}"; do

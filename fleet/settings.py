@@ -61,7 +61,12 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "fleet.core",
+    "fleet.web",
 ]
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "web:overview"
+LOGOUT_REDIRECT_URL = "login"
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",

@@ -1,0 +1,57 @@
+"""Forms for table rows, generated from the models; secrets (passwords, password variables) are write-only."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from django import forms
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+from django.db import models
+
+from fleet.core.publishing import is_secret
+
+
+class RowForm(forms.ModelForm):
+    """A row's form. A secret field (as ``publishing.is_secret`` decides, for the stored row or the submitted one)
+    is a password input that never shows a value; left blank, it keeps the stored value."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        table = getattr(self._meta.model, "table", "")
+        row = {name: getattr(self.instance, name, None) for name in self.fields}
+        if self.is_bound:
+            row.update({name: self.data.get(name) for name in self.fields if name in self.data})
+        self.secret_fields = [name for name in self.fields if is_secret(table, row, name)]
+        for name in self.secret_fields:
+            field = self.fields[name]
+            field.widget = forms.PasswordInput(render_value=False)
+            field.required = False
+            field.help_text = "write-only" + ("; leave blank to keep the current value" if self.instance.pk else "")
+
+    def clean(self) -> dict[str, Any]:
+        """Blank secrets keep the instance's current value."""
+        cleaned = super().clean()
+        for name in self.secret_fields:
+            if not cleaned.get(name):
+                cleaned[name] = getattr(self.instance, name)
+        return cleaned
+
+    def add_model_errors(self, error: ValidationError) -> None:
+        """Show ``error`` (from the model's full_clean) next to its fields, the rest above the form."""
+        by_field = error.message_dict if hasattr(error, "error_dict") else {NON_FIELD_ERRORS: error.messages}
+        for name, messages in by_field.items():
+            self.add_error(name if name in self.fields else None, messages)
+
+
+def _form_field(field: models.Field, **kwargs: Any) -> forms.Field | None:
+    """One-line inputs for free-text columns."""
+    if isinstance(field, models.TextField) and not field.choices:
+        return field.formfield(widget=forms.TextInput, **kwargs)
+    return field.formfield(**kwargs)
+
+
+@cache
+def row_form(model: type[models.Model]) -> type[RowForm]:
+    """The form class for ``model``'s rows: every column except the cluster (the page's cluster)."""
+    return forms.modelform_factory(model, form=RowForm, exclude=["cluster"], formfield_callback=_form_field)

@@ -1,0 +1,27 @@
+"""The UI's routes (mounted at the site root)."""
+
+from django.urls import path
+
+from fleet.web.views import audit, backends, clusters, digests, tables, versions
+
+app_name = "web"
+
+urlpatterns = [
+    path("", clusters.overview, name="overview"),
+    path("overview/nodes/", clusters.overview_nodes, name="overview_nodes"),
+    path("cluster/", clusters.select_cluster, name="select_cluster"),
+    path("tables/<slug:slug>/", tables.table_list, name="table_list"),
+    path("tables/<slug:slug>/add/", tables.row_edit, name="row_add"),
+    path("tables/<slug:slug>/<int:pk>/", tables.row_edit, name="row_edit"),
+    path("tables/<slug:slug>/<int:pk>/delete/", tables.row_delete, name="row_delete"),
+    path("publish/", versions.publish_page, name="publish"),
+    path("versions/", versions.history, name="history"),
+    path("versions/diff/", versions.version_diff, name="diff"),
+    path("versions/<int:number>/rollback/", versions.rollback, name="rollback"),
+    path("backends/", backends.backends, name="backends"),
+    path("backends/table/", backends.backends_table, name="backends_table"),
+    path("backends/chart/<slug:metric>.json", backends.chart_data, name="chart_data"),
+    path("backends/<int:hostgroup>/<str:server>/", backends.server_page, name="server"),
+    path("digests/", digests.digests, name="digests"),
+    path("audit/", audit.audit_log, name="audit"),
+]

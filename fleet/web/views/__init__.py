@@ -1,0 +1,1 @@
+"""The UI's views, one module per page family."""

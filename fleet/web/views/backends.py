@@ -1,0 +1,147 @@
+"""The backend status dashboard: every server of every hostgroup as each node of the working cluster reports it,
+refreshed live, with charts of the nodes' and each server's history (``fleet.core.stats``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.utils import timezone
+
+from fleet.core import stats
+from fleet.core.models import Cluster, Hostgroup, ProxyNode, Resolution, ServerSample
+from fleet.web.access import current_cluster, viewer_page
+
+#: The spans the charts offer (``?span=``), the first the default.
+SPANS = {"1h": timedelta(hours=1), "6h": timedelta(hours=6), "24h": timedelta(days=1), "7d": timedelta(days=7)}
+#: A server's queries/s shown in the table is its latest point no older than this.
+RATE_WINDOW = timedelta(minutes=2)
+#: The charts: metric -> title, for the cluster's nodes and for one server.
+NODE_CHARTS = {"questions_per_s": "Questions/s", "client_connections": "Client connections"}
+SERVER_CHARTS = {
+    "queries_per_s": "Queries/s",
+    "latency_us": "Latency (µs)",
+    "conn_used": "Connections used",
+    "conn_free": "Connections free",
+    "conn_err": "Connection errors (total)",
+}
+
+
+@dataclass(frozen=True)
+class BackendRow:
+    """One server of one hostgroup as one node reports it (a ``connection_pool`` row of its last report)."""
+
+    node: str
+    hostgroup: int
+    server: str
+    status: str
+    conn_used: int
+    conn_free: int
+    conn_err: int
+    latency_us: int
+    queries_per_s: float | None
+
+
+def _latest_rates(cluster: Cluster | None) -> dict[tuple[int, int, str], float | None]:
+    """(node id, hostgroup, server) -> the latest queries/s recorded within ``RATE_WINDOW``, in one query."""
+    samples = ServerSample.objects.filter(
+        node__cluster=cluster, resolution=Resolution.RAW, at__gte=timezone.now() - RATE_WINDOW
+    ).order_by("at")
+    return {
+        (node, hostgroup, server): rate
+        for node, hostgroup, server, rate in samples.values_list("node_id", "hostgroup", "server", "queries_per_s")
+    }
+
+
+def backend_rows(cluster: Cluster | None) -> list[BackendRow]:
+    """Every (hostgroup, server, node) of the cluster from the nodes' last reports, sorted that way."""
+    rates = _latest_rates(cluster)
+    rows = []
+    for node in ProxyNode.objects.filter(cluster=cluster).only("name", "last_report"):
+        for pool in (node.last_report or {}).get("connection_pool", []):
+            server = stats.server_name(pool["srv_host"], pool["srv_port"])
+            rows.append(
+                BackendRow(
+                    node=node.name,
+                    hostgroup=pool["hostgroup"],
+                    server=server,
+                    status=pool.get("status", ""),
+                    conn_used=pool.get("ConnUsed", 0),
+                    conn_free=pool.get("ConnFree", 0),
+                    conn_err=pool.get("ConnERR", 0),
+                    latency_us=pool.get("Latency_us", 0),
+                    queries_per_s=rates.get((node.pk, pool["hostgroup"], server)),
+                )
+            )
+    return sorted(rows, key=lambda r: (r.hostgroup, r.server, r.node))
+
+
+def _table_context(cluster: Cluster | None) -> dict[str, Any]:
+    names = dict(Hostgroup.objects.filter(cluster=cluster).values_list("hostgroup_id", "name"))
+    return {"rows": backend_rows(cluster), "hostgroup_names": names}
+
+
+def _span(request: HttpRequest) -> str:
+    span = request.GET.get("span", "")
+    return span if span in SPANS else next(iter(SPANS))
+
+
+@viewer_page
+def backends(request: HttpRequest) -> HttpResponse:
+    """The dashboard: the live table and the nodes' charts over ``?span=``."""
+    cluster = current_cluster(request)
+    context = {"cluster": cluster, "charts": NODE_CHARTS, "span": _span(request), "spans": SPANS}
+    return render(request, "web/backends.html", {**context, **_table_context(cluster)})
+
+
+@viewer_page
+def backends_table(request: HttpRequest) -> HttpResponse:
+    """The dashboard's live table (htmx polls it)."""
+    return render(request, "web/partials/backends_table.html", _table_context(current_cluster(request)))
+
+
+@viewer_page
+def server_page(request: HttpRequest, hostgroup: int, server: str) -> HttpResponse:
+    """One server of one hostgroup: its charts over ``?span=``, a line per node."""
+    context = {
+        "cluster": current_cluster(request),
+        "hostgroup": hostgroup,
+        "server": server,
+        "charts": SERVER_CHARTS,
+        "span": _span(request),
+        "spans": SPANS,
+    }
+    return render(request, "web/server.html", context)
+
+
+@viewer_page
+def chart_data(request: HttpRequest, metric: str) -> JsonResponse:
+    """One metric over ``?span=``, a series per node of the working cluster: a node metric, or a server's with
+    ``?hostgroup=&server=host:port``.
+
+    ``{"metric", "title", "since", "until", "series": [{"node", "points": [[ms, value], ...]}]}``, times in
+    milliseconds since the epoch (what the chart's x axis takes).
+    """
+    hostgroup, server = request.GET.get("hostgroup", ""), request.GET.get("server", "")
+    charts = SERVER_CHARTS if server else NODE_CHARTS
+    if metric not in charts:
+        raise Http404(f"no chart {metric!r}")
+    if server and not hostgroup.isdigit():
+        raise Http404("hostgroup: expected a number")
+    now = timezone.now()
+    since = now - SPANS[_span(request)]
+
+    def points(node: ProxyNode) -> list[tuple[Any, float]]:
+        if server:
+            return stats.server_series(node, int(hostgroup), server, metric, since)
+        return stats.series(node, metric, since)
+
+    series = [
+        {"node": node.name, "points": [[at.timestamp() * 1000, value] for at, value in points(node)]}
+        for node in ProxyNode.objects.filter(cluster=current_cluster(request)).only("name")
+    ]
+    span = {"since": since.timestamp() * 1000, "until": now.timestamp() * 1000}
+    return JsonResponse({"metric": metric, "title": charts[metric], **span, "series": series})

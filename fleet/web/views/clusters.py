@@ -1,0 +1,97 @@
+"""The fleet overview (clusters and their nodes, refreshed live) and the header's cluster choice."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
+
+from fleet.core.models import Cluster, ConfigVersion, ProxyNode
+from fleet.core.push import STALE_AFTER
+from fleet.web.access import choose_cluster, viewer_page
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    """A node as the overview shows it: what it should run, what it runs, and whether it is healthy."""
+
+    node: ProxyNode
+    desired: ConfigVersion | None
+    drift: bool
+    stale: bool
+
+    @property
+    def health(self) -> str:
+        """One word, the first that applies: failed (refused the version it was sent), stale (stopped reporting),
+        pending (applying the version it was sent), drift (runs another config than the latest) or ok."""
+        if self.node.state == ProxyNode.State.FAILED:
+            return "failed"
+        if self.stale:
+            return "stale"
+        if self.node.state == ProxyNode.State.PENDING:
+            return "pending"
+        if self.drift:
+            return "drift"
+        return "ok"
+
+    @property
+    def backends(self) -> tuple[int, int]:
+        """How many of the servers in the node's last report are ONLINE, and how many it reports."""
+        pools = (self.node.last_report or {}).get("connection_pool", [])
+        return sum(pool.get("status") == "ONLINE" for pool in pools), len(pools)
+
+
+@dataclass(frozen=True)
+class ClusterStatus:
+    """A cluster with its latest version and its nodes' status."""
+
+    cluster: Cluster
+    latest: ConfigVersion | None
+    nodes: list[NodeStatus]
+
+
+def fleet_status() -> list[ClusterStatus]:
+    """Every cluster with its nodes' status, as of now."""
+    now = timezone.now()
+    out = []
+    for cluster in Cluster.objects.prefetch_related("nodes"):
+        latest = cluster.latest_version()
+        nodes = [
+            NodeStatus(
+                node=node,
+                desired=latest,
+                drift=latest is not None and node.applied_checksum != latest.checksum,
+                stale=node.last_heartbeat is None or now - node.last_heartbeat > STALE_AFTER,
+            )
+            for node in cluster.nodes.all()
+        ]
+        out.append(ClusterStatus(cluster, latest, nodes))
+    return out
+
+
+@viewer_page
+def overview(request: HttpRequest) -> HttpResponse:
+    """The fleet overview page."""
+    return render(request, "web/overview.html", {"fleet": fleet_status()})
+
+
+@viewer_page
+def overview_nodes(request: HttpRequest) -> HttpResponse:
+    """The overview's live part (htmx polls it)."""
+    return render(request, "web/partials/fleet_status.html", {"fleet": fleet_status()})
+
+
+@viewer_page
+def select_cluster(request: HttpRequest) -> HttpResponse:
+    """Make the chosen cluster this session's working cluster, then go back where the user was."""
+    chosen = request.GET.get("cluster", "")
+    if not chosen.isdigit():
+        raise Http404("no such cluster")
+    choose_cluster(request, get_object_or_404(Cluster, pk=int(chosen)))
+    back = request.GET.get("next", "")
+    if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
+        back = "web:overview"
+    return redirect(back)

@@ -1,0 +1,66 @@
+"""The table pages: list, add, edit and delete rows of the working cluster's draft (through fleet.core.drafts)."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
+from django.db import models
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from fleet.core.drafts import delete_row, save_row
+from fleet.core.models import Cluster
+from fleet.web.access import current_cluster, operator_only, viewer_page
+from fleet.web.forms import row_form
+from fleet.web.pages import TablePage, table_page
+
+#: Rows a table page lists at once (``?page=`` for the rest).
+PAGE_SIZE = 100
+
+
+def _row(page: TablePage, cluster: Cluster | None, pk: int) -> models.Model:
+    """The row ``pk`` of ``page``'s table in ``cluster``; 404 when it is not there."""
+    return get_object_or_404(page.model, pk=pk, cluster=cluster)
+
+
+@viewer_page
+def table_list(request: HttpRequest, slug: str) -> HttpResponse:
+    """One table of the working cluster's draft, ``PAGE_SIZE`` rows a page."""
+    page = table_page(slug)
+    cluster = current_cluster(request)
+    rows = Paginator(page.model.objects.filter(cluster=cluster), PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(request, "web/table_list.html", {"page": page, "cluster": cluster, "rows": rows})
+
+
+@operator_only
+def row_edit(request: HttpRequest, slug: str, pk: int | None = None) -> HttpResponse:
+    """Add a row (no ``pk``) or edit one; the model's validation errors show next to their fields."""
+    page = table_page(slug)
+    cluster = current_cluster(request)
+    if cluster is None:
+        messages.error(request, "There is no cluster yet: create one first.")
+        return redirect("web:table_list", slug=slug)
+    instance = _row(page, cluster, pk) if pk is not None else page.model(cluster=cluster)
+    form = row_form(page.model)(request.POST if request.method == "POST" else None, instance=instance)
+    if form.is_bound and form.is_valid():
+        try:
+            row = save_row(form.save(commit=False), request.user)
+        except ValidationError as error:
+            form.add_model_errors(error)
+        else:
+            messages.success(request, f"Saved {row} in the draft.")
+            return redirect("web:table_list", slug=slug)
+    return render(request, "web/row_form.html", {"page": page, "cluster": cluster, "form": form, "row": instance})
+
+
+@require_POST
+@operator_only
+def row_delete(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    """Delete one row from the draft."""
+    page = table_page(slug)
+    row = _row(page, current_cluster(request), pk)
+    delete_row(row, request.user)
+    messages.success(request, f"Deleted {row} from the draft.")
+    return redirect("web:table_list", slug=slug)

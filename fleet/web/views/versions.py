@@ -1,0 +1,95 @@
+"""Publishing the draft with a preview of its changes, the version history, diffs between any two versions, and
+rollback."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from fleet.core import publishing
+from fleet.core.models import Cluster, ConfigVersion
+from fleet.web.access import current_cluster, operator_action, operator_only, viewer_page
+from proxyapp.config import ConfigError
+
+#: Versions the history lists at once (``?page=`` for older ones).
+PAGE_SIZE = 50
+
+
+@operator_action
+def publish_page(request: HttpRequest) -> HttpResponse:
+    """The draft's changes against the latest version and, for operators, the Publish button.
+
+    A published version is pushed to the cluster's nodes; the overview then shows each node taking it.
+    """
+    cluster = current_cluster(request)
+    errors: list[str] = []
+    comment = request.POST.get("comment", "")
+    if cluster is not None and request.method == "POST":
+        try:
+            version = publishing.publish(cluster, request.user, comment=comment)
+        except publishing.NothingToPublish:
+            messages.info(request, "Nothing to publish: the draft is the latest version's config.")
+        except ConfigError as error:
+            errors = error.errors
+        else:
+            messages.success(request, f"Published version {version.number} of {cluster}; sending it to its nodes.")
+            return redirect("web:overview")
+    changes: list[publishing.RowChange] = []
+    if cluster is not None:
+        try:
+            changes = publishing.draft_changes(cluster)
+        except ConfigError as error:
+            errors = errors or error.errors
+    context = {"cluster": cluster, "changes": changes, "errors": errors, "comment": comment}
+    return render(request, "web/publish.html", context)
+
+
+@viewer_page
+def history(request: HttpRequest) -> HttpResponse:
+    """The working cluster's published versions, newest first, ``PAGE_SIZE`` a page, with a two-version picker."""
+    cluster = current_cluster(request)
+    versions = ConfigVersion.objects.filter(cluster=cluster).select_related("author").order_by("-number")
+    page = Paginator(versions, PAGE_SIZE).get_page(request.GET.get("page"))
+    latest = cluster.latest_version() if cluster is not None else None
+    context = {"cluster": cluster, "versions": page, "latest": latest}
+    return render(request, "web/history.html", context)
+
+
+def _version(cluster: Cluster | None, number: str) -> ConfigVersion:
+    """Version ``number`` (as text, from a query string) of ``cluster``; 404 when there is none."""
+    return get_object_or_404(ConfigVersion, cluster=cluster, number=int(number) if number.isdigit() else -1)
+
+
+@viewer_page
+def version_diff(request: HttpRequest) -> HttpResponse:
+    """What changed from version ``old`` to version ``new`` (query parameters): row changes and a unified diff."""
+    cluster = current_cluster(request)
+    old, new = (_version(cluster, request.GET.get(name, "")) for name in ("old", "new"))
+    context = {
+        "cluster": cluster,
+        "old": old,
+        "new": new,
+        "latest": cluster.latest_version() if cluster is not None else None,
+        "changes": publishing.diff_versions(old, new),
+        "unified": publishing.unified_diff(old.document, new.document, f"v{old.number}", f"v{new.number}"),
+    }
+    return render(request, "web/diff.html", context)
+
+
+@require_POST
+@operator_only
+def rollback(request: HttpRequest, number: int) -> HttpResponse:
+    """Publish version ``number``'s config again as a new version."""
+    target = get_object_or_404(ConfigVersion, cluster=current_cluster(request), number=number)
+    try:
+        version = publishing.rollback(target, request.user, comment=request.POST.get("comment", ""))
+    except publishing.NothingToPublish:
+        messages.info(request, f"Nothing to roll back: version {number}'s config is the latest version's.")
+    except ConfigError as error:
+        messages.error(request, f"Rollback to version {number} refused: {'; '.join(error.errors)}")
+    else:
+        messages.success(request, f"Rolled back to version {number}'s config as version {version.number}.")
+    return redirect("web:history")

@@ -1,0 +1,60 @@
+"""Playing a node's part for the UI tests: the ``/stats`` snapshots a proxy reports, and the acks and reports a node
+sends, run through the control plane's own task functions (``fleet.core.tasks``, called directly, no broker)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from fleet.core import tasks
+from fleet.core.models import ConfigVersion, ProxyNode
+
+
+def pool_row(host: str, port: int, hostgroup: int, status: str = "ONLINE", **figures: float) -> dict[str, Any]:
+    """A ``connection_pool`` row of a snapshot; figures not given are 0."""
+    row: dict[str, Any] = {"hostgroup": hostgroup, "srv_host": host, "srv_port": port, "status": status}
+    for name in ("ConnUsed", "ConnFree", "ConnOK", "ConnERR", "MaxConnUsed", "Queries", "Latency_us"):
+        row[name] = figures.get(name, 0)
+    return row
+
+
+def digest_row(digest: str, text: str, count: int, sum_time: int) -> dict[str, Any]:
+    """A ``query_digest`` row of a snapshot (hostgroup 10, schema and user ``app``)."""
+    return {
+        "hostgroup": 10,
+        "schemaname": "app",
+        "username": "app",
+        "client_address": "",
+        "digest": digest,
+        "digest_text": text,
+        "count_star": count,
+        "first_seen": 1,
+        "last_seen": 2,
+        "sum_time": sum_time,
+        "min_time": 1,
+        "max_time": sum_time,
+        "sum_rows_affected": 0,
+        "sum_rows_sent": count,
+    }
+
+
+def snapshot(
+    pools: list[dict[str, Any]], digests: list[dict[str, Any]] | None = None, questions: int = 0, clients: int = 0
+) -> dict[str, Any]:
+    """A proxy's ``/stats`` snapshot with these pools and digests."""
+    return {
+        "global": {"Questions": questions, "Client_Connections_connected": clients},
+        "connection_pool": pools,
+        "query_digest": digests or [],
+    }
+
+
+def send_report(node: ProxyNode, at: datetime, stats: dict[str, Any], version: ConfigVersion | None = None) -> str:
+    """``node`` reports ``stats`` at ``at``, running ``version`` (None: nothing applied yet)."""
+    number, checksum = (version.number, version.checksum) if version is not None else (None, "")
+    return tasks.report(node.name, at.isoformat(), number, checksum, stats)
+
+
+def send_ack(node: ProxyNode, version: ConfigVersion, at: datetime, error: str = "") -> str:
+    """``node`` acknowledges ``version``: applied, or refused with ``error``."""
+    return tasks.ack(node.name, version.number, version.checksum, not error, error, at.isoformat())

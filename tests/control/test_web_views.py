@@ -1,0 +1,469 @@
+"""The web UI through Django's test client: every page for every role, role enforcement (a viewer sees no mutating
+button and gets 403 on every change), row forms with the field's error, write-only secrets, publish, diff and
+rollback."""
+
+from __future__ import annotations
+
+import html
+import re
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User as Account
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from fleet.core import publishing, roles
+from fleet.core.drafts import save_row
+from fleet.core.models import (
+    AuditEntry,
+    Cluster,
+    ConfigVersion,
+    Hostgroup,
+    ProxyNode,
+    ReplicationHostgroup,
+    Server,
+    User,
+    Variable,
+)
+from fleet.web.pages import TABLE_PAGES
+from fleet.web.views.tables import PAGE_SIZE
+from tests.control.conftest import LOGIN_PASSWORD, MONITOR_SECRET, NO_ROLE, SECRET, make_cluster
+from tests.control.node_messages import digest_row, pool_row, send_ack, send_report, snapshot
+
+pytestmark = pytest.mark.django_db
+
+NODE = "web-node-1"
+
+
+@pytest.fixture
+def published(cluster: Cluster) -> Cluster:
+    """The seed cluster published twice (v2 adds a reader), with one node that applied v1 and reported twice."""
+    v1 = publishing.publish(cluster, None, comment="seed")
+    save_row(Server(cluster=cluster, hostgroup_id=20, hostname="10.0.0.9", port=3307), None)
+    publishing.publish(cluster, None, comment="one more reader")
+    node = ProxyNode.objects.create(cluster=cluster, name=NODE, mysql_address="127.0.0.1:6033")
+    now = timezone.now()
+    send_ack(node, v1, now - timedelta(seconds=6))
+    digests = [digest_row("0x1", "SELECT ?", 5, 50), digest_row("0x2", "UPDATE t SET a=?", 2, 400)]
+    for at, queries in ((now - timedelta(seconds=5), 100), (now, 150)):  # 50 queries in 5 s: 10 per second
+        pools = [
+            pool_row("127.0.0.1", 3306, 10, ConnUsed=2, ConnFree=5, ConnERR=1, Latency_us=420, Queries=queries),
+            pool_row("127.0.0.1", 3307, 20, "SHUNNED", ConnERR=9),
+        ]
+        send_report(node, at, snapshot(pools, digests, questions=queries, clients=3), v1)
+    return cluster
+
+
+def client_for(role: str) -> Client:
+    """A client logged in as a fresh account holding ``role`` (no role for ``NO_ROLE``; "superuser" for one)."""
+    if role == "superuser":
+        account = Account.objects.create_superuser("root-account", email="")
+    else:
+        account = Account.objects.create_user(f"{role}-account")
+        if role != NO_ROLE:
+            roles.grant(account, role)
+    client = Client()
+    client.force_login(account)
+    return client
+
+
+@pytest.fixture
+def viewer() -> Client:
+    """A client logged in as a viewer."""
+    return client_for(roles.VIEWER)
+
+
+@pytest.fixture
+def operator() -> Client:
+    """A client logged in as an operator."""
+    return client_for(roles.OPERATOR)
+
+
+def viewer_urls() -> list[str]:
+    """Every page and partial a viewer may open (for the ``published`` cluster)."""
+    return [
+        reverse("web:overview"),
+        reverse("web:overview_nodes"),
+        *(reverse("web:table_list", args=[page.slug]) for page in TABLE_PAGES),
+        reverse("web:publish"),
+        reverse("web:history"),
+        reverse("web:diff") + "?old=1&new=2",
+        reverse("web:backends"),
+        reverse("web:backends_table"),
+        reverse("web:chart_data", args=["questions_per_s"]),
+        reverse("web:chart_data", args=["latency_us"]) + "?hostgroup=10&server=127.0.0.1:3306",
+        reverse("web:server", args=[10, "127.0.0.1:3306"]),
+        reverse("web:digests") + "?sort=count",
+        reverse("web:audit"),
+    ]
+
+
+def operator_urls(cluster: Cluster) -> list[str]:
+    """The pages only an operator may open: each table's add form and an edit form for every row."""
+    urls = []
+    for page in TABLE_PAGES:
+        urls.append(reverse("web:row_add", args=[page.slug]))
+        urls += [
+            reverse("web:row_edit", args=[page.slug, pk]) for pk in page.model.objects.values_list("pk", flat=True)
+        ]
+    return urls
+
+
+def post_forms(html: str) -> list[str]:
+    """The action of every POST form on the page ("" for a form posting to the page itself)."""
+    actions = []
+    for form in re.findall(r"<form\b[^>]*>", html):
+        if 'method="post"' in form:
+            action = re.search(r'action="([^"]*)"', form)
+            actions.append(action.group(1) if action else "")
+    return actions
+
+
+def buttons(html: str) -> set[str]:
+    """The labels of the page's buttons."""
+    return {re.sub(r"\s+", " ", label).strip() for label in re.findall(r"<button\b[^>]*>(.*?)</button>", html, re.S)}
+
+
+def field_errors(html: str, field: str) -> list[str]:
+    """The error messages the row form shows next to ``field``."""
+    block = re.search(rf'<ul class="errors field-errors" data-field="{field}">(.*?)</ul>', html, re.S)
+    return re.findall(r"<li>(.*?)</li>", block.group(1)) if block else []
+
+
+# --- access ----------------------------------------------------------------------------------------------------
+
+
+def test_anonymous_is_sent_to_login(published: Cluster) -> None:
+    for url in [*viewer_urls(), *operator_urls(published)]:
+        response = Client().get(url)
+        assert response.status_code == 302 and response["Location"].startswith(reverse("login")), url
+
+
+def test_login_form_and_logout(published: Cluster) -> None:
+    Account.objects.create_user("someone", password=LOGIN_PASSWORD)
+    roles.grant(Account.objects.get(username="someone"), roles.VIEWER)
+    client = Client()
+    refused = client.post(reverse("login"), {"username": "someone", "password": "wrong"})
+    assert refused.status_code == 200 and "Please enter a correct username and password" in refused.content.decode()
+    response = client.post(reverse("login"), {"username": "someone", "password": LOGIN_PASSWORD})
+    assert response.status_code == 302 and response["Location"] == reverse("web:overview")
+    assert "someone" in client.get(reverse("web:overview")).content.decode()
+    assert client.post(reverse("logout")).status_code == 302
+    assert client.get(reverse("web:overview")).status_code == 302
+
+
+def test_account_without_role_gets_403_everywhere(published: Cluster) -> None:
+    client = client_for(NO_ROLE)
+    for url in viewer_urls():
+        response = client.get(url)
+        assert response.status_code == 403, url
+    assert "no role" in client.get(reverse("web:overview")).content.decode()
+
+
+@pytest.mark.parametrize("role", [roles.VIEWER, roles.OPERATOR, roles.ADMIN, "superuser"])
+def test_every_page_renders_for_each_role(published: Cluster, role: str) -> None:
+    client = client_for(role)
+    for url in viewer_urls():
+        assert client.get(url).status_code == 200, url
+    expected = 403 if role == roles.VIEWER else 200
+    for url in operator_urls(published):
+        assert client.get(url).status_code == expected, url
+
+
+def test_viewer_sees_no_mutating_forms_or_buttons(published: Cluster, viewer: Client) -> None:
+    save_row(Server(cluster=published, hostgroup_id=20, hostname="10.0.0.10", port=3306), None)  # a draft change
+    assert "10.0.0.10" in viewer.get(reverse("web:publish")).content.decode()  # the preview, without the button
+    for url in viewer_urls():
+        html = viewer.get(url).content.decode()
+        assert set(post_forms(html)) <= {reverse("logout")}, url
+        assert buttons(html) <= {"Log out", "Diff", "Go"}, url
+        assert not re.search(r'href="/tables/[^"]+/(add|\d+)/"', html), url
+    # the same pages show an operator the buttons
+    operator = client_for(roles.OPERATOR)
+    servers = operator.get(reverse("web:table_list", args=["servers"])).content.decode()
+    assert reverse("web:row_add", args=["servers"]) in servers and ">Delete<" in servers
+    history = operator.get(reverse("web:history")).content.decode()
+    assert reverse("web:rollback", args=[1]) in history
+    assert reverse("web:rollback", args=[2]) not in history  # the latest version: nothing to roll back to
+
+
+def test_viewer_gets_403_on_every_change(published: Cluster, viewer: Client) -> None:
+    server = Server.objects.filter(cluster=published).first()
+    posts = [
+        reverse("web:row_add", args=["servers"]),
+        reverse("web:row_edit", args=["servers", server.pk]),
+        reverse("web:row_delete", args=["servers", server.pk]),
+        reverse("web:publish"),
+        reverse("web:rollback", args=[1]),
+    ]
+    counts = (Server.objects.count(), ConfigVersion.objects.count(), AuditEntry.objects.count())
+    for url in posts:
+        assert viewer.post(url, {"hostname": "x", "port": "1", "comment": "no"}).status_code == 403, url
+    assert (Server.objects.count(), ConfigVersion.objects.count(), AuditEntry.objects.count()) == counts
+
+
+def test_admin_is_for_superusers(published: Cluster) -> None:
+    assert client_for(roles.ADMIN).get(reverse("admin:index")).status_code == 302  # not staff: the admin's login
+    root = client_for("superuser")
+    assert root.get(reverse("admin:index")).status_code == 200
+    node = ProxyNode.objects.get(name=NODE)
+    assert root.get(reverse("admin:core_proxynode_change", args=[node.pk])).status_code == 200
+    assert root.get(reverse("admin:core_cluster_changelist")).status_code == 200
+
+
+# --- what the pages show ---------------------------------------------------------------------------------------
+
+
+def test_overview_shows_each_node_against_the_latest_version(published: Cluster, viewer: Client) -> None:
+    html = viewer.get(reverse("web:overview_nodes")).content.decode()
+    row = re.search(rf'<tr data-node="{NODE}">(.*?)</tr>', html, re.S).group(1)
+    assert re.search(r'class="desired">v2<', row) and re.search(r'class="applied">v1<', row)
+    assert "drift" in row and ">applied<" in row and "1/2" in row  # one backend of two is ONLINE
+    assert 'hx-trigger="every 3s"' in viewer.get(reverse("web:overview")).content.decode()
+    ProxyNode.objects.filter(name=NODE).update(state=ProxyNode.State.FAILED, error="mysql_servers[0]: port: bad")
+    html = viewer.get(reverse("web:overview_nodes")).content.decode()
+    assert ">failed<" in html and "mysql_servers[0]: port: bad" in html
+
+
+def test_backends_and_digests_show_the_reports(published: Cluster, viewer: Client) -> None:
+    backends = viewer.get(reverse("web:backends_table")).content.decode()
+    row = re.search(rf'<tr data-server="10/127.0.0.1:3306/{NODE}">(.*?)</tr>', backends, re.S).group(1)
+    assert "ONLINE" in row and "420 µs" in row and ">10.0<" in row  # queries/s from the two reports
+    assert "SHUNNED" in re.search(rf'<tr data-server="20/127.0.0.1:3307/{NODE}">(.*?)</tr>', backends, re.S).group(1)
+    assert 'hx-trigger="every 2s"' in viewer.get(reverse("web:backends")).content.decode()
+    chart = viewer.get(reverse("web:chart_data", args=["client_connections"])).json()
+    assert [(s["node"], [value for _, value in s["points"]]) for s in chart["series"]] == [(NODE, [3, 3])]
+    server = {"hostgroup": 10, "server": "127.0.0.1:3306", "span": "6h"}
+    chart = viewer.get(reverse("web:chart_data", args=["queries_per_s"]), server).json()
+    assert [value for _, value in chart["series"][0]["points"]] == [10.0]
+    assert chart["until"] - chart["since"] == 6 * 3600 * 1000
+    assert (
+        viewer.get(reverse("web:chart_data", args=["queries_per_s"]), {"server": "x", "hostgroup": "x"}).status_code
+        == 404
+    )
+    assert viewer.get(reverse("web:chart_data", args=["nonsense"])).status_code == 404
+    by_count = viewer.get(reverse("web:digests") + "?sort=count").content.decode()
+    assert by_count.index("SELECT ?") < by_count.index("UPDATE t SET a=?")
+    by_avg = viewer.get(reverse("web:digests") + "?sort=avg").content.decode()
+    assert by_avg.index("UPDATE t SET a=?") < by_avg.index("SELECT ?")
+    assert viewer.get(reverse("web:digests") + "?sort=bogus").status_code == 200  # falls back to the default
+
+
+def test_table_lists_are_paged(cluster: Cluster, viewer: Client) -> None:
+    Server.objects.bulk_create(
+        Server(cluster=cluster, hostgroup_id=30, hostname=f"10.1.0.{i}", port=3306) for i in range(PAGE_SIZE + 5)
+    )
+    url = reverse("web:table_list", args=["servers"])
+    first = viewer.get(url).content.decode()
+    assert first.count("<tr>") == PAGE_SIZE + 1  # the header and one page
+    assert "page 1 of 2" in first
+    second = viewer.get(url + "?page=2").content.decode()
+    assert second.count("<tr>") == 1 + Server.objects.count() - PAGE_SIZE
+
+
+def test_cluster_selector_keeps_the_choice(published: Cluster, viewer: Client) -> None:
+    other = make_cluster("other", {"mysql_servers": [{"hostname": "only-in-other", "port": 3306}]})
+    servers = reverse("web:table_list", args=["servers"])
+    response = viewer.get(reverse("web:select_cluster"), {"cluster": other.pk, "next": servers})
+    assert response.status_code == 302 and response["Location"] == servers
+    html = viewer.get(servers).content.decode()
+    assert "only-in-other" in html and "10.0.0.9" not in html
+    outside = viewer.get(reverse("web:select_cluster"), {"cluster": other.pk, "next": "https://evil.example/"})
+    assert outside["Location"] == reverse("web:overview")
+    assert viewer.get(reverse("web:select_cluster"), {"cluster": "x"}).status_code == 404
+
+
+# --- row forms -------------------------------------------------------------------------------------------------
+
+
+def server_form(**values: Any) -> dict[str, Any]:
+    """A server row form's POST data: ProxySQL's defaults with ``values`` on top."""
+    data = {
+        "hostname": "db2",
+        "hostgroup_id": "10",
+        "port": "3306",
+        "gtid_port": "0",
+        "status": "ONLINE",
+        "weight": "1",
+        "max_connections": "1000",
+        "max_replication_lag": "0",
+        "max_latency_ms": "0",
+        "comment": "",
+    }
+    data.update({k: str(v) for k, v in values.items()})
+    return data
+
+
+def user_form(**values: Any) -> dict[str, Any]:
+    """A mysql_users row form's POST data."""
+    data = {
+        "username": "reporting",
+        "password": SECRET,
+        "active": "on",
+        "default_hostgroup": "20",
+        "default_schema": "",
+        "transaction_persistent": "on",
+        "backend": "on",
+        "frontend": "on",
+        "max_connections": "10000",
+        "attributes": "",
+        "comment": "",
+    }
+    data.update({k: str(v) for k, v in values.items()})
+    return data
+
+
+# (table page, valid POST data, the bad value, the field its error must be under, a piece of the message)
+BAD_INPUT = [
+    ("servers", server_form(), {"port": "70000"}, "port", "65535"),
+    ("servers", server_form(), {"port": "abc"}, "port", "whole number"),
+    ("servers", server_form(), {"gtid_port": "3306"}, "gtid_port", "also the port"),
+    ("users", user_form(), {"attributes": "{"}, "attributes", "JSON"),
+    (
+        "query-rules",
+        {"rule_id": "9", "flagIN": "0", "re_modifiers": "CASELESS"},
+        {"match_pattern": "("},
+        "match_pattern",
+        "regular expression",
+    ),
+    (
+        "replication-hostgroups",
+        {"writer_hostgroup": "30", "check_type": "read_only"},
+        {"reader_hostgroup": "30"},
+        "reader_hostgroup",
+        "must differ",
+    ),
+    ("variables", {"variable_value": "1"}, {"variable_name": "mysql-no_such_thing"}, "variable_name", "unknown"),
+    ("variables", {"variable_name": "mysql-threads"}, {"variable_value": "many"}, "variable_value", ""),
+    ("hostgroups", {"name": "x"}, {"hostgroup_id": "-1"}, "hostgroup_id", "greater than or equal to 0"),
+]
+
+
+@pytest.mark.parametrize(("slug", "data", "bad", "field", "message"), BAD_INPUT)
+def test_bad_input_shows_the_field_error(
+    cluster: Cluster, operator: Client, slug: str, data: dict[str, str], bad: dict[str, str], field: str, message: str
+) -> None:
+    model = next(page.model for page in TABLE_PAGES if page.slug == slug)
+    before = model.objects.count()
+    response = operator.post(reverse("web:row_add", args=[slug]), {**data, **bad})
+    assert response.status_code == 200
+    html = response.content.decode()
+    errors = field_errors(html, field)
+    assert errors and message in " ".join(errors), (slug, field, errors)
+    assert [name for name in re.findall(r'data-field="([^"]+)"', html)] == [field]  # only that field
+    assert model.objects.count() == before
+
+
+def test_operator_adds_a_server_bad_port_then_fixed(cluster: Cluster, operator: Client) -> None:
+    add = reverse("web:row_add", args=["servers"])
+    response = operator.post(add, server_form(port=70000))
+    assert "65535" in " ".join(field_errors(response.content.decode(), "port"))
+    assert 'value="db2"' in response.content.decode()  # what was typed stays in the form
+    response = operator.post(add, server_form(port=3310))
+    assert response.status_code == 302 and response["Location"] == reverse("web:table_list", args=["servers"])
+    server = Server.objects.get(hostname="db2")
+    assert (server.cluster, server.port) == (cluster, 3310)
+    entry = AuditEntry.objects.get(action=AuditEntry.Action.CREATE, table="mysql_servers")
+    assert entry.after["port"] == 3310
+    assert "db2" in operator.get(reverse("web:audit")).content.decode()
+
+
+def test_duplicate_key_is_refused_on_the_form(cluster: Cluster, operator: Client) -> None:
+    response = operator.post(reverse("web:row_add", args=["servers"]), server_form(hostname="127.0.0.1"))
+    assert response.status_code == 200
+    assert "already exists" in response.content.decode()
+    assert Server.objects.filter(hostname="127.0.0.1", hostgroup_id=10).count() == 1
+
+
+def test_operator_edits_and_deletes_a_row(cluster: Cluster, operator: Client) -> None:
+    server = Server.objects.get(cluster=cluster, hostgroup_id=10)
+    edit = reverse("web:row_edit", args=["servers", server.pk])
+    response = operator.post(edit, server_form(hostname="127.0.0.1", weight=7, max_connections=64))
+    assert response.status_code == 302
+    server.refresh_from_db()
+    assert server.weight == 7
+    update = AuditEntry.objects.get(action=AuditEntry.Action.UPDATE)
+    assert (update.before["weight"], update.after["weight"]) == (1, 7)
+    assert operator.post(reverse("web:row_delete", args=["servers", server.pk])).status_code == 302
+    assert not Server.objects.filter(pk=server.pk).exists()
+    assert AuditEntry.objects.filter(action=AuditEntry.Action.DELETE).count() == 1
+    assert operator.get(reverse("web:row_delete", args=["servers", server.pk])).status_code == 405
+    other = make_cluster("other")
+    foreign = Server.objects.filter(cluster=other).first()
+    assert operator.get(reverse("web:row_edit", args=["servers", foreign.pk])).status_code == 404  # not this cluster
+
+
+def test_secrets_are_write_only(published: Cluster, operator: Client) -> None:
+    assert operator.post(reverse("web:row_add", args=["users"]), user_form()).status_code == 302
+    user = User.objects.get(username="reporting")
+    assert user.password == SECRET
+    edit = reverse("web:row_edit", args=["users", user.pk])
+    assert operator.post(edit, user_form(password="", comment="kept")).status_code == 302
+    user.refresh_from_db()
+    assert (user.password, user.comment) == (SECRET, "kept")
+    monitor = Variable.objects.get(cluster=published, variable_name="mysql-monitor_password")
+    variable_edit = reverse("web:row_edit", args=["variables", monitor.pk])
+    data = {"variable_name": "mysql-monitor_password", "variable_value": ""}
+    assert operator.post(variable_edit, data).status_code == 302
+    monitor.refresh_from_db()
+    assert monitor.variable_value == MONITOR_SECRET
+    publishing.publish(published, None, comment="with the reporting user")  # v3: a diff with a new password
+    for url in [*viewer_urls(), *operator_urls(published), reverse("web:diff") + "?old=1&new=3"]:
+        html = operator.get(url).content.decode()
+        assert SECRET not in html and MONITOR_SECRET not in html, url
+    for form in (operator.get(edit).content.decode(), operator.get(variable_edit).content.decode()):
+        (secret_input,) = re.findall(r'<input type="password"[^>]*>', form)
+        assert "value=" not in secret_input
+
+
+# --- publish, diff, rollback -----------------------------------------------------------------------------------
+
+
+def test_publish_through_the_ui(cluster: Cluster, operator: Client) -> None:
+    ProxyNode.objects.create(cluster=cluster, name=NODE)
+    preview = operator.get(reverse("web:publish")).content.decode()
+    assert "mysql_servers" in preview and "added" in preview and "publish-form" in preview
+    response = operator.post(reverse("web:publish"), {"comment": "first config"})
+    assert response.status_code == 302 and response["Location"] == reverse("web:overview")
+    version = ConfigVersion.objects.get(cluster=cluster)
+    assert (version.number, version.comment, version.author.username) == (1, "first config", "operator-account")
+    overview = operator.get(reverse("web:overview")).content.decode()
+    assert "Published version 1" in overview and "latest v1" in overview
+    again = operator.post(reverse("web:publish"), {"comment": "again"}, follow=True).content.decode()
+    assert "Nothing to publish" in again
+    assert ConfigVersion.objects.filter(cluster=cluster).count() == 1
+
+
+def test_an_invalid_draft_is_not_published(cluster: Cluster, operator: Client) -> None:
+    # each row is valid alone; the pair is not: hostgroup 20 is the reader of one pair and the writer of another
+    Hostgroup.objects.create(cluster=cluster, hostgroup_id=30)
+    save_row(ReplicationHostgroup(cluster=cluster, writer_hostgroup=20, reader_hostgroup=30), None)
+    page = operator.get(reverse("web:publish")).content.decode()
+    assert "cannot be published" in page and "reader_hostgroup of mysql_replication_hostgroups" in page
+    assert "publish-form" not in page
+    response = operator.post(reverse("web:publish"), {"comment": "bad"})
+    assert response.status_code == 200 and "writer_hostgroup: 20" in response.content.decode()
+    assert not ConfigVersion.objects.exists()
+
+
+def test_diff_and_rollback_through_the_ui(published: Cluster, operator: Client) -> None:
+    diff = html.unescape(operator.get(reverse("web:diff"), {"old": 1, "new": 2}).content.decode())
+    assert "hostgroup_id=20, hostname=10.0.0.9, port=3307" in diff and "added" in diff
+    assert "+++ v2" in diff and '+    hostname = "10.0.0.9"' in diff
+    assert "differ" not in operator.get(reverse("web:diff"), {"old": 2, "new": 2}).content.decode()
+    assert operator.get(reverse("web:diff"), {"old": 1, "new": 99}).status_code == 404
+    assert operator.get(reverse("web:diff"), {"old": "x", "new": 2}).status_code == 404
+
+    response = operator.post(reverse("web:rollback", args=[1]), follow=True)
+    assert "Rolled back to version 1" in response.content.decode()
+    v3 = ConfigVersion.objects.get(cluster=published, number=3)
+    assert (v3.rollback_of.number, v3.checksum) == (1, ConfigVersion.objects.get(number=1).checksum)
+    assert not Server.objects.filter(cluster=published, hostname="10.0.0.9").exists()  # the draft went back too
+    history = operator.get(reverse("web:history")).content.decode()
+    assert 'data-version="3"' in history and ">rollback<" in history
+    response = operator.post(reverse("web:rollback", args=[3]), follow=True)
+    assert "Nothing to roll back" in response.content.decode()
+    assert operator.post(reverse("web:rollback", args=[42])).status_code == 404
