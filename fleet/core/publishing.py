@@ -9,6 +9,7 @@ everything shown to a user (row changes, unified diffs, masked exports) goes thr
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 from collections.abc import Iterable, Mapping
@@ -98,11 +99,11 @@ def export_document(cluster: Cluster, *, secrets: bool = True) -> Document:
 def import_document(cluster: Cluster, document: object, user: Actor) -> Config:
     """Replace the cluster's draft with ``document``, all or nothing, audited as one IMPORT.
 
-    The document is validated first (ConfigError naming row and column, and nothing changes). A user whose password
-    is the mask (from a masked export) keeps the password the draft has for the same username and backend flag.
+    The document is validated first (ConfigError naming row and column, and nothing changes). A secret given as the
+    mask (a masked export's user passwords and password variables) keeps the value the draft has for that row.
     """
     if isinstance(document, Mapping):
-        document = _unmask_passwords(cluster, document)
+        document = _unmask_secrets(cluster, document)
     config = parse_config(document)
     with transaction.atomic():
         before = mask_document(draft_document(cluster))
@@ -118,28 +119,39 @@ def import_document(cluster: Cluster, document: object, user: Actor) -> Config:
     return config
 
 
-def _unmask_passwords(cluster: Cluster, document: Mapping[str, Any]) -> dict[str, Any]:
-    """``document`` with each masked user password replaced by the draft's; ConfigError when there is none."""
-    users = document.get("mysql_users")
-    if not isinstance(users, list):
-        return dict(document)
-    model = TABLE_MODELS["mysql_users"]
-    known = {(u.username, u.backend): u.password for u in model.objects.filter(cluster=cluster)}
-    rows, errors = [], []
-    for index, row in enumerate(users):
-        if isinstance(row, Mapping) and row.get("password") == audit.MASK:
-            key = (row.get("username"), row.get("backend", True) in (True, 1, "1"))
-            if key not in known:
-                errors.append(
-                    f"mysql_users[{index}] (username={row.get('username')!r}): password: the masked value "
-                    f"{audit.MASK!r} can only stand for the password of an existing user; give the password"
-                )
-                continue
-            row = {**row, "password": known[key]}
-        rows.append(row)
+def _unmask_secrets(cluster: Cluster, document: Mapping[str, Any]) -> dict[str, Any]:
+    """``document`` with each masked secret replaced by the value the draft's row with the same key holds;
+    ConfigError naming the row and column when the draft has no such row."""
+    draft = draft_document(cluster)
+    result, errors = dict(document), []
+    for table, rows in document.items():
+        if table not in TABLE_MODELS or not isinstance(rows, list):
+            continue
+        defaults = {n: c.default for n, c in table_columns(table).items() if c.default is not dataclasses.MISSING}
+        known = {_row_key(table, row): row for row in draft[table]}
+        unmasked = []
+        for index, row in enumerate(rows):
+            masked = (
+                [c for c, v in row.items() if v == audit.MASK and is_secret(table, row, c)]
+                if isinstance(row, Mapping)
+                else []
+            )
+            if masked:
+                full = {**defaults, **row}
+                old = known.get(_row_key(table, full))
+                if old is None:
+                    errors.extend(
+                        f"{table}[{index}] ({_key_text(table, full)}): {column}: the mask {audit.MASK!r} stands for "
+                        "the value the draft already has, but the draft has no such row; give the value"
+                        for column in masked
+                    )
+                else:
+                    row = {**row, **{column: old[column] for column in masked}}
+            unmasked.append(row)
+        result[table] = unmasked
     if errors:
         raise ConfigError(errors)
-    return {**document, "mysql_users": rows}
+    return result
 
 
 def _replace_draft(cluster: Cluster, config: Config) -> None:

@@ -52,6 +52,8 @@ def make_account(role: str) -> Account:
 
 
 @pytest.fixture
-def accounts(db: None) -> dict[str, Account]:
-    """One account per role, plus one without a role, keyed by role name (``NO_ROLE`` for the last)."""
+def accounts(db: None, settings: Any) -> dict[str, Account]:
+    """One account per role, plus one without a role, keyed by role name (``NO_ROLE`` for the last); passwords
+    are hashed with a fast hasher for these tests (the slow default costs about 0.3 s an account)."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     return {role: make_account(role) for role in (*roles.ROLES, NO_ROLE)}

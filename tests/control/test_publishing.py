@@ -11,7 +11,17 @@ from django.contrib.auth.models import User as Account
 
 from fleet.core import audit, publishing
 from fleet.core.drafts import delete_row, save_row
-from fleet.core.models import AuditEntry, Cluster, ConfigVersion, Hostgroup, ProxyNode, QueryRule, Server, User
+from fleet.core.models import (
+    AuditEntry,
+    Cluster,
+    ConfigVersion,
+    Hostgroup,
+    ProxyNode,
+    QueryRule,
+    Server,
+    User,
+    Variable,
+)
 from fleet.core.models import ReplicationHostgroup as Replication
 from proxyapp.config import ConfigError, parse_config
 from tests.control.conftest import MONITOR_SECRET, SECRET, make_cluster, seed_document
@@ -158,8 +168,13 @@ def test_export_import_round_trip(cluster: Cluster, author: Account) -> None:
     masked["mysql_servers"][0]["weight"] = 7
     publishing.import_document(cluster, masked, author)
     assert User.objects.get(cluster=cluster).password == SECRET
+    assert (
+        Variable.objects.get(cluster=cluster, variable_name="mysql-monitor_password").variable_value == MONITOR_SECRET
+    )
     assert Server.objects.get(cluster=cluster, hostgroup_id=10).weight == 7
-    with pytest.raises(ConfigError, match=r"mysql_users\[0\] \(username='app'\): password: the masked value"):
+    with pytest.raises(
+        ConfigError, match=r"mysql_users\[0\] \(username=app, backend=True\): password: the mask '\*+' "
+    ):
         publishing.import_document(Cluster.objects.create(name="empty"), masked, author)
 
 

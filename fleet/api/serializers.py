@@ -1,0 +1,311 @@
+"""The API's serializers. Table rows are saved through ``fleet.core.drafts.save_row``, so a refused row comes back
+with the same messages, keyed by the same column names, as in the UI; secrets are write-only."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from django.contrib.auth import get_user_model, password_validation
+from django.contrib.auth.models import AbstractUser, Group
+from django.core.exceptions import NON_FIELD_ERRORS
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import models
+from rest_framework import serializers
+
+from fleet.core import audit, roles
+from fleet.core.drafts import save_row
+from fleet.core.models import TABLE_MODELS, AuditEntry, Cluster, ConfigVersion, Hostgroup, ProxyNode
+from fleet.core.models.tables import SECRET_COLUMNS
+from fleet.core.publishing import mask_document, mask_row
+from proxyapp.config import table_columns
+
+
+def drf_error(error: DjangoValidationError) -> serializers.ValidationError:
+    """A model validation error as DRF's ``{field: [messages]}`` (whole-row errors under ``non_field_errors``)."""
+    if not hasattr(error, "error_dict"):
+        return serializers.ValidationError({"non_field_errors": error.messages})
+    return serializers.ValidationError(
+        {("non_field_errors" if k == NON_FIELD_ERRORS else k): v for k, v in error.message_dict.items()}
+    )
+
+
+class DraftRowSerializer(serializers.ModelSerializer):
+    """A row of a cluster's draft: created in the view's cluster, validated and audited by ``save_row``."""
+
+    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
+
+    def build_standard_field(self, field_name: str, model_field: models.Field) -> tuple[type, dict[str, Any]]:
+        """Strings keep their spaces (a pattern's trailing space matters); columns without default are required."""
+        field_class, kwargs = super().build_standard_field(field_name, model_field)
+        if issubclass(field_class, serializers.CharField):
+            kwargs["trim_whitespace"] = False
+        column = table_columns(self.Meta.model.table).get(field_name) if hasattr(self.Meta.model, "table") else None
+        if column is not None and column.default is dataclasses.MISSING:
+            kwargs["required"] = True
+        return field_class, kwargs
+
+    def create(self, validated_data: dict[str, Any]) -> models.Model:
+        return self._save(self.Meta.model(cluster=self.context["view"].cluster(), **validated_data))
+
+    def update(self, instance: models.Model, validated_data: dict[str, Any]) -> models.Model:
+        for name, value in validated_data.items():
+            setattr(instance, name, value)
+        return self._save(instance)
+
+    def _save(self, obj: models.Model) -> models.Model:
+        try:
+            return save_row(obj, self.context["request"].user)
+        except DjangoValidationError as error:
+            raise drf_error(error) from None
+
+
+def _row_serializer(model: type[models.Model]) -> type[DraftRowSerializer]:
+    """The serializer of one table model: every ProxySQL column, secrets write-only."""
+    columns = model.column_names()
+    meta = type(
+        "Meta",
+        (),
+        {
+            "model": model,
+            "fields": ["id", "cluster", *columns],
+            "extra_kwargs": {c: {"write_only": True} for c in columns if c in SECRET_COLUMNS},
+            "validators": [],  # the unique keys are checked by save_row (full_clean), with the UI's messages
+        },
+    )
+    return type(f"{model.__name__}Serializer", (DraftRowSerializer,), {"Meta": meta, "__module__": __name__})
+
+
+class _MaskedVariables(DraftRowSerializer):
+    def to_representation(self, instance: models.Model) -> dict[str, Any]:
+        """A password variable's value is shown masked."""
+        return mask_row("global_variables", super().to_representation(instance))
+
+
+#: Table name -> serializer.
+ROW_SERIALIZERS: dict[str, type[DraftRowSerializer]] = {table: _row_serializer(m) for table, m in TABLE_MODELS.items()}
+ROW_SERIALIZERS["global_variables"] = type(
+    "VariableSerializer",
+    (_MaskedVariables,),
+    {"Meta": ROW_SERIALIZERS["global_variables"].Meta, "__module__": __name__},
+)
+
+
+class HostgroupSerializer(DraftRowSerializer):
+    """A hostgroup's name and description (servers and rules refer to hostgroups by number)."""
+
+    class Meta:
+        model = Hostgroup
+        fields = ["id", "cluster", "hostgroup_id", "name", "comment"]
+        validators: list[Any] = []
+
+
+class ClusterSerializer(serializers.ModelSerializer):
+    """A cluster: nodes sharing one config."""
+
+    latest_version = serializers.SerializerMethodField()
+    nodes = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Cluster
+        fields = ["id", "name", "comment", "created_at", "latest_version", "nodes"]
+
+    def get_latest_version(self, cluster: Cluster) -> int | None:
+        latest = cluster.latest_version()
+        return latest.number if latest is not None else None
+
+    def get_nodes(self, cluster: Cluster) -> list[str]:
+        return [node.name for node in cluster.nodes.all()]
+
+    def create(self, validated_data: dict[str, Any]) -> Cluster:
+        return self._save(Cluster(**validated_data))
+
+    def update(self, instance: Cluster, validated_data: dict[str, Any]) -> Cluster:
+        for name, value in validated_data.items():
+            setattr(instance, name, value)
+        return self._save(instance)
+
+    def _save(self, cluster: Cluster) -> Cluster:
+        try:
+            return save_row(cluster, self.context["request"].user)
+        except DjangoValidationError as error:
+            raise drf_error(error) from None
+
+
+class NodeSerializer(serializers.ModelSerializer):
+    """A proxy node: the version it should run (its cluster's latest), what it runs, how its last apply went."""
+
+    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    desired_version = serializers.IntegerField(read_only=True, allow_null=True)
+
+    class Meta:
+        model = ProxyNode
+        fields = [
+            "id",
+            "name",
+            "cluster",
+            "mysql_address",
+            "admin_address",
+            "desired_version",
+            "applied_version",
+            "applied_checksum",
+            "state",
+            "error",
+            "last_pushed_at",
+            "last_ack_at",
+            "last_heartbeat",
+        ]
+
+
+class VersionSerializer(serializers.ModelSerializer):
+    """A published version, without its document."""
+
+    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    author = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    rollback_of = serializers.SlugRelatedField(slug_field="number", read_only=True)
+
+    class Meta:
+        model = ConfigVersion
+        fields = ["id", "number", "cluster", "checksum", "author", "created_at", "comment", "rollback_of"]
+
+
+class VersionDetailSerializer(VersionSerializer):
+    """A published version with its config document (passwords masked unless the view asks for secrets)."""
+
+    document = serializers.SerializerMethodField()
+
+    class Meta(VersionSerializer.Meta):
+        fields = [*VersionSerializer.Meta.fields, "document"]
+
+    def get_document(self, version: ConfigVersion) -> dict[str, list[dict[str, Any]]]:
+        return version.document if self.context.get("secrets") else mask_document(version.document)
+
+
+class RowChangeSerializer(serializers.Serializer):
+    """One row added, removed or changed (``fleet.core.publishing.RowChange``), secrets masked."""
+
+    table = serializers.CharField()
+    key = serializers.CharField()
+    kind = serializers.ChoiceField(choices=["added", "removed", "changed"])
+    before = serializers.DictField()
+    after = serializers.DictField()
+    columns = serializers.ListField(child=serializers.CharField())
+
+
+class DiffSerializer(serializers.Serializer):
+    """What changed from version ``from`` to version ``to``."""
+
+    to = serializers.IntegerField()
+    changes = RowChangeSerializer(many=True)
+    unified = serializers.CharField()
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()
+        fields["from"] = serializers.IntegerField()  # a keyword in Python
+        return fields
+
+
+class CommentSerializer(serializers.Serializer):
+    """The comment a publish or a rollback is stored with."""
+
+    comment = serializers.CharField(required=False, allow_blank=True, default="", trim_whitespace=False)
+
+
+class PublishedSerializer(serializers.Serializer):
+    """The version a publish or a rollback stored."""
+
+    version = serializers.IntegerField()
+    checksum = serializers.CharField()
+
+
+class RefusedSerializer(serializers.Serializer):
+    """Why a publish, rollback or import was refused, each error naming its row and column."""
+
+    errors = serializers.ListField(child=serializers.CharField())
+
+
+class DraftStateSerializer(serializers.Serializer):
+    """The draft against the latest version: the changes a publish would make, or why it would be refused."""
+
+    changes = RowChangeSerializer(many=True)
+    errors = serializers.ListField(child=serializers.CharField())
+
+
+class ImportedSerializer(serializers.Serializer):
+    """The draft an import wrote: its checksum and its row count per table."""
+
+    checksum = serializers.CharField()
+    rows = serializers.DictField(child=serializers.IntegerField())
+
+
+class AccountSerializer(serializers.ModelSerializer):
+    """A control-plane account and its role; the password is write-only (required when creating)."""
+
+    role = serializers.ChoiceField(choices=list(roles.ROLES), allow_null=True, required=False)
+    password = serializers.CharField(
+        write_only=True, required=False, trim_whitespace=False, style={"input_type": "password"}
+    )
+
+    class Meta:
+        model = get_user_model()
+        fields = ["id", "username", "email", "is_active", "role", "password", "last_login", "date_joined"]
+        read_only_fields = ["last_login", "date_joined"]
+
+    def to_representation(self, account: AbstractUser) -> dict[str, Any]:
+        data = super().to_representation(account)
+        data["role"] = roles.role_of(account)
+        return data
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if self.instance is None and not attrs.get("password"):
+            raise serializers.ValidationError({"password": ["a new account needs a password"]})
+        if attrs.get("password"):
+            candidate = self.instance or self.Meta.model(username=attrs.get("username", ""))
+            try:
+                password_validation.validate_password(attrs["password"], candidate)
+            except DjangoValidationError as error:
+                raise serializers.ValidationError({"password": error.messages}) from None
+        return attrs
+
+    def create(self, validated_data: dict[str, Any]) -> AbstractUser:
+        role = validated_data.pop("role", None)
+        account = self.Meta.model.objects.create_user(**validated_data)
+        return self._finish(account, role, None)
+
+    def update(self, account: AbstractUser, validated_data: dict[str, Any]) -> AbstractUser:
+        before = self.summary(account)
+        role = validated_data.pop("role", None)
+        password = validated_data.pop("password", None)
+        for name, value in validated_data.items():
+            setattr(account, name, value)
+        if password:
+            account.set_password(password)
+        account.save()
+        return self._finish(account, role, before)
+
+    def _finish(self, account: AbstractUser, role: str | None, before: dict[str, Any] | None) -> Any:
+        """Set the role when the request gives one (null: none), and audit the account as it now is."""
+        if "role" in self.initial_data and role is not None:
+            roles.grant(account, role)
+        elif "role" in self.initial_data:
+            account.groups.remove(*Group.objects.filter(name__in=roles.ROLES))
+        action = AuditEntry.Action.CREATE if before is None else AuditEntry.Action.UPDATE
+        audit.record(
+            self.context["request"].user,
+            action,
+            table="account",
+            object_key=account.username,
+            before=before,
+            after=self.summary(account),
+        )
+        return account
+
+    @staticmethod
+    def summary(account: AbstractUser) -> dict[str, Any]:
+        """What the audit log keeps of an account (never its password)."""
+        return {
+            "username": account.username,
+            "email": account.email,
+            "is_active": account.is_active,
+            "role": roles.role_of(account),
+        }

@@ -1,0 +1,26 @@
+"""The API's routes, mounted at ``/api/v1/``."""
+
+from django.urls import include, path
+from rest_framework.authtoken.views import ObtainAuthToken
+from rest_framework.routers import DefaultRouter
+
+from fleet.api import views
+
+router = DefaultRouter()
+router.register("clusters", views.ClusterViewSet, basename="clusters")
+for slug, viewset in views.TABLE_VIEWSETS.items():
+    router.register(slug, viewset, basename=slug)
+router.register("nodes", views.NodeViewSet, basename="nodes")
+router.register("versions", views.VersionViewSet, basename="versions")
+router.register("accounts", views.AccountViewSet, basename="accounts")
+
+app_name = "api"
+
+urlpatterns = [
+    path("auth/token/", ObtainAuthToken.as_view(), name="token"),
+    path("publish/", views.PublishView.as_view(), name="publish"),
+    path("export/", views.ExportView.as_view(), name="export"),
+    path("import/", views.ImportView.as_view(), name="import"),
+    path("stats/nodes/<str:name>/", views.NodeStatsView.as_view(), name="node-stats"),
+    path("", include(router.urls)),
+]

@@ -1,0 +1,322 @@
+"""The API's views: a resource per table of a cluster's draft, clusters, nodes, versions, publish, import/export,
+node stats and accounts. Tables, versions, publish, import and export work on ``?cluster=NAME`` (default: the first
+cluster by name)."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db import models
+from django.db.models import Max, ProtectedError
+from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from rest_framework import serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from fleet.api import serializers as api
+from fleet.api.permissions import AdminPermission
+from fleet.core import audit, publishing
+from fleet.core.drafts import delete_row
+from fleet.core.models import AuditEntry, Cluster, ConfigVersion, ProxyNode
+from fleet.core.roles import can_admin
+from proxyapp.config import ConfigError
+
+CLUSTER_PARAMETER = OpenApiParameter(
+    "cluster", str, description="the cluster's name (default: the first cluster by name)"
+)
+SECRETS_PARAMETER = OpenApiParameter(
+    "secrets", bool, description="admins only: 1 to get the real passwords (for re-import), else they are masked"
+)
+
+
+def resolve_cluster(request: Request) -> Cluster:
+    """The cluster named by ``?cluster=``, or the first one by name; 404 naming what is missing."""
+    name = request.query_params.get("cluster")
+    if name:
+        cluster = Cluster.objects.filter(name=name).first()
+        if cluster is None:
+            raise NotFound(f"no cluster named {name!r}")
+        return cluster
+    cluster = Cluster.objects.order_by("name").first()
+    if cluster is None:
+        raise NotFound("there is no cluster yet; create one with POST /api/v1/clusters/")
+    return cluster
+
+
+def wants_secrets(request: Request) -> bool:
+    """Whether the request asks for real passwords (``?secrets=1``); 403 unless an admin asks."""
+    if request.query_params.get("secrets", "").lower() not in ("1", "true", "yes"):
+        return False
+    if not can_admin(request.user):
+        raise PermissionDenied("only admins may read passwords (secrets=1)")
+    return True
+
+
+def refused(errors: list[str]) -> Response:
+    """A 400 listing why a publish, rollback or import was refused."""
+    return Response({"errors": errors}, status=status.HTTP_400_BAD_REQUEST)
+
+
+class ClusterScoped:
+    """A view working on one cluster: ``?cluster=NAME`` or the first one."""
+
+    request: Request
+
+    def cluster(self) -> Cluster:
+        """The cluster this request works on (looked up once)."""
+        return self._cluster
+
+    @cached_property
+    def _cluster(self) -> Cluster:
+        return resolve_cluster(self.request)
+
+
+@extend_schema_view(
+    list=extend_schema(parameters=[CLUSTER_PARAMETER]),
+    create=extend_schema(parameters=[CLUSTER_PARAMETER]),
+)
+class DraftRowViewSet(ClusterScoped, viewsets.ModelViewSet):
+    """Rows of one table in a cluster's draft; saving validates like a node would and is audited."""
+
+    model: type[models.Model]
+
+    def get_queryset(self) -> models.QuerySet:
+        if getattr(self, "swagger_fake_view", False):  # schema generation
+            return self.model.objects.none()
+        rows = self.model.objects.select_related("cluster")
+        if self.detail and not self.request.query_params.get("cluster"):
+            return rows  # a row's id is unique across clusters
+        return rows.filter(cluster=self.cluster())
+
+    def perform_destroy(self, instance: models.Model) -> None:
+        delete_row(instance, self.request.user)
+
+
+def _table_viewset(slug: str, serializer: type[serializers.ModelSerializer], filters: tuple[str, ...]) -> type:
+    """A DraftRowViewSet for ``serializer``'s model, filterable on ``filters`` and sortable on its key."""
+    model = serializer.Meta.model
+    table = getattr(model, "table", "hostgroup names")
+    return type(
+        f"{model.__name__}ViewSet",
+        (DraftRowViewSet,),
+        {
+            "__doc__": f"The {slug} of a cluster's draft ({table}); filter by {', '.join(filters)}.",
+            "__module__": __name__,
+            "model": model,
+            "serializer_class": serializer,
+            "filterset_fields": list(filters),
+            "ordering_fields": list(getattr(model, "key_columns", ("hostgroup_id",))),
+        },
+    )
+
+
+_TABLES = (
+    ("servers", api.ROW_SERIALIZERS["mysql_servers"], ("hostgroup_id", "hostname", "port", "status")),
+    ("users", api.ROW_SERIALIZERS["mysql_users"], ("username", "active", "default_hostgroup")),
+    ("query-rules", api.ROW_SERIALIZERS["mysql_query_rules"], ("rule_id", "active", "flagIN", "destination_hostgroup")),
+    ("replication-hostgroups", api.ROW_SERIALIZERS["mysql_replication_hostgroups"], ("writer_hostgroup",)),
+    ("variables", api.ROW_SERIALIZERS["global_variables"], ("variable_name",)),
+    ("hostgroups", api.HostgroupSerializer, ("hostgroup_id", "name")),
+)
+#: URL name -> viewset of each table of the draft.
+TABLE_VIEWSETS: dict[str, type] = {slug: _table_viewset(slug, ser, filters) for slug, ser, filters in _TABLES}
+
+
+class ClusterViewSet(viewsets.ModelViewSet):
+    """Clusters (nodes sharing one config); addressed by name. A cluster with nodes cannot be deleted."""
+
+    queryset = Cluster.objects.prefetch_related("nodes")
+    serializer_class = api.ClusterSerializer
+    lookup_field = "name"
+    lookup_value_regex = "[^/]+"
+    filterset_fields = ["name"]
+
+    def perform_destroy(self, instance: Cluster) -> None:
+        try:
+            delete_row(instance, self.request.user)
+        except ProtectedError:
+            raise ValidationError({"name": [f"cluster {instance.name!r} still has nodes; remove them first"]}) from None
+
+
+@extend_schema_view(list=extend_schema(parameters=[OpenApiParameter("cluster", str, description="only this cluster")]))
+class NodeViewSet(viewsets.ReadOnlyModelViewSet):
+    """Proxy nodes: desired version (the cluster's latest), applied version, state, error, last heartbeat."""
+
+    serializer_class = api.NodeSerializer
+    lookup_field = "name"
+    lookup_value_regex = "[^/]+"
+    filterset_fields = ["state"]
+    ordering_fields = ["name", "last_heartbeat", "applied_version"]
+
+    def get_queryset(self) -> models.QuerySet:
+        nodes = (
+            ProxyNode.objects.select_related("cluster")
+            .annotate(desired_version=Max("cluster__versions__number"))
+            .order_by("cluster__name", "name")  # an aggregate drops Meta.ordering
+        )
+        if getattr(self, "swagger_fake_view", False) or not self.request.query_params.get("cluster"):
+            return nodes
+        return nodes.filter(cluster=resolve_cluster(self.request))
+
+
+@extend_schema_view(
+    list=extend_schema(parameters=[CLUSTER_PARAMETER]),
+    retrieve=extend_schema(parameters=[CLUSTER_PARAMETER, SECRETS_PARAMETER]),
+)
+class VersionViewSet(ClusterScoped, viewsets.ReadOnlyModelViewSet):
+    """A cluster's published versions, addressed by number; the detail holds the document (passwords masked)."""
+
+    lookup_field = "number"
+    lookup_value_regex = "[0-9]+"
+    filterset_fields = ["author__username"]
+    ordering_fields = ["number", "created_at"]
+
+    def get_queryset(self) -> models.QuerySet:
+        if getattr(self, "swagger_fake_view", False):
+            return ConfigVersion.objects.none()
+        return ConfigVersion.objects.filter(cluster=self.cluster()).select_related("cluster", "author", "rollback_of")
+
+    def get_serializer_class(self) -> type[serializers.Serializer]:
+        return api.VersionDetailSerializer if self.action == "retrieve" else api.VersionSerializer
+
+    def get_serializer_context(self) -> dict[str, Any]:
+        context = super().get_serializer_context()
+        if self.action == "retrieve":
+            context["secrets"] = wants_secrets(self.request)
+        return context
+
+    @extend_schema(
+        parameters=[
+            CLUSTER_PARAMETER,
+            OpenApiParameter("against", int, description="the version to compare with (default: the previous one)"),
+        ],
+        responses=api.DiffSerializer,
+    )
+    @action(detail=True, methods=["get"])
+    def diff(self, request: Request, number: str) -> Response:
+        """What changed from version ``against`` to this one: row changes and a unified diff, passwords masked."""
+        new = self.get_object()
+        against = request.query_params.get("against", str(new.number - 1))
+        if not against.isdigit():
+            raise ValidationError({"against": [f"{against!r} is not a version number"]})
+        old = self.get_queryset().filter(number=int(against)).first()
+        if old is None:
+            raise NotFound(f"no version {against} in cluster {self.cluster().name!r}")
+        changes = publishing.diff_versions(old, new)
+        text = publishing.unified_diff(old.document, new.document, f"v{old.number}", f"v{new.number}")
+        changes_data = api.RowChangeSerializer(changes, many=True).data
+        return Response({"from": old.number, "to": new.number, "changes": changes_data, "unified": text})
+
+    @extend_schema(
+        parameters=[CLUSTER_PARAMETER],
+        request=api.CommentSerializer,
+        responses={201: api.PublishedSerializer, 400: api.RefusedSerializer},
+    )
+    @action(detail=True, methods=["post"])
+    def rollback(self, request: Request, number: str) -> Response:
+        """Publish this version's config again as a new version (operators)."""
+        target = self.get_object()
+        comment = _comment(request)
+        try:
+            version = publishing.rollback(target, request.user, comment=comment)
+        except ConfigError as error:
+            return refused(error.errors)
+        except publishing.NothingToPublish as error:
+            return refused([str(error)])
+        return Response({"version": version.number, "checksum": version.checksum}, status=status.HTTP_201_CREATED)
+
+
+def _comment(request: Request) -> str:
+    comment = api.CommentSerializer(data=request.data)
+    comment.is_valid(raise_exception=True)
+    return comment.validated_data["comment"]
+
+
+class PublishView(ClusterScoped, APIView):
+    """GET: what publishing the draft would change; POST: publish it as the next version (operators)."""
+
+    @extend_schema(parameters=[CLUSTER_PARAMETER], responses=api.DraftStateSerializer)
+    def get(self, request: Request) -> Response:
+        try:
+            changes, errors = publishing.draft_changes(self.cluster()), []
+        except ConfigError as error:
+            changes, errors = [], error.errors
+        return Response({"changes": api.RowChangeSerializer(changes, many=True).data, "errors": errors})
+
+    @extend_schema(
+        parameters=[CLUSTER_PARAMETER],
+        request=api.CommentSerializer,
+        responses={201: api.PublishedSerializer, 400: api.RefusedSerializer},
+    )
+    def post(self, request: Request) -> Response:
+        comment = _comment(request)
+        try:
+            version = publishing.publish(self.cluster(), request.user, comment=comment)
+        except ConfigError as error:
+            return refused(error.errors)
+        except publishing.NothingToPublish as error:
+            return refused([str(error)])
+        return Response({"version": version.number, "checksum": version.checksum}, status=status.HTTP_201_CREATED)
+
+
+class ExportView(ClusterScoped, APIView):
+    """The cluster's draft as a config document; passwords masked unless an admin asks for ``secrets=1``."""
+
+    @extend_schema(parameters=[CLUSTER_PARAMETER, SECRETS_PARAMETER], responses=OpenApiTypes.OBJECT)
+    def get(self, request: Request) -> Response:
+        return Response(publishing.export_document(self.cluster(), secrets=wants_secrets(request)))
+
+
+class ImportView(ClusterScoped, APIView):
+    """Replace the cluster's draft with a config document (operators); all or nothing. A masked password
+    (from a masked export) keeps the password the draft has for that user."""
+
+    @extend_schema(
+        parameters=[CLUSTER_PARAMETER],
+        request=OpenApiTypes.OBJECT,
+        responses={200: api.ImportedSerializer, 400: api.RefusedSerializer},
+    )
+    def post(self, request: Request) -> Response:
+        try:
+            config = publishing.import_document(self.cluster(), request.data, request.user)
+        except ConfigError as error:
+            return refused(error.errors)
+        rows = {table: len(rows) for table, rows in config.to_document().items()}
+        return Response({"checksum": config.checksum, "rows": rows})
+
+
+class NodeStatsView(APIView):
+    """A node's latest report: global counters, connection pools per server, top query digests."""
+
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    def get(self, request: Request, name: str) -> Response:
+        node = get_object_or_404(ProxyNode, name=name)
+        return Response(node.last_report or {})
+
+
+class AccountViewSet(viewsets.ModelViewSet):
+    """Control-plane accounts and their roles (admins only); passwords are write-only."""
+
+    queryset = get_user_model().objects.order_by("username").prefetch_related("groups")
+    serializer_class = api.AccountSerializer
+    permission_classes = [AdminPermission]
+    filterset_fields = ["username", "is_active"]
+
+    def perform_destroy(self, instance: Any) -> None:
+        if instance.pk == self.request.user.pk:
+            raise ValidationError({"username": ["you cannot delete your own account"]})
+        audit.record(
+            self.request.user,
+            AuditEntry.Action.DELETE,
+            table="account",
+            object_key=instance.username,
+            before=api.AccountSerializer.summary(instance),
+        )
+        instance.delete()
