@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import models
+from django.db.models import Q
 from django.http import Http404
 
 from fleet.core.models import Hostgroup, QueryRule, ReplicationHostgroup, Server, User, Variable
@@ -15,11 +16,13 @@ from fleet.core.publishing import mask_row
 
 @dataclass(frozen=True)
 class TablePage:
-    """A table's page: its URL slug, title, model and the columns its list shows (secrets never)."""
+    """A table's page: its URL slug, title, model, the text columns its search looks in, and the columns its list
+    shows (secrets never)."""
 
     slug: str
     title: str
     model: type[models.Model]
+    search_columns: tuple[str, ...]
     list_columns: tuple[str, ...] = ()
 
     @property
@@ -30,6 +33,20 @@ class TablePage:
         )
         return [name for name in names if name not in SECRET_COLUMNS]
 
+    def search(self, rows: models.QuerySet, text: str) -> models.QuerySet:
+        """The ``rows`` with ``text`` in a search column, or (a number) equal to a listed integer column."""
+        text = text.strip()
+        if not text:
+            return rows
+        query = Q()
+        for name in self.search_columns:
+            query |= Q(**{f"{name}__icontains": text})
+        if text.isdigit() and len(text) < 19:  # fits a 64-bit integer column
+            for name in self.columns:
+                if isinstance(self.model._meta.get_field(name), models.IntegerField):
+                    query |= Q(**{name: int(text)})
+        return rows.filter(query)
+
     def cells(self, row: models.Model) -> list[Any]:
         """``row``'s values for ``columns``, secrets (a password variable's value) masked."""
         columns = self.columns
@@ -37,12 +54,13 @@ class TablePage:
 
 
 TABLE_PAGES: tuple[TablePage, ...] = (
-    TablePage("servers", "Servers", Server),
-    TablePage("users", "Users", User),
+    TablePage("servers", "Servers", Server, ("hostname", "comment")),
+    TablePage("users", "Users", User, ("username", "default_schema", "comment")),
     TablePage(
         "query-rules",
         "Query rules",
         QueryRule,
+        ("username", "schemaname", "digest", "match_digest", "match_pattern", "comment"),
         (
             "rule_id",
             "active",
@@ -58,9 +76,9 @@ TABLE_PAGES: tuple[TablePage, ...] = (
             "comment",
         ),
     ),
-    TablePage("replication-hostgroups", "Replication hostgroups", ReplicationHostgroup),
-    TablePage("variables", "Variables", Variable),
-    TablePage("hostgroups", "Hostgroups", Hostgroup),
+    TablePage("replication-hostgroups", "Replication hostgroups", ReplicationHostgroup, ("check_type", "comment")),
+    TablePage("variables", "Variables", Variable, ("variable_name",)),  # never the values: some are secrets
+    TablePage("hostgroups", "Hostgroups", Hostgroup, ("name", "comment")),
 )
 _BY_SLUG = {page.slug: page for page in TABLE_PAGES}
 

@@ -179,7 +179,7 @@ def test_viewer_sees_no_mutating_forms_or_buttons(published: Cluster, viewer: Cl
     for url in viewer_urls():
         html = viewer.get(url).content.decode()
         assert set(post_forms(html)) <= {reverse("logout")}, url
-        assert buttons(html) <= {"Log out", "Diff", "Go"}, url
+        assert buttons(html) <= {"Log out", "Diff", "Go", "Search"}, url
         assert not re.search(r'href="/tables/[^"]+/(add|\d+)/"', html), url
     # the same pages show an operator the buttons
     operator = client_for(roles.OPERATOR)
@@ -222,6 +222,7 @@ def test_overview_shows_each_node_against_the_latest_version(published: Cluster,
     row = re.search(rf'<tr data-node="{NODE}">(.*?)</tr>', html, re.S).group(1)
     assert re.search(r'class="desired">v2<', row) and re.search(r'class="applied">v1<', row)
     assert "drift" in row and ">applied<" in row and "1/2" in row  # one backend of two is ONLINE
+    assert re.search(r">\d+ s ago", row)  # the last report's heartbeat
     assert 'hx-trigger="every 3s"' in viewer.get(reverse("web:overview")).content.decode()
     ProxyNode.objects.filter(name=NODE).update(state=ProxyNode.State.FAILED, error="mysql_servers[0]: port: bad")
     html = viewer.get(reverse("web:overview_nodes")).content.decode()
@@ -240,10 +241,12 @@ def test_backends_and_digests_show_the_reports(published: Cluster, viewer: Clien
     chart = viewer.get(reverse("web:chart_data", args=["queries_per_s"]), server).json()
     assert [value for _, value in chart["series"][0]["points"]] == [10.0]
     assert chart["until"] - chart["since"] == 6 * 3600 * 1000
-    assert (
-        viewer.get(reverse("web:chart_data", args=["queries_per_s"]), {"server": "x", "hostgroup": "x"}).status_code
-        == 404
-    )
+    bad_server = {"server": "x", "hostgroup": "x"}
+    assert viewer.get(reverse("web:chart_data", args=["queries_per_s"]), bad_server).status_code == 404
+    assert viewer.get(reverse("web:backends_table"), bad_server).status_code == 404
+    one = viewer.get(reverse("web:server", args=[20, "127.0.0.1:3307"])).content.decode()
+    assert re.findall(r'<tr data-server="([^"]+)"', one) == [f"20/127.0.0.1:3307/{NODE}"]
+    assert one.count("<canvas") == 5 and "server=127.0.0.1%3A3307" in one
     assert viewer.get(reverse("web:chart_data", args=["nonsense"])).status_code == 404
     by_count = viewer.get(reverse("web:digests") + "?sort=count").content.decode()
     assert by_count.index("SELECT ?") < by_count.index("UPDATE t SET a=?")
@@ -262,6 +265,13 @@ def test_table_lists_are_paged(cluster: Cluster, viewer: Client) -> None:
     assert "page 1 of 2" in first
     second = viewer.get(url + "?page=2").content.decode()
     assert second.count("<tr>") == 1 + Server.objects.count() - PAGE_SIZE
+    found = viewer.get(url, {"q": "10.1.0.10"}).content.decode()  # 10.1.0.10 and 10.1.0.100 to 104
+    assert found.count("<tr>") == 1 + 6 and "page 1 of" not in found
+    by_hostgroup = viewer.get(url, {"q": "30"}).content.decode()
+    assert "page 1 of 2" in by_hostgroup and 'href="?q=30&amp;page=2"' in by_hostgroup
+    assert "No row matches" in viewer.get(url, {"q": "no-such-host"}).content.decode()
+    variables = reverse("web:table_list", args=["variables"])
+    assert "No row matches" in viewer.get(variables, {"q": MONITOR_SECRET[:6]}).content.decode()  # values unsearched
 
 
 def test_cluster_selector_keeps_the_choice(published: Cluster, viewer: Client) -> None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django import template
 from django.db.models import Model
+from django.utils import timezone
 
 from fleet.core import roles
 from fleet.core.models import AuditEntry, Cluster
@@ -26,6 +28,18 @@ def can_edit(user: Any) -> bool:
 def cells(row: Model, page: TablePage) -> list[Any]:
     """``row``'s values as ``page`` lists them, secrets masked."""
     return page.cells(row)
+
+
+@register.filter
+def ago(at: datetime | None) -> str:
+    """How long ago ``at`` was, to the second under a minute ("12 s ago", "3 min ago", "5 h ago", "2 d ago")."""
+    if at is None:
+        return "never"
+    seconds = max(0, int((timezone.now() - at).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds // size} {unit} ago"
+    return f"{seconds} s ago"
 
 
 @register.filter

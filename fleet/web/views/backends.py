@@ -79,9 +79,13 @@ def backend_rows(cluster: Cluster | None) -> list[BackendRow]:
     return sorted(rows, key=lambda r: (r.hostgroup, r.server, r.node))
 
 
-def _table_context(cluster: Cluster | None) -> dict[str, Any]:
+def _table_context(cluster: Cluster | None, hostgroup: int | None = None, server: str = "") -> dict[str, Any]:
+    """The live table's rows (only ``server`` of ``hostgroup`` when given) and the hostgroups' names."""
+    rows = backend_rows(cluster)
+    if server:
+        rows = [row for row in rows if (row.hostgroup, row.server) == (hostgroup, server)]
     names = dict(Hostgroup.objects.filter(cluster=cluster).values_list("hostgroup_id", "name"))
-    return {"rows": backend_rows(cluster), "hostgroup_names": names}
+    return {"rows": rows, "hostgroup_names": names}
 
 
 def _span(request: HttpRequest) -> str:
@@ -99,15 +103,21 @@ def backends(request: HttpRequest) -> HttpResponse:
 
 @viewer_page
 def backends_table(request: HttpRequest) -> HttpResponse:
-    """The dashboard's live table (htmx polls it)."""
-    return render(request, "web/partials/backends_table.html", _table_context(current_cluster(request)))
+    """The live table (htmx polls it): every server, or one with ``?hostgroup=&server=host:port``."""
+    hostgroup, server = request.GET.get("hostgroup", ""), request.GET.get("server", "")
+    if server and not hostgroup.isdigit():
+        raise Http404("hostgroup: expected a number")
+    context = _table_context(current_cluster(request), int(hostgroup) if server else None, server)
+    return render(request, "web/partials/backends_table.html", context)
 
 
 @viewer_page
 def server_page(request: HttpRequest, hostgroup: int, server: str) -> HttpResponse:
-    """One server of one hostgroup: its charts over ``?span=``, a line per node."""
+    """One server of one hostgroup: its live status on each node, and its charts over ``?span=``, a line per node."""
+    cluster = current_cluster(request)
     context = {
-        "cluster": current_cluster(request),
+        **_table_context(cluster, hostgroup, server),
+        "cluster": cluster,
         "hostgroup": hostgroup,
         "server": server,
         "charts": SERVER_CHARTS,

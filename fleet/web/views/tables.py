@@ -8,6 +8,7 @@ from django.core.paginator import Paginator
 from django.db import models
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
 from fleet.core.drafts import delete_row, save_row
@@ -27,11 +28,20 @@ def _row(page: TablePage, cluster: Cluster | None, pk: int) -> models.Model:
 
 @viewer_page
 def table_list(request: HttpRequest, slug: str) -> HttpResponse:
-    """One table of the working cluster's draft, ``PAGE_SIZE`` rows a page."""
+    """One table of the working cluster's draft, ``PAGE_SIZE`` rows a page, searched with ``?q=``."""
     page = table_page(slug)
     cluster = current_cluster(request)
-    rows = Paginator(page.model.objects.filter(cluster=cluster), PAGE_SIZE).get_page(request.GET.get("page"))
-    return render(request, "web/table_list.html", {"page": page, "cluster": cluster, "rows": rows})
+    search = request.GET.get("q", "")
+    rows = page.search(page.model.objects.filter(cluster=cluster), search)
+    rows = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
+    context = {
+        "page": page,
+        "cluster": cluster,
+        "rows": rows,
+        "search": search,
+        "query": urlencode({"q": search}) if search else "",
+    }
+    return render(request, "web/table_list.html", context)
 
 
 @operator_only
