@@ -464,7 +464,8 @@ def test_diff_and_rollback_through_the_ui(published: Cluster, operator: Client) 
     assert "hostgroup_id=20, hostname=10.0.0.9, port=3307" in diff and "added" in diff
     assert "+++ v2" in diff and '+    hostname = "10.0.0.9"' in diff
     assert "differ" not in operator.get(reverse("web:diff"), {"old": 2, "new": 2}).content.decode()
-    assert operator.get(reverse("web:diff"), {"old": 1, "new": 99}).status_code == 404
+    missing = operator.get(reverse("web:diff"), {"old": 1, "new": 99})
+    assert missing.status_code == 404 and "Not found" in missing.content.decode()
     assert operator.get(reverse("web:diff"), {"old": "x", "new": 2}).status_code == 404
 
     response = operator.post(reverse("web:rollback", args=[1]), follow=True)
