@@ -51,6 +51,15 @@ def database_from_url(url: str) -> dict[str, str]:
 
 
 DATABASES = {"default": database_from_url(os.environ.get("DATABASE_URL", "sqlite:///var/fleet.sqlite3"))}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Several processes write (gunicorn, the Celery worker): a transaction takes the write lock when it begins (a
+    # deferred one failing to upgrade its lock gets "database is locked" at once), writers wait up to 20 s for each
+    # other, and readers never wait for writers (WAL).
+    DATABASES["default"]["OPTIONS"] = {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+        "init_command": "PRAGMA journal_mode=WAL;",
+    }
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -118,6 +127,15 @@ STORAGES = {
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Every process logs to stderr (journald under systemd, the terminal under `make run`), server errors with their
+# tracebacks; LOG_LEVEL (default INFO) sets the threshold.
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"stderr": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["stderr"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+}
 
 # The REST API (fleet/api): token or session auth, roles from fleet.core.roles, paginated, filterable.
 REST_FRAMEWORK = {

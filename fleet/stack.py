@@ -1,0 +1,205 @@
+"""The whole product as child processes on one machine, for ``make run`` (``deploy/run_demo.py``) and the end-to-end
+tests: Redis, the control plane (gunicorn, a Celery worker, Celery beat) and proxy nodes with their agents.
+
+Each process is a ``Service`` writing to its own log file; ``wait_until`` turns a process that died or never became
+ready into an error that quotes its log. Nothing here imports Django: the control plane runs in the children, set up
+by the environment ``control_plane_env`` builds.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import redis
+
+REPO = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent  # the virtualenv's scripts: celery, gunicorn
+LOG_TAIL_LINES = 40
+
+
+def free_port() -> int:
+    """A loopback TCP port nobody listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_free(port: int) -> bool:
+    """Whether a loopback TCP port can be listened on (no process, not even a dying one, holds it)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+class Service:
+    """A child process of this one, its output appended to ``log_path``."""
+
+    def __init__(self, name: str, argv: Sequence[str], env: dict[str, str], log_path: Path) -> None:
+        self.name = name
+        self.argv = list(argv)
+        self.env = env
+        self.log_path = log_path
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Service:
+        """Start the process (in its own session, so a terminal's Ctrl-C reaches only this one, which stops it)."""
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                self.argv, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        return self
+
+    @property
+    def running(self) -> bool:
+        """Whether the process was started and has not exited."""
+        return self.proc is not None and self.proc.poll() is None
+
+    def signal(self, sig: int) -> None:
+        """Send ``sig`` to the process."""
+        if self.running:
+            assert self.proc is not None
+            self.proc.send_signal(sig)
+
+    def stop(self, timeout: float = 20) -> None:
+        """SIGTERM, then SIGKILL after ``timeout`` seconds; waits for the exit."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def log(self, lines: int = LOG_TAIL_LINES) -> str:
+        """The last ``lines`` lines of the process's output."""
+        if not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def wait_until(check: Callable[[], bool], what: str, timeout: float, service: Service | None = None) -> None:
+    """Poll ``check`` until it holds; RuntimeError naming ``what`` (with the service's log) when ``service`` exits
+    first or ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if check():
+            return
+        if service is not None and service.proc is not None and service.proc.poll() is not None:
+            status = service.proc.returncode
+            raise RuntimeError(f"{service.name} exited with status {status} before {what}:\n{service.log()}")
+        if time.monotonic() >= deadline:
+            log = f":\n{service.log()}" if service is not None else ""
+            raise RuntimeError(f"no {what} within {timeout:.0f} s{log}")
+        time.sleep(0.1)
+
+
+def http_ok(url: str) -> bool:
+    """Whether ``url`` answers 200."""
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def redis_answers(url: str) -> bool:
+    """Whether a Redis server answers PING at ``url``."""
+    try:
+        return bool(redis.Redis.from_url(url, socket_timeout=1, socket_connect_timeout=1).ping())
+    except (redis.RedisError, OSError):
+        return False
+
+
+def redis_server(directory: Path, port: int | None = None) -> tuple[Service, str]:
+    """A private ``redis-server`` on loopback (no persistence), started and answering; returns it and its URL."""
+    port = port or free_port()
+    directory.mkdir(parents=True, exist_ok=True)
+    argv = ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no"]
+    service = Service("redis-server", [*argv, "--dir", str(directory)], dict(os.environ), directory / "redis.log")
+    url = f"redis://127.0.0.1:{port}/0"
+    service.start()
+    wait_until(lambda: redis_answers(url), "answer from redis-server", 10, service)
+    return service, url
+
+
+def control_plane_env(database_url: str, redis_url: str, **extra: str) -> dict[str, str]:
+    """The environment of the control plane's processes: this one's, with the database and broker given."""
+    env = dict(os.environ, DATABASE_URL=database_url, REDIS_URL=redis_url, PYTHONPATH=str(REPO))
+    env["DJANGO_SETTINGS_MODULE"] = "fleet.settings"
+    env.update(extra)
+    return env
+
+
+def manage(env: dict[str, str], *args: str) -> str:
+    """Run ``manage.py ARGS`` to completion; its output, or RuntimeError quoting it."""
+    done = subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=REPO, env=env, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"manage.py {' '.join(args)} failed ({done.returncode}):\n{done.stdout}{done.stderr}")
+    return done.stdout
+
+
+def web(env: dict[str, str], bind: str, log_dir: Path, workers: int = 2) -> Service:
+    """gunicorn serving the control plane on ``bind`` (``deploy/gunicorn.conf.py``), started and answering."""
+    env = dict(env, GUNICORN_BIND=bind, GUNICORN_WORKERS=str(workers))
+    argv = [str(BIN / "gunicorn"), "-c", "deploy/gunicorn.conf.py", "fleet.wsgi"]
+    service = Service("web", argv, env, log_dir / "web.log").start()
+    wait_until(lambda: http_ok(f"http://{bind}/healthz"), f"answer from http://{bind}/healthz", 30, service)
+    return service
+
+
+def worker(env: dict[str, str], log_dir: Path, pool: str = "prefork", concurrency: int = 2) -> Service:
+    """The control plane's Celery worker on queue ``fleet`` (acks, reports, reconcile, history)."""
+    argv = [str(BIN / "celery"), "-A", "fleet", "worker", "-Q", "fleet", "-n", f"fleet.{os.getpid()}@%h"]
+    argv += [f"--pool={pool}", f"--concurrency={concurrency}", "--without-gossip", "--without-mingle"]
+    return Service("celery worker", [*argv, "--loglevel=INFO"], env, log_dir / "worker.log").start()
+
+
+def beat(env: dict[str, str], log_dir: Path) -> Service:
+    """Celery beat: reconcile every ``FLEET_RECONCILE_SECONDS``, history compaction every minute."""
+    argv = [str(BIN / "celery"), "-A", "fleet", "beat", "--schedule", str(log_dir / "celerybeat-schedule")]
+    return Service("celery beat", [*argv, "--loglevel=INFO"], env, log_dir / "beat.log").start()
+
+
+def node(
+    name: str,
+    broker: str,
+    listen: str,
+    admin: str,
+    state_dir: Path,
+    log_dir: Path,
+    *,
+    allowed_hostgroups: str | None = None,
+    report_interval: float = 5.0,
+) -> Service:
+    """A proxy node (``python -m proxyapp run --node``) with its agent, started and its admin endpoint answering."""
+    argv = [sys.executable, "-m", "proxyapp", "run", "--node", name, "--broker", broker, "--listen", listen]
+    argv += ["--admin", admin, "--state-dir", str(state_dir), "--report-interval", str(report_interval)]
+    if allowed_hostgroups is not None:
+        argv += ["--allowed-hostgroups", allowed_hostgroups]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    service = Service(f"node {name}", argv, env, log_dir / f"node-{name}.log").start()
+    wait_until(lambda: http_ok(f"http://{admin}/health"), f"answer from node {name}'s admin endpoint", 30, service)
+    return service
+
+
+def stop_all(services: Sequence[Service]) -> None:
+    """Stop services, the last started first."""
+    for service in reversed(services):
+        service.stop()
