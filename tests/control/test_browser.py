@@ -18,7 +18,7 @@ import pytest
 import redis
 from django.conf import settings
 from django.utils import timezone
-from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Locator, Page, expect, sync_playwright
 
 from fleet.core import roles
 from fleet.core.models import Cluster, ConfigVersion, ProxyNode
@@ -65,6 +65,14 @@ def browser() -> Iterator[Browser]:
 
 
 @pytest.fixture
+def context(browser: Browser, live_server) -> Iterator[BrowserContext]:
+    """A fresh browser context (cookies, storage) on the live server, closed after the test."""
+    context = browser.new_context(base_url=live_server.url)
+    yield context
+    context.close()
+
+
+@pytest.fixture
 def nodes() -> Iterator[list[ProxyNode]]:
     """Two nodes of a fresh cluster, named uniquely; their Redis queues are removed afterwards."""
     cluster = Cluster.objects.create(name="browser")
@@ -74,10 +82,10 @@ def nodes() -> Iterator[list[ProxyNode]]:
     redis.Redis.from_url(settings.CELERY_BROKER_URL).delete(*(node.queue for node in made))
 
 
-def log_in(browser: Browser, base_url: str, role: str) -> Page:
-    """A page of a fresh browser context, logged in through the login form as an account holding ``role``."""
+def log_in(context: BrowserContext, role: str) -> Page:
+    """A page logged in through the login form as a fresh account holding ``role``."""
     account = make_account(role)
-    page = browser.new_context(base_url=base_url).new_page()
+    page = context.new_page()
     page.goto("/login/")
     page.fill("input[name=username]", account.username)
     page.fill("input[name=password]", LOGIN_PASSWORD)
@@ -92,9 +100,9 @@ def node_cell(page: Page, node: ProxyNode, cell: str) -> Locator:
 
 
 def test_add_server_fix_the_port_publish_and_see_both_nodes_apply(
-    live_server, browser: Browser, nodes: list[ProxyNode]
+    live_server, context: BrowserContext, nodes: list[ProxyNode]
 ) -> None:
-    page = log_in(browser, live_server.url, roles.OPERATOR)
+    page = log_in(context, roles.OPERATOR)
 
     page.goto("/tables/servers/add/")
     page.fill("input[name=hostname]", "db2.internal")
@@ -129,12 +137,10 @@ def test_add_server_fix_the_port_publish_and_see_both_nodes_apply(
         expect(node_cell(page, node, "health")).to_have_text("ok")
 
 
-def test_a_backend_going_down_shows_on_the_live_dashboard(
-    live_server, browser: Browser, nodes: list[ProxyNode]
-) -> None:
+def test_a_backend_going_down_shows_on_the_live_dashboard(context: BrowserContext, nodes: list[ProxyNode]) -> None:
     node = nodes[0]
     send_report(node, timezone.now(), snapshot([pool_row("db1", 3306, 10, ConnUsed=1, ConnFree=3)]))
-    page = log_in(browser, live_server.url, roles.VIEWER)
+    page = log_in(context, roles.VIEWER)
     page.goto("/tables/servers/")
     expect(page.locator("h1")).to_contain_text("Servers")
     expect(page.locator("a.button", has_text="Add")).to_have_count(0)  # a viewer is offered no changes
