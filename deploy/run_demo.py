@@ -1,14 +1,18 @@
 """`make run`: the whole product on one machine, until Ctrl-C.
 
-For now: a sandbox primary and replica, and a proxy node on 127.0.0.1:6033 (admin 127.0.0.1:6070) with a
-read/write-split demo config. The control plane joins here as it is built.
+A MariaDB sandbox (primary + replica, ``var/sandbox``); Redis (the one answering at ``REDIS_URL``, default
+127.0.0.1:6379, or else a private ``redis-server`` on a free port); the control plane on ``DATABASE_URL`` (default
+SQLite ``var/fleet.sqlite3``, schema by ``migrate --run-syncdb``): gunicorn on 127.0.0.1:8000, a Celery worker and
+Celery beat; two proxy nodes, ``node1`` (127.0.0.1:6033, admin 6070) and ``node2`` (6034, admin 6071), each with
+its agent; the cluster ``demo`` with the demo config (``fleet/demo.py``) published to both. The admin account's
+password is kept in ``var/demo/admin-password``; every process logs to ``var/demo/logs/``.
 """
 
 from __future__ import annotations
 
-import json
+import os
+import secrets
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -16,54 +20,165 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from fleet import stack  # noqa: E402
 from fleet.demo import demo_config  # noqa: E402
 from fleet.sandbox import APP_PASSWORD, APP_USER, Sandbox  # noqa: E402
 
+DEMO = REPO / "var" / "demo"
+LOGS = DEMO / "logs"
+WEB = "127.0.0.1:8000"
+CLUSTER = "demo"
+ADMIN = "admin"
+NODES = {"node1": ("127.0.0.1:6033", "127.0.0.1:6070"), "node2": ("127.0.0.1:6034", "127.0.0.1:6071")}
+APPLY_TIMEOUT = 60
+
+
+def kept_secret(path: Path) -> str:
+    """A random secret made once and kept in ``path`` (so logins and sessions survive a restart)."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(secrets.token_urlsafe(18) + "\n")
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+def check_ports_free() -> None:
+    """Exit naming the first of the demo's fixed ports that something else listens on."""
+    for address in (WEB, *(a for pair in NODES.values() for a in pair)):
+        port = int(address.rpartition(":")[2])
+        if not stack.port_free(port):
+            raise SystemExit(f"port {port} is in use (make run needs {address}); stop what listens there first")
+
+
+def choose_redis(services: list[stack.Service]) -> str:
+    """The running Redis if it answers, else a private redis-server started here."""
+    url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+    if stack.redis_answers(url):
+        print(f"using the running Redis at {url}", flush=True)
+        return url
+    print(f"no Redis answers at {url}: starting a private redis-server", flush=True)
+    service, url = stack.redis_server(DEMO / "redis")
+    services.append(service)
+    return url
+
+
+def prepare_control_plane(sandbox: Sandbox, admin_password: str) -> None:
+    """Schema, static files, the admin account, the cluster ``demo`` with its nodes and the demo config as its
+    draft (in this process, with the environment the children get)."""
+    import django
+
+    django.setup()
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+
+    from fleet.core import publishing
+    from fleet.core.models import Cluster, ProxyNode
+
+    call_command("migrate", run_syncdb=True, interactive=False, verbosity=0)
+    call_command("collectstatic", interactive=False, verbosity=0)
+    admin = User.objects.filter(username=ADMIN).first() or User(username=ADMIN)
+    admin.is_staff = admin.is_superuser = admin.is_active = True
+    admin.set_password(admin_password)
+    admin.save()
+    cluster, _ = Cluster.objects.get_or_create(name=CLUSTER, defaults={"comment": "make run: the sandbox demo"})
+    for name, (mysql, admin_address) in NODES.items():
+        ProxyNode.objects.update_or_create(
+            name=name, defaults={"cluster": cluster, "mysql_address": mysql, "admin_address": admin_address}
+        )
+    publishing.import_document(cluster, demo_config(sandbox), admin)
+
+
+def publish_demo() -> tuple[int, str]:
+    """Publish the draft (pushing it to both nodes); the version the nodes must run, and its checksum."""
+    from django.contrib.auth.models import User
+
+    from fleet.core import publishing
+    from fleet.core.models import Cluster
+
+    cluster = Cluster.objects.get(name=CLUSTER)
+    try:
+        version = publishing.publish(cluster, User.objects.get(username=ADMIN), comment="make run: the demo config")
+    except publishing.NothingToPublish:
+        version = cluster.latest_version()  # already published; reconcile sends it to a node that lacks it
+    return version.number, version.checksum
+
+
+def wait_applied(number: int, nodes: dict[str, stack.Service]) -> None:
+    """Wait until both nodes acknowledged ``number``."""
+    from fleet.core.models import ProxyNode
+
+    for name, service in nodes.items():
+
+        def applied(name: str = name) -> bool:
+            node = ProxyNode.objects.get(name=name)
+            return node.state == ProxyNode.State.APPLIED and node.applied_version == number
+
+        stack.wait_until(applied, f"{name} applied at v{number}", APPLY_TIMEOUT, service)
+
+
+def banner(number: int, checksum: str, admin_password: str, redis_url: str) -> str:
+    node_lines = "\n".join(
+        f"  {name}: mysql -h 127.0.0.1 -P {mysql.rpartition(':')[2]} -u {APP_USER} -p{APP_PASSWORD} app"
+        f"    (stats http://{admin}/stats)"
+        for name, (mysql, admin) in NODES.items()
+    )
+    return (
+        f"\nProxyFleet is up: cluster {CLUSTER} runs v{number} ({checksum[:12]}) on both nodes.\n"
+        f"  web:   http://{WEB}/   login {ADMIN} / {admin_password}   (API http://{WEB}/api/v1/, docs /api/docs/)\n"
+        f"{node_lines}\n"
+        f"  redis: {redis_url}   logs: {LOGS.relative_to(REPO)}/\n"
+        "Ctrl-C stops everything."
+    )
+
 
 def main() -> int:
-    """Bring everything up, wait for Ctrl-C, bring it down."""
+    """Bring everything up, wait for Ctrl-C (or a process that dies), bring it all down."""
+    check_ports_free()
+    for sig in (signal.SIGINT, signal.SIGTERM):  # even when started with SIGINT ignored (in the background)
+        signal.signal(sig, signal.default_int_handler)
+    services: list[stack.Service] = []
     sandbox = Sandbox("var/sandbox")
-    print("starting the MariaDB sandbox (primary + 1 replica)...", flush=True)
-    sandbox.up(replicas=1)
-    config_path = REPO / "var" / "demo-config.json"
-    config_path.write_text(json.dumps(demo_config(sandbox), indent=2))
-    proxy = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "proxyapp",
-            "run",
-            "--config",
-            str(config_path),
-            "--listen",
-            "127.0.0.1:6033",
-            "--admin",
-            "127.0.0.1:6070",
-        ],
-        cwd=REPO,
-    )
-    print(
-        f"\nProxyFleet is up:\n  mysql -h 127.0.0.1 -P 6033 -u {APP_USER} -p{APP_PASSWORD} app\n"
-        "  stats: http://127.0.0.1:6070/stats   metrics: http://127.0.0.1:6070/metrics\n"
-        "Ctrl-C stops everything.",
-        flush=True,
-    )
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
     status = 0
     try:
-        while proxy.poll() is None:
+        print("starting the MariaDB sandbox (primary + 1 replica)...", flush=True)
+        sandbox.up(replicas=1)
+        redis_url = choose_redis(services)
+        env = stack.control_plane_env(
+            os.environ.get("DATABASE_URL", "sqlite:///var/fleet.sqlite3"),
+            redis_url,
+            SECRET_KEY=os.environ.get("SECRET_KEY") or kept_secret(DEMO / "secret-key"),
+        )
+        os.environ.update(env)
+        admin_password = kept_secret(DEMO / "admin-password")
+        print("preparing the control plane (schema, static files, admin account, demo cluster)...", flush=True)
+        prepare_control_plane(sandbox, admin_password)
+        print("starting the Celery worker and beat, two proxy nodes and the web server...", flush=True)
+        services.append(stack.worker(env, LOGS))
+        services.append(stack.beat(env, LOGS))
+        nodes = {
+            name: stack.node(name, redis_url, mysql, admin, DEMO / "nodes" / name, LOGS)
+            for name, (mysql, admin) in NODES.items()
+        }
+        services.extend(nodes.values())
+        services.append(stack.web(env, WEB, LOGS))
+        number, checksum = publish_demo()
+        wait_applied(number, nodes)
+        print(banner(number, checksum, admin_password, redis_url), flush=True)
+        while True:
+            dead = next((s for s in services if not s.running), None)
+            if dead is not None:
+                print(f"\n{dead.name} exited; its log ends with:\n{dead.log()}", file=sys.stderr)
+                status = 1
+                break
             time.sleep(0.5)
-        print(f"the proxy exited with status {proxy.returncode}", file=sys.stderr)
-        status = proxy.returncode or 1
     except KeyboardInterrupt:
         pass
+    except RuntimeError as exc:
+        print(f"\nmake run failed: {exc}", file=sys.stderr)
+        status = 1
     finally:
-        proxy.terminate()
-        try:
-            proxy.wait(10)
-        except subprocess.TimeoutExpired:
-            proxy.kill()
-            proxy.wait()
+        print("\nstopping...", flush=True)
+        stack.stop_all(services)
         sandbox.down()
         print("stopped.")
     return status
