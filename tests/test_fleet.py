@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 from django.conf import settings
 from django.test import Client
 
-from fleet import settings as fleet_settings
 from fleet.celery import app as celery_app
 from fleet.demo import READER_HOSTGROUP, WRITER_HOSTGROUP, demo_config
 from fleet.sandbox import APP_PASSWORD, APP_USER, REPO, Sandbox
@@ -21,8 +25,13 @@ def test_healthz() -> None:
 
 
 def test_default_settings() -> None:
-    assert settings.DATABASES["default"]["NAME"] == str(REPO / "var" / "fleet.sqlite3")
-    assert fleet_settings.ALLOWED_HOSTS == ["localhost", "127.0.0.1"]  # the test runner adds "testserver"
+    # Read in a fresh interpreter: pytest-django swaps this process's database for its test database.
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "ALLOWED_HOSTS", "DJANGO_DEBUG")}
+    code = "import json, fleet.settings as s; print(json.dumps([s.DATABASES['default'], s.ALLOWED_HOSTS, s.DEBUG]))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, check=True)
+    database, allowed_hosts, debug = json.loads(out.stdout)
+    assert (database["ENGINE"], database["NAME"]) == ("django.db.backends.sqlite3", str(REPO / "var" / "fleet.sqlite3"))
+    assert (allowed_hosts, debug) == (["localhost", "127.0.0.1"], False)
     assert settings.STATIC_ROOT == REPO / "var" / "staticfiles"
     assert (REPO / "static" / "css" / "fleet.css").is_file()
 

@@ -17,7 +17,7 @@ from fleet.core import audit, roles
 from fleet.core.drafts import save_row
 from fleet.core.models import TABLE_MODELS, AuditEntry, Cluster, ConfigVersion, Hostgroup, ProxyNode
 from fleet.core.models.tables import SECRET_COLUMNS
-from fleet.core.publishing import mask_document, mask_row
+from fleet.core.secrets import mask_document, mask_row
 from proxyapp.config import table_columns
 
 

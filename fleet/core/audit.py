@@ -8,18 +8,16 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import models
 
 from fleet.core.models import AuditEntry, Cluster, ClusterRow
-from fleet.core.models.tables import SECRET_COLUMNS
-
-MASK = "********"
+from fleet.core.secrets import mask_row
 
 
 def snapshot(obj: models.Model) -> dict[str, Any]:
     """A JSON-ready picture of a row for the audit log, with secrets masked."""
     if isinstance(obj, ClusterRow):
-        values = obj.as_row()
+        values = mask_row(obj.table, obj.as_row())
     else:
         values = {f.attname: getattr(obj, f.attname) for f in obj._meta.concrete_fields if f.name != "id"}
-    return {k: (MASK if k in SECRET_COLUMNS and v else _jsonable(v)) for k, v in values.items()}
+    return {k: _jsonable(v) for k, v in values.items()}
 
 
 def _jsonable(value: Any) -> Any:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +22,7 @@ from django.db import transaction
 from fleet.core import audit, push
 from fleet.core.drafts import Actor
 from fleet.core.models import TABLE_MODELS, AuditEntry, Cluster, ClusterRow, ConfigVersion, Hostgroup
-from fleet.core.models.tables import SECRET_COLUMNS
+from fleet.core.secrets import MASK, is_secret, mask_document, mask_row
 from proxyapp.config import UNIQUE_KEYS, Config, ConfigError, parse_config, table_columns
 
 #: A config document: table name -> list of rows (column name -> value).
@@ -31,7 +31,6 @@ Document = dict[str, list[dict[str, Any]]]
 DocumentIn = Mapping[str, list[dict[str, Any]]]
 
 # global_variables rows whose value is a credential (mysql-monitor_password) are masked like passwords.
-_SECRET_VARIABLE_SUFFIX = "_password"
 
 
 class NothingToPublish(Exception):
@@ -51,27 +50,6 @@ class RowChange:
 
 
 # --- masking ------------------------------------------------------------------------------------------------
-
-
-def is_secret(table: str, row: Mapping[str, Any], column: str) -> bool:
-    """Whether ``row[column]`` is a credential that no user may see (a user's password, a password variable)."""
-    if column in SECRET_COLUMNS:
-        return True
-    return (
-        table == "global_variables"
-        and column == "variable_value"
-        and str(row.get("variable_name", "")).endswith(_SECRET_VARIABLE_SUFFIX)
-    )
-
-
-def mask_row(table: str, row: Mapping[str, Any]) -> dict[str, Any]:
-    """``row`` with every non-empty secret replaced by ``audit.MASK``."""
-    return {k: (audit.MASK if v and is_secret(table, row, k) else v) for k, v in row.items()}
-
-
-def mask_document(document: Mapping[str, Iterable[Mapping[str, Any]]]) -> Document:
-    """A copy of ``document`` fit to show a user: every secret masked."""
-    return {table: [mask_row(table, row) for row in rows] for table, rows in document.items()}
 
 
 # --- the draft ----------------------------------------------------------------------------------------------
@@ -132,7 +110,7 @@ def _unmask_secrets(cluster: Cluster, document: Mapping[str, Any]) -> dict[str, 
         unmasked = []
         for index, row in enumerate(rows):
             masked = (
-                [c for c, v in row.items() if v == audit.MASK and is_secret(table, row, c)]
+                [c for c, v in row.items() if v == MASK and is_secret(table, row, c)]
                 if isinstance(row, Mapping)
                 else []
             )
@@ -141,7 +119,7 @@ def _unmask_secrets(cluster: Cluster, document: Mapping[str, Any]) -> dict[str, 
                 old = known.get(_row_key(table, full))
                 if old is None:
                     errors.extend(
-                        f"{table}[{index}] ({_key_text(table, full)}): {column}: the mask {audit.MASK!r} stands for "
+                        f"{table}[{index}] ({_key_text(table, full)}): {column}: the mask {MASK!r} stands for "
                         "the value the draft already has, but the draft has no such row; give the value"
                         for column in masked
                     )

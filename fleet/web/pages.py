@@ -11,7 +11,7 @@ from django.http import Http404
 
 from fleet.core.models import Hostgroup, QueryRule, ReplicationHostgroup, Server, User, Variable
 from fleet.core.models.tables import SECRET_COLUMNS
-from fleet.core.publishing import mask_row
+from fleet.core.secrets import mask_row
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import redis
 from django.conf import settings
 from django.contrib.auth.models import User as Account
 
-from fleet.core import audit, publishing
+from fleet.core import publishing, secrets
 from fleet.core.drafts import delete_row, save_row
 from fleet.core.models import (
     AuditEntry,
@@ -43,6 +43,9 @@ def edit_draft(cluster: Cluster, author: Account) -> None:
     user = User.objects.get(cluster=cluster)
     user.password = "another-" + SECRET
     save_row(user, author)
+    monitor = Variable.objects.get(cluster=cluster, variable_name="mysql-monitor_password")
+    monitor.variable_value = "another-" + MONITOR_SECRET
+    save_row(monitor, author)
     save_row(Server(cluster=cluster, hostgroup_id=20, hostname="10.0.0.9", port=3307), author)
     delete_row(QueryRule.objects.get(cluster=cluster, rule_id=2), author)
 
@@ -120,11 +123,13 @@ def test_draft_changes_and_version_diffs(cluster: Cluster, author: Account) -> N
     assert (weight.before["weight"], weight.after["weight"]) == (1, 5)
     password = by_key[("mysql_users", "username=app, backend=1")]
     assert password.columns == ("password",)
-    assert password.before["password"] == password.after["password"] == audit.MASK
+    assert password.before["password"] == password.after["password"] == secrets.MASK
     assert by_key[("mysql_servers", "hostgroup_id=20, hostname=10.0.0.9, port=3307")].kind == "added"
     removed = by_key[("mysql_query_rules", "rule_id=2")]
     assert (removed.kind, removed.before["destination_hostgroup"], removed.after) == ("removed", 20, {})
-    assert len(changes) == 4
+    monitor = by_key[("global_variables", "variable_name=mysql-monitor_password")]
+    assert monitor.before["variable_value"] == monitor.after["variable_value"] == secrets.MASK
+    assert len(changes) == 5
     v2 = publishing.publish(cluster, author)
     assert publishing.diff_versions(v1, v2) == changes
     assert {c.kind for c in publishing.diff_versions(v2, v1)} == {"changed", "added", "removed"}
@@ -133,7 +138,7 @@ def test_draft_changes_and_version_diffs(cluster: Cluster, author: Account) -> N
     assert "\n-    weight = 1\n+    weight = 5\n" in text
     assert "\n-mysql_query_rules (rule_id=2)\n" in text
     assert SECRET not in text
-    assert f'password = "{audit.MASK}"' in publishing.unified_diff({}, v1.document, "empty", "v1")
+    assert f'password = "{secrets.MASK}"' in publishing.unified_diff({}, v1.document, "empty", "v1")
 
 
 def test_rollback_publishes_an_old_version_anew(cluster: Cluster, author: Account) -> None:
@@ -161,10 +166,10 @@ def test_export_import_round_trip(cluster: Cluster, author: Account) -> None:
     assert publishing.compile_draft(copy).checksum == publishing.compile_draft(cluster).checksum
     entry = AuditEntry.objects.get(action=AuditEntry.Action.IMPORT, cluster=copy)
     assert entry.user == author and entry.before["mysql_servers"] == []
-    assert entry.after["mysql_users"][0]["password"] == audit.MASK
+    assert entry.after["mysql_users"][0]["password"] == secrets.MASK
     # A masked export imports again: the mask stands for the password the draft already has.
     masked = publishing.export_document(cluster, secrets=False)
-    assert masked["mysql_users"][0]["password"] == audit.MASK
+    assert masked["mysql_users"][0]["password"] == secrets.MASK
     masked["mysql_servers"][0]["weight"] = 7
     publishing.import_document(cluster, masked, author)
     assert User.objects.get(cluster=cluster).password == SECRET
@@ -212,5 +217,5 @@ def test_no_password_in_anything_a_user_sees(cluster: Cluster, author: Account) 
         list(AuditEntry.objects.values("before", "after", "object_key")),
     ]
     text = repr(shown)
-    for secret in (SECRET, "another-" + SECRET, MONITOR_SECRET):
+    for secret in (SECRET, "another-" + SECRET, MONITOR_SECRET, "another-" + MONITOR_SECRET):
         assert secret not in text

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from fleet.core import roles
 from fleet.core.models import AuditEntry, Cluster
-from fleet.core.publishing import mask_row
+from fleet.core.secrets import mask_row
 from fleet.web.access import current_cluster
 from fleet.web.pages import TABLE_PAGES, TablePage
 
