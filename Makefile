@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
 
-.PHONY: deps sysdeps lint test run bench clean
+.PHONY: deps sysdeps lint build test run bench clean
 
 # The virtualenv with requirements.txt installed, and the Debian packages.
 deps: sysdeps $(STAMP)
@@ -21,13 +21,17 @@ lint: deps
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-test: deps lint
-	$(VENV)/bin/pytest
+# The proxy's hot modules compiled with mypyc into var/build/native (a no-op while they are up to date).
+build: deps
+	$(PY) -m proxyapp build
 
-run: deps
+test: deps lint build
+	PROXYFLEET_REQUIRE_NATIVE=1 $(VENV)/bin/pytest
+
+run: deps build
 	$(PY) deploy/run_demo.py
 
-bench: deps
+bench: deps build
 	$(PY) -m tests.bench.run_bench $(BENCH_ARGS)
 
 # Takes down every sandbox under var/ (the dev one, test runs', benchmarks') before removing var/.

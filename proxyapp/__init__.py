@@ -1,1 +1,5 @@
 """ProxyFleet's data plane: an asyncio MySQL proxy configured the way ProxySQL is (never imports Django)."""
+
+from proxyapp.native import prefer_compiled
+
+prefer_compiled(__name__, __path__)

@@ -33,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--listen", help="HOST:PORT for MySQL clients (default: mysql-interfaces)")
     run.add_argument("--admin", help="HOST:PORT of the HTTP admin endpoint (default: admin-restapi_*)")
     run.add_argument("--log-level", default="INFO")
+    sub.add_parser("build", help="compile the hot modules with mypyc (see proxyapp.native)")
     check = sub.add_parser("check", help="validate a config document and print its warnings")
     check.add_argument("--config", required=True, type=Path)
     worker = sub.add_parser("worker", help="(internal) one worker process, started by `run`")
@@ -52,6 +53,10 @@ def main(argv: list[str] | None = None) -> int:
     agent.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
 
+    if args.command == "build":
+        from proxyapp.native import build
+
+        return build()
     if args.command == "check":
         try:
             config = load_config_file(args.config)

@@ -120,10 +120,10 @@ class BackendConnection:
             return await asyncio.wait_for(cls._connect(host, port, credentials, schema, charset, max_packet), timeout)
         except TimeoutError:
             raise BackendError(f"connect to {host}:{port} timed out after {timeout * 1000:.0f} ms") from None
-        except (OSError, PeerClosed) as exc:
-            raise BackendError(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
-        except ProtocolError as exc:
-            raise BackendError(f"bad handshake from {host}:{port}: {exc}") from None
+        except (OSError, PeerClosed) as refused:
+            raise BackendError(f"cannot connect to {host}:{port}: {refused.strerror or refused}") from None
+        except ProtocolError as malformed:
+            raise BackendError(f"bad handshake from {host}:{port}: {malformed}") from None
 
     @classmethod
     async def _connect(

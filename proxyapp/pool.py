@@ -54,16 +54,16 @@ class PoolSettings:
     def from_variables(cls, v: Variables) -> PoolSettings:
         """Read the settings from the config's global variables."""
         return cls(
-            connect_timeout_ms=v["mysql-connect_timeout_server"],
-            connect_timeout_max_ms=v["mysql-connect_timeout_server_max"],
-            connect_retries=v["mysql-connect_retries_on_failure"],
-            connect_retries_delay_ms=v["mysql-connect_retries_delay"],
-            shun_on_failures=v["mysql-shun_on_failures"],
-            shun_recovery_time_sec=v["mysql-shun_recovery_time_sec"],
-            free_connections_pct=v["mysql-free_connections_pct"],
-            connection_max_age_ms=v["mysql-connection_max_age_ms"],
-            connection_wait_timeout_ms=v["mysql-connection_wait_timeout"],
-            max_allowed_packet=v["mysql-max_allowed_packet"],
+            connect_timeout_ms=v.integer("mysql-connect_timeout_server"),
+            connect_timeout_max_ms=v.integer("mysql-connect_timeout_server_max"),
+            connect_retries=v.integer("mysql-connect_retries_on_failure"),
+            connect_retries_delay_ms=v.integer("mysql-connect_retries_delay"),
+            shun_on_failures=v.integer("mysql-shun_on_failures"),
+            shun_recovery_time_sec=v.integer("mysql-shun_recovery_time_sec"),
+            free_connections_pct=v.integer("mysql-free_connections_pct"),
+            connection_max_age_ms=v.integer("mysql-connection_max_age_ms"),
+            connection_wait_timeout_ms=v.integer("mysql-connection_wait_timeout"),
+            max_allowed_packet=v.integer("mysql-max_allowed_packet"),
         )
 
 
@@ -254,6 +254,7 @@ class Hostgroup:
         woken = False
         while True:
             now = time.monotonic()
+            pool: ServerPool | None
             if chosen is not None and chosen.has_room:
                 pool, any_usable = chosen, True
             else:

@@ -8,10 +8,12 @@ import signal
 import socket
 import time
 from pathlib import Path
+from typing import Any
 
 from proxyapp.admin import AdminServer
 from proxyapp.config import Config, ConfigError, load_config_file, parse_config
 from proxyapp.eventslog import EventsLog
+from proxyapp.native import compiled_modules
 from proxyapp.pool import PoolManager, PoolSettings
 from proxyapp.protocol.wire import Wire, WireProtocol
 from proxyapp.querycache import QueryCache
@@ -61,13 +63,13 @@ class Proxy:
         self.pools = PoolManager(self.counters, workers)
         self.runtime = Runtime.build(config, str(config_path or "document"))
         self.pools.apply(config.mysql_servers, PoolSettings.from_variables(config.variables))
-        self.cache = QueryCache(config.variables["mysql-query_cache_size_MB"] << 20, self.counters)
+        self.cache = QueryCache(config.variables.integer("mysql-query_cache_size_MB") << 20, self.counters)
         self.events = EventsLog(self.runtime.settings.eventslog_filename)
         self.background: set[asyncio.Task[None]] = set()
         self.started = time.monotonic()
         self.listen_address: tuple[str, int] = ("127.0.0.1", 0)
         self.admin: AdminServer | None = None
-        self._server: asyncio.Server | None = None
+        self._server: Any = None  # asyncio's Server, or uvloop's (whose sockets are a list, not a tuple)
         self._next_session = worker + 1  # ids stay unique across worker processes
         self._sessions: set[asyncio.Task[None]] = set()
         self.clients: dict[asyncio.Task[None], Session] = {}
@@ -90,7 +92,7 @@ class Proxy:
         log.info(
             "ProxyFleet listening on %s:%d (admin %s), config %s",
             *self.listen_address,
-            f"{admin[0]}:{self.admin.port}" if self.admin else "off",
+            f"{self.admin.host}:{self.admin.port}" if self.admin else "off",
             self.runtime.config.checksum[:12],
         )
         for warning in self.runtime.config.warnings:
@@ -144,7 +146,7 @@ class Proxy:
         """Swap in a validated config: new sessions and new commands use it, commands in flight finish as they are."""
         self.runtime = Runtime.build(config, source)
         self.pools.apply(config.mysql_servers, PoolSettings.from_variables(config.variables))
-        self.cache.max_bytes = config.variables["mysql-query_cache_size_MB"] << 20
+        self.cache.max_bytes = config.variables.integer("mysql-query_cache_size_MB") << 20
         if self.events.path != self.runtime.settings.eventslog_filename:
             self.events.close()
             self.events = EventsLog(self.runtime.settings.eventslog_filename)
@@ -212,6 +214,7 @@ class Proxy:
             "query_digest_overflow": self.digests.overflow,
             "query_rules": [{"rule_id": k, "hits": v} for k, v in sorted(rt.rules.hits.items())],
             "config": {"checksum": rt.config.checksum, "loaded_at": rt.loaded_at, "source": rt.source},
+            "native": compiled_modules(),
         }
 
 
@@ -225,9 +228,9 @@ async def serve(config_path: Path, listen: tuple[str, int] | None, admin: tuple[
     config = load_config_file(config_path)
     v = config.variables
     if listen is None:
-        listen = parse_address(v["mysql-interfaces"], 6033)
-    if admin is None and v["admin-restapi_enabled"]:
-        admin = (v["admin-restapi_interface"], v["admin-restapi_port"])
+        listen = parse_address(v.text("mysql-interfaces"), 6033)
+    if admin is None and v.flag("admin-restapi_enabled"):
+        admin = (v.text("admin-restapi_interface"), v.integer("admin-restapi_port"))
     workers = worker_count(config)
     if workers > 1:
         await Supervisor(config, config_path, workers).run(listen, admin)

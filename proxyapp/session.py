@@ -162,11 +162,11 @@ class Session:
             clean = True
         except (PeerClosed, asyncio.IncompleteReadError, ConnectionError):
             pass
-        except PacketTooLarge as exc:
-            self._send_error(ErrorCode.NET_PACKET_TOO_LARGE, str(exc), self.client.seq + 1)
-        except ProtocolError as exc:
-            log.info("session %d: malformed packet from %s: %s", self.id, self.client_addr, exc)
-            self._send_error(ErrorCode.HANDSHAKE, f"Malformed packet: {exc}", self.client.seq + 1)
+        except PacketTooLarge as too_large:
+            self._send_error(ErrorCode.NET_PACKET_TOO_LARGE, str(too_large), self.client.seq + 1)
+        except ProtocolError as malformed:
+            log.info("session %d: malformed packet from %s: %s", self.id, self.client_addr, malformed)
+            self._send_error(ErrorCode.HANDSHAKE, f"Malformed packet: {malformed}", self.client.seq + 1)
         except Exception:
             log.exception("session %d: internal error", self.id)
             self._send_error(ErrorCode.PROXY_ERROR, "ProxyFleet internal error; see the proxy log", 1)
@@ -582,22 +582,26 @@ class Session:
             try:
                 response = await run(conn, sink)
             except (PeerClosed, ProtocolError, OSError) as exc:
+                lost: BaseException | None = exc
+            else:
+                lost = None
+            finally:
+                if timer is not None:
+                    timer.cancel()
+            if lost is not None:
                 self._lose(conn, pool)
                 what = f"{pool.server.hostname}:{pool.server.port} (hostgroup {pool.server.hostgroup_id})"
                 if sink.written == 0 and not kept and safe_to_retry and retries > 0:
                     retries -= 1
-                    log.info("session %d: retrying a read after losing %s: %s", self.id, what, exc)
+                    log.info("session %d: retrying a read after losing %s: %s", self.id, what, lost)
                     continue
                 sent = "" if safe_to_retry else " (not retried: the statement may have run)"
                 self._send_error(
                     ErrorCode.BACKEND_LOST,
-                    f"Lost connection to backend {what} during query: {exc}{sent}",
+                    f"Lost connection to backend {what} during query: {lost}{sent}",
                     conn.wire.seq + 1 if sink.written else 1,
                 )
                 return None
-            finally:
-                if timer is not None:
-                    timer.cancel()
             pool.queries += 1
             # Latency_us: a moving average of the backend's response time (first byte to last), in µs.
             pool.latency_us += (int((time.perf_counter() - began) * 1_000_000) - pool.latency_us) >> 3
@@ -612,8 +616,12 @@ class Session:
                     captured = await self._capture_user_variables(conn, assigned)
                 if any(st.sets_last_insert_id for st in statements):
                     await self._capture_last_insert_id(conn)
-            cacheable = cache_key is not None and outcome is not None and response.error is None
-            if cacheable and (response.rows or outcome.cache_empty_result is not False):
+            if (
+                cache_key is not None
+                and outcome is not None
+                and response.error is None
+                and (response.rows or outcome.cache_empty_result is not False)
+            ):
                 self.proxy.cache.put(cache_key, b"".join(sink.parts), outcome.cache_ttl or 0)
             if beside:
                 self._release(conn)
@@ -863,8 +871,8 @@ class Session:
             elif name in ("names", "character set"):
                 state.names = applied.names = expr
             elif name == "session transaction":
-                for var, value in _transaction_settings(expr):
-                    state.variables[var] = applied.variables[var] = value
+                for var, setting in _transaction_settings(expr):
+                    state.variables[var] = applied.variables[var] = setting
             elif name == "next transaction":
                 continue
             else:

@@ -122,8 +122,8 @@ def tokenize(sql: str) -> Tokens:
     while pos is not None:
         matches, pos = _TOKEN_RE.finditer(sql, pos), None
         for m in matches:
-            group = m.lastindex
-            kind = group_kind[group]  # type: ignore[index]
+            group: int = m.lastindex  # type: ignore[assignment]  # every alternative is a group
+            kind = group_kind[group]
             if kind >= trivia:
                 if kind is _T.EXEC_OPEN:
                     in_exec = True

@@ -558,6 +558,27 @@ class Variables(Mapping[str, Value]):
             raise KeyError(f"unknown variable {name!r}{did_you_mean(name, VARIABLES)}")
         return spec.default
 
+    def integer(self, name: str) -> int:
+        """The value of an ``int`` variable."""
+        value = self[name]
+        if type(value) is not int:
+            raise TypeError(f"variable {name!r} is not an integer")
+        return value
+
+    def flag(self, name: str) -> bool:
+        """The value of a ``bool`` variable."""
+        value = self[name]
+        if type(value) is not bool:
+            raise TypeError(f"variable {name!r} is not a boolean")
+        return value
+
+    def text(self, name: str) -> str:
+        """The value of a ``str`` variable."""
+        value = self[name]
+        if not isinstance(value, str):
+            raise TypeError(f"variable {name!r} is not a string")
+        return value
+
     def __iter__(self) -> Iterator[str]:
         return iter(VARIABLES)
 

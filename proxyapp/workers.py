@@ -26,15 +26,23 @@ from proxyapp.config import Config, ConfigError, load_config_file, parse_config
 
 log = logging.getLogger("proxyapp.workers")
 
-_SUMMED_POOL = ("ConnUsed", "ConnFree", "ConnOK", "ConnERR", "MaxConnUsed", "Queries", "Bytes_data_sent")
-_SUMMED_POOL += ("Bytes_data_recv",)
+_SUMMED_POOL = (
+    "ConnUsed",
+    "ConnFree",
+    "ConnOK",
+    "ConnERR",
+    "MaxConnUsed",
+    "Queries",
+    "Bytes_data_sent",
+    "Bytes_data_recv",
+)
 _SUMMED_DIGEST = ("count_star", "sum_time", "sum_rows_affected", "sum_rows_sent")
 _DIGEST_KEY = ("hostgroup", "schemaname", "username", "client_address", "digest")
 
 
 def worker_count(config: Config) -> int:
     """How many worker processes to run: ``mysql-threads``, at most one per CPU."""
-    return max(1, min(config.variables["mysql-threads"], os.cpu_count() or 1))
+    return max(1, min(config.variables.integer("mysql-threads"), os.cpu_count() or 1))
 
 
 class _Worker:
@@ -72,7 +80,7 @@ class Supervisor:
                 "ProxyFleet listening on %s:%d with %d worker processes (admin %s), config %s",
                 *self.sock.getsockname()[:2],
                 len(self.workers),
-                f"{admin[0]}:{self.admin.port}" if self.admin else "off",
+                f"{self.admin.host}:{self.admin.port}" if self.admin else "off",
                 self.config.checksum[:12],
             )
             loop = asyncio.get_running_loop()

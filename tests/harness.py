@@ -11,6 +11,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -172,3 +173,7 @@ class ProxyProcess:
             self.proc.kill()
             self.proc.wait(5)
         self._log.close()
+
+
+#: The ``start_proxy`` fixture: starts a proxy from a config document (stopped after the test).
+StartProxy = Callable[[dict[str, Any]], ProxyProcess]

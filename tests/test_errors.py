@@ -9,16 +9,14 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pymysql
 import pytest
 
 from fleet.sandbox import Sandbox, SandboxServer
-from tests.harness import APP_PASSWORD, APP_USER, WRITER_HG, ProxyProcess, backend_thread, free_port
-
-StartProxy = Callable[[dict[str, Any]], ProxyProcess]
+from tests.harness import APP_PASSWORD, APP_USER, WRITER_HG, StartProxy, backend_thread, free_port
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -7,7 +7,6 @@ import resource
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
 from typing import Any
 
 import pymysql
@@ -16,9 +15,7 @@ import pytest
 from fleet.sandbox import Sandbox, SandboxServer
 from proxyapp.backend import BackendConnection, Credentials
 from proxyapp.protocol.packets import ErrPacket
-from tests.harness import APP_PASSWORD, APP_USER, ProxyProcess
-
-StartProxy = Callable[[dict[str, Any]], ProxyProcess]
+from tests.harness import APP_PASSWORD, APP_USER, ProxyProcess, StartProxy
 
 HG = 30
 SERVER_NAMES = {1: "primary", 2: "replica"}

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import pymysql
 import pytest
@@ -15,7 +14,7 @@ from fleet.sandbox import Sandbox
 from proxyapp.prepared import MAX_STATEMENTS_PER_CONNECTION
 from proxyapp.protocol.constants import Cap, Command
 from proxyapp.protocol.packets import frame
-from tests.harness import APP_PASSWORD, APP_USER, ProxyProcess
+from tests.harness import APP_PASSWORD, APP_USER, ProxyProcess, StartProxy
 from tests.rawclient import (
     APP2_PASSWORD,
     APP2_USER,
@@ -34,8 +33,6 @@ from tests.rawclient import (
     protocol_config,
     start_module_proxy,
 )
-
-StartProxy = Callable[[dict[str, Any]], ProxyProcess]
 
 
 @pytest.fixture(scope="module")

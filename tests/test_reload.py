@@ -16,9 +16,7 @@ import pymysql
 import pytest
 
 from fleet.sandbox import Sandbox, SandboxServer
-from tests.harness import APP_PASSWORD, APP_USER, READER_HG, WRITER_HG, ProxyProcess
-
-StartProxy = Callable[[dict[str, Any]], ProxyProcess]
+from tests.harness import APP_PASSWORD, APP_USER, READER_HG, WRITER_HG, ProxyProcess, StartProxy
 
 _ROOT: dict[int, pymysql.Connection] = {}
 

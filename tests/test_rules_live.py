@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +16,7 @@ import pymysql
 import pytest
 
 from fleet.sandbox import Sandbox, SandboxServer
-from tests.harness import APP_PASSWORD, APP_USER, READER_HG, WRITER_HG, ProxyProcess, backend_thread
-
-StartProxy = Callable[[dict[str, Any]], ProxyProcess]
+from tests.harness import APP_PASSWORD, APP_USER, READER_HG, WRITER_HG, ProxyProcess, StartProxy, backend_thread
 
 OTHER_USER = "reporter"
 OTHER_PASSWORD = "reporter-pass"

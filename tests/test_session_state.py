@@ -17,9 +17,7 @@ import pymysql
 import pytest
 
 from fleet.sandbox import Sandbox
-from tests.harness import APP_PASSWORD, APP_USER, WRITER_HG, ProxyProcess
-
-StartProxy = Callable[[dict[str, Any]], ProxyProcess]
+from tests.harness import APP_PASSWORD, APP_USER, WRITER_HG, ProxyProcess, StartProxy
 
 SQL_MODES = [
     "ANSI_QUOTES",

@@ -13,9 +13,7 @@ import pytest
 
 from fleet.sandbox import Sandbox
 from proxyapp.digest import compute_digest
-from tests.harness import READER_HG, WRITER_HG, ProxyProcess, rw_split_config
-
-StartProxy = Callable[[dict[str, Any]], ProxyProcess]
+from tests.harness import READER_HG, WRITER_HG, ProxyProcess, StartProxy, rw_split_config
 
 _SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})? (?P<value>\S+)$")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')

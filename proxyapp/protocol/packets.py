@@ -139,7 +139,7 @@ def eof_status(payload: bytes) -> int:
 
 def err_packet(code: int, message: str, sqlstate: str | None = None) -> bytes:
     """Build an ERR packet payload."""
-    state = sqlstate or SQLSTATE.get(code, "HY000")
+    state = sqlstate or SQLSTATE.get(code, "HY000")  # type: ignore[call-overload]  # plain int codes too
     return b"\xff" + struct.pack("<H", code) + b"#" + state.encode("ascii") + message.encode("utf-8", "replace")
 
 

@@ -13,6 +13,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from mypy_extensions import mypyc_attr
+
 from proxyapp.protocol.constants import MAX_PACKET, Status
 from proxyapp.protocol.packets import (
     ErrPacket,
@@ -31,6 +33,7 @@ _MORE_RESULTS = int(Status.MORE_RESULTS_EXISTS)
 _CURSOR_EXISTS = int(Status.CURSOR_EXISTS)
 
 
+@mypyc_attr(native_class=False)  # mypyc cannot compile a subclass of a built-in exception other than Exception
 class PeerClosed(ConnectionError):
     """The peer closed the connection (or it broke) before a whole packet arrived."""
 
@@ -155,8 +158,6 @@ class Wire:
         if self.reading_paused:
             self.reading_paused = False
             self.transport.resume_reading()
-        if self.closed is not None:
-            raise PeerClosed(self.closed)
         size = len(self.buf)
         while len(self.buf) == size:
             if self.closed is not None:

@@ -1,0 +1,133 @@
+"""The proxy's hot modules compiled to C with mypyc, and the loader that prefers them while they are fresh.
+
+``python -m proxyapp build`` (``make build``; ``make run`` and ``make test`` do it) compiles ``COMPILED`` into
+``var/build/native`` and writes a stamp: a hash of those modules' sources, the Python version and mypy's version.
+Each package of ``proxyapp`` calls ``prefer_compiled`` from its ``__init__``: when the stamp matches the sources on
+disk, the compiled directory goes first on the package's path, so ``import proxyapp.session`` loads the C
+extension; when it does not (a module was edited since the build, or nothing was built), the plain Python
+modules load, unchanged in behaviour, only slower. A stale build is therefore never run.
+``PROXYFLEET_NATIVE=0`` forces the plain modules.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import sys
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+REPO = PACKAGE_DIR.parent
+BUILD_DIR = REPO / "var" / "build" / "native"
+STAMP = BUILD_DIR / "STAMP"
+
+#: The modules compiled, relative to the repository: the per-query path and what it touches.
+COMPILED = (
+    "proxyapp/backend.py",
+    "proxyapp/digest.py",
+    "proxyapp/pool.py",
+    "proxyapp/prepared.py",
+    "proxyapp/protocol/packets.py",
+    "proxyapp/protocol/wire.py",
+    "proxyapp/querycache.py",
+    "proxyapp/rules.py",
+    "proxyapp/runtime.py",
+    "proxyapp/server.py",
+    "proxyapp/session.py",
+    "proxyapp/sessionstate.py",
+    "proxyapp/sqllex.py",
+    "proxyapp/sqlscan.py",
+    "proxyapp/stats.py",
+)
+
+
+def source_stamp() -> str:
+    """What a build of the current sources is stamped with."""
+    digest = hashlib.sha256()
+    digest.update(f"{sys.version}\n{platform.machine()}\n{_mypy_version()}\n".encode())
+    for name in COMPILED:
+        digest.update(name.encode() + b"\0" + (REPO / name).read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def _mypy_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("mypy")
+    except Exception:  # mypy missing: no build can match
+        return "none"
+
+
+def is_fresh() -> bool:
+    """Whether ``BUILD_DIR`` holds a build of exactly the current sources."""
+    try:
+        return STAMP.read_text().strip() == source_stamp()
+    except OSError:
+        return False
+
+
+_fresh: bool | None = None
+
+
+def prefer_compiled(package: str, path: list[str]) -> None:
+    """Put the compiled modules of ``package`` (a package's ``__path__``) first, if the build is fresh."""
+    global _fresh
+    if os.environ.get("PROXYFLEET_NATIVE", "1") == "0":
+        return
+    if _fresh is None:
+        _fresh = is_fresh()
+        if _fresh and str(BUILD_DIR) not in sys.path:
+            sys.path.append(str(BUILD_DIR))  # mypyc's shared library of all the modules sits at the top
+    if _fresh:
+        path.insert(0, str(BUILD_DIR.joinpath(*package.split("."))))
+
+
+def compiled_modules() -> list[str]:
+    """The dotted names of the modules running compiled in this process."""
+    names = [name.removesuffix(".py").replace("/", ".") for name in COMPILED]
+    return [n for n in names if n in sys.modules and str(getattr(sys.modules[n], "__file__", "")).endswith(".so")]
+
+
+def build() -> int:
+    """Compile ``COMPILED`` into ``BUILD_DIR`` and stamp it; returns a process exit code."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    stamp = source_stamp()
+    if is_fresh():
+        print(f"native build is up to date ({BUILD_DIR.relative_to(REPO)})")
+        return 0
+    # setuptools runs mypyc (C files into temp/c) and the compiler (objects into temp/o, -j jobs).
+    script = (
+        "import sys\n"
+        "from setuptools import setup\n"
+        "from mypyc.build import mypycify\n"
+        "lib, temp, jobs, *modules = sys.argv[1:]\n"
+        "ext = mypycify(modules, opt_level='3', debug_level='0', target_dir=temp + '/c')\n"
+        "setup(name='proxyapp-native', ext_modules=ext, packages=[], py_modules=[],\n"
+        "      script_args=['build_ext', '--build-lib', lib, '--build-temp', temp + '/o', '-j', jobs])\n"
+    )
+    staging = BUILD_DIR.with_name("native.new")
+    shutil.rmtree(staging, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix="proxyapp-native-") as temp:
+        env = dict(os.environ, MYPY_CACHE_DIR=str(BUILD_DIR.with_name("mypy-cache")))
+        result = subprocess.run(
+            [sys.executable, "-c", script, str(staging), temp, str(os.cpu_count() or 1), *COMPILED],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+    if result.returncode != 0:
+        print(result.stdout[-20000:], result.stderr[-20000:], sep="\n", file=sys.stderr)
+        print("native build failed: the proxy runs its plain Python modules", file=sys.stderr)
+        shutil.rmtree(staging, ignore_errors=True)
+        return result.returncode
+    (staging / "STAMP").write_text(stamp + "\n")
+    shutil.rmtree(BUILD_DIR, ignore_errors=True)
+    staging.rename(BUILD_DIR)
+    print(f"native build done: {len(COMPILED)} modules in {BUILD_DIR.relative_to(REPO)}")
+    return 0
