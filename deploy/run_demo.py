@@ -2,7 +2,7 @@
 
 A MariaDB sandbox (primary + replica, ``var/sandbox``); Redis (the one answering at ``REDIS_URL``, default
 127.0.0.1:6379, or else a private ``redis-server`` on a free port); the control plane on ``DATABASE_URL`` (default
-SQLite ``var/fleet.sqlite3``, schema by ``migrate --run-syncdb``): gunicorn on 127.0.0.1:8000, a Celery worker and
+SQLite ``var/fleet.sqlite3``, schema by ``migrate``): gunicorn on 127.0.0.1:8000, a Celery worker and
 Celery beat; two proxy nodes, ``node1`` (127.0.0.1:6033, admin 6070) and ``node2`` (6034, admin 6071), each with
 its agent; the cluster ``demo`` with the demo config (``fleet/demo.py``) published to both. The admin account's
 password is kept in ``var/demo/admin-password``; every process logs to ``var/demo/logs/``.
@@ -74,7 +74,7 @@ def prepare_control_plane(sandbox: Sandbox, admin_password: str) -> None:
     from fleet.core import publishing
     from fleet.core.models import Cluster, ProxyNode
 
-    call_command("migrate", run_syncdb=True, interactive=False, verbosity=0)
+    call_command("migrate", interactive=False, verbosity=0)
     call_command("collectstatic", interactive=False, verbosity=0)
     admin = User.objects.filter(username=ADMIN).first() or User(username=ADMIN)
     admin.is_staff = admin.is_superuser = admin.is_active = True

@@ -93,3 +93,13 @@ def test_demo_config_is_a_valid_rw_split_over_the_sandbox(sandbox: Sandbox) -> N
     assert (user.username, user.password, user.default_hostgroup) == (APP_USER, APP_PASSWORD, WRITER_HOSTGROUP)
     rules = [(r.rule_id, r.match_digest, r.destination_hostgroup, r.apply) for r in config.mysql_query_rules]
     assert rules == [(1, "^SELECT.*FOR UPDATE", WRITER_HOSTGROUP, True), (2, "^SELECT", READER_HOSTGROUP, True)]
+
+
+def test_migrations_cover_every_model() -> None:
+    out = subprocess.run(
+        [sys.executable, "manage.py", "makemigrations", "--check", "--dry-run"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr

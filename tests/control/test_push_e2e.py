@@ -179,7 +179,7 @@ def fleet(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterato
             SECRET_KEY=secrets.token_hex(16),
             FLEET_RECONCILE_SECONDS="1",
         )
-        stack.manage(env, "migrate", "--run-syncdb", "--noinput")
+        stack.manage(env, "migrate", "--noinput")
         ports = {name: (stack.free_port(), stack.free_port()) for name in ("e2e-a", "e2e-b")}
         seed_env = dict(
             env,
