@@ -84,22 +84,34 @@ _PAIR = re.compile(r"([^\s;,=]+)\s*=\s*([^\s;,=]*)")
 _REWRITE_ESCAPE = re.compile(r"\\(.?)", re.DOTALL)
 
 
-@dataclass(slots=True)
 class QueryContext:
     """What the rules can filter on, for one query.
 
     ``digest`` is the digest hash (``'0x'`` and 16 hex digits, as ``digest.Digest.hash``) and ``digest_text``
-    the normalized text (``digest.Digest.text``).
+    the normalized text (``digest.Digest.text``). A plain class so that mypyc compiles its ``__init__``.
     """
 
-    username: str
-    schemaname: str
-    client_addr: str
-    proxy_addr: str
-    proxy_port: int
-    query: str
-    digest: str
-    digest_text: str
+    __slots__ = ("client_addr", "digest", "digest_text", "proxy_addr", "proxy_port", "query", "schemaname", "username")
+
+    def __init__(
+        self,
+        username: str,
+        schemaname: str,
+        client_addr: str,
+        proxy_addr: str,
+        proxy_port: int,
+        query: str,
+        digest: str,
+        digest_text: str,
+    ) -> None:
+        self.username = username
+        self.schemaname = schemaname
+        self.client_addr = client_addr
+        self.proxy_addr = proxy_addr
+        self.proxy_port = proxy_port
+        self.query = query
+        self.digest = digest
+        self.digest_text = digest_text
 
 
 @dataclass(slots=True)
@@ -174,6 +186,11 @@ class RuleEngine:
                 raise ValueError(f"rule {rule.rule_id}: duplicate rule_id")
             self.hits[rule.rule_id] = 0
         self._needs_digest = any(rule.digest is not None or rule.match_digest is not None for rule in self._rules)
+
+    @property
+    def active(self) -> bool:
+        """Whether there is any active rule."""
+        return bool(self._rules)
 
     @property
     def needs_digest(self) -> bool:

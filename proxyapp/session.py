@@ -122,6 +122,7 @@ class Session:
         self.default_hostgroup = 0
         self.transaction_persistent = True
         self.capabilities = 0
+        self.local_files = False  # the client can send LOAD DATA LOCAL files (a plain bool: read per query)
         self.collation = 45
         self.state = SessionState()
         self.conn: BackendConnection | None = None  # the connection the session keeps while pinned
@@ -132,7 +133,7 @@ class Session:
         self.next_stmt_id = 1
         self.scramble = auth.new_scramble()
         self.in_transaction = False
-        self.last_server = ""  # host:port of the backend the last command ran on
+        self.last_pool: ServerPool | None = None  # the server the last command ran on
         self.fast_forward = False
         self.idle_since = 0.0  # loop time since the session waits for a command; 0 while one runs
 
@@ -220,6 +221,7 @@ class Session:
             return False
         login = ClientLogin.decode(payload)
         self.capabilities = login.capabilities
+        self.local_files = bool(login.capabilities & Cap.LOCAL_FILES)
         seq = self.client.seq + 1
         user = rt.frontend_users.get(login.username)
         addr = self.client_addr
@@ -456,8 +458,7 @@ class Session:
             self.state.pins.discard(Pin.WARNINGS)
             await self._maybe_release()
         first = statements[0]
-        may_load = self.capabilities & Cap.LOCAL_FILES and rt.settings.local_infile
-        if not may_load and any(s.load_local for s in statements):
+        if not (self.local_files and rt.settings.local_infile) and any(s.load_local for s in statements):
             # Refused here: the backend would ask this client for a file it cannot (or may not) send.
             self._send_error(1148, "The used command is not allowed with this ProxyFleet configuration", 1)
             return
@@ -488,7 +489,10 @@ class Session:
 
     def _apply_rules(self, sql: str, digest: Digest) -> RuleOutcome:
         """The query rules' verdict on ``sql`` for this session, from its current flagIN."""
-        return self.proxy.runtime.rules.evaluate(
+        rules = self.proxy.runtime.rules
+        if not rules.active and "/*" not in sql:  # no rule and no annotation can apply: the shared empty verdict
+            return _NO_RULES
+        return rules.evaluate(
             QueryContext(
                 self.username,
                 self.state.schema or "",
@@ -605,7 +609,7 @@ class Session:
             pool.queries += 1
             # Latency_us: a moving average of the backend's response time (first byte to last), in µs.
             pool.latency_us += (int((time.perf_counter() - began) * 1_000_000) - pool.latency_us) >> 3
-            self.last_server = f"{pool.server.hostname}:{pool.server.port}"
+            self.last_pool = pool
             pool.bytes_sent += conn.wire.bytes_out - sent_before
             pool.bytes_recv += sink.written
             conn.status = response.status
@@ -739,7 +743,7 @@ class Session:
 
     async def _relay_infile(self, backend: Wire) -> None:
         """Relay a LOAD DATA LOCAL INFILE: the client's file packets go to the backend until the empty one."""
-        if not (self.capabilities & Cap.LOCAL_FILES and self.proxy.runtime.settings.local_infile):
+        if not (self.local_files and self.proxy.runtime.settings.local_infile):
             backend.send(b"", backend.seq + 1)
             return
         await self.client.drain()
@@ -797,8 +801,9 @@ class Session:
                 pins.add(Pin.TEXT_PREPARE)
             if s.unparsable_set:
                 pins.add(Pin.LOCKED_SET)
-        self._toggle(Pin.TEMPORARY_TABLES, bool(state.temp_tables))
-        self._toggle(Pin.GET_LOCK, state.locks_held > 0)
+        if pins or state.temp_tables or state.locks_held:  # else there is nothing to add or remove
+            self._toggle(Pin.TEMPORARY_TABLES, bool(state.temp_tables))
+            self._toggle(Pin.GET_LOCK, state.locks_held > 0)
         if outcome is not None and outcome.multiplex is not None:
             self._toggle(Pin.RULE, outcome.multiplex == 0)
         if response.cursor:
@@ -811,8 +816,9 @@ class Session:
         if in_trans != self.in_transaction:
             self.in_transaction = in_trans
             self.proxy.counters.Active_Transactions += 1 if in_trans else -1
-        self._toggle(Pin.TRANSACTION, in_trans)
-        if pins & DIRTY_PINS:
+        if in_trans or pins:
+            self._toggle(Pin.TRANSACTION, in_trans)
+        if pins and not pins.isdisjoint(DIRTY_PINS):
             conn.dirty = True
         if pins or not self.proxy.runtime.settings.multiplexing:
             self.conn = conn
@@ -887,13 +893,14 @@ class Session:
             error = "ProxyFleet error (sent to the client)"
         elif response.error is not None:
             error = f"{response.error.code}: {response.error.message}"
+        last = self.last_pool
         self.proxy.events.write(
             query_event(
                 username=self.username,
                 schemaname=self.state.schema or "",
                 client=f"{self.client_addr}",
                 hostgroup=hostgroup,
-                server=self.last_server,
+                server=f"{last.server.hostname}:{last.server.port}" if last is not None else "",
                 digest=digest,
                 query=sql,
                 thread_id=self.id,

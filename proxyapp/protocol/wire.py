@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Protocol
 
 from mypy_extensions import mypyc_attr
@@ -31,6 +30,7 @@ PAUSE_READING_AT = 8 << 20
 # Plain ints: IntFlag arithmetic is slow on the per-packet path.
 _MORE_RESULTS = int(Status.MORE_RESULTS_EXISTS)
 _CURSOR_EXISTS = int(Status.CURSOR_EXISTS)
+_AUTOCOMMIT = int(Status.AUTOCOMMIT)
 
 
 @mypyc_attr(native_class=False)  # mypyc cannot compile a subclass of a built-in exception other than Exception
@@ -275,18 +275,23 @@ class Sink(Protocol):
         """Wait for the peer to take what was written."""
 
 
-@dataclass(slots=True)
 class Response:
-    """What a command's response said, summed over all its result sets."""
+    """What a command's response said, summed over all its result sets.
 
-    status: int = Status.AUTOCOMMIT
-    affected_rows: int = 0
-    last_insert_id: int = 0
-    warnings: int = 0
-    rows: int = 0
-    result_sets: int = 0
-    error: ErrPacket | None = None
-    cursor: bool = False
+    A plain class, not a dataclass: mypyc compiles its ``__init__`` (one is made per query).
+    """
+
+    __slots__ = ("affected_rows", "cursor", "error", "last_insert_id", "result_sets", "rows", "status", "warnings")
+
+    def __init__(self, status: int = _AUTOCOMMIT, error: ErrPacket | None = None) -> None:
+        self.status = status
+        self.error = error
+        self.affected_rows = 0
+        self.last_insert_id = 0
+        self.warnings = 0
+        self.rows = 0
+        self.result_sets = 0
+        self.cursor = False
 
 
 #: Relays a LOCAL INFILE exchange: given the backend wire, sends the client's file to it.
