@@ -151,8 +151,17 @@ def first_word(sql: str) -> str:
 
     A fast check that does not tokenize; a query opening with an executable comment gives ''.
     """
+    if sql[:1] in _WORD_START:  # the usual case, without the regex: the text opens with the word
+        end = 1
+        n = len(sql)
+        while end < n and (sql[end].isalnum() or sql[end] == "_"):
+            end += 1
+        return sql[:end].upper()
     m = _HEAD_RE.match(sql)
     return m[1].upper() if m else ""
+
+
+_WORD_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
 
 
 def strip_quoted(sql: str) -> str:

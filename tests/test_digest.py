@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import re
 import subprocess
 import sys
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from proxyapp.digest import CACHEABLE_LENGTH, MAX_QUERY_LENGTH, Digest, compute_digest, digest_text
+from proxyapp.digest import CACHEABLE_LENGTH, MAX_QUERY_LENGTH, Digest, compute_digest, digest_text, simple_shape
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -197,3 +198,18 @@ def test_simple_query_shortcut_matches_the_full_digest(sql: str) -> None:
     from proxyapp.digest import _digest
 
     assert compute_digest(sql) == _digest(sql, 2048)
+
+
+# What simple_shape must do, as the two regular expressions it replaced said it.
+_NOT_SIMPLE_RE = re.compile(r"""['"`#/\\+\-]|\d[eE]""")
+_BARE_NUMBER_RE = re.compile(r"(?<![\w.$?])\d+(?:\.\d+)?(?![\w.])")
+
+
+def test_simple_shape_agrees_with_its_regular_expression_definition() -> None:
+    rng = random.Random(20261203)
+    alphabet = "0123456789" * 3 + "abcxyzeE_.$?,() =<>*;" + "٣²é" + "'\"`#/\\+-"
+    cases = ["SELECT c FROM sbtest3 WHERE id=4978", "SELECT 1.5, 1.5.3, 1., .5, t1, 0x1F, 12e3, 3 LIMIT 10", ""]
+    cases += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 24))) for _ in range(20000)]
+    for sql in cases:
+        expected = None if _NOT_SIMPLE_RE.search(sql) else _BARE_NUMBER_RE.sub("?", sql)
+        assert simple_shape(sql) == expected, sql
