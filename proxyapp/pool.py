@@ -355,10 +355,11 @@ class Hostgroup:
         return conn
 
     async def _wait(self, username: str, schema: str | None, timeout: float) -> BackendConnection | None:
-        future: asyncio.Future[BackendConnection | None] = asyncio.get_running_loop().create_future()
+        loop = self.manager.loop()
+        future: asyncio.Future[BackendConnection | None] = loop.create_future()
         waiter = _Waiter(future, username, schema)
         self.waiters.append(waiter)
-        expiry = asyncio.get_running_loop().call_later(timeout, _expire, future)
+        expiry = loop.call_later(timeout, _expire, future)
         try:
             return await future
         except asyncio.CancelledError:
@@ -426,6 +427,14 @@ class PoolManager:
         self.hostgroups: dict[int, Hostgroup] = {}
         self.backend_version: str | None = None  # from the first backend greeting, reported to clients
         self._pools: dict[tuple[int, str, int], ServerPool] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The running event loop, kept: ``asyncio.get_running_loop()`` makes a getpid() system call each time."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            loop = self._loop = asyncio.get_running_loop()
+        return loop
 
     def apply(self, servers: tuple[MysqlServer, ...], settings: PoolSettings) -> None:
         """Adopt a new server list: pools of servers that stay keep their connections; removed ones drain."""

@@ -11,6 +11,7 @@ import struct
 from dataclasses import dataclass, field
 
 from proxyapp.backend import BackendConnection, PreparedOnBackend
+from proxyapp.digest import Digest
 from proxyapp.protocol.constants import Command
 from proxyapp.protocol.packets import ErrPacket, ProtocolError, parse_err
 from proxyapp.protocol.wire import Wire
@@ -29,6 +30,7 @@ class ClientStatement:
     hostgroup: int
     num_params: int
     num_columns: int
+    digest: Digest  # of ``sql``, for the digest statistics of every execute
     param_types: bytes | None = None
     long_data: list[bytes] = field(default_factory=list)  # COM_STMT_SEND_LONG_DATA payloads, replayed at execute
     cursor: bool = False

@@ -305,7 +305,7 @@ class Session:
     async def _command_loop(self) -> None:
         client = self.client
         handlers = _HANDLERS
-        loop = asyncio.get_running_loop()
+        loop = client.loop
         while True:
             self.idle_since = loop.time()
             payload = await client.read_payload()
@@ -580,7 +580,7 @@ class Session:
             sink = _Sink(self.client, cache_key is not None)
             timer = None
             if timeout_ms < _NO_TIMEOUT_MS:
-                timer = asyncio.get_running_loop().call_later(timeout_ms / 1000, self._kill_query, conn, pool)
+                timer = self.client.loop.call_later(timeout_ms / 1000, self._kill_query, conn, pool)
             sent_before = conn.wire.bytes_out
             began = time.perf_counter()
             try:
@@ -827,7 +827,7 @@ class Session:
             self.conn = None
             if conn.dirty:
                 self.conn = conn
-                task = asyncio.get_running_loop().create_task(self._drop_connection(reset=True))
+                task = self.client.loop.create_task(self._drop_connection(reset=True))
                 self.proxy.background.add(task)
                 task.add_done_callback(self.proxy.background.discard)
             else:
@@ -945,8 +945,9 @@ class Session:
         if outcome.query is not None:
             sql = outcome.query
             statements = scan(sql) or statements
+            digest = compute_digest(sql, rt.settings.max_digest_length)
         hostgroup = self._route(statements, outcome) if statements else self.default_hostgroup
-        stmt = ClientStatement(self.next_stmt_id, sql, statements, hostgroup, 0, 0)
+        stmt = ClientStatement(self.next_stmt_id, sql, statements, hostgroup, 0, 0, digest)
 
         async def run(conn: BackendConnection, sink: _Sink) -> Response:
             conn.wire.send(b"\x16" + sql.encode("utf-8", "surrogateescape"), 0)
@@ -999,13 +1000,12 @@ class Session:
             conn.wire.send(rewrite_execute(payload, prepared.stmt_id, stmt), 0)
             return await read_response(conn.wire, sink, binary=True)
 
-        digest = compute_digest(stmt.sql, self.proxy.runtime.settings.max_digest_length)
         try:
             response = await self._execute(hostgroup, run, stmt.statements, None)
         finally:
             stmt.long_data.clear()
         if response is not None:
-            self._record(hostgroup, digest, started, response.rows, response.affected_rows)
+            self._record(hostgroup, stmt.digest, started, response.rows, response.affected_rows)
 
     def _statement(self, payload: bytes) -> ClientStatement | None:
         if len(payload) < 5:

@@ -106,6 +106,7 @@ class Wire:
         "bytes_out",
         "closed",
         "drain_waiter",
+        "loop",
         "mark",
         "max_packet",
         "pos",
@@ -118,6 +119,8 @@ class Wire:
 
     def __init__(self, transport: asyncio.Transport, max_packet: int = 1 << 30) -> None:
         self.transport = transport
+        # Kept: asyncio.get_running_loop() makes a getpid() system call each time (its fork check).
+        self.loop = asyncio.get_running_loop()
         self.buf = bytearray()
         self.pos = 0
         self.mark = 0  # bytes before the mark may be discarded; [mark, pos) is read but not yet relayed
@@ -162,7 +165,7 @@ class Wire:
         while len(self.buf) == size:
             if self.closed is not None:
                 raise PeerClosed(self.closed)
-            waiter = self.waiter = asyncio.get_running_loop().create_future()
+            waiter = self.waiter = self.loop.create_future()
             await waiter
 
     def part(self) -> tuple[int, int] | None:
@@ -247,7 +250,7 @@ class Wire:
         while self.writing_paused:
             if self.closed is not None:
                 raise PeerClosed(self.closed)
-            waiter = self.drain_waiter = asyncio.get_running_loop().create_future()
+            waiter = self.drain_waiter = self.loop.create_future()
             await waiter
         if self.closed is not None:
             raise PeerClosed(self.closed)
