@@ -91,7 +91,19 @@ def compiled_modules() -> list[str]:
 
 
 def build() -> int:
-    """Compile ``COMPILED`` into ``BUILD_DIR`` and stamp it; returns a process exit code."""
+    """Compile ``COMPILED`` into ``BUILD_DIR`` and stamp it; returns a process exit code.
+
+    Builds from several processes at once take turns (a lock file), and the later ones find the work done.
+    """
+    import fcntl
+
+    BUILD_DIR.parent.mkdir(parents=True, exist_ok=True)
+    with (BUILD_DIR.parent / "native.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _build_locked()
+
+
+def _build_locked() -> int:
     import shutil
     import subprocess
     import tempfile

@@ -147,6 +147,7 @@ class NodeSerializer(serializers.ModelSerializer):
             "mysql_address",
             "admin_address",
             "desired_version",
+            "pushed_version",
             "applied_version",
             "applied_checksum",
             "state",
@@ -154,6 +155,7 @@ class NodeSerializer(serializers.ModelSerializer):
             "last_pushed_at",
             "last_ack_at",
             "last_heartbeat",
+            "stale_since",
         ]
 
 

@@ -28,6 +28,8 @@ class ProxyNodeAdmin(admin.ModelAdmin):
     list_filter = ("cluster", "state")
     search_fields = ("name", "mysql_address")
     readonly_fields = (
+        "pushed_version",
+        "stale_since",
         "applied_version",
         "applied_checksum",
         "state",
