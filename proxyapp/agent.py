@@ -131,17 +131,24 @@ class Agent:
             "at": now_iso(),
         }
 
-    def apply(self, cluster: str, version: int, checksum: str, document: Any) -> dict[str, Any]:
+    def apply(self, cluster: str, version: int, checksum: str, document: Any, cluster_uid: str = "") -> dict[str, Any]:
         """Bring the proxy to ``version``; returns the ack's kwargs. Raises AdminUnavailable (nothing is acked then;
-        the control plane's reconcile sends the version again)."""
+        the control plane's reconcile sends the version again).
+
+        Version numbers are compared only within one cluster identity (name and ``cluster_uid``): a control plane
+        whose database was made anew numbers from 1 again, and its versions must not be ignored as late."""
         if not isinstance(version, int) or isinstance(version, bool) or version < 1:
             raise ValueError(f"apply: version must be a positive whole number, not {version!r}")
-        if not isinstance(checksum, str) or not isinstance(cluster, str):
-            raise ValueError(f"apply: cluster and checksum must be text, not {cluster!r} and {checksum!r}")
+        if not isinstance(checksum, str) or not isinstance(cluster, str) or not isinstance(cluster_uid, str):
+            raise ValueError(
+                f"apply: cluster, cluster_uid and checksum must be text, "
+                f"not {cluster!r}, {cluster_uid!r} and {checksum!r}"
+            )
         self.admin.wait_ready(ADMIN_WAIT_SECONDS)
         running = self.admin.running_checksum()
         applied = self.store.applied()
-        if applied is not None and applied.cluster == cluster and applied.checksum == running:
+        same_cluster = applied is not None and (applied.cluster, applied.cluster_uid) == (cluster, cluster_uid)
+        if applied is not None and same_cluster and applied.checksum == running:
             if applied.version > version:  # a late message: the node already runs a newer version
                 log.info("version %d is older than the running version %d; nothing to do", version, applied.version)
                 return self._ack(applied.version, applied.checksum)
@@ -157,7 +164,7 @@ class Agent:
                 reasons = body.get("errors") or [body.get("error") or f"the proxy answered HTTP {status}"]
                 log.error("the proxy refused version %d: %s", version, "; ".join(map(str, reasons)))
                 return self._ack(version, checksum, "\n".join(map(str, reasons)))
-        self.store.save(document, AppliedVersion(cluster, version, checksum, now_iso()))
+        self.store.save(document, AppliedVersion(cluster, version, checksum, now_iso(), cluster_uid))
         log.info("cluster %s version %d (%s) applied", cluster, version, checksum[:12])
         return self._ack(version, checksum)
 
@@ -221,8 +228,8 @@ def build_app(agent: Agent) -> Celery:
     )
 
     @app.task(name=APPLY_TASK, acks_late=True, reject_on_worker_lost=True)
-    def apply(cluster: str, version: int, checksum: str, document: dict[str, Any]) -> None:
-        ack = agent.apply(cluster, version, checksum, document)
+    def apply(cluster: str, version: int, checksum: str, document: dict[str, Any], cluster_uid: str = "") -> None:
+        ack = agent.apply(cluster, version, checksum, document, cluster_uid)
         app.send_task(ACK_TASK, kwargs=ack, queue=FLEET_QUEUE)
 
     return app

@@ -41,6 +41,7 @@ class AppliedVersion:
     version: int
     checksum: str
     applied_at: str
+    cluster_uid: str = ""  # the cluster's identity: a control plane made anew numbers its versions from 1 again
 
 
 class NodeStore:
@@ -67,6 +68,7 @@ class NodeStore:
                 version=int(raw["version"]),
                 checksum=str(raw["checksum"]),
                 applied_at=str(raw["applied_at"]),
+                cluster_uid=str(raw.get("cluster_uid", "")),
             )
         except FileNotFoundError:
             return None

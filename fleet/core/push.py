@@ -34,6 +34,7 @@ def push_to_node(node: ProxyNode, version: ConfigVersion) -> None:
         APPLY_TASK,
         kwargs={
             "cluster": version.cluster.name,
+            "cluster_uid": str(version.cluster.uid),
             "version": version.number,
             "checksum": version.checksum,
             "document": version.document,

@@ -73,6 +73,12 @@ def test_apply_reloads_the_proxy_saves_the_document_and_is_idempotent(proxy: Pro
     assert store.applied().version == 3
     assert proxy.admin("GET", "/config")["loaded_at"] == running["loaded_at"]
 
+    # A control plane made anew (another cluster identity, numbering from 1 again): its version 1 is applied.
+    fresh = agent.apply("main", 1, checksum(v1), v1, "another-cluster-uid")
+    assert (fresh["version"], fresh["checksum"], fresh["ok"]) == (1, checksum(v1), True)
+    assert proxy.admin("GET", "/config")["checksum"] == checksum(v1)
+    assert (store.applied().version, store.applied().cluster_uid) == (1, "another-cluster-uid")
+
 
 def test_a_refused_config_is_acked_with_the_reason_and_the_node_keeps_its_config(
     proxy: ProxyProcess, tmp_path: Path

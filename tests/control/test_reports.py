@@ -193,7 +193,8 @@ def test_reconcile_resends_to_drifted_nodes_only_and_marks_silent_ones_stale(nod
     try:
         ProxyNode.objects.filter(pk=node.pk).update(applied_version=1, applied_checksum="sum1")
         assert push.reconcile() == [node.name]
-        assert queued(node) == [{"cluster": "reports", "version": 2, "checksum": "sum2", "document": document}]
+        sent = {"cluster": "reports", "cluster_uid": str(cluster.uid), "version": 2, "checksum": "sum2"}
+        assert queued(node) == [{**sent, "document": document}]
         node.refresh_from_db()
         assert (node.state, node.pushed_version) == ("pending", 2)
         assert push.reconcile() == []  # a message already waits in its queue: no second one

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from django.core.validators import RegexValidator
 from django.db import models
 
@@ -13,6 +15,8 @@ class Cluster(models.Model):
     """A set of proxy nodes that serve one config; every table row belongs to exactly one cluster."""
 
     name = models.CharField(max_length=100, unique=True, validators=[NODE_NAME])
+    # Sent with every version: a node compares version numbers only within one cluster identity.
+    uid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     comment = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
