@@ -75,6 +75,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "fleet.core",
     "fleet.web",
+    "fleet.failover",
 ]
 
 LOGIN_URL = "login"
@@ -178,6 +179,8 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Seconds between reconciles (beat); every message a beat sends expires after one period, so a stopped worker
 # does not come back to a backlog of them.
 FLEET_RECONCILE_SECONDS = float(os.environ.get("FLEET_RECONCILE_SECONDS", "10"))
+# Seconds between failover evaluations (beat): how soon a primary a majority of nodes reports dead is failed over.
+FAILOVER_EVALUATE_SECONDS = float(os.environ.get("FAILOVER_EVALUATE_SECONDS", "1"))
 CELERY_BEAT_SCHEDULE = {
     "reconcile": {
         "task": "proxyfleet.fleet.reconcile",
@@ -188,5 +191,16 @@ CELERY_BEAT_SCHEDULE = {
         "task": "proxyfleet.fleet.compact_history",
         "schedule": 60.0,
         "options": {"queue": "fleet", "expires": 60.0},
+    },
+    # Failover (fleet/failover): every primary checked against the nodes' reports, fences and first writes.
+    "failover-evaluate": {
+        "task": "proxyfleet.fleet.failover_evaluate",
+        "schedule": FAILOVER_EVALUATE_SECONDS,
+        "options": {"queue": "fleet", "expires": FAILOVER_EVALUATE_SECONDS},
+    },
+    "failover-prune": {
+        "task": "proxyfleet.fleet.failover_prune",
+        "schedule": 3600.0,
+        "options": {"queue": "fleet", "expires": 3600.0},
     },
 }
