@@ -24,7 +24,6 @@ import datetime
 import json
 import os
 import platform
-import re
 import resource
 import shutil
 import signal
@@ -41,6 +40,7 @@ from typing import Any
 
 import pymysql
 
+from fleet.bench.engine.sysbench import parse_sysbench
 from fleet.sandbox import Sandbox, SandboxServer, pid_alive
 from proxyapp.variables import VARIABLES
 from tests.harness import ProxyProcess, free_port
@@ -146,48 +146,7 @@ class RunResult:
 
 
 # ---------------------------------------------------------------------------------------------- sysbench output
-
-_PATTERNS: dict[str, tuple[str, type]] = {
-    "transactions": (r"^\s*transactions:\s+(\d+)\s+\(([\d.]+) per sec\.\)", int),
-    "queries": (r"^\s*queries:\s+(\d+)\s+\(([\d.]+) per sec\.\)", int),
-    "ignored_errors": (r"^\s*ignored errors:\s+(\d+)", int),
-    "reconnects": (r"^\s*reconnects:\s+(\d+)", int),
-    "total_time_s": (r"^\s*total time:\s+([\d.]+)s", float),
-    "lat_min_ms": (r"^\s*min:\s+([\d.]+)", float),
-    "lat_avg_ms": (r"^\s*avg:\s+([\d.]+)", float),
-    "lat_max_ms": (r"^\s*max:\s+([\d.]+)", float),
-    "lat_p95_ms": (r"^\s*95th percentile:\s+([\d.]+)", float),
-}
-
-
-def parse_sysbench(text: str) -> dict[str, Any]:
-    """The numbers of a sysbench OLTP report: counts, rates, latency (ms), and its FATAL/error lines."""
-    out: dict[str, Any] = {}
-    for key, (pattern, kind) in _PATTERNS.items():
-        match = re.search(pattern, text, re.MULTILINE)
-        if match is None:
-            continue
-        out[key] = kind(match.group(1))
-        if key == "transactions":
-            out["tps"] = float(match.group(2))
-        elif key == "queries":
-            out["qps"] = float(match.group(2))
-    out["fatal"] = [line.strip() for line in text.splitlines() if "FATAL" in line or "ALERT" in line][:20]
-    codes: dict[str, int] = {}
-    last: str | None = None  # the label of the previous line when it named an error
-    for line in text.splitlines():
-        repeated = re.match(r"\(last message repeated (\d+) times\)", line.strip())
-        if repeated:
-            if last is not None:
-                codes[last] += int(repeated.group(1))
-            continue
-        match = re.search(r"(?:Ignoring error|error) (\d+)[:,]? ?\(?([^,;\n()]*)", line)
-        last = None
-        if match:
-            last = f"{match.group(1)} {match.group(2).strip()[:60]}".strip()
-            codes[last] = codes.get(last, 0) + 1
-    out["error_codes"] = codes
-    return out
+# One parser for sysbench's report: the bench engine's (fleet.bench.engine.sysbench), which jobs use too.
 
 
 def sysbench_connection_args(host: str, port: int) -> list[str]:
@@ -595,8 +554,10 @@ class Bench:
             exit_code=code,
             cpu=cpu,
         )
+        fields = RunResult.__dataclass_fields__
         for key, value in parse_sysbench(text).items():
-            setattr(result, key, value)
+            if key in fields:
+                setattr(result, key, value)
         if code is None:
             result.fatal.insert(0, f"killed after {seconds + RUN_GRACE_S} s")
         if sampler is not None:
