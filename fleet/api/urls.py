@@ -4,7 +4,7 @@ from django.urls import include, path
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.routers import DefaultRouter
 
-from fleet.api import views
+from fleet.api import failover, views
 
 router = DefaultRouter()
 router.register("clusters", views.ClusterViewSet, basename="clusters")
@@ -13,6 +13,9 @@ for slug, viewset in views.TABLE_VIEWSETS.items():
 router.register("nodes", views.NodeViewSet, basename="nodes")
 router.register("versions", views.VersionViewSet, basename="versions")
 router.register("accounts", views.AccountViewSet, basename="accounts")
+router.register("failover", failover.FailoverViewSet, basename="failover")
+router.register("failover-events", failover.EventViewSet, basename="failover-events")
+router.register("backend-transitions", failover.TransitionViewSet, basename="backend-transitions")
 
 app_name = "api"
 

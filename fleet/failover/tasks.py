@@ -4,10 +4,12 @@ requested switchover, and the history's pruning (beat, hourly). All are idempote
 from __future__ import annotations
 
 from celery import shared_task
+from django.db import transaction
+from kombu.exceptions import KombuError
 
 from fleet.failover import actions, history
 from fleet.failover.evaluate import evaluate as evaluate_round
-from fleet.failover.models import Event
+from fleet.failover.models import Event, Step
 
 
 @shared_task(name="proxyfleet.fleet.failover_evaluate")
@@ -33,3 +35,17 @@ def switchover(event_id: int) -> str:
 def prune() -> int:
     """Drop backend status history past its retention."""
     return history.prune()
+
+
+def queue_switchover(event: Event) -> None:
+    """Send ``event``'s switchover to a worker once the current transaction commits; a broker that cannot be
+    reached fails the event, saying so (nothing changed then)."""
+
+    def send() -> None:
+        try:
+            switchover.apply_async(args=[event.pk], queue="fleet")
+        except (KombuError, OSError) as error:
+            event.record(Step.Name.FAILED, f"the switchover could not be queued: {error}", ok=False)
+            event.finish(Event.State.FAILED, "the switchover could not be queued (nothing changed)")
+
+    transaction.on_commit(send)

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from fleet.web.views import audit, backends, clusters, digests, tables, versions
+from fleet.web.views import audit, backends, clusters, digests, failover, tables, versions
 
 app_name = "web"
 
@@ -24,4 +24,13 @@ urlpatterns = [
     path("backends/<int:hostgroup>/<str:server>/", backends.server_page, name="server"),
     path("digests/", digests.digests, name="digests"),
     path("audit/", audit.audit_log, name="audit"),
+    path("failover/", failover.topology, name="failover"),
+    path("failover/live/", failover.topology_live, name="failover_live"),
+    path("failover/<int:writer_hostgroup>/settings/", failover.policy, name="failover_policy"),
+    path("failover/<int:writer_hostgroup>/switchover/", failover.switchover, name="failover_switchover"),
+    path("failover/<int:writer_hostgroup>/rejoin/", failover.rejoin, name="failover_rejoin"),
+    path("failover/events/", failover.events, name="failover_events"),
+    path("failover/events/<int:pk>/", failover.event, name="failover_event"),
+    path("failover/events/<int:pk>/acknowledge/", failover.acknowledge, name="failover_acknowledge"),
+    path("failover/history/", failover.transitions, name="failover_transitions"),
 ]

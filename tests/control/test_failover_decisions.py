@@ -25,7 +25,7 @@ from fleet.failover.models import BackendTransition, Event, FailoverPolicy, Step
 from fleet.failover.servers import ReplicationState
 from fleet.failover.topology import find
 from tests.control.conftest import make_cluster
-from tests.control.monitor_reports import monitor_row, send_monitor_report, transition
+from tests.control.failover_fixtures import monitor_row, send_monitor_report, server_row, transition
 from tests.harness import APP_PASSWORD, APP_USER, free_port
 
 pytestmark = pytest.mark.django_db
@@ -34,19 +34,14 @@ pytestmark = pytest.mark.django_db
 PRIMARY, REPLICA1, REPLICA2 = (f"127.0.0.1:{free_port()}" for _ in range(3))
 
 
-def _row(hostgroup: int, server: str, **columns: Any) -> dict[str, Any]:
-    host, port = server.rsplit(":", 1)
-    return {"hostgroup_id": hostgroup, "hostname": host, "port": int(port), **columns}
-
-
 def document() -> dict[str, Any]:
     """Writer hostgroup 10 = PRIMARY; reader hostgroup 20 = the two replicas (weight 1000) and PRIMARY (weight 1)."""
     return {
         "mysql_servers": [
-            _row(10, PRIMARY, max_connections=300, comment="db-a"),
-            _row(20, PRIMARY, weight=1, comment="db-a"),
-            _row(20, REPLICA1, weight=1000, max_replication_lag=30, comment="db-b"),
-            _row(20, REPLICA2, weight=1000, comment="db-c"),
+            server_row(10, PRIMARY, max_connections=300, comment="db-a"),
+            server_row(20, PRIMARY, weight=1, comment="db-a"),
+            server_row(20, REPLICA1, weight=1000, max_replication_lag=30, comment="db-b"),
+            server_row(20, REPLICA2, weight=1000, comment="db-c"),
         ],
         "mysql_users": [{"username": APP_USER, "password": APP_PASSWORD, "default_hostgroup": 10}],
         "mysql_replication_hostgroups": [{"writer_hostgroup": 10, "reader_hostgroup": 20}],

@@ -7,7 +7,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any
 
 import pymysql
 import pytest
@@ -22,8 +21,8 @@ from fleet.failover.models import Event, FailoverPolicy, Fence
 from fleet.failover.topology import find
 from fleet.sandbox import REPL_PASSWORD, REPL_USER, Sandbox
 from tests.control.conftest import make_cluster
+from tests.control.failover_fixtures import ha_document, monitor_row, send_monitor_report
 from tests.control.failover_sandbox import address, ids, own_sandbox, query, read_only
-from tests.control.monitor_reports import monitor_row, send_monitor_report
 from tests.harness import APP_PASSWORD, APP_USER
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.django_db]
@@ -47,19 +46,7 @@ def servers(box: Sandbox) -> tuple[str, str, str]:
 def ha_cluster(box: Sandbox) -> Cluster:
     """The cluster ``ha`` over the sandbox, published, with failover on and two nodes."""
     primary, first, second = servers(box)
-
-    def row(hostgroup: int, server: str, **columns: Any) -> dict[str, Any]:
-        host, port = server.rsplit(":", 1)
-        return {"hostgroup_id": hostgroup, "hostname": host, "port": int(port), **columns}
-
-    cluster = make_cluster(
-        "ha",
-        {
-            "mysql_servers": [row(10, primary), row(20, first, weight=10), row(20, second, weight=10)],
-            "mysql_users": [{"username": APP_USER, "password": APP_PASSWORD, "default_hostgroup": 10}],
-            "mysql_replication_hostgroups": [{"writer_hostgroup": 10, "reader_hostgroup": 20}],
-        },
-    )
+    cluster = make_cluster("ha", ha_document(primary, [first, second]))
     publishing.publish(cluster, None, "seed")
     FailoverPolicy.objects.create(
         cluster=cluster,
