@@ -2,8 +2,9 @@
 
 A MariaDB sandbox (primary + replica, ``var/sandbox``); Redis (the one answering at ``REDIS_URL``, default
 127.0.0.1:6379, or else a private ``redis-server`` on a free port); the control plane on ``DATABASE_URL`` (default
-SQLite ``var/fleet.sqlite3``, schema by ``migrate``): gunicorn on 127.0.0.1:8000, a Celery worker and
-Celery beat; two proxy nodes, ``node1`` (127.0.0.1:6033, admin 6070) and ``node2`` (6034, admin 6071), each with
+SQLite ``var/fleet.sqlite3``, schema by ``migrate``): gunicorn on 127.0.0.1:8000, a Celery worker, the
+benchmark jobs' worker (queue ``bench``) and Celery beat; two proxy nodes, ``node1`` (127.0.0.1:6033, admin
+6070) and ``node2`` (6034, admin 6071), each with
 its agent; the cluster ``demo`` with the demo config (``fleet/demo.py``) published to both. The admin account's
 password is kept in ``var/demo/admin-password``; every process logs to ``var/demo/logs/``.
 """
@@ -152,8 +153,9 @@ def main() -> int:
         admin_password = kept_secret(DEMO / "admin-password")
         print("preparing the control plane (schema, static files, admin account, demo cluster)...", flush=True)
         prepare_control_plane(sandbox, admin_password)
-        print("starting the Celery worker and beat, two proxy nodes and the web server...", flush=True)
+        print("starting the Celery workers and beat, two proxy nodes and the web server...", flush=True)
         services.append(stack.worker(env, LOGS))
+        services.append(stack.worker(env, LOGS, concurrency=1, queue="bench"))
         services.append(stack.beat(env, LOGS))
         nodes = {
             name: stack.node(name, redis_url, mysql, admin, DEMO / "nodes" / name, LOGS)

@@ -76,6 +76,8 @@ INSTALLED_APPS = [
     "fleet.core",
     "fleet.web",
     "fleet.failover",
+    "django_celery_beat",
+    "fleet.bench",
 ]
 
 LOGIN_URL = "login"
@@ -186,6 +188,11 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 FLEET_RECONCILE_SECONDS = float(os.environ.get("FLEET_RECONCILE_SECONDS", "10"))
 # Seconds between failover evaluations (beat): how soon a primary a majority of nodes reports dead is failed over.
 FAILOVER_EVALUATE_SECONDS = float(os.environ.get("FAILOVER_EVALUATE_SECONDS", "1"))
+# Beat keeps its schedule in the database (django-celery-beat): the fixed entries below plus each benchmark job's
+# crontab (fleet/bench); benchmark runs go to the queue "bench" and end within BENCH_MAX_RUN_SECONDS (below Redis's
+# visibility timeout, so a run is never delivered twice while it runs).
+CELERY_BEAT_SCHEDULER = "fleet.bench.beat:Scheduler"
+BENCH_MAX_RUN_SECONDS = float(os.environ.get("BENCH_MAX_RUN_SECONDS", "1800"))
 CELERY_BEAT_SCHEDULE = {
     "reconcile": {
         "task": "proxyfleet.fleet.reconcile",

@@ -164,15 +164,21 @@ def web(env: dict[str, str], bind: str, log_dir: Path, workers: int = 2) -> Serv
     return service
 
 
-def worker(env: dict[str, str], log_dir: Path, pool: str = "prefork", concurrency: int = 2) -> Service:
-    """The control plane's Celery worker on queue ``fleet`` (acks, reports, reconcile, history)."""
-    argv = [str(BIN / "celery"), "-A", "fleet", "worker", "-Q", "fleet", "-n", f"fleet.{os.getpid()}@%h"]
+def worker(
+    env: dict[str, str], log_dir: Path, pool: str = "prefork", concurrency: int = 2, queue: str = "fleet"
+) -> Service:
+    """A Celery worker of the control plane on ``queue``: ``fleet`` (acks, reports, reconcile, history), or ``bench``
+    (benchmark runs: their own worker, one run at a time, so that a run never delays a config push)."""
+    argv = [str(BIN / "celery"), "-A", "fleet", "worker", "-Q", queue, "-n", f"{queue}.{os.getpid()}@%h"]
     argv += [f"--pool={pool}", f"--concurrency={concurrency}", "--without-gossip", "--without-mingle"]
-    return Service("celery worker", [*argv, "--loglevel=INFO"], env, log_dir / "worker.log").start()
+    name = "celery worker" if queue == "fleet" else f"celery {queue} worker"
+    log = "worker.log" if queue == "fleet" else f"{queue}-worker.log"
+    return Service(name, [*argv, "--loglevel=INFO"], env, log_dir / log).start()
 
 
 def beat(env: dict[str, str], log_dir: Path) -> Service:
-    """Celery beat: reconcile every ``FLEET_RECONCILE_SECONDS``, history compaction every minute."""
+    """Celery beat: reconcile every ``FLEET_RECONCILE_SECONDS``, history compaction every minute, benchmark jobs'
+    crontabs (the schedule lives in the database: ``fleet.bench.beat``)."""
     argv = [str(BIN / "celery"), "-A", "fleet", "beat", "--schedule", str(log_dir / "celerybeat-schedule")]
     return Service("celery beat", [*argv, "--loglevel=INFO"], env, log_dir / "beat.log").start()
 

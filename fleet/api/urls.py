@@ -5,6 +5,7 @@ from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.routers import DefaultRouter
 
 from fleet.api import failover, views
+from fleet.api.bench import BenchJobViewSet, BenchRunViewSet, BenchTargetViewSet
 
 router = DefaultRouter()
 router.register("clusters", views.ClusterViewSet, basename="clusters")
@@ -16,6 +17,9 @@ router.register("accounts", views.AccountViewSet, basename="accounts")
 router.register("failover", failover.FailoverViewSet, basename="failover")
 router.register("failover-events", failover.EventViewSet, basename="failover-events")
 router.register("backend-transitions", failover.TransitionViewSet, basename="backend-transitions")
+router.register("bench/targets", BenchTargetViewSet, basename="bench-targets")
+router.register("bench/jobs", BenchJobViewSet, basename="bench-jobs")
+router.register("bench/runs", BenchRunViewSet, basename="bench-runs")
 
 app_name = "api"
 

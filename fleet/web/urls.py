@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from fleet.web.views import audit, backends, clusters, digests, failover, tables, versions
+from fleet.web.views import audit, backends, bench, clusters, digests, failover, tables, versions
 
 app_name = "web"
 
@@ -33,4 +33,20 @@ urlpatterns = [
     path("failover/events/<int:pk>/", failover.event, name="failover_event"),
     path("failover/events/<int:pk>/acknowledge/", failover.acknowledge, name="failover_acknowledge"),
     path("failover/history/", failover.transitions, name="failover_transitions"),
+    path("bench/", bench.jobs, name="bench_jobs"),
+    path("bench/jobs/new/", bench.job_edit, name="bench_job_new"),
+    path("bench/jobs/<int:pk>/", bench.job_page, name="bench_job"),
+    path("bench/jobs/<int:pk>/edit/", bench.job_edit, name="bench_job_edit"),
+    path("bench/jobs/<int:pk>/run/", bench.job_run, name="bench_job_run"),
+    path("bench/jobs/<int:pk>/delete/", bench.job_delete, name="bench_job_delete"),
+    path("bench/jobs/<int:pk>/history.json", bench.job_history, name="bench_job_history"),
+    path("bench/runs/<int:pk>/", bench.run_page, name="bench_run"),
+    path("bench/runs/<int:pk>/status/", bench.run_status, name="bench_run_status"),
+    path("bench/runs/<int:pk>/charts.json", bench.run_charts, name="bench_run_charts"),
+    path("bench/runs/<int:pk>/cancel/", bench.run_cancel, name="bench_run_cancel"),
+    path("bench/runs/<int:pk>/export/<str:what>", bench.run_export, name="bench_run_export"),
+    path("bench/targets/", bench.targets, name="bench_targets"),
+    path("bench/targets/new/", bench.target_edit, name="bench_target_new"),
+    path("bench/targets/<int:pk>/edit/", bench.target_edit, name="bench_target_edit"),
+    path("bench/targets/<int:pk>/delete/", bench.target_delete, name="bench_target_delete"),
 ]
