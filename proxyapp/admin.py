@@ -288,6 +288,7 @@ def render_metrics(snapshot: dict[str, Any]) -> str:
         "queries each query rule matched",
         [({"rule_id": str(r["rule_id"])}, r["hits"]) for r in snapshot["query_rules"]],
     )
+    _mirror_metrics(out, snapshot.get("mirror"))
     config = snapshot["config"]
     out.family(
         "proxyfleet_config_info",
@@ -385,3 +386,16 @@ def _digest_metrics(out: _Exposition, rows: list[dict[str, Any]]) -> None:
         f"the normalized text of each exported digest, cut at {METRICS_DIGEST_TEXT_MAX} characters (always 1)",
         [({"digest": d, "digest_text": texts[d][:METRICS_DIGEST_TEXT_MAX]}, 1) for d in exported],
     )
+
+
+def _mirror_metrics(out: _Exposition, mirror: object) -> None:
+    """The mirror's failures by error code and drops by reason (its totals and gauges are ``Mirror_*`` globals)."""
+    if not isinstance(mirror, dict):
+        return
+    for key, name, label, help in (
+        ("failed", "proxyfleet_mirror_failed_by_code_total", "code", "mirrored queries that failed, by error code"),
+        ("dropped", "proxyfleet_mirror_dropped_by_reason_total", "reason", "mirrored queries dropped, by reason"),
+    ):
+        counts = mirror.get(key)
+        if isinstance(counts, dict):
+            out.family(name, "counter", help, [({label: str(k)}, v) for k, v in counts.items() if isinstance(v, int)])

@@ -26,6 +26,7 @@ STAMP = BUILD_DIR / "STAMP"
 COMPILED = (
     "proxyapp/backend.py",
     "proxyapp/digest.py",
+    "proxyapp/mirror.py",
     "proxyapp/pool.py",
     "proxyapp/prepared.py",
     "proxyapp/protocol/packets.py",

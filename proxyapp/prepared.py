@@ -15,6 +15,7 @@ from proxyapp.digest import Digest
 from proxyapp.protocol.constants import Command
 from proxyapp.protocol.packets import ErrPacket, ProtocolError, parse_err
 from proxyapp.protocol.wire import Wire
+from proxyapp.rules import RuleOutcome
 from proxyapp.sqlscan import Statement
 
 MAX_STATEMENTS_PER_CONNECTION = 256
@@ -34,6 +35,7 @@ class ClientStatement:
     param_types: bytes | None = None
     long_data: list[bytes] = field(default_factory=list)  # COM_STMT_SEND_LONG_DATA payloads, replayed at execute
     cursor: bool = False
+    mirror: RuleOutcome | None = None  # the prepare's rule verdict when it asks for a mirror (proxyapp.mirror)
 
 
 async def read_prepare_response(wire: Wire) -> tuple[PreparedOnBackend | ErrPacket, bytes]:
@@ -59,17 +61,22 @@ def with_client_id(raw: bytes, client_id: int) -> bytes:
 
 async def ensure_prepared(conn: BackendConnection, stmt: ClientStatement) -> PreparedOnBackend | ErrPacket:
     """The statement on ``conn``, preparing it there first if it is new to that connection."""
-    prepared = conn.prepared.get(stmt.sql)
+    return await prepare_on(conn, stmt.sql)
+
+
+async def prepare_on(conn: BackendConnection, sql: str) -> PreparedOnBackend | ErrPacket:
+    """``sql`` prepared on ``conn``: the statement it already has, or a new one (closing the oldest at the cap)."""
+    prepared = conn.prepared.get(sql)
     if prepared is not None:
         return prepared
     if len(conn.prepared) >= MAX_STATEMENTS_PER_CONNECTION:
         oldest_sql = next(iter(conn.prepared))
         oldest = conn.prepared.pop(oldest_sql)
         conn.wire.send(bytes((Command.STMT_CLOSE,)) + struct.pack("<I", oldest.stmt_id), 0)
-    conn.wire.send(bytes((Command.STMT_PREPARE,)) + stmt.sql.encode("utf-8", "surrogateescape"), 0)
+    conn.wire.send(bytes((Command.STMT_PREPARE,)) + sql.encode("utf-8", "surrogateescape"), 0)
     result, _ = await read_prepare_response(conn.wire)
     if isinstance(result, PreparedOnBackend):
-        conn.prepared[stmt.sql] = result
+        conn.prepared[sql] = result
     return result
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from proxyapp.admin import AdminServer
 from proxyapp.config import Config, ConfigError, load_config_file, parse_config
 from proxyapp.eventslog import EventsLog
+from proxyapp.mirror import Mirror
 from proxyapp.native import compiled_modules
 from proxyapp.pool import PoolManager, PoolSettings
 from proxyapp.protocol.wire import Wire, WireProtocol
@@ -65,6 +66,8 @@ class Proxy:
         self.pools.apply(config.mysql_servers, PoolSettings.from_variables(config.variables))
         self.cache = QueryCache(config.variables.integer("mysql-query_cache_size_MB") << 20, self.counters)
         self.events = EventsLog(self.runtime.settings.eventslog_filename)
+        self.mirror = Mirror(self.counters, self.pools, worker, workers)
+        self.mirror.configure(config, config_path)
         self.background: set[asyncio.Task[None]] = set()
         self.started = time.monotonic()
         self.listen_address: tuple[str, int] = ("127.0.0.1", 0)
@@ -86,6 +89,7 @@ class Proxy:
         self.listen_address = self._server.sockets[0].getsockname()[:2]
         sweeper = loop.create_task(self._close_idle_clients())
         self.background.add(sweeper)  # type: ignore[arg-type]
+        await self.mirror.start()
         if admin is not None:
             self.admin = AdminServer(self, admin[0], admin[1])
             await self.admin.start()
@@ -138,6 +142,7 @@ class Proxy:
             task.cancel()
         if self._sessions:
             await asyncio.wait(list(self._sessions), timeout=5)
+        await self.mirror.stop()
         self.pools.close_all()
 
     # --------------------------------------------------------------------------------------- reloads
@@ -147,6 +152,7 @@ class Proxy:
         self.runtime = Runtime.build(config, source)
         self.pools.apply(config.mysql_servers, PoolSettings.from_variables(config.variables))
         self.cache.max_bytes = config.variables.integer("mysql-query_cache_size_MB") << 20
+        self.mirror.configure(config, self.config_path)
         if self.events.path != self.runtime.settings.eventslog_filename:
             self.events.close()
             self.events = EventsLog(self.runtime.settings.eventslog_filename)
@@ -206,6 +212,7 @@ class Proxy:
     async def stats_snapshot(self) -> dict:
         """Everything the admin endpoint reports."""
         rt = self.runtime
+        mirror = self.mirror.snapshot()  # first: it refreshes the Mirror_* gauges
         counters = self.counters.snapshot()
         return {
             "global": counters,
@@ -215,6 +222,7 @@ class Proxy:
             "query_rules": [{"rule_id": k, "hits": v} for k, v in sorted(rt.rules.hits.items())],
             "config": {"checksum": rt.config.checksum, "loaded_at": rt.loaded_at, "source": rt.source},
             "native": compiled_modules(),
+            "mirror": mirror,
         }
 
 

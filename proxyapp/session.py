@@ -58,6 +58,7 @@ from proxyapp.sessionstate import DIRTY_PINS, Pin, SessionState, user_variable, 
 from proxyapp.sqlscan import Kind, Statement, scan
 
 if TYPE_CHECKING:
+    from proxyapp.mirror import MirrorTap
     from proxyapp.server import Proxy
 
 log = logging.getLogger("proxyapp.session")
@@ -136,6 +137,7 @@ class Session:
         self.last_pool: ServerPool | None = None  # the server the last command ran on
         self.fast_forward = False
         self.idle_since = 0.0  # loop time since the session waits for a command; 0 while one runs
+        self.mirror: MirrorTap | None = None  # ordered mirroring's state, from the first such mirror on
 
     # ----------------------------------------------------------------------------------------------- lifecycle
 
@@ -178,6 +180,8 @@ class Session:
             if self.in_transaction:
                 counters.Active_Transactions -= 1
                 self.in_transaction = False
+            if self.mirror is not None:
+                self.mirror.close()
             await self._drop_connection(reset=True)
             self.client.close()
 
@@ -373,6 +377,8 @@ class Session:
         if self.in_transaction:
             self.proxy.counters.Active_Transactions -= 1
             self.in_transaction = False
+        if self.mirror is not None:
+            self.mirror.reset()
 
     async def _com_change_user(self, payload: bytes) -> None:
         name, pos = read_nul_str(payload, 1)
@@ -482,6 +488,8 @@ class Session:
             return await read_response(conn.wire, sink, relay_infile=relay_infile)
 
         response = await self._execute(hostgroup, run, statements, outcome, cache_key=cache_key)
+        if outcome.mirror_hostgroup is not None or outcome.mirror_flagOUT is not None or self.mirror is not None:
+            proxy.mirror.after_query(self, payload, statements, outcome, response)
         if response is not None:
             self._record(hostgroup, digest, started, response.rows, response.affected_rows)
         if outcome.log or (outcome.log is None and rt.settings.eventslog_default_log):
@@ -531,6 +539,10 @@ class Session:
             and first.kind not in _TRANSACTION_NEUTRAL
         ):
             return self.default_hostgroup
+        if (first.kind is Kind.SET or first.kind is Kind.USE) and all(
+            (s.kind is Kind.SET or s.kind is Kind.USE) and not s.unparsable_set for s in statements
+        ):
+            return self.proxy.pools.stand_in(hostgroup)  # no writer in the writer hostgroup: a reader runs it
         return hostgroup
 
     def _beside_transaction(self, hostgroup: int | None, statements: list[Statement]) -> bool:
@@ -970,6 +982,8 @@ class Session:
 
         response = await self._execute(hostgroup, run, [], None)
         if response is not None and response.error is None:
+            if outcome.mirror_hostgroup is not None or outcome.mirror_flagOUT is not None:
+                stmt.mirror = outcome
             self.statements[stmt.client_id] = stmt
             self.next_stmt_id += 1
 
@@ -1002,6 +1016,8 @@ class Session:
 
         try:
             response = await self._execute(hostgroup, run, stmt.statements, None)
+            if stmt.mirror is not None or self.mirror is not None:
+                self.proxy.mirror.after_execute(self, stmt, payload, response)
         finally:
             stmt.long_data.clear()
         if response is not None:

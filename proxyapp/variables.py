@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +56,8 @@ class VariableSpec:
     maximum: int | None = None
     choices: tuple[Value, ...] | None = None
     help: str = ""
+    #: A further check of a parsed value (a text variable's grammar): raises ValueError saying what is wrong.
+    check: Callable[[Value], object] | None = None
 
     def parse(self, raw: object) -> Value:
         """The typed value of ``raw`` (a JSON scalar or its text); ValueError says why it does not fit."""
@@ -68,6 +70,8 @@ class VariableSpec:
         else:
             raise ValueError(f"expected a string, got {show_value(raw)}")
         check_range(value, self.minimum, self.maximum, self.choices)
+        if self.check is not None:
+            self.check(value)
         return value
 
     def format(self, value: Value) -> str:
@@ -125,8 +129,27 @@ def _bool(name: str, default: bool, help: str) -> VariableSpec:
     return VariableSpec(name, bool, default, help=help)
 
 
-def _str(name: str, default: str, help: str, choices: tuple[str, ...] | None = None) -> VariableSpec:
-    return VariableSpec(name, str, default, choices=choices, help=help)
+def _str(
+    name: str,
+    default: str,
+    help: str,
+    choices: tuple[str, ...] | None = None,
+    check: Callable[[Value], object] | None = None,
+) -> VariableSpec:
+    return VariableSpec(name, str, default, choices=choices, help=help, check=check)
+
+
+#: The modes of an ordered mirror hostgroup: lossless spills to disk at the memory bound, lossy drops (and counts).
+MIRROR_ORDERED_MODES = ("lossless", "lossy")
+
+
+def ordered_mirror_hostgroups(value: Value) -> dict[int, str]:
+    """``mysql-mirror_ordered_hostgroups`` as {hostgroup: mode}: ``'700, 701:lossy'`` -> {700: 'lossless', 701:
+    'lossy'}; '' -> {}. ValueError names the item that is not ``HOSTGROUP`` or ``HOSTGROUP:MODE``."""
+    text = str(value)
+    modes: dict[int, str] = {}
+    if not text.strip():
+        return modes
 
 
 _SPECS = (
@@ -373,15 +396,39 @@ _SPECS = (
     _int(
         "mysql-mirror_max_concurrency",
         16,
-        "mirror sessions executing at once; more wait in the queue",
+        "mirrored statements (and ordered mirror sessions) executing at once, split between worker processes; "
+        "more wait in the queue",
         minimum=1,
         maximum=8192,
     ),
     _int(
         "mysql-mirror_max_queue_length",
         32000,
-        "mirrors waiting per worker; when full, new mirrors are dropped",
+        "mirrors waiting per worker (ProxySQL mode); when full, new mirrors are dropped (counted by reason)",
         maximum=1_048_576,
+    ),
+    _str(
+        "mysql-mirror_ordered_hostgroups",
+        "",
+        "ProxyFleet's own: mirror hostgroups in ordered mode, comma-separated HOSTGROUP[:lossless|:lossy] "
+        "(e.g. '700,701:lossy'): each session's mirrored statements run there in its order, on one connection, "
+        "in its committed transactions; at mysql-mirror_ordered_max_memory lossless spills to disk, lossy drops. "
+        "Other mirror hostgroups work as in ProxySQL (mysql-mirror_max_queue_length, any order, drops)",
+        check=ordered_mirror_hostgroups,
+    ),
+    _int(
+        "mysql-mirror_ordered_max_memory",
+        64 << 20,
+        "ProxyFleet's own: bytes of committed statements the ordered mirror queues hold in memory (split between "
+        "worker processes); beyond it lossless hostgroups spill to mysql-mirror_spill_dir, lossy ones drop",
+        maximum=1 << 40,
+    ),
+    _str(
+        "mysql-mirror_spill_dir",
+        "",
+        "ProxyFleet's own: directory of the ordered mirror's durable queue (SQLite, a file per worker process); "
+        "'' is 'mirror-queue' beside the config file (a node's state directory), a relative path is taken from "
+        "there; read at start",
     ),
     # Monitor.
     _bool("mysql-monitor_enabled", True, "run the monitor's connect, ping, read_only and lag checks"),

@@ -23,6 +23,7 @@ import aiohttp
 
 from proxyapp.admin import AdminServer
 from proxyapp.config import Config, ConfigError, load_config_file, parse_config
+from proxyapp.mirror import merge_snapshots as merge_mirror_snapshots
 
 log = logging.getLogger("proxyapp.workers")
 
@@ -38,6 +39,7 @@ _SUMMED_POOL = (
 )
 _SUMMED_DIGEST = ("count_star", "sum_time", "sum_rows_affected", "sum_rows_sent")
 _DIGEST_KEY = ("hostgroup", "schemaname", "username", "client_address", "digest")
+_MAXED_COUNTERS = ("ProxySQL_Uptime", "Mirror_oldest_entry_age_ms")  # the others are summed
 
 
 def worker_count(config: Config) -> int:
@@ -209,7 +211,7 @@ def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
     for snap in snapshots:
         for name, value in snap["global"].items():
             counters[name] = (
-                max(counters.get(name, 0), value) if name == "ProxySQL_Uptime" else counters.get(name, 0) + value
+                max(counters.get(name, 0), value) if name in _MAXED_COUNTERS else counters.get(name, 0) + value
             )
     pools: dict[tuple[Any, ...], dict[str, Any]] = {}
     for snap in snapshots:
@@ -232,6 +234,8 @@ def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
     out["query_digest"] = merge_digest_rows([row for snap in snapshots for row in snap["query_digest"]])
     out["query_digest_overflow"] = sum(snap.get("query_digest_overflow", 0) for snap in snapshots)
     out["query_rules"] = [{"rule_id": k, "hits": v} for k, v in sorted(hits.items())]
+    if all("mirror" in snap for snap in snapshots):
+        out["mirror"] = merge_mirror_snapshots([snap["mirror"] for snap in snapshots])
     out["workers"] = len(snapshots)
     return out
 

@@ -19,8 +19,8 @@ from django.utils import timezone
 
 from fleet.core.drafts import Actor
 from fleet.core.models import Cluster, ProxyNode
-from fleet.failover import gtid, procedures
-from fleet.failover.config_edits import PublishRefused, publish_edit, set_status
+from fleet.failover import detection, gtid, procedures
+from fleet.failover.config_edits import PublishRefused, publish_edit, remove_row, set_status
 from fleet.failover.detection import REPORT_FRESH
 from fleet.failover.fences import release
 from fleet.failover.models import Event, FailoverPolicy, Fence, Step
@@ -29,6 +29,8 @@ from fleet.failover.topology import Topology, find
 
 #: How long the old primary's open write transactions may take to finish once writes are stopped.
 DRAIN_S = 2.0
+#: How long a switchover waits for the nodes' monitors to see the old primary read-only before removing its row.
+RETIRE_WAIT = REPORT_FRESH
 
 
 class ActionRefused(Exception):
@@ -126,6 +128,52 @@ def _abort(event: Event, layout: Topology, policy: FailoverPolicy, user: Actor, 
     event.finish(Event.State.FAILED, f"switchover to {event.new_primary} aborted: {why}")
 
 
+def _monitors_seeing_read_only(cluster: Cluster, server: str) -> tuple[list[str], list[str]]:
+    """The nodes with a fresh report whose monitor sees ``server`` read-only, and those whose does not (yet)."""
+    now = timezone.now()
+    seeing, waiting = [], []
+    for node in ProxyNode.objects.filter(cluster=cluster):
+        if node.last_heartbeat is None or now - node.last_heartbeat > REPORT_FRESH:
+            continue
+        try:
+            rows = [row for row in detection.monitor_rows(node.last_report) or [] if row.server == server]
+        except ValueError:
+            rows = []
+        (seeing if rows and all(row.read_only is True for row in rows) else waiting).append(node.name)
+    return seeing, waiting
+
+
+def _retire_old_writer(event: Event, layout: Topology, user: Actor) -> None:
+    """Remove the old primary's OFFLINE_SOFT writer row once every node's monitor has seen it read-only (until
+    then a node whose monitor still takes it for the writer would send it writes); records PUBLISHED."""
+    old, deadline = event.old_primary, time.monotonic() + RETIRE_WAIT.total_seconds()
+    while True:
+        seeing, waiting = _monitors_seeing_read_only(event.cluster, old)
+        if not waiting or time.monotonic() >= deadline:
+            break
+        time.sleep(0.2)
+    if waiting:
+        event.record(
+            Step.Name.PUBLISHED,
+            f"{old} stays OFFLINE_SOFT in hostgroup {layout.writer_hostgroup}: {', '.join(waiting)} did not report "
+            f"it read-only within {RETIRE_WAIT.seconds} s. It takes no writes (read_only=1); remove the row later.",
+        )
+        return
+
+    def drop() -> None:
+        remove_row(event.cluster, layout.writer_hostgroup, old, user)
+
+    seen = f"every node's monitor sees {old} read-only ({', '.join(seeing) or 'no node reports'})"
+    try:
+        published = publish_edit(event.cluster, user, f"switchover #{event.pk}: {old} leaves the writers", drop)
+    except PublishRefused as error:
+        event.record(Step.Name.PUBLISHED, f"{seen}, but its writer row could not be removed: {error}", ok=False)
+        return
+    event.record(
+        Step.Name.PUBLISHED, f"{published.describe()}: {seen}, so it leaves hostgroup {layout.writer_hostgroup}."
+    )
+
+
 def run_switchover(event: Event) -> None:
     """Run a requested switchover to its end (DONE, or FAILED with the old primary back in charge)."""
     if event.state != Event.State.RUNNING or event.steps.exists():
@@ -204,9 +252,10 @@ def run_switchover(event: Event) -> None:
         return
     others = [name for name in layout.replicas if name != new]
     procedures.repoint(event, others, new, account, Account.replication(policy), demoted=(old, position))
-    published = procedures.publish_move(event, layout, old, new, "ONLINE", user)
+    published = procedures.publish_move(event, layout, old, new, "ONLINE", user, old_writer_status="OFFLINE_SOFT")
     procedures.check_replication(event, [*others, old], new, account)
     if published:
+        _retire_old_writer(event, layout, user)
         event.finish(Event.State.DONE, f"{new} replaced {old} as the primary of hostgroup {event.writer_hostgroup}")
     else:
         event.finish(Event.State.FAILED, f"{new} was promoted but the new topology could not be published")

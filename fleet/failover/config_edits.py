@@ -81,10 +81,18 @@ def publish_edit(cluster: Cluster, user: Actor, comment: str, edit: Any) -> Publ
 
 
 def move_primary(
-    cluster: Cluster, writer_hg: int, reader_hg: int, old: str, new: str, old_status: str, user: Actor
+    cluster: Cluster,
+    writer_hg: int,
+    reader_hg: int,
+    old: str,
+    new: str,
+    old_status: str,
+    user: Actor,
+    old_writer_status: str | None = None,
 ) -> None:
     """Edit the draft so that ``new`` is the writer hostgroup's server in ``old``'s place, and ``old`` is in the
-    reader hostgroup with ``old_status``, swapping the two servers' rows (call inside a transaction)."""
+    reader hostgroup with ``old_status``, swapping the two servers' rows (call inside a transaction). With
+    ``old_writer_status``, ``old`` also keeps a writer row with that status (removed later by ``remove_row``)."""
     writers, readers = _rows(cluster, writer_hg), _rows(cluster, reader_hg)
     comments = {
         name: next((r.comment for r in (writers.get(name), readers.get(name)) if r is not None and r.comment), "")
@@ -114,6 +122,8 @@ def move_primary(
         )
 
     add(writer_hg, new, writer_base, "ONLINE")
+    if old_writer_status is not None:
+        add(writer_hg, old, writer_base, old_writer_status)
     if new_reader_base is not None:
         add(reader_hg, new, new_reader_base, "ONLINE")
     add(reader_hg, old, old_reader_base, old_status)
@@ -131,3 +141,10 @@ def set_status(cluster: Cluster, hostgroup: int, server: str, status: str, user:
         row = Server(cluster=cluster, hostgroup_id=hostgroup, hostname=host, port=port, comment=comment, **attributes)
     row.status = status
     save_row(row, user)
+
+
+def remove_row(cluster: Cluster, hostgroup: int, server: str, user: Actor) -> None:
+    """Delete ``server``'s row in ``hostgroup`` from the draft, if it has one (call inside a transaction)."""
+    row = _rows(cluster, hostgroup).get(server)
+    if row is not None:
+        delete_row(row, user)

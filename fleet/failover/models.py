@@ -54,9 +54,10 @@ class FailoverPolicy(models.Model):
     )
     replication_password = models.CharField(max_length=255, blank=True, default="", help_text="write-only")
     write_wait_s = models.PositiveIntegerField(
-        default=10,
-        help_text="seconds writes may be held during a switchover; a replica that does not catch up within it "
-        "aborts the switchover and the old primary takes writes again",
+        default=5,
+        help_text="seconds writes may be held during a switchover (keep it within the nodes' mysql-no_writer_wait_ms, "
+        "5000 by default: a write held longer fails); a replica that does not catch up within it aborts the "
+        "switchover and the old primary takes writes again",
     )
     promotion_order = models.TextField(
         blank=True,

@@ -125,13 +125,31 @@ def repoint(
     event.record(Step.Name.REPOINTED, "; ".join(outcomes.values()) + ".", ok=not failed, data={"servers": list(starts)})
 
 
-def publish_move(event: Event, topology: Topology, old: str, new: str, old_status: str, user: Actor) -> bool:
-    """Publish ``new`` in the writer hostgroup and ``old`` in the reader hostgroup with ``old_status``; records
-    PUBLISHED. Whether a version was published."""
+def publish_move(
+    event: Event,
+    topology: Topology,
+    old: str,
+    new: str,
+    old_status: str,
+    user: Actor,
+    old_writer_status: str | None = None,
+) -> bool:
+    """Publish ``new`` in the writer hostgroup and ``old`` in the reader hostgroup with ``old_status`` (and, with
+    ``old_writer_status``, still in the writer hostgroup with that status); records PUBLISHED. Whether a version
+    was published."""
     comment = f"{event.kind} #{event.pk}: {new} replaces {old} as the primary of hostgroup {topology.writer_hostgroup}"
 
     def edit() -> None:
-        move_primary(event.cluster, topology.writer_hostgroup, topology.reader_hostgroup, old, new, old_status, user)
+        move_primary(
+            event.cluster,
+            topology.writer_hostgroup,
+            topology.reader_hostgroup,
+            old,
+            new,
+            old_status,
+            user,
+            old_writer_status,
+        )
 
     try:
         published = publish_edit(event.cluster, user, comment, edit)
@@ -145,10 +163,16 @@ def publish_move(event: Event, topology: Topology, old: str, new: str, old_statu
         return False
     Event.objects.filter(pk=event.pk).update(version=published.version)
     event.version = published.version
+    lingering = (
+        f", and stays {old_writer_status} in hostgroup {topology.writer_hostgroup} until every node's monitor has "
+        "seen it read-only (so that no node takes it for the writer meanwhile)"
+        if old_writer_status
+        else ""
+    )
     event.record(
         Step.Name.PUBLISHED,
         f"{published.describe()}. {new} is the writer of hostgroup {topology.writer_hostgroup}; {old} is "
-        f"{old_status} in hostgroup {topology.reader_hostgroup}. The nodes apply it as it reaches them.",
+        f"{old_status} in hostgroup {topology.reader_hostgroup}{lingering}. The nodes apply it as it reaches them.",
         data={"version": published.version.number, "changes": published.changes, "carried": published.carried},
     )
     return True

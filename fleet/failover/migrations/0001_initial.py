@@ -53,7 +53,7 @@ class Migration(migrations.Migration):
                 ('admin_password', models.CharField(blank=True, default='', help_text='write-only', max_length=255)),
                 ('replication_user', models.CharField(blank=True, default='', help_text='the account replicas log in to the primary as', max_length=80)),
                 ('replication_password', models.CharField(blank=True, default='', help_text='write-only', max_length=255)),
-                ('write_wait_s', models.PositiveIntegerField(default=10, help_text='seconds writes may be held during a switchover; a replica that does not catch up within it aborts the switchover and the old primary takes writes again')),
+                ('write_wait_s', models.PositiveIntegerField(default=5, help_text="seconds writes may be held during a switchover (keep it within the nodes' mysql-no_writer_wait_ms, 5000 by default: a write held longer fails); a replica that does not catch up within it aborts the switchover and the old primary takes writes again")),
                 ('promotion_order', models.TextField(blank=True, default='', help_text='host:port of the replicas in order of preference, separated by commas: breaks ties between equally advanced replicas (unlisted ones follow by weight, then host and port)')),
                 ('updated_at', models.DateTimeField(auto_now=True)),
                 ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='core.cluster')),
