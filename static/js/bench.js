@@ -91,6 +91,7 @@ function showSweep(sweepChart, overheadChart, sweep) {
     label: `${t.target} / ${sweep.baseline}`, data: t.ratio, backgroundColor: benchColour(i + 1),
   }));
   overheadChart.update();
+  overheadChart.canvas.closest("figure").hidden = sweep.targets.length < 2; // one target: nothing to compare
 }
 
 async function benchJson(url) {
