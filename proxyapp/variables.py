@@ -150,6 +150,19 @@ def ordered_mirror_hostgroups(value: Value) -> dict[int, str]:
     modes: dict[int, str] = {}
     if not text.strip():
         return modes
+    for item in text.split(","):
+        number, colon, mode = (part.strip() for part in item.partition(":"))
+        if not number.isascii() or not number.isdigit() or int(number) > 2**32 - 1:
+            raise ValueError(
+                f"{item.strip()!r} is not a hostgroup: list HOSTGROUP or HOSTGROUP:lossless or HOSTGROUP:lossy, "
+                "comma-separated (e.g. '700,701:lossy')"
+            )
+        if colon and mode.lower() not in MIRROR_ORDERED_MODES:
+            raise ValueError(f"hostgroup {number}: mode {mode!r} is not lossless or lossy")
+        if int(number) in modes:
+            raise ValueError(f"hostgroup {number} is listed twice")
+        modes[int(number)] = mode.lower() if colon else "lossless"
+    return modes
 
 
 _SPECS = (
