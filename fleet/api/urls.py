@@ -4,7 +4,7 @@ from django.urls import include, path
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.routers import DefaultRouter
 
-from fleet.api import failover, views
+from fleet.api import failover, mirror, views
 from fleet.api.bench import BenchJobViewSet, BenchRunViewSet, BenchTargetViewSet
 
 router = DefaultRouter()
@@ -29,5 +29,7 @@ urlpatterns = [
     path("export/", views.ExportView.as_view(), name="export"),
     path("import/", views.ImportView.as_view(), name="import"),
     path("stats/nodes/<str:name>/", views.NodeStatsView.as_view(), name="node-stats"),
+    path("mirror/", mirror.MirrorView.as_view(), name="mirror"),
+    path("mirror/history/", mirror.MirrorHistoryView.as_view(), name="mirror-history"),
     path("", include(router.urls)),
 ]

@@ -1,11 +1,14 @@
 """Node report history: recorded from each report, rolled up, pruned, and read back as series for charts.
 
-Every report adds a raw point per node (questions/s, client connections) and per backend server (status,
-connections used/free/failed, queries/s, latency). Rates are counter differences between consecutive reports; a
+Every report adds a raw point per node (questions/s, client connections), per backend server (status,
+connections used/free/failed, queries/s, latency) and, when the report has a ``mirror`` section, of the node's
+mirror (queue length and its part on disk, concurrency, the oldest entry's age, statements mirrored, completed,
+failed and dropped per second, drops so far). Rates are counter differences between consecutive reports; a
 counter that went down restarted from zero in between (the proxy restarted, a server was re-added), so its whole
 value counts. ``compact`` (Celery beat, every minute) averages whole minutes of raw points into minute points and
-whole hours of minute points into hour points, then drops what is older than ``RETENTION``. ``series`` and
-``server_series`` pick the resolution from the span asked for and finish with finer points where the rollups end.
+whole hours of minute points into hour points, then drops what is older than ``RETENTION``. ``series``,
+``server_series`` and ``mirror_series`` pick the resolution from the span asked for and finish with finer points
+where the rollups end.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Any
 from django.db import models
 from django.utils import timezone
 
-from fleet.core.models import NodeSample, ProxyNode, Resolution, ServerSample
+from fleet.core.models import MirrorSample, NodeSample, ProxyNode, Resolution, ServerSample
 
 #: How long points of each resolution are kept.
 RETENTION = {
@@ -34,6 +37,16 @@ MAX_RATE_GAP = timedelta(minutes=5)
 #: The metrics ``series`` and ``server_series`` draw.
 NODE_METRICS = ("questions_per_s", "client_connections")
 SERVER_METRICS = ("queries_per_s", "conn_used", "conn_free", "conn_err", "latency_us")
+MIRROR_METRICS = (
+    "queue_length",
+    "queue_disk",
+    "concurrency",
+    "oldest_age_s",
+    "mirrored_per_s",
+    "completed_per_s",
+    "failed_per_s",
+    "dropped_per_s",
+)
 _FINER = {Resolution.HOUR: Resolution.MINUTE, Resolution.MINUTE: Resolution.RAW}
 
 
@@ -52,12 +65,27 @@ class ServerFigures:
 
 
 @dataclass(frozen=True)
+class MirrorFigures:
+    """A report's ``mirror`` section, as far as the history keeps it (failures and drops summed)."""
+
+    mirrored: int
+    completed: int
+    failed: int
+    dropped: int
+    queue_length: int
+    queue_disk: int
+    concurrency: int
+    oldest_age_s: float
+
+
+@dataclass(frozen=True)
 class Figures:
     """What the history keeps of one report (``stats`` of ``proxyfleet.fleet.report``)."""
 
     questions: int
     client_connections: int
     servers: tuple[ServerFigures, ...]
+    mirror: MirrorFigures | None = None  # None: the report has no ``mirror`` section
 
 
 def _number(row: Mapping[str, Any], key: str, where: str) -> int | float:
@@ -106,6 +134,32 @@ def figures(snapshot: object) -> Figures:
         questions=int(_number(counters, "Questions", "stats.global")),
         client_connections=int(_number(counters, "Client_Connections_connected", "stats.global")),
         servers=tuple(servers),
+        mirror=_mirror_figures(snapshot.get("mirror")),
+    )
+
+
+def _mirror_figures(section: object) -> MirrorFigures | None:
+    """A report's ``mirror`` section (None when there is none); ValueError naming what is wrong."""
+    if section is None:
+        return None
+    where = "stats.mirror"
+    if not isinstance(section, Mapping):
+        raise ValueError(f"{where}: expected an object")
+    totals = {}
+    for key, by in (("failed", "error code"), ("dropped", "reason")):
+        counts = section.get(key)
+        if not isinstance(counts, Mapping):
+            raise ValueError(f"{where}.{key}: expected an object of counts by {by}, not {counts!r}")
+        totals[key] = sum(int(_number(counts, name, f"{where}.{key}")) for name in counts)
+    return MirrorFigures(
+        mirrored=int(_number(section, "mirrored", where)),
+        completed=int(_number(section, "completed", where)),
+        failed=totals["failed"],
+        dropped=totals["dropped"],
+        queue_length=int(_number(section, "queue_length", where)),
+        queue_disk=int(_number(section, "queue_disk", where)),
+        concurrency=int(_number(section, "concurrency", where)),
+        oldest_age_s=float(_number(section, "oldest_age_s", where)),
     )
 
 
@@ -150,6 +204,30 @@ def record(node: ProxyNode, at: datetime, now: Figures, previous: object, previo
         )
         for s in now.servers
     )
+    if now.mirror is not None:
+        _record_mirror(node, at, now.mirror, before.mirror if before else None, seconds)
+
+
+def _record_mirror(
+    node: ProxyNode, at: datetime, now: MirrorFigures, before: MirrorFigures | None, seconds: float
+) -> None:
+    def rate(name: str) -> float | None:
+        return _rate(getattr(now, name), getattr(before, name), seconds) if before is not None else None
+
+    MirrorSample.objects.create(
+        node=node,
+        resolution=Resolution.RAW,
+        at=at,
+        queue_length=now.queue_length,
+        queue_disk=now.queue_disk,
+        concurrency=now.concurrency,
+        oldest_age_s=now.oldest_age_s,
+        mirrored_per_s=rate("mirrored"),
+        completed_per_s=rate("completed"),
+        failed_per_s=rate("failed"),
+        dropped_per_s=rate("dropped"),
+        dropped=now.dropped,
+    )
 
 
 # --- reading --------------------------------------------------------------------------------------------------
@@ -186,6 +264,15 @@ def server_series(
     if metric not in SERVER_METRICS:
         raise ValueError(f"metric: {metric!r} is not one of {', '.join(SERVER_METRICS)}")
     rows = ServerSample.objects.filter(node=node, hostgroup=hostgroup, server=server)
+    return [(at, value) for at, value in _points(rows, metric, since, _resolution_for(since)) if value is not None]
+
+
+def mirror_series(node: ProxyNode, metric: str, since: datetime) -> list[tuple[datetime, float]]:
+    """A metric (``MIRROR_METRICS``) of ``node``'s mirror from ``since`` until now, oldest first; points without a
+    value are left out."""
+    if metric not in MIRROR_METRICS:
+        raise ValueError(f"metric: {metric!r} is not one of {', '.join(MIRROR_METRICS)}")
+    rows = MirrorSample.objects.filter(node=node)
     return [(at, value) for at, value in _points(rows, metric, since, _resolution_for(since)) if value is not None]
 
 
@@ -236,6 +323,19 @@ def _server_rollups(node: ProxyNode, samples: list[ServerSample], resolution: Re
         )
 
 
+def _mirror_rollups(node: ProxyNode, samples: list[MirrorSample], resolution: Resolution) -> Iterator[MirrorSample]:
+    for at, group in groupby(samples, key=lambda s: _bucket(s.at, resolution)):
+        points = list(group)
+        yield MirrorSample(
+            node=node,
+            resolution=resolution,
+            at=at,
+            **{name: _mean(getattr(p, name) for p in points) or 0.0 for name in MIRROR_METRICS[:4]},
+            **{name: _mean(getattr(p, name) for p in points) for name in MIRROR_METRICS[4:]},
+            dropped=max(p.dropped for p in points),
+        )
+
+
 def _roll_up(node: ProxyNode, source: Resolution, target: Resolution, until: datetime) -> int:
     """Average the node's ``source`` points of every whole ``target`` period before ``until`` not yet rolled up."""
     last = NodeSample.objects.filter(node=node, resolution=target).aggregate(last=models.Max("at"))["last"]
@@ -244,8 +344,10 @@ def _roll_up(node: ProxyNode, source: Resolution, target: Resolution, until: dat
         window["at__gte"] = last + timedelta(seconds=target)
     node_points = list(_node_rollups(node, list(NodeSample.objects.filter(**window).order_by("at")), target))
     server_points = list(_server_rollups(node, list(ServerSample.objects.filter(**window)), target))
+    mirror_points = list(_mirror_rollups(node, list(MirrorSample.objects.filter(**window).order_by("at")), target))
     NodeSample.objects.bulk_create(node_points, ignore_conflicts=True)
     ServerSample.objects.bulk_create(server_points, ignore_conflicts=True)
+    MirrorSample.objects.bulk_create(mirror_points, ignore_conflicts=True)
     return len(node_points)
 
 
@@ -257,7 +359,7 @@ def compact(now: datetime | None = None) -> dict[str, int]:
         counts["minutes"] += _roll_up(node, Resolution.RAW, Resolution.MINUTE, now)
         counts["hours"] += _roll_up(node, Resolution.MINUTE, Resolution.HOUR, now)
     for resolution, keep in RETENTION.items():
-        for model in (NodeSample, ServerSample):
+        for model in (NodeSample, ServerSample, MirrorSample):
             deleted, _ = model.objects.filter(resolution=resolution, at__lt=now - keep).delete()
             counts["deleted"] += deleted
     return counts

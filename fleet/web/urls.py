@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from fleet.web.views import audit, backends, bench, clusters, digests, failover, tables, versions
+from fleet.web.views import audit, backends, bench, clusters, digests, failover, mirror, tables, versions
 
 app_name = "web"
 
@@ -22,6 +22,9 @@ urlpatterns = [
     path("backends/table/", backends.backends_table, name="backends_table"),
     path("backends/chart/<slug:metric>.json", backends.chart_data, name="chart_data"),
     path("backends/<int:hostgroup>/<str:server>/", backends.server_page, name="server"),
+    path("mirror/", mirror.mirror, name="mirror"),
+    path("mirror/table/", mirror.mirror_table, name="mirror_table"),
+    path("mirror/chart/<slug:metric>.json", mirror.mirror_chart, name="mirror_chart"),
     path("digests/", digests.digests, name="digests"),
     path("audit/", audit.audit_log, name="audit"),
     path("failover/", failover.topology, name="failover"),

@@ -1,9 +1,9 @@
 """The control plane's models: ProxySQL's tables per cluster, nodes, published versions, the audit log and the
-nodes' report history."""
+nodes' report history (their mirrors' too)."""
 
 from fleet.core.models.audit import AuditEntry
 from fleet.core.models.nodes import Cluster, ProxyNode
-from fleet.core.models.stats import NodeSample, Resolution, ServerSample
+from fleet.core.models.stats import MirrorSample, NodeSample, Resolution, ServerSample
 from fleet.core.models.tables import (
     TABLE_MODELS,
     ClusterRow,
@@ -23,6 +23,7 @@ __all__ = [
     "ClusterRow",
     "ConfigVersion",
     "Hostgroup",
+    "MirrorSample",
     "NodeSample",
     "ProxyNode",
     "QueryRule",

@@ -61,3 +61,28 @@ class ServerSample(models.Model):
 
     def __str__(self) -> str:
         return f"{self.node_id} hg{self.hostgroup} {self.server} {self.get_resolution_display()} {self.at}"
+
+
+class MirrorSample(models.Model):
+    """One point of the history of a node's mirror (``/stats`` ``mirror``): what waits, what runs, how long the
+    oldest statement has waited, and its counters as rates."""
+
+    node = models.ForeignKey(ProxyNode, on_delete=models.CASCADE, related_name="+")
+    resolution = models.PositiveIntegerField(choices=Resolution.choices)
+    at = models.DateTimeField(help_text="the report's time, or the start of the minute or hour")
+    queue_length = models.FloatField(help_text="statements waiting (ProxySQL queue, ordered in memory and on disk)")
+    queue_disk = models.FloatField(help_text="statements waiting in the ordered mirror's queue on disk")
+    concurrency = models.FloatField(help_text="statements (and ordered sessions) running on the mirror")
+    oldest_age_s = models.FloatField(help_text="seconds the oldest waiting statement has waited")
+    mirrored_per_s = models.FloatField(null=True, help_text="statements handed to the mirror per second")
+    completed_per_s = models.FloatField(null=True, help_text="statements run on the mirror per second")
+    failed_per_s = models.FloatField(null=True, help_text="statements that failed on the mirror per second")
+    dropped_per_s = models.FloatField(null=True, help_text="statements dropped per second")
+    dropped = models.PositiveBigIntegerField(help_text="statements dropped so far (a rollup keeps the highest)")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["node", "resolution", "at"], name="one_mirror_sample_per_time")]
+        indexes = [models.Index(fields=["resolution", "at"], name="mirror_sample_age")]
+
+    def __str__(self) -> str:
+        return f"{self.node_id} mirror {self.get_resolution_display()} {self.at:%Y-%m-%d %H:%M:%S}"
