@@ -1,0 +1,246 @@
+"""The field notes' benchmarks reproduced with the bench tool, direct and through ProxyFleet, into
+``docs/benchmarks.md`` (its section "Benchmark jobs: the field notes' workloads") with a PNG per workload.
+
+``.venv/bin/python -m tests.bench.field_notes [--quick]`` (after ``make build``, so the compiled proxy runs) starts a
+MariaDB sandbox (primary only, ``var/bench-notes-sandbox``) and a proxy in front of it (``python -m proxyapp run``,
+one hostgroup holding the primary, a pool of at most 200 backend connections), then runs each workload with
+``python -m fleet.bench.engine run`` (the engine behind ``manage.py bench``), the two targets interleaved step by step:
+
+* MyCat's insert test (note 002), scaled down: 50 connections, transactions of 100 templated single-row INSERTs;
+* Amoeba's sweep (note 003): ``tb_Shop`` insert, update, select and delete at 50, 100, ... 500 connections;
+* the hot-row transfer (note 000): mydbtest's two UPDATEs in a transaction over 1,000 rows and over 100 hot rows.
+
+Results go to ``var/bench-notes/*.json``; the plots to ``docs/bench/``. Everything it started is stopped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fleet.bench.engine.plot import draw
+from fleet.bench.engine.results import RunResult, sweep_table
+from fleet.sandbox import APP_PASSWORD, APP_USER, Sandbox
+from tests.harness import ProxyProcess
+
+REPO = Path(__file__).resolve().parents[2]
+OUT = REPO / "var" / "bench-notes"
+PLOTS = REPO / "docs" / "bench"
+DOC = REPO / "docs" / "benchmarks.md"
+SECTION = "## Benchmark jobs: the field notes' workloads"
+#: Backend connections the proxy may open to the primary (the 500-connection steps are pooled onto these).
+POOL = 200
+
+
+@dataclass(frozen=True)
+class Case:
+    """One reproduction: the bench tool's arguments (targets added), its plot and how its table reads."""
+
+    key: str
+    title: str
+    args: list[str]
+    chart: str = "sweep"
+
+
+def cases(quick: bool) -> list[Case]:
+    """The workloads, in the order they run (``quick``: fewer and shorter steps, to try the harness)."""
+    sweep = "50..150/50" if quick else "50..500/50"
+    seconds, warmup = ("2", "0.5") if quick else ("5", "1")
+    amoeba = [
+        Case(
+            f"amoeba-{op}",
+            f"Amoeba tb_Shop {op}, {sweep.replace('..', ' to ').replace('/', ' step ')} connections",
+            ["--workload", f"shop-{op}", "--connections", sweep, "--time", seconds, "--warmup", warmup],
+        )
+        for op in ("insert", "update", "select", "delete")
+    ]
+    events, rounds = ("100", "1") if quick else ("400", "3")
+    transfer = f"--workload transfer --connections 1,8,32,64 --time {seconds} --warmup {warmup}"
+    return [
+        Case(
+            "mycat-insert",
+            "MyCat insert test, 50 connections, 100 INSERTs a transaction",
+            f"--workload mycat-insert --batch 100 --connections 50 --events {events} --rounds {rounds}".split(),
+        ),
+        *amoeba,
+        Case(
+            "transfer-1000",
+            "hot-row transfer over 1,000 rows (mydbtest's ids 1..1000)",
+            [*transfer.split(), "--rows", "1000"],
+        ),
+        Case("transfer-100", "hot-row transfer over 100 hot rows", [*transfer.split(), "--rows", "100"]),
+    ]
+
+
+def proxy_config(host: str, port: int) -> dict[str, Any]:
+    """The proxy under test: the app user to one hostgroup holding the primary; no query rules."""
+    return {
+        "mysql_servers": [{"hostgroup_id": 0, "hostname": host, "port": port, "max_connections": POOL}],
+        "mysql_users": [{"username": APP_USER, "password": APP_PASSWORD, "default_hostgroup": 0}],
+        "mysql_query_rules": [],
+        "global_variables": [
+            {"variable_name": "mysql-max_connections", "variable_value": "5000"},
+            {"variable_name": "mysql-threads", "variable_value": str(min(4, os.cpu_count() or 1))},
+        ],
+    }
+
+
+def dsn(name: str, port: int) -> str:
+    """A target of the sandbox's ``test`` database, marked safe (the workloads create their tables)."""
+    return f"mysql://{APP_USER}:{APP_PASSWORD}@127.0.0.1:{port}/test?name={name}&safe=1"
+
+
+def run_case(case: Case, direct_port: int, proxy_port: int) -> tuple[RunResult, str]:
+    """Run one case with the bench tool; its result and the command as the docs show it."""
+    result_path = OUT / f"{case.key}.json"
+    plot_path = PLOTS / f"{case.key}.png"
+    tail = [*case.args, "--json", str(result_path.relative_to(REPO)), "--quiet"]
+    targets = ["--target", dsn("direct", direct_port), "--target", dsn("proxyfleet", proxy_port)]
+    argv = [sys.executable, "-m", "fleet.bench.engine", "run", *targets, *tail]
+    print(f"== {case.title}", flush=True)
+    done = subprocess.run(argv, cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)), text=True, capture_output=True)
+    (OUT / f"{case.key}.log").write_text(done.stdout + done.stderr)
+    if not result_path.exists():
+        raise RuntimeError(f"{case.key} wrote no result (exit {done.returncode}):\n{done.stdout[-2000:]}{done.stderr}")
+    result = RunResult.from_dict(json.loads(result_path.read_text()))
+    draw(result, case.chart, plot_path, case.title)
+    shown = ["python", "manage.py", "bench", "run", "--target", "$DIRECT", "--target", "$PROXY", *case.args]
+    shown += ["--json", f"{case.key}.json", "--plot", f"docs/bench/{case.key}.png"]
+    return result, shlex.join(shown)
+
+
+def _fmt(value: float | None, spec: str = ",.0f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def table(case: Case, result: RunResult) -> list[str]:
+    """The case's Markdown table: tps (and rows/s for inserts) per target per connection count, and the ratio."""
+    rows_per_tx = 100 if case.key == "mycat-insert" else 1
+    unit = "rows/s" if rows_per_tx > 1 else "tps"
+    lines = [
+        f"| connections | direct {unit} | ProxyFleet {unit} | ProxyFleet/direct | direct p95 ms | ProxyFleet p95 ms "
+        "| errors (d/P) |",
+        "|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    errors = {(s.target, s.connections): errors_of(result, s.target, s.connections) for s in result.steps}
+    for row in sweep_table(result):
+        tps, p95, ratio = row["tps"], row["p95"], row["ratio"]
+        n = row["connections"]
+        lines.append(
+            f"| {n} | {_fmt(_times(tps.get('direct'), rows_per_tx))} "
+            f"| {_fmt(_times(tps.get('proxyfleet'), rows_per_tx))} | {_fmt(ratio.get('proxyfleet'), '.2f')} "
+            f"| {_fmt(p95.get('direct'), '.2f')} | {_fmt(p95.get('proxyfleet'), '.2f')} "
+            f"| {errors.get(('direct', n), 0)}/{errors.get(('proxyfleet', n), 0)} |"
+        )
+    return lines
+
+
+def errors_of(result: RunResult, target: str, connections: int) -> int:
+    return sum(s.error_count for s in result.steps if s.target == target and s.connections == connections)
+
+
+def _times(value: float | None, factor: int) -> float | None:
+    return None if value is None else value * factor
+
+
+def machine(sandbox: Sandbox, proxy: ProxyProcess) -> str:
+    """One line about the machine, the server and the proxy."""
+    with sandbox.primary().connect() as conn, conn.cursor() as cur:
+        cur.execute("SELECT VERSION()")
+        version = cur.fetchone()[0]
+    stats = proxy.admin("GET", "/stats")
+    native = stats.get("native", []) if isinstance(stats, dict) else []
+    revision = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
+    return (
+        f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC · {len(os.sched_getaffinity(0))} CPUs, "
+        f"{platform.system()} {platform.release()} · MariaDB {version} (sandbox primary) · ProxyFleet "
+        f"{revision.stdout.strip()}, {len(native)} compiled modules, mysql-threads "
+        f"{proxy_config('', 0)['global_variables'][1]['variable_value']}, pool {POOL} backend connections · "
+        f"Python {platform.python_version()}"
+    )
+
+
+def render(results: list[tuple[Case, RunResult, str]], machine_line: str, command: str) -> str:
+    """The docs section."""
+    lines = [
+        SECTION,
+        "",
+        f"Written by `{command}` (`tests/bench/field_notes.py`): a MariaDB sandbox and a proxy in front of it "
+        "(`python -m proxyapp run`, compiled, one hostgroup holding the primary), each workload run by the bench "
+        "tool with the two targets interleaved step by step; raw results in `var/bench-notes/`. `$DIRECT` and "
+        "`$PROXY` stand for `mysql://app:PASSWORD@127.0.0.1:PORT/test?name=direct&safe=1` and the same on the "
+        "proxy's port. The client, the proxy and the server share the machine's two cores, so the ratios say more "
+        "than the absolute numbers; tps and p95 are the means over the rounds.",
+        "",
+        f"- Machine: {machine_line}",
+        "",
+    ]
+    for case, result, shown in results:
+        lines += [f"### {case.title}", "", f"`{shown}`", "", *table(case, result), ""]
+        lines += [f"![{case.title}](bench/{case.key}.png)", ""]
+        failed = [s for s in result.steps if s.status != "done"]
+        if result.status != "done" or failed:
+            undone = ", ".join(f"{s.target}@{s.connections} {s.status}" for s in failed) or "none"
+            lines += [f"Run {result.status}{': ' + result.error if result.error else ''}; steps not done: {undone}", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def write_section(text: str) -> None:
+    """Replace this section of docs/benchmarks.md (or add it at the end), leaving the others as they are."""
+    doc = DOC.read_text() if DOC.exists() else "# ProxyFleet benchmarks\n"
+    start = doc.find(SECTION + "\n")
+    if start < 0:
+        doc = doc.rstrip("\n") + "\n\n" + text
+    else:
+        following = doc.find("\n## ", start + len(SECTION))
+        doc = doc[:start] + text + (doc[following:] if following >= 0 else "")
+    DOC.write_text(doc)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Start the sandbox and the proxy, run every case, write the docs; always stop what was started."""
+    parser = argparse.ArgumentParser(prog="python -m tests.bench.field_notes", description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer, shorter steps (to try the harness)")
+    parser.add_argument("--only", help="run only the cases whose key starts with this")
+    args = parser.parse_args(argv)
+    OUT.mkdir(parents=True, exist_ok=True)
+    PLOTS.mkdir(parents=True, exist_ok=True)
+    sandbox = Sandbox("var/bench-notes-sandbox")
+    proxy: ProxyProcess | None = None
+    try:
+        sandbox.down()
+        sandbox.up(replicas=0)
+        primary = sandbox.primary()
+        workdir = OUT / "proxy"
+        workdir.mkdir(exist_ok=True)
+        proxy = ProxyProcess(proxy_config(primary.host, primary.port), workdir).start()
+        results = []
+        for case in cases(args.quick):
+            if args.only and not case.key.startswith(args.only):
+                continue
+            result, shown = run_case(case, primary.port, proxy.port)
+            results.append((case, result, shown))
+            for row in sweep_table(result):
+                print(f"   {row['connections']:>4} conns  {row['tps']}", flush=True)
+        command = ".venv/bin/python -m tests.bench.field_notes" + (" --quick" if args.quick else "")
+        if not args.only:
+            write_section(render(results, machine(sandbox, proxy), command))
+            print(f"wrote {DOC.relative_to(REPO)} and {PLOTS.relative_to(REPO)}/", flush=True)
+        return 0
+    finally:
+        if proxy is not None:
+            proxy.stop()
+        sandbox.down()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
