@@ -15,6 +15,11 @@ GET    /config                       the running config document with its checks
 POST   /reload                       load the JSON body as the new config (no body: re-read the config file);
                                      400 for a body that is not a JSON object, 422 when the config is refused
 GET    /metrics                      Prometheus text exposition format 0.0.4
+GET    /monitor/{check}              a monitor check's log, ProxySQL's monitor.mysql_server_{check}_log columns
+                                     (connect, ping, read_only, replication_lag); ``?limit=N``: the last N rows
+GET    /monitor/transitions          the latest server status transitions (``server_transitions`` of /stats)
+GET    /runtime/servers              the runtime mysql_servers the proxy routes by (runtime_mysql_servers)
+POST   /runtime/monitor              (internal) the supervisor hands a worker its monitor's state
 =====  ============================  ============================================================================
 """
 
@@ -30,6 +35,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
+from proxyapp.monitor import CHECKS
 from proxyapp.stats import COUNTERS, order_digest_rows
 
 log = logging.getLogger("proxyapp.admin")
@@ -52,9 +58,21 @@ class AdminProvider(Protocol):
         Keys: ``global`` (counter name -> int), ``connection_pool`` (stats_mysql_connection_pool rows),
         ``query_digest`` (stats_mysql_query_digest rows), ``query_rules`` (``{"rule_id", "hits"}`` rows) and
         ``config`` (``{"checksum": str, "loaded_at": float, "source": str}``); optionally
-        ``query_digest_overflow`` (queries not recorded because the digest table was full); any others are
-        passed through to ``GET /stats``.
+        ``query_digest_overflow`` (queries not recorded because the digest table was full), ``server_transitions``,
+        ``monitor`` and ``monitor_checks`` (``proxyapp.monitor``); any others are passed through to ``GET /stats``.
         """
+        ...
+
+    async def monitor_log(self, check: str, limit: int | None) -> list[dict[str, Any]]:
+        """A monitor check's log, oldest first; LookupError when this process runs no monitor."""
+        ...
+
+    async def runtime_servers(self) -> list[dict[str, Any]]:
+        """The runtime mysql_servers rows."""
+        ...
+
+    async def apply_monitor_state(self, document: dict[str, Any]) -> dict[str, Any]:
+        """Route by the monitor state ``document``; ``{"ok": bool, ...}`` with an ``error`` when refused."""
         ...
 
     async def config_document(self) -> dict[str, Any]:
@@ -99,6 +117,10 @@ class AdminServer:
                 web.get("/config", self._config),
                 web.post("/reload", self._reload),
                 web.get("/metrics", self._metrics),
+                web.get("/monitor/transitions", self._section("server_transitions")),
+                web.get("/monitor/{check}", self._monitor_log),
+                web.get("/runtime/servers", self._runtime_servers),
+                web.post("/runtime/monitor", self._apply_monitor_state),
             ]
         )
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
@@ -134,12 +156,9 @@ class AdminServer:
 
     async def _query_digest(self, request: web.Request) -> web.Response:
         order_by = request.query.get("order_by", "sum_time")
-        limit: int | None = None
-        if "limit" in request.query:
-            try:
-                limit = int(request.query["limit"])
-            except ValueError:
-                return _error(400, f"limit must be a whole number, not {request.query['limit']!r}")
+        limit = _limit(request)
+        if isinstance(limit, web.Response):
+            return limit
         try:
             rows = order_digest_rows((await self.provider.stats_snapshot())["query_digest"], limit, order_by)
         except ValueError as exc:
@@ -148,6 +167,29 @@ class AdminServer:
 
     async def _query_digest_reset(self, request: web.Request) -> web.Response:
         return web.json_response(await self.provider.reset_query_digest())
+
+    async def _monitor_log(self, request: web.Request) -> web.Response:
+        check = request.match_info["check"]
+        if check not in CHECKS:
+            return _error(404, f"no monitor log {check!r}: the checks are {', '.join(CHECKS)} (and transitions)")
+        limit = _limit(request)
+        if isinstance(limit, web.Response):
+            return limit
+        try:
+            return web.json_response(await self.provider.monitor_log(check, limit))
+        except LookupError as exc:
+            return _error(404, str(exc))
+
+    async def _runtime_servers(self, request: web.Request) -> web.Response:
+        return web.json_response(await self.provider.runtime_servers())
+
+    async def _apply_monitor_state(self, request: web.Request) -> web.Response:
+        try:
+            document = json.loads(await request.read())
+        except ValueError as exc:
+            return _error(400, f"the body is not valid JSON: {exc}")
+        result = await self.provider.apply_monitor_state(document)
+        return web.json_response(result, status=200 if result.get("ok") else 422)
 
     async def _config(self, request: web.Request) -> web.Response:
         info = (await self.provider.stats_snapshot())["config"]
@@ -185,6 +227,17 @@ def _loopback(host: str) -> str:
     except ValueError:
         pass
     raise ValueError(f"the admin endpoint only binds to a loopback address (127.0.0.1, ::1), not {host!r}")
+
+
+def _limit(request: web.Request) -> int | web.Response | None:
+    """The ``?limit=N`` of a request (None without one), or the 400 answer to a limit that is not 0 or more."""
+    if "limit" not in request.query:
+        return None
+    try:
+        limit = int(request.query["limit"])
+    except ValueError:
+        return _error(400, f"limit must be a whole number, not {request.query['limit']!r}")
+    return limit if limit >= 0 else _error(400, f"limit must be 0 or more, not {limit}")
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
@@ -275,6 +328,7 @@ def render_metrics(snapshot: dict[str, Any]) -> str:
     _global_metrics(out, snapshot["global"])
     _pool_metrics(out, snapshot["connection_pool"])
     _digest_metrics(out, snapshot["query_digest"])
+    _monitor_metrics(out, snapshot.get("monitor", []), snapshot.get("monitor_checks", []))
     if "query_digest_overflow" in snapshot:
         out.family(
             "proxyfleet_query_digest_overflow_total",
@@ -350,6 +404,42 @@ def _pool_metrics(out: _Exposition, rows: list[dict[str, Any]]) -> None:
         ("Latency_us", "proxyfleet_connpool_latency_us", "gauge", "the server's measured latency in microseconds"),
     ):
         out.family(name, kind, f"{help} ({column})", [(labels, r[column]) for labels, r in servers])
+
+
+def _monitor_metrics(out: _Exposition, servers: list[dict[str, Any]], checks: list[dict[str, Any]]) -> None:
+    """The monitor's verdict per server (``monitor`` rows) and its checks' latest results (``monitor_checks``)."""
+    labelled = [({"hostgroup": str(r["hostgroup"]), "endpoint": _endpoint(r)}, r) for r in servers]
+    out.family(
+        "proxyfleet_monitor_server_status",
+        "gauge",
+        "a server's status as the monitor decides it (ONLINE, SHUNNED, OFFLINE_*) as a label (always 1)",
+        [({**labels, "status": str(r["status"])}, 1) for labels, r in labelled],
+    )
+    out.family(
+        "proxyfleet_monitor_read_only",
+        "gauge",
+        "the server's read_only as the monitor last read it (1 or 0)",
+        [(labels, int(r["read_only"])) for labels, r in labelled if r["read_only"] is not None],
+    )
+    out.family(
+        "proxyfleet_monitor_replication_lag_seconds",
+        "gauge",
+        "the replica's lag as the monitor last measured it",
+        [(labels, r["lag_s"]) for labels, r in labelled if r["lag_s"] is not None],
+    )
+    by_check = [({"check": str(r["check"]), "endpoint": _endpoint(r)}, r) for r in checks]
+    out.family(
+        "proxyfleet_monitor_check_latency_us",
+        "gauge",
+        "how long the monitor's latest check of the server took, in microseconds",
+        [(labels, r["latency_us"]) for labels, r in by_check],
+    )
+    out.family(
+        "proxyfleet_monitor_check_success",
+        "gauge",
+        "whether the monitor's latest check of the server succeeded (1) or failed (0)",
+        [(labels, int(bool(r["ok"]))) for labels, r in by_check],
+    )
 
 
 def _digest_metrics(out: _Exposition, rows: list[dict[str, Any]]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -18,7 +19,7 @@ from proxyapp.protocol.constants import (
 )
 from proxyapp.protocol.handshake import ClientLogin, ServerGreeting, parse_auth_switch
 from proxyapp.protocol.packets import ErrPacket, ProtocolError, parse_err, parse_ok
-from proxyapp.protocol.resultset import read_text_result
+from proxyapp.protocol.resultset import read_named_result, read_text_result
 from proxyapp.protocol.wire import PeerClosed, Response, Wire, open_wire, read_response
 
 _IN_TRANS = int(Status.IN_TRANS)
@@ -121,7 +122,8 @@ class BackendConnection:
         except TimeoutError:
             raise BackendError(f"connect to {host}:{port} timed out after {timeout * 1000:.0f} ms") from None
         except (OSError, PeerClosed) as refused:
-            raise BackendError(f"cannot connect to {host}:{port}: {refused.strerror or refused}") from None
+            reason = os.strerror(refused.errno) if refused.errno else str(refused)  # "Connection refused"
+            raise BackendError(f"cannot connect to {host}:{port}: {reason}") from None
         except ProtocolError as malformed:
             raise BackendError(f"bad handshake from {host}:{port}: {malformed}") from None
 
@@ -180,6 +182,14 @@ class BackendConnection:
             return err
         self.status = status
         return columns, rows[0] if rows else [None] * len(columns)
+
+    async def fetch_named(self, sql: str) -> tuple[list[str], list[list[bytes | None]]] | ErrPacket:
+        """Run a small query; returns ([column names], rows of raw text values) or the error."""
+        self.wire.send(bytes((Command.QUERY,)) + sql.encode(), 0)
+        names, rows, err = await read_named_result(self.wire)
+        if err is not None:
+            return err
+        return names, rows
 
     async def simple_command(self, payload: bytes) -> ErrPacket | None:
         """Send a command answered by a single OK/EOF/ERR packet; returns the error, if any."""

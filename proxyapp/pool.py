@@ -4,12 +4,18 @@ One ``ServerPool`` per ``mysql_servers`` row (hostgroup, host, port), as in Prox
 hostgroups has two pools, each with its own ``max_connections``. A session asks a ``Hostgroup`` for a
 connection; the hostgroup picks an ONLINE server by weight among those with room, reuses an idle connection of
 the same user or opens one, and queues the session (first come, first served) when every server is full.
+
+Server status (ONLINE, SHUNNED, OFFLINE_SOFT, OFFLINE_HARD) changes come from the config, the monitor (through the
+runtime view the proxy applies) and the pool's own connect errors; each is logged and kept in
+``PoolManager.transitions``. A writer hostgroup of a replication pair with no usable server makes a query wait up to
+``mysql-no_writer_wait_ms`` for a writer to appear.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import math
 import random
 import time
@@ -21,10 +27,17 @@ from proxyapp.stats import GlobalCounters
 from proxyapp.tables import MysqlServer
 from proxyapp.variables import Variables
 
+log = logging.getLogger("proxyapp.pool")
+
+#: How many status transitions ``PoolManager.transitions`` keeps.
+MAX_TRANSITIONS = 200
+
 ONLINE = "ONLINE"
 SHUNNED = "SHUNNED"
 OFFLINE_SOFT = "OFFLINE_SOFT"
 OFFLINE_HARD = "OFFLINE_HARD"
+#: A transition's ``from``/``to`` when the server was not, or is no longer, in the hostgroup.
+ABSENT = "ABSENT"
 
 
 class PoolError(Exception):
@@ -48,6 +61,7 @@ class PoolSettings:
     free_connections_pct: int = 10
     connection_max_age_ms: int = 0
     connection_wait_timeout_ms: int = 10000
+    no_writer_wait_ms: int = 5000
     max_allowed_packet: int = 1 << 26
 
     @classmethod
@@ -63,6 +77,7 @@ class PoolSettings:
             free_connections_pct=v.integer("mysql-free_connections_pct"),
             connection_max_age_ms=v.integer("mysql-connection_max_age_ms"),
             connection_wait_timeout_ms=v.integer("mysql-connection_wait_timeout"),
+            no_writer_wait_ms=v.integer("mysql-no_writer_wait_ms"),
             max_allowed_packet=v.integer("mysql-max_allowed_packet"),
         )
 
@@ -92,12 +107,12 @@ class ServerPool:
         "used",
     )
 
-    def __init__(self, server: MysqlServer, hostgroup: Hostgroup) -> None:
-        self.server = server
+    def __init__(self, server: MysqlServer, hostgroup: Hostgroup, reason: str = "configured") -> None:
+        self.server = server  # its runtime row: the runtime hostgroup, and the status the config and monitor want
         self.hostgroup = hostgroup
         self.cap = hostgroup.manager.share_of(server.max_connections)
         self.status = server.status
-        self.status_reason = "configured"
+        self.status_reason = reason
         self.idle: deque[BackendConnection] = deque()
         self.busy: set[BackendConnection] = set()  # the connections handed out (``used`` of them)
         self.used = 0
@@ -119,18 +134,25 @@ class ServerPool:
         return bool(self.idle) or self.used + self.connecting < self.cap
 
     def usable(self, now: float, recovery_s: float) -> bool:
-        """Whether new work may go to this server; a SHUNNED server is retried after the recovery time."""
+        """Whether new work may go to this server; a server this pool shunned for its connect errors (while the
+        config and the monitor want it ONLINE) is retried after the recovery time."""
         if self.status == ONLINE:
             return True
-        if self.status == SHUNNED and self.status_reason.startswith("connect") and now - self.shunned_at >= recovery_s:
+        if self.status == SHUNNED and self.server.status == ONLINE and now - self.shunned_at >= recovery_s:
             self.set_status(ONLINE, f"shun recovery time ({recovery_s:.0f} s) elapsed")
             return True
         return False
 
     def set_status(self, status: str, reason: str) -> None:
-        """Change the runtime status; leaving ONLINE closes the idle connections (OFFLINE_HARD: all)."""
+        """Change the runtime status (logged as a transition); leaving ONLINE closes the idle connections
+        (OFFLINE_HARD: all), coming back wakes the queries waiting for a writer."""
+        old = self.status
         self.status = status
         self.status_reason = reason
+        if status != old:
+            self.hostgroup.manager.record_transition(self.server, old, status, reason)
+        if status == ONLINE:
+            self.hostgroup.notify_change()
         if status == SHUNNED:
             self.shunned_at = time.monotonic()
         if status != ONLINE:
@@ -192,16 +214,22 @@ def _fits(conn: BackendConnection, username: str, schema: str | None) -> bool:
     return conn.username == username and (bool(schema) or not conn.state.schema)
 
 
-class Hostgroup:
-    """A hostgroup: its server pools and the sessions waiting for a connection."""
+def _wake(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
-    __slots__ = ("id", "manager", "pools", "waiters")
+
+class Hostgroup:
+    """A hostgroup: its server pools, the sessions waiting for a connection and those waiting for a writer."""
+
+    __slots__ = ("change_waiters", "id", "manager", "pools", "waiters")
 
     def __init__(self, hostgroup_id: int, manager: PoolManager) -> None:
         self.id = hostgroup_id
         self.manager = manager
         self.pools: list[ServerPool] = []
         self.waiters: deque[_Waiter] = deque()
+        self.change_waiters: list[asyncio.Future[None]] = []
 
     def _choose(self, now: float) -> tuple[ServerPool | None, bool]:
         """Pick a server by weight among those with room; returns (pool, whether any server is usable)."""
@@ -251,6 +279,7 @@ class Hostgroup:
         last_error: BackendError | None = None
         attempts = 0
         connect_deadline: float | None = None  # mysql-connect_timeout_server_max, from the first connect attempt
+        writer_deadline: float | None = None  # mysql-no_writer_wait_ms, from the first time no server is usable
         woken = False
         while True:
             now = time.monotonic()
@@ -262,7 +291,20 @@ class Hostgroup:
             chosen = None
             if not any_usable:
                 cause = f"; last error: {last_error}" if last_error else ""
-                raise PoolError(f"hostgroup {self.id} has no ONLINE server{self._states()}{cause}")
+                if self.id not in self.manager.reader_of or settings.no_writer_wait_ms <= 0:
+                    raise PoolError(f"hostgroup {self.id} has no ONLINE server{self._states()}{cause}")
+                if writer_deadline is None:
+                    writer_deadline = now + settings.no_writer_wait_ms / 1000
+                if now >= writer_deadline:
+                    self.manager.counters.Writer_wait_timeouts += 1
+                    raise PoolError(
+                        f"hostgroup {self.id} has no writer: none came ONLINE within {settings.no_writer_wait_ms} ms "
+                        f"(mysql-no_writer_wait_ms){self._states()}{cause}"
+                    )
+                await self._await_writer(min(writer_deadline - now, self._until_recovery(now)))
+                deadline = time.monotonic() + settings.connection_wait_timeout_ms / 1000
+                woken = True
+                continue
             if pool is not None:
                 conn = self._take_idle(pool, credentials.username, schema)
                 if conn is not None:
@@ -298,6 +340,35 @@ class Hostgroup:
             if conn is not None:
                 return conn
             woken = True
+
+    async def _await_writer(self, timeout: float) -> None:
+        """Wait until this hostgroup's servers change (one may be usable now), at most ``timeout`` seconds."""
+        loop = self.manager.loop()
+        future: asyncio.Future[None] = loop.create_future()
+        self.change_waiters.append(future)
+        counters = self.manager.counters
+        counters.Sessions_waiting_for_writer += 1
+        expiry = loop.call_later(timeout, _wake, future)
+        try:
+            await future
+        finally:
+            expiry.cancel()
+            counters.Sessions_waiting_for_writer -= 1
+            with contextlib.suppress(ValueError):
+                self.change_waiters.remove(future)
+
+    def notify_change(self) -> None:
+        """The hostgroup's servers or their status changed: wake the queries waiting for a writer."""
+        waiting = self.change_waiters
+        self.change_waiters = []
+        for future in waiting:
+            _wake(future)
+
+    def _until_recovery(self, now: float) -> float:
+        """Seconds until a server this hostgroup's pools shunned becomes worth retrying (a long time if none)."""
+        recovery = self.manager.settings.shun_recovery_time_sec
+        waits = [p.shunned_at + recovery - now for p in self.pools if p.status == SHUNNED and p.server.status == ONLINE]
+        return max(0.01, min(waits)) if waits else 3600.0
 
     def _take_idle(self, pool: ServerPool, username: str, schema: str | None) -> BackendConnection | None:
         idle = pool.idle
@@ -425,8 +496,13 @@ class PoolManager:
         self.workers = workers  # worker processes sharing each server's max_connections
         self.settings = PoolSettings()
         self.hostgroups: dict[int, Hostgroup] = {}
+        self.reader_of: dict[int, int] = {}  # writer hostgroup -> its reader hostgroup (replication pairs)
         self.backend_version: str | None = None  # from the first backend greeting, reported to clients
+        #: The latest status changes: rows ``{"at", "hostgroup", "srv_host", "srv_port", "from", "to", "reason"}``,
+        #: ``from``/``to`` ABSENT when the server was not / is no longer in the hostgroup.
+        self.transitions: deque[dict[str, object]] = deque(maxlen=MAX_TRANSITIONS)
         self._pools: dict[tuple[int, str, int], ServerPool] = {}
+        self._applied = False
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -436,37 +512,93 @@ class PoolManager:
             loop = self._loop = asyncio.get_running_loop()
         return loop
 
-    def apply(self, servers: tuple[MysqlServer, ...], settings: PoolSettings) -> None:
-        """Adopt a new server list: pools of servers that stay keep their connections; removed ones drain."""
+    def apply(
+        self,
+        servers: tuple[MysqlServer, ...],
+        settings: PoolSettings,
+        reader_of: dict[int, int] | None = None,
+        placement: dict[tuple[int, str, int], str] | None = None,
+        status_reasons: dict[tuple[int, str, int], str] | None = None,
+    ) -> None:
+        """Adopt a new (runtime) server list: pools of servers that stay keep their connections; removed ones drain.
+
+        ``reader_of`` maps the replication pairs' writer hostgroups to their reader hostgroups; ``placement`` says why
+        a server was added to or removed from a hostgroup, ``status_reasons`` why its status is what it is
+        (``proxyapp.topology.RuntimeView``); each change is recorded as a transition.
+        """
+        placed = placement or {}
+        reasons = status_reasons or {}
         self.settings = settings
+        self.reader_of = reader_of or {}
         fresh: dict[tuple[int, str, int], ServerPool] = {}
         hostgroups: dict[int, Hostgroup] = {}
         for server in servers:
+            key = server.key
             hg = hostgroups.get(server.hostgroup_id)
             if hg is None:
                 hg = self.hostgroups.get(server.hostgroup_id) or Hostgroup(server.hostgroup_id, self)
                 hg.pools = []
                 hostgroups[server.hostgroup_id] = hg
-            pool = self._pools.get(server.key)
+            pool = self._pools.get(key)
             if pool is None:
-                pool = ServerPool(server, hg)
+                why = placed.get(key) or "added by the config"
+                if server.status != ONLINE and reasons.get(key):
+                    why += f"; {reasons[key]}"
+                pool = ServerPool(server, hg, why)
+                if self._applied:
+                    self.record_transition(server, ABSENT, server.status, why)
             else:
-                if pool.server.status != server.status:
-                    pool.set_status(server.status, "set in config")
+                wanted = pool.server.status != server.status
                 pool.server = server
+                if wanted:
+                    pool.set_status(server.status, reasons.get(key) or f"set to {server.status} in the config")
                 pool.cap = self.share_of(server.max_connections)
             hg.pools.append(pool)
-            fresh[server.key] = pool
+            fresh[key] = pool
         for key, pool in self._pools.items():
             if key not in fresh:
                 pool.removed = True
                 pool.close_idle()
+                self.record_transition(pool.server, pool.status, ABSENT, placed.get(key) or "removed from the config")
         for hg_id, hg in self.hostgroups.items():
             if hg_id not in hostgroups:
                 hg.pools = []
                 hg._wake_one()
         self._pools = fresh
         self.hostgroups = hostgroups
+        self._applied = True
+        for hg in hostgroups.values():
+            hg.notify_change()
+
+    def record_transition(self, server: MysqlServer, old: str, new: str, reason: str) -> None:
+        """Log a server's status change in a hostgroup (ABSENT: not in it) and keep it in ``transitions``."""
+        where = f"{server.hostname}:{server.port} in hostgroup {server.hostgroup_id}"
+        log.info("server %s: %s -> %s: %s", where, old, new, reason)
+        self.transitions.append(
+            {
+                "at": time.time(),
+                "hostgroup": server.hostgroup_id,
+                "srv_host": server.hostname,
+                "srv_port": server.port,
+                "from": old,
+                "to": new,
+                "reason": reason,
+            }
+        )
+
+    def stand_in(self, hostgroup_id: int) -> int:
+        """Where a statement that only sets session state (SET, USE) runs: ``hostgroup_id``, or its reader hostgroup
+        while it is a writer hostgroup without a usable server, so that clients still connect (drivers send SET
+        NAMES) and read while a writer is missing. The state is replayed on the writer when one is back."""
+        reader = self.reader_of.get(hostgroup_id)
+        if reader is None:
+            return hostgroup_id
+        hg = self.hostgroups.get(hostgroup_id)
+        now = time.monotonic()
+        recovery = self.settings.shun_recovery_time_sec
+        if hg is not None and any(p.server.weight > 0 and p.usable(now, recovery) for p in hg.pools):
+            return hostgroup_id
+        return reader
 
     def share_of(self, max_connections: int) -> int:
         """This worker's part of a server's ``max_connections`` (at least 1 unless it is 0)."""

@@ -1,4 +1,5 @@
-"""The proxy process: the MySQL listener, the admin endpoint, and atomic config reloads."""
+"""The proxy process: the MySQL listener, the admin endpoint, atomic config reloads, and the servers it routes by
+(the config's, as the monitor's findings rearrange them: ``proxyapp.topology``)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from proxyapp.admin import AdminServer
 from proxyapp.config import Config, ConfigError, load_config_file, parse_config
 from proxyapp.eventslog import EventsLog
 from proxyapp.mirror import Mirror
+from proxyapp.monitor import Monitor
 from proxyapp.native import compiled_modules
 from proxyapp.pool import PoolManager, PoolSettings
 from proxyapp.protocol.wire import Wire, WireProtocol
@@ -21,6 +23,7 @@ from proxyapp.querycache import QueryCache
 from proxyapp.runtime import Runtime
 from proxyapp.session import Session
 from proxyapp.stats import DigestStats, GlobalCounters
+from proxyapp.topology import MonitorState, runtime_view, server_row
 
 log = logging.getLogger("proxyapp")
 
@@ -63,7 +66,11 @@ class Proxy:
         self.digests = DigestStats()
         self.pools = PoolManager(self.counters, workers)
         self.runtime = Runtime.build(config, str(config_path or "document"))
-        self.pools.apply(config.mysql_servers, PoolSettings.from_variables(config.variables))
+        #: The monitor's latest findings, from this process's own monitor or (a worker) from the supervisor's.
+        self.monitor_state = MonitorState()
+        #: The monitor, when this process runs it: with one worker process (else the supervisor does).
+        self.monitor: Monitor | None = None
+        self._apply_servers()
         self.cache = QueryCache(config.variables.integer("mysql-query_cache_size_MB") << 20, self.counters)
         self.events = EventsLog(self.runtime.settings.eventslog_filename)
         self.mirror = Mirror(self.counters, self.pools, worker, workers)
@@ -90,6 +97,9 @@ class Proxy:
         sweeper = loop.create_task(self._close_idle_clients())
         self.background.add(sweeper)  # type: ignore[arg-type]
         await self.mirror.start()
+        if self.workers == 1:
+            monitor = self.monitor = Monitor(self.runtime.config, self._adopt_monitor_state)
+            monitor.start()
         if admin is not None:
             self.admin = AdminServer(self, admin[0], admin[1])
             await self.admin.start()
@@ -143,6 +153,9 @@ class Proxy:
         if self._sessions:
             await asyncio.wait(list(self._sessions), timeout=5)
         await self.mirror.stop()
+        monitor = self.monitor
+        if monitor is not None:
+            await monitor.stop()
         self.pools.close_all()
 
     # --------------------------------------------------------------------------------------- reloads
@@ -150,7 +163,10 @@ class Proxy:
     def apply(self, config: Config, source: str) -> None:
         """Swap in a validated config: new sessions and new commands use it, commands in flight finish as they are."""
         self.runtime = Runtime.build(config, source)
-        self.pools.apply(config.mysql_servers, PoolSettings.from_variables(config.variables))
+        self._apply_servers()
+        monitor = self.monitor
+        if monitor is not None:
+            monitor.reconfigure(config)
         self.cache.max_bytes = config.variables.integer("mysql-query_cache_size_MB") << 20
         self.mirror.configure(config, self.config_path)
         if self.events.path != self.runtime.settings.eventslog_filename:
@@ -160,6 +176,18 @@ class Proxy:
         log.info("config %s loaded from %s", config.checksum[:12], source)
         for warning in config.warnings:
             log.warning("config: %s", warning)
+
+    def _apply_servers(self) -> None:
+        """Give the pools the runtime view of the config's servers under the monitor's latest findings."""
+        config = self.runtime.config
+        view = runtime_view(config, self.monitor_state)
+        settings = PoolSettings.from_variables(config.variables)
+        self.pools.apply(view.servers, settings, view.reader_of, view.placement, view.status_reasons)
+
+    def _adopt_monitor_state(self, state: MonitorState) -> None:
+        """The monitor's findings changed: route by them."""
+        self.monitor_state = state
+        self._apply_servers()
 
     def reload_file(self) -> dict[str, object]:
         """Re-read the config file; a broken file is refused and the running config stays."""
@@ -214,7 +242,7 @@ class Proxy:
         rt = self.runtime
         mirror = self.mirror.snapshot()  # first: it refreshes the Mirror_* gauges
         counters = self.counters.snapshot()
-        return {
+        snapshot = {
             "global": counters,
             "connection_pool": self.pools.rows(),
             "query_digest": self.digests.rows(),
@@ -223,7 +251,40 @@ class Proxy:
             "config": {"checksum": rt.config.checksum, "loaded_at": rt.loaded_at, "source": rt.source},
             "native": compiled_modules(),
             "mirror": mirror,
+            "server_transitions": list(self.pools.transitions),
         }
+        monitor = self.monitor
+        if monitor is not None:
+            snapshot["monitor"] = monitor.server_rows()
+            snapshot["monitor_checks"] = monitor.check_rows()
+        return snapshot
+
+    async def monitor_log(self, check: str, limit: int | None) -> list[dict]:
+        """A monitor check's log (``proxyapp.monitor.CHECKS``); LookupError when this process runs no monitor."""
+        monitor = self.monitor
+        if monitor is None:
+            raise LookupError("this worker runs no monitor: ask the supervisor's admin endpoint")
+        return monitor.log_rows(check, limit)
+
+    async def runtime_servers(self) -> list[dict]:
+        """The runtime mysql_servers this process routes by: every column, the status and why it has it."""
+        return [
+            server_row(pool.server, pool.status, pool.status_reason)
+            for hostgroup in sorted(self.pools.hostgroups)
+            for pool in self.pools.hostgroups[hostgroup].pools
+        ]
+
+    async def apply_monitor_state(self, document: dict) -> dict:
+        """The supervisor's monitor state (a worker's admin call): routed by unless an equal or newer one was."""
+        if self.monitor is not None:
+            return {"ok": False, "error": "this process runs its own monitor"}
+        try:
+            state = MonitorState.from_json(document)
+        except ValueError as exc:
+            return {"ok": False, "error": f"bad monitor state: {exc}"}
+        if state.seq > self.monitor_state.seq:
+            self._adopt_monitor_state(state)
+        return {"ok": True, "seq": self.monitor_state.seq}
 
 
 async def serve(config_path: Path, listen: tuple[str, int] | None, admin: tuple[str, int] | None) -> None:

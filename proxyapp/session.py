@@ -539,6 +539,10 @@ class Session:
             and first.kind not in _TRANSACTION_NEUTRAL
         ):
             return self.default_hostgroup
+        if (first.kind is Kind.SET or first.kind is Kind.USE) and all(
+            (s.kind is Kind.SET or s.kind is Kind.USE) and not s.unparsable_set for s in statements
+        ):
+            return self.proxy.pools.stand_in(hostgroup)  # no writer in the writer hostgroup: a reader runs it
         return hostgroup
 
     def _beside_transaction(self, hostgroup: int | None, statements: list[Statement]) -> bool:

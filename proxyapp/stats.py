@@ -202,6 +202,8 @@ class GlobalCounters:
     ConnPool_get_conn_failure: int = _counter("requests for a backend connection that failed")
     ConnPool_get_conn_immediate: int = _counter("backend connections handed out from the idle pool at once")
     mysql_killed_backend_queries: int = _counter("backend queries killed (timeout or client gone)")
+    Sessions_waiting_for_writer: int = _gauge("queries waiting for their writer hostgroup to get an ONLINE writer")
+    Writer_wait_timeouts: int = _counter("queries that failed after waiting mysql-no_writer_wait_ms for a writer")
     Com_commit: int = _counter("COMMIT statements")
     Com_rollback: int = _counter("ROLLBACK statements")
     Mirror_concurrency: int = _gauge("mirrored queries currently executing")

@@ -234,6 +234,14 @@ _SPECS = (
         maximum=3_600_000,
     ),
     _int(
+        "mysql-no_writer_wait_ms",
+        5000,
+        "ProxyFleet's own: ms a query for the writer hostgroup of a mysql_replication_hostgroups pair waits for "
+        "a writer to appear while it has none ONLINE (failover, a writer set read_only), before it fails with an "
+        "error naming the hostgroup (0: fail at once)",
+        maximum=3_600_000,
+    ),
+    _int(
         "mysql-shun_on_failures",
         5,
         "connect errors to one server within a second that shun it",
@@ -466,7 +474,7 @@ _SPECS = (
     _int(
         "mysql-monitor_ping_max_failures",
         3,
-        "consecutive failed pings that shun a server and kill its connections",
+        "consecutive failed pings (or connect checks) that shun a server",
         minimum=1,
         maximum=1_000_000,
     ),
@@ -487,14 +495,16 @@ _SPECS = (
     _int(
         "mysql-monitor_read_only_max_timeout_count",
         3,
-        "consecutive read_only check timeouts after which a writer is treated as read-only",
+        "consecutive read_only checks that cannot reach a server (timeout, refused, broken connection) that shun "
+        "it; ProxySQL instead treats a writer that times out as read-only and demotes it (its issue #1742)",
         minimum=1,
         maximum=1_000_000,
     ),
     _bool(
         "mysql-monitor_writer_is_also_reader",
         True,
-        "a writer also stays in its reader hostgroup",
+        "a server the monitor moves into the writer hostgroup (its read_only turned 0) stays in the reader "
+        "hostgroup it was in",
     ),
     _int(
         "mysql-monitor_replication_lag_interval",

@@ -4,7 +4,9 @@
 new clients among them and each session lives in one worker. Each worker holds its share of every server's
 ``max_connections``. The supervisor (the process that was started) owns the admin endpoint: it merges the
 workers' statistics, validates reloads once and hands the new config to every worker, and restarts a worker
-that dies.
+that dies. It also runs the node's one monitor (``proxyapp.monitor``) and hands each change of its findings to
+every worker (``POST /runtime/monitor``; a restarted worker gets the latest before it serves), so that the servers
+are checked once per node, not once per worker, and every worker routes by the same findings.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import aiohttp
 from proxyapp.admin import AdminServer
 from proxyapp.config import Config, ConfigError, load_config_file, parse_config
 from proxyapp.mirror import merge_snapshots as merge_mirror_snapshots
+from proxyapp.monitor import Monitor
+from proxyapp.topology import MonitorState
 
 log = logging.getLogger("proxyapp.workers")
 
@@ -40,6 +44,9 @@ _SUMMED_POOL = (
 _SUMMED_DIGEST = ("count_star", "sum_time", "sum_rows_affected", "sum_rows_sent")
 _DIGEST_KEY = ("hostgroup", "schemaname", "username", "client_address", "digest")
 _MAXED_COUNTERS = ("ProxySQL_Uptime", "Mirror_oldest_entry_age_ms")  # the others are summed
+_TRANSITION_KEY = ("hostgroup", "srv_host", "srv_port", "from", "to", "reason")
+#: Workers record the same transition when they apply the same monitor state: within this many seconds, one row.
+SAME_TRANSITION_SECONDS = 5.0
 
 
 def worker_count(config: Config) -> int:
@@ -65,8 +72,10 @@ class Supervisor:
         self.workers = [_Worker(i) for i in range(workers)]
         self.sock: socket.socket | None = None
         self.admin: AdminServer | None = None
+        self.monitor: Monitor | None = None
         self._http: aiohttp.ClientSession | None = None
         self._stopping = False
+        self._pushes: set[asyncio.Task[None]] = set()
 
     async def run(self, listen: tuple[str, int], admin: tuple[str, int] | None) -> None:
         """Serve until SIGINT/SIGTERM; SIGHUP reloads the config file."""
@@ -75,6 +84,8 @@ class Supervisor:
         self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
         try:
             await asyncio.gather(*(self._spawn(w) for w in self.workers))
+            self.monitor = Monitor(self.config, self._relay_state)
+            self.monitor.start()
             if admin is not None:
                 self.admin = AdminServer(self, admin[0], admin[1])
                 await self.admin.start()
@@ -96,6 +107,8 @@ class Supervisor:
             for task in watchers:
                 task.cancel()
         finally:
+            if self.monitor is not None:
+                await self.monitor.stop()
             await self._stop_workers()
             if self.admin is not None:
                 await self.admin.stop()
@@ -129,6 +142,29 @@ class Supervisor:
         if not line.startswith(b"ADMIN_PORT "):
             raise RuntimeError(f"worker {worker.index} did not start (it said {line!r})")
         worker.admin_port = int(line.split()[1])
+        if self.monitor is not None and self.monitor.state.seq:  # a restarted worker: the monitor's findings first
+            await self._push(worker, self.monitor.state)
+
+    def _relay_state(self, state: MonitorState) -> None:
+        """The monitor's findings changed: hand them to every worker."""
+        task = asyncio.get_running_loop().create_task(self._push_all(state))
+        self._pushes.add(task)
+        task.add_done_callback(self._pushes.discard)
+
+    async def _push_all(self, state: MonitorState) -> None:
+        await asyncio.gather(*(self._push(w, state) for w in self.workers))
+
+    async def _push(self, worker: _Worker, state: MonitorState) -> None:
+        """Send ``state`` to one worker; a worker that is down gets the latest state when it is restarted."""
+        assert self._http is not None
+        url = f"http://127.0.0.1:{worker.admin_port}/runtime/monitor"
+        try:
+            async with self._http.post(url, json=state.to_json()) as response:
+                answer = await response.json()
+            if not answer.get("ok"):
+                log.error("worker %d refused the monitor state %d: %s", worker.index, state.seq, answer.get("error"))
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            log.warning("worker %d did not take the monitor state %d: %s", worker.index, state.seq, exc)
 
     async def _watch(self, worker: _Worker) -> None:
         """Restart the worker when it dies."""
@@ -170,8 +206,32 @@ class Supervisor:
     # ------------------------------------------------------------------------------------------ admin provider
 
     async def stats_snapshot(self) -> dict[str, Any]:
-        """The workers' statistics, merged as if one process had them."""
-        return merge_snapshots(await self._each("GET", "/stats"))
+        """The workers' statistics, merged as if one process had them, and the monitor's findings."""
+        merged = merge_snapshots(await self._each("GET", "/stats"))
+        if self.monitor is not None:
+            merged["monitor"] = self.monitor.server_rows()
+            merged["monitor_checks"] = self.monitor.check_rows()
+        return merged
+
+    async def monitor_log(self, check: str, limit: int | None) -> list[dict[str, Any]]:
+        """A monitor check's log."""
+        if self.monitor is None:
+            raise LookupError("the monitor has not started yet")
+        return self.monitor.log_rows(check, limit)
+
+    async def runtime_servers(self) -> list[dict[str, Any]]:
+        """The workers' runtime servers, merged: a server one worker has shunned shows as that worker has it."""
+        merged: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for rows in await self._each("GET", "/runtime/servers"):
+            for row in rows:
+                key = (row["hostgroup_id"], row["hostname"], row["port"])
+                if key not in merged or merged[key]["status"] == "ONLINE":
+                    merged[key] = row
+        return [merged[key] for key in sorted(merged)]
+
+    async def apply_monitor_state(self, document: dict[str, Any]) -> dict[str, Any]:
+        """Refused: the supervisor runs the monitor itself."""
+        return {"ok": False, "error": "this process runs its own monitor"}
 
     async def config_document(self) -> dict[str, Any]:
         """The running config."""
@@ -200,6 +260,8 @@ class Supervisor:
                 "warnings": [],
             }
         self.config = config
+        if self.monitor is not None:
+            self.monitor.reconfigure(config)
         log.info("config %s loaded in %d workers", config.checksum[:12], len(self.workers))
         return {"ok": True, "checksum": config.checksum, "errors": [], "warnings": list(config.warnings)}
 
@@ -234,10 +296,26 @@ def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
     out["query_digest"] = merge_digest_rows([row for snap in snapshots for row in snap["query_digest"]])
     out["query_digest_overflow"] = sum(snap.get("query_digest_overflow", 0) for snap in snapshots)
     out["query_rules"] = [{"rule_id": k, "hits": v} for k, v in sorted(hits.items())]
+    transitions = [row for snap in snapshots for row in snap.get("server_transitions", [])]
+    out["server_transitions"] = merge_transitions(transitions)
     if all("mirror" in snap for snap in snapshots):
         out["mirror"] = merge_mirror_snapshots([snap["mirror"] for snap in snapshots])
     out["workers"] = len(snapshots)
     return out
+
+
+def merge_transitions(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Transition rows of several workers in time order, the same transition recorded by several workers within
+    ``SAME_TRANSITION_SECONDS`` (they all apply the monitor's findings) kept once."""
+    merged: list[dict[str, Any]] = []
+    last_seen: dict[tuple[Any, ...], float] = {}
+    for row in sorted(rows, key=lambda r: r["at"]):
+        key = tuple(row[k] for k in _TRANSITION_KEY)
+        if key in last_seen and row["at"] - last_seen[key] <= SAME_TRANSITION_SECONDS:
+            continue
+        last_seen[key] = row["at"]
+        merged.append(row)
+    return merged
 
 
 def merge_digest_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -26,10 +26,17 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _down_abandoned_sandboxes() -> None:
-    """Take down the test sandboxes of earlier runs whose pytest process is gone (a run that was killed)."""
+    """Take down the test sandboxes of earlier runs whose pytest process is gone (a run that was killed): the run's
+    own (``<pid>``) and those its test modules made (``<pid>-<label>``, see ``module_sandbox_dir``)."""
     for path in TEST_SANDBOX_ROOT.glob("*"):
-        if path.name.isdigit() and not pid_alive(int(path.name)):
+        pid = path.name.partition("-")[0]
+        if pid.isdigit() and not pid_alive(int(pid)):
             Sandbox(path).down()
+
+
+def module_sandbox_dir(label: str) -> str:
+    """The directory of a sandbox a test module makes for itself (one it may break), cleaned up like the run's."""
+    return f"{TEST_SANDBOX_DIR}-{label}"
 
 
 @pytest.fixture(scope="session")

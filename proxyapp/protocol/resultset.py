@@ -78,31 +78,49 @@ async def read_text_result(wire: Wire) -> tuple[list[tuple[int, int]], list[list
 
     Returns ([(column type, charset id)], rows of raw values, status flags, error or None).
     """
+    columns, _, rows, status, err = await _read_result(wire)
+    return columns, rows, status, err
+
+
+async def read_named_result(wire: Wire) -> tuple[list[str], list[list[bytes | None]], ErrPacket | None]:
+    """Read a small text-protocol result by column name: ([column names], rows of raw values, error or None)."""
+    _, names, rows, _, err = await _read_result(wire)
+    return names, rows, err
+
+
+async def _read_result(
+    wire: Wire,
+) -> tuple[list[tuple[int, int]], list[str], list[list[bytes | None]], int, ErrPacket | None]:
     first = await wire.read_payload()
     if first[:1] == b"\xff":
-        return [], [], 0, parse_err(first)
+        return [], [], [], 0, parse_err(first)
     if first[:1] == b"\x00":
-        return [], [], parse_ok(first).status, None
+        return [], [], [], parse_ok(first).status, None
     count, _ = read_lenenc_int(first, 0)
     columns = []
+    names = []
     for _ in range(count or 0):
         definition = await wire.read_payload()
         pos = 0
-        for _ in range(6):  # catalog, schema, table, org_table, name, org_name
-            _, pos = read_lenenc_str(definition, pos)
+        name = b""
+        for index in range(6):  # catalog, schema, table, org_table, name, org_name
+            value, pos = read_lenenc_str(definition, pos)
+            if index == 4:
+                name = value or b""
         if len(definition) < pos + 13:
             raise ProtocolError("truncated column definition")
         charset = definition[pos + 1] | definition[pos + 2] << 8
         columns.append((definition[pos + 7], charset))
+        names.append(name.decode("utf-8", "replace"))
     await wire.read_payload()  # EOF after the definitions
     rows: list[list[bytes | None]] = []
     while True:
         payload = await wire.read_payload()
         if payload[:1] == b"\xfe" and len(payload) < 9:
             status = payload[3] | payload[4] << 8 if len(payload) >= 5 else 0
-            return columns, rows, status, None
+            return columns, names, rows, status, None
         if payload[:1] == b"\xff":
-            return columns, rows, 0, parse_err(payload)
+            return columns, names, rows, 0, parse_err(payload)
         row = []
         pos = 0
         for _ in columns:
