@@ -4,6 +4,7 @@ and readers of the proxy's monitor findings."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from fleet.sandbox import Sandbox, SandboxServer
@@ -35,8 +36,9 @@ def global_variables(overrides: dict[str, object] | None = None) -> list[dict[st
     return [{"variable_name": name, "variable_value": str(value)} for name, value in values.items()]
 
 
+@contextmanager
 def own_sandbox(label: str, replicas: int) -> Iterator[Sandbox]:
-    """A sandbox for one test module (the body of its module-scoped fixture), taken down after it."""
+    """A sandbox for one test module (its module-scoped fixture holds it), taken down after it."""
     box = Sandbox(module_sandbox_dir(label))
     box.up(replicas=replicas)
     try:

@@ -29,7 +29,8 @@ pytestmark = pytest.mark.sandbox
 @pytest.fixture(scope="module")
 def box() -> Iterator[Sandbox]:
     """A primary and one replica for this module alone (its tests kill servers and stop replication)."""
-    yield from own_sandbox("monitor", replicas=1)
+    with own_sandbox("monitor", replicas=1) as sandbox:
+        yield sandbox
 
 
 def status_of(proxy: ProxyProcess, port: int) -> list[str]:

@@ -147,7 +147,8 @@ def test_the_writer_stays_while_it_claims_so_and_a_second_one_is_refused(caplog:
 @pytest.fixture(scope="module")
 def box() -> Iterator[Sandbox]:
     """A primary and one replica for this module alone (its tests flip their read_only)."""
-    yield from own_sandbox("rhg", replicas=1)
+    with own_sandbox("rhg", replicas=1) as sandbox:
+        yield sandbox
 
 
 @pytest.fixture

@@ -1,18 +1,23 @@
-"""The web UI in a real browser (Playwright driving Debian's Chromium, one browser for the module) against a live
-Django server.
+"""The web UI in a real browser (Playwright driving Debian's Chromium, one browser for the module).
 
-The proxy nodes here are played by the test: what a node would send (its acks and its reports, including a backend
-it shuns after the server went down) goes through the control plane's own ingestion, the task functions of
-``fleet.core.tasks`` called directly (``tests/control/node_messages.py``). Publishing is real: the version is
-stored and pushed to each node's queue on the real Redis (the queues are removed afterwards). The whole loop with
-real proxy nodes, Celery workers and MariaDB is the end-to-end test's.
+Publishing runs against a live Django server, the proxy nodes played by the test: what a node would send (its acks
+and reports) goes through the control plane's own ingestion, the task functions of ``fleet.core.tasks`` called directly
+(``tests/control/node_messages.py``); the version is stored and pushed to each node's queue on the real Redis (the
+queues are removed afterwards). The backend dashboard runs against the whole product instead (``fleet.stack``): a
+private redis-server, gunicorn and a Celery worker on a file SQLite database, and a real proxy node with its agent in
+front of a sandbox MariaDB of the module's own; the server the test kills shows SHUNNED on the live page because that
+node's monitor saw it down and its agent reported it.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import secrets
+import urllib.request
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 import redis
@@ -20,10 +25,14 @@ from django.conf import settings
 from django.utils import timezone
 from playwright.sync_api import Browser, BrowserContext, Locator, Page, expect, sync_playwright
 
+from fleet import stack
 from fleet.core import roles
 from fleet.core.models import Cluster, ConfigVersion, ProxyNode
+from fleet.sandbox import Sandbox
 from tests.control.conftest import LOGIN_PASSWORD, make_account
 from tests.control.node_messages import pool_row, send_ack, send_report, snapshot
+from tests.harness import APP_PASSWORD, APP_USER
+from tests.monitor_support import global_variables, own_sandbox
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -137,23 +146,110 @@ def test_add_server_fix_the_port_publish_and_see_both_nodes_apply(
         expect(node_cell(page, node, "health")).to_have_text("ok")
 
 
-def test_a_backend_going_down_shows_on_the_live_dashboard(context: BrowserContext, nodes: list[ProxyNode]) -> None:
-    node = nodes[0]
-    send_report(node, timezone.now(), snapshot([pool_row("db1", 3306, 10, ConnUsed=1, ConnFree=3)]))
-    page = log_in(context, roles.VIEWER)
-    page.goto("/tables/servers/")
-    expect(page.locator("h1")).to_contain_text("Servers")
-    expect(page.locator("a.button", has_text="Add")).to_have_count(0)  # a viewer is offered no changes
+LIVE_NODE = "live-1"
+LIVE_CLUSTER = "live"
+VIEWER, VIEWER_PASSWORD = "live-viewer", "live-viewer-pass"
+#: Seeds the stack's database: a viewer, the cluster with its config published (pushed to the node's queue).
+LIVE_SEED = """
+import json, os
+from django.contrib.auth.models import User
+from fleet.core import publishing, roles
+from fleet.core.models import Cluster, ProxyNode
+roles.grant(User.objects.create_user(os.environ["LIVE_VIEWER"], password=os.environ["LIVE_PASSWORD"]), roles.VIEWER)
+cluster = Cluster.objects.create(name=os.environ["LIVE_CLUSTER"])
+publishing.import_document(cluster, json.loads(os.environ["LIVE_DOCUMENT"]), None)
+ProxyNode.objects.create(cluster=cluster, name=os.environ["LIVE_NODE"], mysql_address=os.environ["LIVE_MYSQL"])
+publishing.publish(cluster, None, "the dashboard's config")
+"""
 
-    page.goto("/backends/")
-    status = page.locator(f'tr[data-server="10/db1:3306/{node.name}"] .status')
-    expect(status).to_have_text("ONLINE")
-    expect(page.locator("canvas[data-chart-url]")).to_have_count(2)
-    assert page.evaluate("typeof window.Chart") == "function"  # Chart.js, served from static/
-    page.evaluate("window.sameDocument = true")
 
-    # the server stops: the node's pool fails to connect and shuns it, and says so in its next report
-    send_report(node, timezone.now(), snapshot([pool_row("db1", 3306, 10, "SHUNNED", ConnERR=5)]))
-    expect(status).to_have_text("SHUNNED", timeout=LIVE_UPDATE_TIMEOUT_MS)
-    expect(page.locator(f'tr[data-server="10/db1:3306/{node.name}"] td').nth(5)).to_have_text("5")
-    assert page.evaluate("window.sameDocument") is True  # htmx swapped the table in; the page never reloaded
+@dataclass
+class LiveStack:
+    """The running product: the web UI's address, the sandbox the node serves and the node's admin endpoint."""
+
+    url: str
+    box: Sandbox
+    node_admin: str
+
+
+@pytest.fixture(scope="module")
+def live_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
+    """Redis, the control plane (gunicorn and a Celery worker on a file SQLite) and node ``live-1`` with its agent,
+    running the published config: hostgroup 10 is the primary of a sandbox of the module's own, checked by the node's
+    monitor every 200 ms; the node reports every second."""
+    workdir = tmp_path_factory.mktemp("live-dashboard")
+    services: list[stack.Service] = []
+    with own_sandbox("browser", replicas=0) as box:
+        try:
+            redis_service, broker = stack.redis_server(workdir / "redis")
+            services.append(redis_service)
+            database = f"sqlite:///{workdir / 'fleet.sqlite3'}"
+            env = stack.control_plane_env(database, broker, SECRET_KEY=secrets.token_hex(16))
+            stack.manage(env, "migrate", "--noinput")
+            stack.manage(env, "collectstatic", "--noinput")  # gunicorn's pages load htmx and Chart.js from it
+            mysql, admin = f"127.0.0.1:{stack.free_port()}", f"127.0.0.1:{stack.free_port()}"
+            document = {
+                "mysql_servers": [{"hostgroup_id": 10, "hostname": "127.0.0.1", "port": box.primary().port}],
+                "mysql_users": [{"username": APP_USER, "password": APP_PASSWORD, "default_hostgroup": 10}],
+                "global_variables": global_variables({"mysql-threads": 1}),
+            }
+            seed = dict(
+                env,
+                LIVE_VIEWER=VIEWER,
+                LIVE_PASSWORD=VIEWER_PASSWORD,
+                LIVE_CLUSTER=LIVE_CLUSTER,
+                LIVE_NODE=LIVE_NODE,
+                LIVE_MYSQL=mysql,
+                LIVE_DOCUMENT=json.dumps(document),
+            )
+            stack.manage(seed, "shell", "-c", LIVE_SEED)
+            services.append(stack.worker(env, workdir, pool="solo", concurrency=1))
+            bind = f"127.0.0.1:{stack.free_port()}"
+            services.append(stack.web(env, bind, workdir, workers=1))
+            node = stack.node(LIVE_NODE, broker, mysql, admin, workdir / "node", workdir, report_interval=1)
+            services.append(node)
+            live = LiveStack(f"http://{bind}", box, admin)
+            stack.wait_until(lambda: _node_pool(live) != [], "the node running the published config", 30, node)
+            yield live
+        finally:
+            stack.stop_all(services)
+
+
+def _node_pool(live: LiveStack) -> list[dict[str, object]]:
+    """The node's connection pool rows (its own admin endpoint)."""
+    with urllib.request.urlopen(f"http://{live.node_admin}/stats/connection_pool", timeout=5) as response:
+        return json.loads(response.read())
+
+
+def test_a_backend_going_down_shows_on_the_live_dashboard(browser: Browser, live_stack: LiveStack) -> None:
+    context = browser.new_context(base_url=live_stack.url)
+    try:
+        page = context.new_page()
+        page.goto("/login/")
+        page.fill("input[name=username]", VIEWER)
+        page.fill("input[name=password]", VIEWER_PASSWORD)
+        page.click("button[type=submit]")
+        expect(page.locator("h1")).to_have_text("Fleet overview")
+        page.goto("/tables/servers/")
+        expect(page.locator("h1")).to_contain_text("Servers")
+        expect(page.locator("a.button", has_text="Add")).to_have_count(0)  # a viewer is offered no changes
+
+        primary = live_stack.box.primary()
+        page.goto("/backends/")
+        status = page.locator(f'tr[data-server="10/127.0.0.1:{primary.port}/{LIVE_NODE}"] .status')
+        expect(status).to_have_text("ONLINE", timeout=LIVE_UPDATE_TIMEOUT_MS)
+        expect(page.locator("canvas[data-chart-url]")).to_have_count(2)
+        assert page.evaluate("typeof window.Chart") == "function"  # Chart.js, served from static/
+        page.evaluate("window.sameDocument = true")
+
+        live_stack.box.kill(primary.name)  # the node's monitor finds it down, shuns it, and its next report says so
+        try:
+            expect(status).to_have_text("SHUNNED", timeout=LIVE_UPDATE_TIMEOUT_MS)
+            [row] = _node_pool(live_stack)
+            assert row["status"] == "SHUNNED"
+        finally:
+            live_stack.box.start(primary.name)
+        expect(status).to_have_text("ONLINE", timeout=LIVE_UPDATE_TIMEOUT_MS)  # back on its own
+        assert page.evaluate("window.sameDocument") is True  # htmx swapped the table in; the page never reloaded
+    finally:
+        context.close()
