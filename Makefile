@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
 
-.PHONY: deps sysdeps lint build test run bench clean
+.PHONY: deps sysdeps lint build test run bench bench-failover clean
 
 # The virtualenv with requirements.txt installed, and the Debian packages.
 deps: sysdeps $(STAMP)
@@ -33,6 +33,11 @@ run: deps build
 
 bench: deps build
 	$(PY) -m tests.bench.run_bench $(BENCH_ARGS)
+
+# Failover timings with default settings (kill -9 of the primary under writes): the "Failover" section of
+# docs/benchmarks.md; about 40 s a run (BENCH_ARGS='--runs N', default 3).
+bench-failover: deps build
+	$(PY) -m tests.bench.failover_bench $(BENCH_ARGS)
 
 # Takes down every sandbox under var/ (the dev one, test runs', benchmarks') before removing var/.
 clean:

@@ -1,6 +1,5 @@
-"""What the failover tests share: a config document with a replication hostgroup, and the nodes' monitors played
-by reports whose ``stats`` carry ``monitor`` rows and ``server_transitions``, sent through the control plane's own
-report task (``fleet.core.tasks``, no broker)."""
+"""The nodes' monitors played for the failover tests: reports whose ``stats`` carry ``monitor`` rows and
+``server_transitions``, sent through the control plane's own report task (``fleet.core.tasks``, no broker)."""
 
 from __future__ import annotations
 
@@ -11,25 +10,6 @@ from typing import Any
 from fleet.core import tasks
 from fleet.core.models import ProxyNode
 from tests.control.node_messages import snapshot
-from tests.harness import APP_PASSWORD, APP_USER
-
-
-def server_row(hostgroup: int, server: str, **columns: Any) -> dict[str, Any]:
-    """A ``mysql_servers`` row for ``server`` (host:port)."""
-    host, port = server.rsplit(":", 1)
-    return {"hostgroup_id": hostgroup, "hostname": host, "port": int(port), **columns}
-
-
-def ha_document(primary: str, replicas: list[str], **primary_columns: Any) -> dict[str, Any]:
-    """Writer hostgroup 10 = ``primary``; reader hostgroup 20 = the replicas (weight 1000 each); the user ``app``."""
-    return {
-        "mysql_servers": [
-            server_row(10, primary, **primary_columns),
-            *(server_row(20, replica, weight=1000) for replica in replicas),
-        ],
-        "mysql_users": [{"username": APP_USER, "password": APP_PASSWORD, "default_hostgroup": 10}],
-        "mysql_replication_hostgroups": [{"writer_hostgroup": 10, "reader_hostgroup": 20}],
-    }
 
 
 def monitor_row(

@@ -1,26 +1,25 @@
-"""A sandbox of a failover test's own (a primary and two replicas, which the session's sandbox does not have), under
-``var/test-sandbox/<name>-<pid>``; sandboxes of earlier runs whose pytest process is gone are taken down first."""
+"""A sandbox of a failover test's own (a primary and two replicas, which the session's sandbox does not have), the
+config document that puts it in a replication hostgroup, and reading its servers. No Django here: the failover
+benchmark uses it too."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import pymysql
 
-from fleet.sandbox import Sandbox, SandboxServer, pid_alive
-from tests.conftest import TEST_SANDBOX_ROOT
+from fleet.sandbox import Sandbox, SandboxServer
+from tests.conftest import module_sandbox_dir
+from tests.harness import APP_PASSWORD, APP_USER
 
 
 @contextmanager
-def own_sandbox(name: str, semi_sync: bool = False) -> Iterator[Sandbox]:
-    """A fresh primary with two replicas (semi-synchronous when asked), taken down afterwards."""
-    for path in TEST_SANDBOX_ROOT.glob(f"{name}-*"):
-        pid = path.name.rpartition("-")[2]
-        if pid.isdigit() and not pid_alive(int(pid)):
-            Sandbox(path).down()
-    box = Sandbox(TEST_SANDBOX_ROOT / f"{name}-{os.getpid()}")
+def own_sandbox(label: str, semi_sync: bool = False) -> Iterator[Sandbox]:
+    """A fresh primary with two replicas (semi-synchronous when asked) in ``module_sandbox_dir(label)``, taken down
+    afterwards."""
+    box = Sandbox(module_sandbox_dir(label))
     box.down()
     box.up(replicas=2, semi_sync=semi_sync)
     try:
@@ -52,3 +51,21 @@ def ids(server: SandboxServer, table: str = "app.failover_rows") -> set[int]:
         return {int(row[0]) for row in query(server, f"SELECT id FROM {table}")}
     except pymysql.err.ProgrammingError:
         return set()
+
+
+def server_row(hostgroup: int, server: str, **columns: Any) -> dict[str, Any]:
+    """A ``mysql_servers`` row for ``server`` (host:port)."""
+    host, port = server.rsplit(":", 1)
+    return {"hostgroup_id": hostgroup, "hostname": host, "port": int(port), **columns}
+
+
+def ha_document(primary: str, replicas: list[str], **primary_columns: Any) -> dict[str, Any]:
+    """Writer hostgroup 10 = ``primary``; reader hostgroup 20 = the replicas (weight 1000 each); the user ``app``."""
+    return {
+        "mysql_servers": [
+            server_row(10, primary, **primary_columns),
+            *(server_row(20, replica, weight=1000) for replica in replicas),
+        ],
+        "mysql_users": [{"username": APP_USER, "password": APP_PASSWORD, "default_hostgroup": 10}],
+        "mysql_replication_hostgroups": [{"writer_hostgroup": 10, "reader_hostgroup": 20}],
+    }

@@ -25,7 +25,8 @@ from fleet.failover.models import BackendTransition, Event, FailoverPolicy, Step
 from fleet.failover.servers import ReplicationState
 from fleet.failover.topology import find
 from tests.control.conftest import make_cluster
-from tests.control.failover_fixtures import monitor_row, send_monitor_report, server_row, transition
+from tests.control.failover_fixtures import monitor_row, send_monitor_report, transition
+from tests.control.failover_sandbox import server_row
 from tests.harness import APP_PASSWORD, APP_USER, free_port
 
 pytestmark = pytest.mark.django_db

@@ -20,7 +20,8 @@ from fleet.core.secrets import MASK
 from fleet.failover import history
 from fleet.failover.models import Event, FailoverPolicy, Fence, Step
 from tests.control.conftest import LOGIN_PASSWORD, NO_ROLE, make_cluster
-from tests.control.failover_fixtures import ha_document, monitor_row, send_monitor_report, transition
+from tests.control.failover_fixtures import monitor_row, send_monitor_report, transition
+from tests.control.failover_sandbox import ha_document
 from tests.harness import free_port
 
 pytestmark = pytest.mark.django_db

@@ -21,8 +21,8 @@ from fleet.failover.models import Event, FailoverPolicy, Fence
 from fleet.failover.topology import find
 from fleet.sandbox import REPL_PASSWORD, REPL_USER, Sandbox
 from tests.control.conftest import make_cluster
-from tests.control.failover_fixtures import ha_document, monitor_row, send_monitor_report
-from tests.control.failover_sandbox import address, ids, own_sandbox, query, read_only
+from tests.control.failover_fixtures import monitor_row, send_monitor_report
+from tests.control.failover_sandbox import address, ha_document, ids, own_sandbox, query, read_only
 from tests.harness import APP_PASSWORD, APP_USER
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.django_db]
