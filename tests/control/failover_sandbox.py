@@ -1,31 +1,15 @@
-"""A sandbox of a failover test's own (a primary and two replicas, which the session's sandbox does not have), the
-config document that puts it in a replication hostgroup, and reading its servers. No Django here: the failover
-benchmark uses it too."""
+"""The failover tests' sandbox (a primary and two replicas, which the session's sandbox does not have: each module
+makes its own with ``tests.monitor_support.own_sandbox``): the config document that puts it in a replication
+hostgroup, and reading its servers. No Django here: the failover benchmark uses it too."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pymysql
 
-from fleet.sandbox import Sandbox, SandboxServer
-from tests.conftest import module_sandbox_dir
+from fleet.sandbox import SandboxServer
 from tests.harness import APP_PASSWORD, APP_USER
-
-
-@contextmanager
-def own_sandbox(label: str, semi_sync: bool = False) -> Iterator[Sandbox]:
-    """A fresh primary with two replicas (semi-synchronous when asked) in ``module_sandbox_dir(label)``, taken down
-    afterwards."""
-    box = Sandbox(module_sandbox_dir(label))
-    box.down()
-    box.up(replicas=2, semi_sync=semi_sync)
-    try:
-        yield box
-    finally:
-        box.down()
 
 
 def address(server: SandboxServer) -> str:

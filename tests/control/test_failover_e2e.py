@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 
 from fleet import stack
-from tests.control.failover_sandbox import address, ids, own_sandbox, query, read_only
+from tests.control.failover_sandbox import address, ids, query, read_only
 from tests.control.failover_stack import TABLE, TIMEOUT, Fleet, Writer, running_fleet
+from tests.monitor_support import own_sandbox
 
 pytestmark = pytest.mark.sandbox
 
@@ -29,7 +30,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
     """The sandbox, the control plane with failover on for hostgroup 10, and two nodes (reporting every second,
     one proxy worker each) running the seed config."""
     with (
-        own_sandbox("failover-e2e", semi_sync=True) as box,
+        own_sandbox("failover-e2e", replicas=2, semi_sync=True) as box,
         running_fleet(
             box, tmp_path_factory.mktemp("failover-e2e"), report_interval=1, variables={"mysql-threads": "1"}
         ) as fleet,

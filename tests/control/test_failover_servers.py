@@ -22,8 +22,9 @@ from fleet.failover.topology import find
 from fleet.sandbox import REPL_PASSWORD, REPL_USER, Sandbox
 from tests.control.conftest import make_cluster
 from tests.control.failover_fixtures import monitor_row, send_monitor_report
-from tests.control.failover_sandbox import address, ha_document, ids, own_sandbox, query, read_only
+from tests.control.failover_sandbox import address, ha_document, ids, query, read_only
 from tests.harness import APP_PASSWORD, APP_USER
+from tests.monitor_support import own_sandbox
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.django_db]
 
@@ -33,7 +34,7 @@ TABLE = "app.failover_rows"
 @pytest.fixture
 def box() -> Iterator[Sandbox]:
     """A fresh primary with two replicas (asynchronous replication) for each test."""
-    with own_sandbox("failover") as sandbox:
+    with own_sandbox("failover", replicas=2) as sandbox:
         query(sandbox.primary(), f"CREATE TABLE {TABLE} (id INT PRIMARY KEY, note VARCHAR(40))")
         yield sandbox
 
