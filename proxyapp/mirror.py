@@ -243,7 +243,7 @@ class MirrorTap:
         ok = response is not None and response.error is None
         in_trans = session.in_transaction
         first = statements[0] if len(statements) == 1 else None
-        if first is not None and ok and in_trans and _is_savepoint_command(first):
+        if first is not None and ok and in_trans and payload and _is_savepoint_command(first):
             self._savepoint(first, payload)
             return
         pending = self.pending
@@ -300,7 +300,7 @@ class MirrorTap:
 
     def _lane(self, hostgroup: int) -> Lane:
         lane = self.lanes.get(hostgroup)
-        if lane is None or lane.closed:
+        if lane is None:
             lane = self.lanes[hostgroup] = self.mirror.new_lane(f"{self.session_id}.{hostgroup}", hostgroup)
         return lane
 
@@ -367,6 +367,7 @@ class Mirror:
         self.lanes: dict[str, Lane] = {}
         self.ready: deque[Lane] = deque()
         self.running = 0
+        self.starting = 0  # runners started that have not claimed work yet
         self.memory = 0  # bytes of units held in lanes' memory queues
         self.memory_ops = 0
         self.disk_ops = 0
@@ -412,6 +413,9 @@ class Mirror:
             log.error("mirror: cannot resume the queue in %s: %s", directory, exc)
             return
         self.next_seq = max(self.next_seq, backlog.next_seq)
+        resumed = sum(lane_backlog.ops for lane_backlog in backlog.lanes)
+        self.mirrored += resumed  # handed over again in this process: mirrored = completed + failed + dropped holds
+        self.counters.Mirror_queries_mirrored += resumed
         for lane_backlog in backlog.lanes:
             lane = Lane(lane_backlog.lane, lane_backlog.hostgroup)
             lane.closed = True
@@ -481,7 +485,7 @@ class Mirror:
             if tap is not None:
                 tap.after(session, payload, statements, response, None)
             return
-        hostgroup = self._target(session, payload, outcome)
+        hostgroup = self._target(session, outcome, payload)
         if hostgroup < 0:
             if tap is not None:
                 tap.after(session, payload, statements, response, None)
@@ -518,7 +522,7 @@ class Mirror:
         outcome = stmt.mirror
         hostgroup = -1
         if outcome is not None:
-            hostgroup = self._target(session, b"\x03" + stmt.sql.encode("utf-8", "surrogateescape"), outcome)
+            hostgroup = self._target(session, outcome, stmt.sql)
         lossless = self.ordered.get(hostgroup) if hostgroup >= 0 else None
         if lossless is None:
             if hostgroup >= 0:
@@ -545,7 +549,7 @@ class Mirror:
             )
         tap.after(session, b"", stmt.statements, response, op)
 
-    def _target(self, session: Session, payload: bytes, outcome: RuleOutcome) -> int:
+    def _target(self, session: Session, outcome: RuleOutcome, query: bytes | str) -> int:
         """The mirror's hostgroup (-1: a rule blocks the mirror). Without ``mirror_flagOUT`` it is the rule's
         ``mirror_hostgroup``; with it, the rules from that flag run on the text and may route and rewrite it (the
         rewritten text is left in ``self.rewritten``, None when unchanged)."""
@@ -555,7 +559,7 @@ class Mirror:
         if flag is None:
             return fallback
         rules: RuleEngine = session.proxy.runtime.rules
-        sql = payload[1:].decode("utf-8", "surrogateescape")
+        sql = query if isinstance(query, str) else query[1:].decode("utf-8", "surrogateescape")
         digest = compute_digest(sql) if rules.needs_digest else None
         ctx = QueryContext(
             session.username,
@@ -732,12 +736,18 @@ class Mirror:
             self._make_ready(lane)
 
     def _kick(self) -> None:
-        """Start runners while there is work and a free slot."""
-        while not self.stopping and self.running < self.max_concurrency and (self.ready or self.queue):
+        """Start runners while there is work no runner has claimed yet and a free slot."""
+        while (
+            not self.stopping
+            and self.running < self.max_concurrency
+            and len(self.ready) + len(self.queue) > self.starting
+        ):
             self._start_runner(None)
 
     def _start_runner(self, first: _Entry | None) -> None:
         self.running += 1
+        if first is None:
+            self.starting += 1
         self.counters.Mirror_concurrency = self.running
         task = self.pools.loop().create_task(self._runner(first))
         self.tasks.add(task)
@@ -745,25 +755,52 @@ class Mirror:
 
     async def _runner(self, first: _Entry | None) -> None:
         """Run work until there is none: ProxySQL-mode entries and lanes' turns, alternately."""
+        claimed = first is not None
         try:
             if first is not None:
-                await self._run_entry(first)
+                await self._entry_turn(first)
             lanes_turn = True
             while not self.stopping:
                 if self.ready and (lanes_turn or not self.queue):
-                    await self._run_lane(self.ready.popleft())
+                    lane = self.ready.popleft()
+                    if not claimed:
+                        claimed = True
+                        self.starting -= 1
+                    await self._lane_turn(lane)
                 elif self.queue:
                     entry = self.queue.popleft()
                     self.counters.Mirror_queue_length -= 1
-                    await self._run_entry(entry)
+                    if not claimed:
+                        claimed = True
+                        self.starting -= 1
+                    await self._entry_turn(entry)
                 else:
                     break
                 lanes_turn = not lanes_turn
-        except Exception:
-            log.exception("mirror: runner failed")
         finally:
+            if not claimed:
+                self.starting -= 1
             self.running -= 1
             self.counters.Mirror_concurrency = self.running
+
+    async def _entry_turn(self, entry: _Entry) -> None:
+        """Run a ProxySQL-mode entry; an unexpected failure (a bug) is logged and counted as a drop."""
+        try:
+            await self._run_entry(entry)
+        except Exception as exc:
+            log.exception("mirror: a mirrored statement failed in the proxy")
+            self.last_error = f"internal error: {exc!r} (see the proxy log)"
+            self.drop("internal_error", 1, handed=False)
+
+    async def _lane_turn(self, lane: Lane) -> None:
+        """Run a lane's turn; an unexpected failure (a bug) is logged and the lane tries again later, never lost."""
+        try:
+            await self._run_lane(lane)
+        except Exception as exc:
+            log.exception("mirror: lane %s failed", lane.key)
+            lane.error = self.last_error = f"internal error: {exc!r} (see the proxy log)"
+            self._release(lane, reusable=False)
+            self._wait(lane)
 
     async def _run_lane(self, lane: Lane) -> None:
         """A lane's turn: up to ``LANE_TURN`` units in order; then it waits in line again, or is done."""

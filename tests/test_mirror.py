@@ -183,6 +183,29 @@ def test_proxysql_mode_does_not_mirror_prepared_statements_and_says_so(
     assert total_rows(mirror) == 0
 
 
+def test_mirror_flag_out_routes_rewrites_and_blocks_the_mirror_by_rules(
+    servers: tuple[Endpoint, Endpoint], start_proxy: StartProxy, tmp_path: Path
+) -> None:
+    primary, mirror = servers
+    config = mirror_config(primary, mirror, tmp_path / "spill")
+    config["mysql_query_rules"] = [
+        {"rule_id": 10, "active": 1, "username": APP_USER, "destination_hostgroup": PRIMARY_HG, "mirror_flagOUT": 5,
+         "apply": 1},
+        {"rule_id": 20, "active": 1, "flagIN": 5, "match_digest": "mirtabMIDUUID", "error_msg": "not mirrored",
+         "apply": 1},
+        {"rule_id": 30, "active": 1, "flagIN": 5, "match_pattern": "mirtabMIDPart ", "replace_pattern": "mirtabMID ",
+         "destination_hostgroup": MIRROR_HG, "apply": 1},
+        {"rule_id": 40, "active": 1, "flagIN": 5, "destination_hostgroup": MIRROR_HG, "apply": 1},
+    ]  # fmt: skip
+    proxy = start_proxy(config)
+    insert_load(connector(proxy), threads=2, inserts=8)
+    m = wait_for(proxy, drained, "the mirror settling")["mirror"]
+    rows = {c.table: (c.primary_rows, c.mirror_rows) for c in table_checks(primary, mirror)}
+    assert rows == {"mirtabAUTOINC": (4, 4), "mirtabMID": (4, 8), "mirtabMIDPart": (4, 0), "mirtabMIDUUID": (4, 0)}
+    assert m["dropped"] == {"blocked_by_rule": 4}
+    assert {r["rule_id"]: r["hits"] for r in proxy.stats()["query_rules"]}[20] == 4
+
+
 # ---------------------------------------------------------------------------------------------- ordered mode
 
 
@@ -319,7 +342,7 @@ def test_a_proxy_restart_resumes_the_spilled_queue(
     proxy.start()
     m = wait_for(proxy, drained, "the resumed queue draining")["mirror"]
     assert_equal(primary, mirror)
-    assert (m["completed"], m["dropped"], m["failed"]) == (240, {}, {})
+    assert (m["mirrored"], m["completed"], m["dropped"], m["failed"]) == (240, 240, {}, {})
     with sqlite3.connect(spill / "worker-0.sqlite3") as db:
         assert db.execute("SELECT COUNT(*) FROM units").fetchone() == (0,)
 

@@ -866,9 +866,9 @@ def render_markdown(doc: dict[str, Any], command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_report(path: Path, section: str) -> None:
-    """Put ``section`` into the Markdown file at ``path``, replacing an earlier copy of the same section."""
-    heading = f"## {SECTION_TITLE}"
+def write_report(path: Path, section: str, title: str = SECTION_TITLE) -> None:
+    """Put ``section`` (headed ``## title``) into the Markdown file at ``path``, replacing an earlier copy of it."""
+    heading = f"## {title}"
     text = path.read_text() if path.exists() else "# ProxyFleet benchmarks\n"
     start = text.find(heading + "\n")
     if start < 0:
