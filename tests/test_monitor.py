@@ -87,6 +87,8 @@ def test_a_killed_backend_is_shunned_with_the_reason_and_comes_back(box: Sandbox
             f'proxyfleet_monitor_server_status{{hostgroup="20",endpoint="127.0.0.1:{replica.port}",status="SHUNNED"}} 1'
             in metrics
         )
+        assert f'proxyfleet_monitor_check_success{{check="ping",endpoint="127.0.0.1:{replica.port}"}} 0' in metrics
+        assert f'proxyfleet_monitor_check_latency_us{{check="ping",endpoint="127.0.0.1:{primary.port}"}} ' in metrics
         with pytest.raises(pymysql.err.OperationalError) as refused:  # reads have nowhere to go: said at once
             query(client, "SELECT @@server_id")
         assert refused.value.args[0] == 9001 and "hostgroup 20 has no ONLINE server" in refused.value.args[1]
