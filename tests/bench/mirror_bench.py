@@ -391,7 +391,53 @@ def section(results: dict[str, Any], command: str) -> str:
     others = [t["cpu_others_pct"] for t in results["throughput"] if t["cpu_others_pct"] is not None]
     if others:
         lines += ["", f"Other processes on the machine used up to {max(others):.0f}% of its CPUs during the steps."]
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, "", "Reading the numbers:", "", *_reading(results)]) + "\n"
+
+
+def _reading(results: dict[str, Any]) -> list[str]:
+    """What the tables say, in sentences computed from them."""
+    out = []
+    for r in results["note"]:
+        dropped = sum(r["dropped"].values())
+        equal = sum(t["equal"] for t in r["tables"])
+        missing = r["primary_rows"] - r["mirror_rows"]
+        accounted = "all of them counted as dropped" if dropped == missing else f"{dropped:,} counted as dropped"
+        if r["mode"] == "ordered":
+            out.append(
+                f"- {r['label']}: {r['mirror_rows']:,} of {r['primary_rows']:,} rows on the mirror, {equal} of "
+                f"{len(r['tables'])} tables equal by row count and CHECKSUM TABLE, nothing dropped or failed; the "
+                f"backlog peaked at {r['peak_queue']:,} statements ({r['peak_oldest_age_s']} s old) and drained "
+                f"{r['drain_s']} s after the load."
+            )
+        elif missing:
+            out.append(
+                f"- {r['label']}: {missing:,} inserts never reached the mirror, {accounted}; {equal} of "
+                f"{len(r['tables'])} tables equal."
+            )
+        else:
+            out.append(
+                f"- {r['label']}: every insert reached the mirror here (the queue peaked at {r['peak_queue']:,}), yet "
+                f"only {equal} of {len(r['tables'])} tables are equal: out of order, the mirror hands out its own "
+                "AUTO_INCREMENT values, so the same rows carry other keys (the UUID table, keyed by the client, "
+                "matches)."
+            )
+    cpu = {
+        mode: statistics.median(
+            t["proxy_cpu_us_per_insert"]
+            for t in results["throughput"]
+            if t["mode"] == mode and t["proxy_cpu_us_per_insert"]
+        )
+        for mode in MODES
+    }
+    out.append(
+        "- The primary path never waits for the mirror (the tap only queues); what the mirror-on steps lose is CPU: "
+        f"the proxy spends {cpu['proxysql'] / cpu['off'] - 1:+.0%} (ProxySQL mode) and "
+        f"{cpu['ordered'] / cpu['off'] - 1:+.0%} (ordered) per insert doing the mirror's work as well, and the mirror "
+        "MariaDB runs every insert a second time, all on the same CPUs as the primary, the proxy and the clients. "
+        "Ordered mode also replays each generated key (SET insert_id) and runs each session's statements one after "
+        "another."
+    )
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- main
