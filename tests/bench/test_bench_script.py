@@ -3,9 +3,13 @@ and sysbench's output parsed into the result form."""
 
 from __future__ import annotations
 
+import os
 import random
 import re
+import subprocess
+import sys
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +22,7 @@ from fleet.bench.engine.sysbench import fill_step, parse_histogram, parse_interv
 from fleet.bench.engine.targets import TargetError, parse_dsn
 from fleet.bench.engine.workloads import BUILTINS, builtin_script
 
+REPO = Path(__file__).resolve().parents[2]
 RNG = random.Random(7)
 DRAWS = 2000
 
@@ -248,3 +253,16 @@ def test_sysbench_output_fills_the_same_result_form() -> None:
     failed = StepResult(index=0, round=1, target="direct", connections=4)
     fill_step(failed, "FATAL: error 2003: Can't connect to MySQL server on '127.0.0.1' (111)\n")
     assert failed.status == "failed" and failed.error.startswith("FATAL: error 2003")
+
+
+def test_the_engine_imports_and_runs_without_django() -> None:
+    code = (
+        "import sys, fleet.bench.engine.cli, fleet.bench.engine.shard, fleet.bench.engine.plot\n"
+        "assert not [m for m in sys.modules if m.split('.')[0] == 'django'], 'django imported'\n"
+        "sys.argv = ['bench', 'workloads']\n"
+        "raise SystemExit(fleet.bench.engine.cli.main())\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0].startswith("point-select")

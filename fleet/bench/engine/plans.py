@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from fleet.bench.engine.runner import Listener, Plan, PlanBase, PlanError, Runner
-from fleet.bench.engine.script import ScriptError, parse_script
+from fleet.bench.engine.script import parse_script
 from fleet.bench.engine.sysbench import SysbenchPlan, SysbenchRunner
 from fleet.bench.engine.targets import Target
 from fleet.bench.engine.workloads import BUILTINS, UnknownWorkload, builtin_script
@@ -70,6 +70,3 @@ def workload_names() -> list[str]:
     from fleet.bench.engine.sysbench import SCRIPTS
 
     return [*BUILTINS, *(SYSBENCH_PREFIX + s for s in SCRIPTS), SCRIPT]
-
-
-__all__ = ["SCRIPT", "PlanError", "ScriptError", "make_plan", "runner_for", "workload_names"]

@@ -26,11 +26,6 @@ class Target:
     safe: bool = False
 
     @property
-    def address(self) -> str:
-        """``host:port``."""
-        return f"{self.host}:{self.port}"
-
-    @property
     def dsn(self) -> str:
         """The DSN without its password (what reports show)."""
         database = f"/{self.database}" if self.database else ""

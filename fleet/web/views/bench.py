@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.core.exceptions import ValidationError
+from django.db.models import OuterRef, Subquery
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
@@ -22,8 +23,13 @@ RECENT_RUNS = 25
 @viewer_page
 def jobs(request: HttpRequest) -> HttpResponse:
     """Every job with its last run, and the latest runs of all jobs."""
+    latest = BenchRun.objects.filter(job=OuterRef("pk")).order_by("-created_at", "-pk")
     context = {
-        "jobs": BenchJob.objects.prefetch_related("target_links__target", "runs"),
+        "jobs": BenchJob.objects.prefetch_related("target_links__target").annotate(
+            last_run_id=Subquery(latest.values("pk")[:1]),
+            last_run_status=Subquery(latest.values("status")[:1]),
+            last_run_at=Subquery(latest.values("created_at")[:1]),
+        ),
         "runs": BenchRun.objects.select_related("job")[:RECENT_RUNS],
     }
     return render(request, "web/bench/jobs.html", context)
