@@ -150,7 +150,9 @@ def report(runs: list[Run], info: dict[str, str], command: str) -> str:
         f"Command: `{command}` (written by `tests/bench/failover_bench.py`).",
         "",
         f"- Date: {info['date']} · revision {info['revision']}",
-        f"- Machine: {info['cpus']}, {info['memory']}, {info['kernel']}; load average before: {info['load']}",
+        f"- Machine: {info['cpus']}, {info['memory']}, {info['kernel']}; load average (1/5/15 min) before: "
+        f"{info['load']}, after: {' / '.join(f'{x:.2f}' for x in os.getloadavg())} (the machine is shared: a high "
+        "load means other processes took CPU from this run, and the times stretch)",
         f"- {info['mariadb']} · Python {info['python']}",
         "- Setup per run, built afresh: a sandbox primary with two replicas (asynchronous replication), a private "
         "redis-server, the control plane (gunicorn, a Celery worker with two processes, beat) and two proxy nodes, "
