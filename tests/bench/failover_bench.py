@@ -17,6 +17,7 @@ import datetime
 import itertools
 import os
 import platform
+import random
 import shutil
 import statistics
 import subprocess
@@ -34,6 +35,8 @@ SECTION_TITLE = "Failover"
 WORK_DIR = REPO / "var" / "bench-failover"
 #: The issue's bar: writes resume within this many seconds of the kill, with default settings.
 BAR_S = 10.0
+#: How often a node reports by default (``python -m proxyapp run --report-interval``).
+REPORT_CYCLE_S = 5.0
 
 
 @dataclass
@@ -85,7 +88,9 @@ def one_run(number: int) -> Run:
             old = address(box.primary())
             writer = Writer(fleet.ports[NODES[0]][0], "bench", 1).start()
             try:
-                time.sleep(1)
+                # The kill comes at a random point of the nodes' report cycle (5 s), as a real crash would: how long
+                # the news takes to reach the control plane depends on it.
+                time.sleep(random.uniform(1, 1 + REPORT_CYCLE_S))
                 killed_at = time.time()
                 box.kill("primary")
                 event = fleet.api.wait_event("failover", 1)
@@ -158,7 +163,8 @@ def report(runs: list[Run], info: dict[str, str], command: str) -> str:
         "redis-server, the control plane (gunicorn, a Celery worker with two processes, beat) and two proxy nodes, "
         "every setting at its default (nodes report every 5 s; monitor read_only checks every 1 s, shun after 3 "
         "failures; `mysql-no_writer_wait_ms` 5000; failover evaluated every second) except failover, turned on. "
-        "A client writes through node 1 in a loop (autocommit INSERTs); `kill -9` of the primary.",
+        "A client writes through node 1 in a loop (autocommit INSERTs); `kill -9` of the primary at a random "
+        "point of the nodes' report cycle.",
         "- Seconds after the kill: the first node's monitor shuns the primary (failed checks); the control plane "
         "records it detected (a majority of the nodes' reports say it is down), promoted a replica, published the "
         "new topology; the client's first acknowledged write once writes resumed.",
