@@ -302,7 +302,7 @@ def rejoin(cluster: Cluster, writer_hostgroup: int, server: str, user: Actor) ->
     try:
         with Server(server, account) as mine, Server(primary, account) as theirs:
             own, reference = mine.state().position, theirs.state().position
-            extra = gtid.ahead(own, reference)
+            extra = {**gtid.conflicts(own, reference), **gtid.ahead(own, reference)}
             if extra:
                 listed = ", ".join(
                     f"{gtid_} (the primary is at {theirs_ or 'nothing'})" for gtid_, theirs_ in extra.values()
@@ -313,8 +313,9 @@ def rejoin(cluster: Cluster, writer_hostgroup: int, server: str, user: Actor) ->
                 )
             mine.set_read_only(True)
             mine.replicate_from(primary, login, own)
-            state = mine.wait_replicating(procedures.REPLICATION_CHECK_S)
-            if not state.replicating:
+            target = theirs.state().binlog_pos
+            state = mine.wait_replicating(target, procedures.REPLICATION_CHECK_S)
+            if not state.caught_up(target):
                 mine.run("STOP SLAVE")
                 hint = (
                     f" ({server}'s position {gtid.render(own)} is not in {primary}'s binlog: it has transactions the "
@@ -322,7 +323,11 @@ def rejoin(cluster: Cluster, writer_hostgroup: int, server: str, user: Actor) ->
                     if "1236" in state.last_error
                     else ""
                 )
-                raise ActionRefused(f"replication from {primary} did not start: {state.threads()}{hint}")
+                behind = gtid.describe_gaps(gtid.missing(state.position, target), state.position, target)
+                raise ActionRefused(
+                    f"replication from {primary} did not catch up within {procedures.REPLICATION_CHECK_S} s: "
+                    f"{state.threads()}{'; ' + behind if behind else ''}{hint}"
+                )
     except (ServerError, ActionRefused) as error:
         event.record(Step.Name.REJOINED, f"{server} was not rejoined: {error}. It stays fenced.", ok=False)
         event.finish(Event.State.FAILED, f"{server} could not rejoin")

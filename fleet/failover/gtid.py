@@ -80,6 +80,16 @@ def ahead(position: Position, reference: Position) -> dict[int, tuple[Gtid, Gtid
     }
 
 
+def conflicts(position: Position, reference: Position) -> dict[int, tuple[Gtid, Gtid]]:
+    """Per domain where both are at the same sequence number from different servers (two different transactions):
+    (``position``'s GTID, ``reference``'s)."""
+    return {
+        domain: (gtid, reference[domain])
+        for domain, gtid in position.items()
+        if domain in reference and gtid.seq == reference[domain].seq and gtid.server_id != reference[domain].server_id
+    }
+
+
 def describe_gaps(gaps: Mapping[int, int], position: Position, reference: Position) -> str:
     """``gaps`` (from ``missing``) in words: "2 transactions behind in domain 0 (at 0-1-8 of 0-1-10)"."""
     parts = []

@@ -179,27 +179,36 @@ def publish_move(
 
 
 def check_replication(event: Event, servers: Iterable[str], primary: str, account: Account) -> None:
-    """Wait (up to ``REPLICATION_CHECK_S``) for ``servers`` to replicate from ``primary``; records REPLICATING."""
+    """Wait (up to ``REPLICATION_CHECK_S``) for ``servers`` to replicate from ``primary`` and reach its position of
+    now; records REPLICATING."""
+    names = list(servers)
+    if not names:
+        return
+    try:
+        with Server(primary, account) as conn:
+            target = conn.state().binlog_pos
+    except ServerError as error:
+        event.record(Step.Name.REPLICATING, f"replication could not be checked: {error}", ok=False)
+        return
 
     def check(name: str) -> ReplicationState | str:
         try:
             with Server(name, account) as server:
-                return server.wait_replicating(REPLICATION_CHECK_S)
+                return server.wait_replicating(target, REPLICATION_CHECK_S)
         except ServerError as error:
             return str(error)
 
-    results = parallel(servers, check)
-    if not results:
-        return
+    results = parallel(names, check)
     lines, healthy = [], True
     for name, result in results.items():
         if isinstance(result, str):
             lines.append(f"{name} could not be checked: {result}")
             healthy = False
             continue
-        ok = result.replicating and result.master == primary
+        ok = result.caught_up(target) and result.master == primary
         healthy = healthy and ok
-        lines.append(f"{name} {result.threads()}, at {gtid.render(result.position) or 'no transactions'}")
+        reached = "" if ok else f" short of {primary}'s {gtid.render(target)}"
+        lines.append(f"{name} {result.threads()}, at {gtid.render(result.position) or 'no transactions'}{reached}")
     event.record(Step.Name.REPLICATING, "; ".join(lines) + ".", ok=healthy)
 
 

@@ -159,12 +159,14 @@ class Server:
         self.run(sql, args)
         self.run("START SLAVE")
 
-    def wait_replicating(self, timeout: float) -> ReplicationState:
-        """Wait up to ``timeout`` s until both replication threads run (or one reports an error); the state."""
+    def wait_replicating(self, position: gtid.Position, timeout: float) -> ReplicationState:
+        """Wait up to ``timeout`` s until both replication threads run and this replica has applied ``position``
+        (its primary's, read after pointing it there: a thread that runs a moment before the primary refuses the
+        replica's position proves nothing), or a thread reports an error; the state (``caught_up(position)``)."""
         deadline = time.monotonic() + timeout
         while True:
             state = self.state()
-            if state.replicating or state.last_error or time.monotonic() >= deadline:
+            if state.caught_up(position) or state.last_error or time.monotonic() >= deadline:
                 return state
             time.sleep(0.1)
 
@@ -198,6 +200,10 @@ class ReplicationState:
     def replicating(self) -> bool:
         """Whether both replication threads run."""
         return self.io_running == "Yes" and self.sql_running == "Yes"
+
+    def caught_up(self, position: gtid.Position) -> bool:
+        """Whether both threads run and the server has applied ``position``."""
+        return self.replicating and not gtid.missing(self.position, position)
 
     @property
     def position(self) -> dict[int, gtid.Gtid]:

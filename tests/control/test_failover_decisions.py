@@ -164,6 +164,15 @@ def test_gtid_positions_parse_and_refuse_what_is_not_one() -> None:
         gtid.parse("0-1-5,0-2-6")
 
 
+def test_gtid_positions_compare_domain_by_domain() -> None:
+    old, new = gtid.parse("0-1-11,1-5-3"), gtid.parse("0-2-11,1-5-7,2-9-1")
+    assert gtid.missing(old, new) == {1: 4, 2: 1}
+    assert gtid.ahead(old, new) == {}
+    assert gtid.conflicts(old, new) == {0: (gtid.Gtid(0, 1, 11), gtid.Gtid(0, 2, 11))}  # two transactions numbered 11
+    assert gtid.ahead(gtid.parse("0-1-12"), new) == {0: (gtid.Gtid(0, 1, 12), gtid.Gtid(0, 2, 11))}
+    assert gtid.latest(old, new) == gtid.parse("0-1-11,1-5-7,2-9-1")  # the first of equal numbers stays
+
+
 def test_the_replica_with_every_transaction_in_every_domain_is_chosen() -> None:
     candidates = [
         Candidate("db-b:3306", state("0-1-10,1-2-5")),
