@@ -75,6 +75,10 @@ class AdminProvider(Protocol):
         """Route by the monitor state ``document``; ``{"ok": bool, ...}`` with an ``error`` when refused."""
         ...
 
+    async def monitor_seq(self) -> int:
+        """The number of the monitor findings routed by (it grows with every change; 0 before the first)."""
+        ...
+
     async def config_document(self) -> dict[str, Any]:
         """The running config as a config document."""
         ...
@@ -121,6 +125,7 @@ class AdminServer:
                 web.get("/monitor/{check}", self._monitor_log),
                 web.get("/runtime/servers", self._runtime_servers),
                 web.post("/runtime/monitor", self._apply_monitor_state),
+                web.get("/runtime/monitor", self._monitor_seq),
             ]
         )
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
@@ -182,6 +187,9 @@ class AdminServer:
 
     async def _runtime_servers(self, request: web.Request) -> web.Response:
         return web.json_response(await self.provider.runtime_servers())
+
+    async def _monitor_seq(self, request: web.Request) -> web.Response:
+        return web.json_response({"seq": await self.provider.monitor_seq()})
 
     async def _apply_monitor_state(self, request: web.Request) -> web.Response:
         try:

@@ -235,8 +235,14 @@ def build_app(agent: Agent) -> Celery:
     return app
 
 
+#: How often the reporter asks the proxy whether its monitor's findings changed (then it reports at once).
+MONITOR_POLL_SECONDS = 0.5
+
+
 class Reporter(threading.Thread):
-    """Sends a report right away, then every ``report_interval`` seconds; a failure is logged once per outage."""
+    """Sends a report right away, then every ``report_interval`` seconds, and at once when the monitor's findings
+    change (a shunned primary reaches the control plane's failover in a second, not a report interval); a failure
+    is logged once per outage."""
 
     def __init__(self, agent: Agent, app: Celery) -> None:
         super().__init__(name="reporter", daemon=True)
@@ -261,7 +267,26 @@ class Reporter(threading.Thread):
                 if not self.failing:
                     log.warning("cannot report (retrying every %.0f s): %s", interval, exc)
                 self.failing = True
-            time.sleep(interval)
+            self._wait(interval)
+
+    def _wait(self, interval: float) -> None:
+        """Sleep until the next report is due, or until the monitor's findings change."""
+        deadline = time.monotonic() + interval
+        seen = self._monitor_seq()
+        while time.monotonic() < deadline:
+            time.sleep(min(MONITOR_POLL_SECONDS, max(0.0, deadline - time.monotonic())))
+            seq = self._monitor_seq()
+            if seq is not None and seen is not None and seq != seen:
+                return
+            seen = seq if seen is None else seen
+
+    def _monitor_seq(self) -> int | None:
+        """The proxy's monitor findings number (None when it cannot be read)."""
+        try:
+            status, body = self.agent.admin.call("GET", "/runtime/monitor")
+        except AdminUnavailable:
+            return None
+        return body.get("seq") if status == 200 and isinstance(body, dict) else None
 
 
 def _exit_with_parent(parent: int) -> None:

@@ -562,8 +562,11 @@ class PoolManager:
                 self.record_transition(pool.server, pool.status, ABSENT, placed.get(key) or "removed from the config")
         for hg_id, hg in self.hostgroups.items():
             if hg_id not in hostgroups:
+                # Kept, emptied: queries waiting in it for a writer must be woken when the next config fills it
+                # (a failover publishes a topology whose writer hostgroup is empty for a moment).
                 hg.pools = []
                 hg._wake_one()
+                hostgroups[hg_id] = hg
         self._pools = fresh
         self.hostgroups = hostgroups
         self._applied = True

@@ -274,6 +274,10 @@ class Proxy:
             for pool in self.pools.hostgroups[hostgroup].pools
         ]
 
+    async def monitor_seq(self) -> int:
+        """The number of the monitor findings this process routes by."""
+        return self.monitor_state.seq
+
     async def apply_monitor_state(self, document: dict) -> dict:
         """The supervisor's monitor state (a worker's admin call): routed by unless an equal or newer one was."""
         if self.monitor is not None:

@@ -229,6 +229,10 @@ class Supervisor:
                     merged[key] = row
         return [merged[key] for key in sorted(merged)]
 
+    async def monitor_seq(self) -> int:
+        """The number of the monitor's findings."""
+        return self.monitor.state.seq if self.monitor is not None else 0
+
     async def apply_monitor_state(self, document: dict[str, Any]) -> dict[str, Any]:
         """Refused: the supervisor runs the monitor itself."""
         return {"ok": False, "error": "this process runs its own monitor"}

@@ -63,10 +63,13 @@ def test_a_killed_backend_is_shunned_with_the_reason_and_comes_back(box: Sandbox
     wait_for(lambda: [r["read_only"] for r in monitor_rows(proxy, replica.port)] == [True], "first checks", proxy)
     client = proxy.connect(autocommit=True)
     assert query(client, "SELECT @@server_id") == ((server_id(replica),),)
+    seq_before = proxy.admin("GET", "/runtime/monitor")["seq"]
 
     box.kill(replica.name)
     try:
         wait_for(lambda: status_of(proxy, replica.port) == ["SHUNNED"], "the dead replica shunned", proxy)
+        # The findings' number moved on: what a node's agent watches to report a shun at once.
+        assert proxy.admin("GET", "/runtime/monitor")["seq"] > seq_before
         [row] = monitor_rows(proxy, replica.port)
         assert (row["hostgroup"], row["connect_ok"], row["ping_ok"]) == (20, False, False)
         assert row["last_error"].endswith("Connection refused")
