@@ -103,7 +103,9 @@ def proxy_config(host: str, port: int) -> dict[str, Any]:
         "mysql_query_rules": [],
         "global_variables": [
             {"variable_name": "mysql-max_connections", "variable_value": "5000"},
-            {"variable_name": "mysql-threads", "variable_value": str(min(4, os.cpu_count() or 1))},
+            # One worker, as in make bench: on 2 CPUs shared with the server and the client a second one costs
+            # more CPU per query than it adds (docs/benchmarks.md, the proxy worker's reading).
+            {"variable_name": "mysql-threads", "variable_value": "1"},
         ],
     }
 
