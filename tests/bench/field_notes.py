@@ -216,11 +216,12 @@ def render(results: list[tuple[Case, RunResult, str]], machine_line: str, comman
         "than the absolute numbers; tps and p95 are the means over the rounds.",
         "",
         f"- Machine: {machine_line}",
-        "- The client (the bench tool, one Python process), the proxy (two worker processes) and MariaDB share the "
+        "- The client (the bench tool, one Python process), the proxy (one worker process) and MariaDB share the "
         "two cores: every CPU second the proxy spends is taken from the server and the client. In the notes the "
         "proxy had a machine of its own (MyCat) or shared one with MySQL (Amoeba); the gap to direct here is "
-        "therefore an upper bound of what the proxy costs, and the load averages under each table show how much "
-        "other work shared the machine during that run.",
+        "therefore an upper bound of what the proxy costs. The load averages under each table count runnable "
+        "threads, MariaDB's threads for the run's own connections included: a high value after a 500-connection "
+        "sweep is the sweep itself; the first table's value before tells whether the machine was quiet.",
         "- Amoeba's statements are kept, with bounded ranges: the update touches 10 shops from a random id, the "
         "select reads up to 10 of 100, the delete removes one shop by id (a second delete of it finds nothing, as "
         "in Amoeba's run); MyCat's 10,000,000 rows are scaled down to 40,000 per step.",
