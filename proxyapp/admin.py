@@ -19,7 +19,11 @@ GET    /monitor/{check}              a monitor check's log, ProxySQL's monitor.m
                                      (connect, ping, read_only, replication_lag); ``?limit=N``: the last N rows
 GET    /monitor/transitions          the latest server status transitions (``server_transitions`` of /stats)
 GET    /runtime/servers              the runtime mysql_servers the proxy routes by (runtime_mysql_servers)
+GET    /processlist                  the client sessions (stats_mysql_processlist): what each runs, where, since when
+POST   /processlist/{id}/kill        end session ``id`` (ProxySQL's KILL CONNECTION); body ``{"query_only": true}``:
+                                     only interrupt its running statement (KILL QUERY); 404 for an unknown id
 POST   /runtime/monitor              (internal) the supervisor hands a worker its monitor's state
+POST   /runtime/workers              (internal) the supervisor hands a worker every worker's admin port
 =====  ============================  ============================================================================
 """
 
@@ -36,6 +40,7 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from proxyapp.monitor import CHECKS
+from proxyapp.protocol.constants import ErrorCode
 from proxyapp.stats import COUNTERS, order_digest_rows
 
 log = logging.getLogger("proxyapp.admin")
@@ -77,6 +82,18 @@ class AdminProvider(Protocol):
 
     async def monitor_seq(self) -> int:
         """The number of the monitor findings routed by (it grows with every change; 0 before the first)."""
+        ...
+
+    async def processlist(self) -> list[dict[str, Any]]:
+        """The client sessions, a row each."""
+        ...
+
+    async def kill_session(self, target: int, query_only: bool, username: str | None) -> dict[str, Any]:
+        """Kill session ``target`` (as ``username``, None: as the admin); ``proxyapp.kill.outcome``'s answer."""
+        ...
+
+    async def set_worker_ports(self, ports: list[int]) -> None:
+        """Every worker process's admin port, by worker index; LookupError where there are no siblings."""
         ...
 
     async def config_document(self) -> dict[str, Any]:
@@ -126,6 +143,9 @@ class AdminServer:
                 web.get("/runtime/servers", self._runtime_servers),
                 web.post("/runtime/monitor", self._apply_monitor_state),
                 web.get("/runtime/monitor", self._monitor_seq),
+                web.post("/runtime/workers", self._set_worker_ports),
+                web.get("/processlist", self._processlist),
+                web.post("/processlist/{id}/kill", self._kill),
             ]
         )
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
@@ -199,21 +219,49 @@ class AdminServer:
         result = await self.provider.apply_monitor_state(document)
         return web.json_response(result, status=200 if result.get("ok") else 422)
 
+    async def _processlist(self, request: web.Request) -> web.Response:
+        return web.json_response(await self.provider.processlist())
+
+    async def _kill(self, request: web.Request) -> web.Response:
+        raw = request.match_info["id"]
+        if not raw.isdigit():
+            return _error(400, f"the session id must be a number, not {raw!r}")
+        body = await _json_object(request)
+        if isinstance(body, web.Response):
+            return body
+        body = body or {}
+        query_only = body.get("query_only", False)
+        username = body.get("username")
+        if not isinstance(query_only, bool) or not (username is None or isinstance(username, str)):
+            return _error(400, "query_only must be true or false, username a string or null")
+        answer = await self.provider.kill_session(int(raw), query_only, username)
+        if answer.get("ok"):
+            return web.json_response(answer)
+        status = 404 if answer.get("code") == ErrorCode.NO_SUCH_THREAD else 403
+        return web.json_response(answer, status=status)
+
+    async def _set_worker_ports(self, request: web.Request) -> web.Response:
+        body = await _json_object(request)
+        if isinstance(body, web.Response):
+            return body
+        body = body or {}
+        ports = body.get("admin_ports")
+        if not isinstance(ports, list) or not all(isinstance(p, int) and 0 <= p < 65536 for p in ports):
+            return _error(400, "admin_ports must be a list of port numbers")
+        try:
+            await self.provider.set_worker_ports(ports)
+        except LookupError as exc:
+            return _error(404, str(exc))
+        return web.json_response({"ok": True})
+
     async def _config(self, request: web.Request) -> web.Response:
         info = (await self.provider.stats_snapshot())["config"]
         return web.json_response({**info, "document": (await self.provider.config_document())})
 
     async def _reload(self, request: web.Request) -> web.Response:
-        body = await request.read()
-        document: dict[str, Any] | None = None
-        if body.strip():
-            try:
-                parsed = json.loads(body)
-            except ValueError as exc:
-                return _error(400, f"the body is not valid JSON: {exc}")
-            if not isinstance(parsed, dict):
-                return _error(400, f"the body must be a JSON object (a config document), not {type(parsed).__name__}")
-            document = parsed
+        document = await _json_object(request, "a JSON object (a config document)")
+        if isinstance(document, web.Response):
+            return document
         async with self._reload_lock:
             result = await self.provider.reload(document)
         if not result.get("ok"):
@@ -235,6 +283,20 @@ def _loopback(host: str) -> str:
     except ValueError:
         pass
     raise ValueError(f"the admin endpoint only binds to a loopback address (127.0.0.1, ::1), not {host!r}")
+
+
+async def _json_object(request: web.Request, what: str = "a JSON object") -> dict[str, Any] | web.Response | None:
+    """The request's JSON object body (None when there is none), or the 400 answer to send."""
+    raw = await request.read()
+    if not raw.strip():
+        return None
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:
+        return _error(400, f"the body is not valid JSON: {exc}")
+    if not isinstance(body, dict):
+        return _error(400, f"the body must be {what}, not {type(body).__name__}")
+    return body
 
 
 def _limit(request: web.Request) -> int | web.Response | None:

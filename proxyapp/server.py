@@ -14,10 +14,12 @@ from typing import Any
 from proxyapp.admin import AdminServer
 from proxyapp.config import Config, ConfigError, load_config_file, parse_config
 from proxyapp.eventslog import EventsLog
+from proxyapp.kill import forward_kill, outcome, unknown_thread
 from proxyapp.mirror import Mirror
 from proxyapp.monitor import Monitor
 from proxyapp.native import compiled_modules
 from proxyapp.pool import PoolManager, PoolSettings
+from proxyapp.protocol.constants import ErrorCode
 from proxyapp.protocol.wire import Wire, WireProtocol
 from proxyapp.querycache import QueryCache
 from proxyapp.runtime import Runtime
@@ -83,6 +85,9 @@ class Proxy:
         self._next_session = worker + 1  # ids stay unique across worker processes
         self._sessions: set[asyncio.Task[None]] = set()
         self.clients: dict[asyncio.Task[None], Session] = {}
+        #: Each worker process's admin port, by worker index (from the supervisor): where a KILL of a session
+        #: in another worker goes.
+        self.worker_admin_ports: list[int] = []
 
     async def start(
         self, listen: tuple[str, int], admin: tuple[str, int] | None, sock: socket.socket | None = None
@@ -273,6 +278,34 @@ class Proxy:
             for hostgroup in sorted(self.pools.hostgroups)
             for pool in self.pools.hostgroups[hostgroup].pools
         ]
+
+    async def processlist(self) -> list[dict]:
+        """The client sessions, a row each (ProxySQL's stats_mysql_processlist), oldest first."""
+        now = asyncio.get_running_loop().time()
+        return [session.process_row(now) for session in sorted(self.clients.values(), key=lambda s: s.id)]
+
+    async def kill_session(self, target: int, query_only: bool, username: str | None) -> dict:
+        """KILL [QUERY] of session ``target``: ``username`` may kill only its own sessions (None: the admin may
+        kill any). A session of another worker process is that worker's to kill."""
+        if target < 1:
+            return unknown_thread(target)
+        owner = (target - 1) % self.workers
+        if owner != self.worker:
+            ports = self.worker_admin_ports
+            if owner >= len(ports) or not ports[owner]:
+                return unknown_thread(target)
+            return await forward_kill(ports[owner], target, query_only, username)
+        session = next((s for s in self.clients.values() if s.id == target), None)
+        if session is None:
+            return unknown_thread(target)
+        if username is not None and session.username != username:
+            return outcome(False, ErrorCode.KILL_DENIED, f"You are not owner of thread {target}")
+        await session.kill(query_only)
+        return outcome(True)
+
+    async def set_worker_ports(self, ports: list[int]) -> None:
+        """The supervisor's list of every worker's admin port (by worker index)."""
+        self.worker_admin_ports = list(ports)
 
     async def monitor_seq(self) -> int:
         """The number of the monitor findings this process routes by."""

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from proxyapp.backend import AppliedState, BackendConnection, BackendError, Credentials
 from proxyapp.digest import Digest, compute_digest
 from proxyapp.eventslog import query_event
+from proxyapp.kill import KillRefused, KillRequest, parse_kill
 from proxyapp.pool import Hostgroup, PoolError, ServerPool
 from proxyapp.prepared import (
     MAX_STATEMENTS_PER_CONNECTION,
@@ -67,6 +68,26 @@ _NO_TIMEOUT_MS = 86_400_000
 _DEFAULT_VERSION = "5.5.5-10.11.0-MariaDB-ProxyFleet"  # until a backend has told its own
 _TRANSACTION_NEUTRAL = frozenset({Kind.SET, Kind.USE, Kind.SHOW, Kind.COMMIT, Kind.ROLLBACK})
 _WARNING_QUERIES = ("SHOW WARNINGS", "SHOW ERRORS", "SHOW COUNT")
+#: The processlist's ``info`` shows at most this many bytes of a statement.
+_PROCESSLIST_INFO_MAX = 1000
+#: The processlist's ``command`` column, as the server's SHOW PROCESSLIST names the commands.
+_COMMAND_NAMES: dict[int, str] = {
+    Command.QUERY: "Query",
+    Command.INIT_DB: "Init DB",
+    Command.FIELD_LIST: "Field List",
+    Command.STATISTICS: "Statistics",
+    Command.PROCESS_KILL: "Kill",
+    Command.PING: "Ping",
+    Command.CHANGE_USER: "Change user",
+    Command.STMT_PREPARE: "Prepare",
+    Command.STMT_EXECUTE: "Execute",
+    Command.STMT_SEND_LONG_DATA: "Long Data",
+    Command.STMT_CLOSE: "Close stmt",
+    Command.STMT_RESET: "Reset stmt",
+    Command.SET_OPTION: "Set option",
+    Command.STMT_FETCH: "Fetch",
+    Command.RESET_CONNECTION: "Reset connection",
+}
 _ISOLATION = {
     "READ UNCOMMITTED": "'READ-UNCOMMITTED'",
     "READ COMMITTED": "'READ-COMMITTED'",
@@ -116,6 +137,7 @@ class Session:
         peer = wire.peer()
         sock = wire.local()
         self.client_addr: str = peer[0]
+        self.client_port: int = peer[1]
         self.proxy_addr: str = sock[0]
         self.proxy_port: int = sock[1]
         self.username = ""
@@ -137,6 +159,9 @@ class Session:
         self.last_pool: ServerPool | None = None  # the server the last command ran on
         self.fast_forward = False
         self.idle_since = 0.0  # loop time since the session waits for a command; 0 while one runs
+        self.busy_since = 0.0  # loop time the current (or last) command arrived
+        self.command = b""  # the current (or last) command packet, for the processlist
+        self.running: BackendConnection | None = None  # the backend connection a command runs on right now
         self.mirror: MirrorTap | None = None  # ordered mirroring's state, from the first such mirror on
 
     # ----------------------------------------------------------------------------------------------- lifecycle
@@ -314,6 +339,8 @@ class Session:
             self.idle_since = loop.time()
             payload = await client.read_payload()
             self.idle_since = 0.0
+            self.busy_since = loop.time()
+            self.command = payload
             if not payload:
                 raise ProtocolError("empty command packet")
             handler = handlers.get(payload[0])
@@ -464,6 +491,15 @@ class Session:
             self.state.pins.discard(Pin.WARNINGS)
             await self._maybe_release()
         first = statements[0]
+        if first.keyword == "KILL" and len(statements) == 1:
+            try:
+                request = parse_kill(sql)
+            except KillRefused as refused:
+                self._send_error(ErrorCode.NOT_SUPPORTED, str(refused), 1)
+                return
+            await self._kill_request(request)
+            self._record(-1, digest, started, 0, 0)
+            return
         if not (self.local_files and rt.settings.local_infile) and any(s.load_local for s in statements):
             # Refused here: the backend would ask this client for a file it cannot (or may not) send.
             self._send_error(1148, "The used command is not allowed with this ProxyFleet configuration", 1)
@@ -592,9 +628,10 @@ class Session:
             sink = _Sink(self.client, cache_key is not None)
             timer = None
             if timeout_ms < _NO_TIMEOUT_MS:
-                timer = self.client.loop.call_later(timeout_ms / 1000, self._kill_query, conn, pool)
+                timer = self.client.loop.call_later(timeout_ms / 1000, self._on_query_timeout, conn)
             sent_before = conn.wire.bytes_out
             began = time.perf_counter()
+            self.running = conn
             try:
                 response = await run(conn, sink)
             except (PeerClosed, ProtocolError, OSError) as exc:
@@ -602,6 +639,7 @@ class Session:
             else:
                 lost = None
             finally:
+                self.running = None
                 if timer is not None:
                     timer.cancel()
             if lost is not None:
@@ -732,26 +770,89 @@ class Session:
             else:
                 self._release(conn)
 
-    def _kill_query(self, conn: BackendConnection, pool: ServerPool) -> None:
+    def _on_query_timeout(self, conn: BackendConnection) -> None:
         """The query timeout fired: kill the running query from a separate connection."""
-
-        async def kill() -> None:
-            try:
-                killer = await BackendConnection.connect(
-                    pool.server.hostname, pool.server.port, self.credentials, None, timeout=2
-                )
-            except BackendError as exc:
-                log.warning("session %d: cannot kill a timed-out query: %s", self.id, exc)
-                return
-            try:
-                await killer.query(f"KILL QUERY {conn.thread_id}")
-                self.proxy.counters.mysql_killed_backend_queries += 1
-            finally:
-                killer.close()
-
-        task = asyncio.get_running_loop().create_task(kill())
+        task = asyncio.get_running_loop().create_task(self._kill_backend_query(conn, "a timed-out query"))
         self.proxy.background.add(task)
         task.add_done_callback(self.proxy.background.discard)
+
+    async def _kill_backend_query(self, conn: BackendConnection, what: str) -> None:
+        """``KILL QUERY`` the statement running on ``conn``, from a separate connection to its server."""
+        pool = conn.pool
+        assert isinstance(pool, ServerPool)
+        try:
+            killer = await BackendConnection.connect(
+                pool.server.hostname, pool.server.port, self.credentials, None, timeout=2
+            )
+        except BackendError as exc:
+            log.warning("session %d: cannot kill %s: %s", self.id, what, exc)
+            return
+        try:
+            await killer.query(f"KILL QUERY {conn.thread_id}")
+            self.proxy.counters.mysql_killed_backend_queries += 1
+        except (PeerClosed, ProtocolError, OSError) as exc:
+            log.warning("session %d: cannot kill %s: %s", self.id, what, exc)
+        finally:
+            killer.close()
+
+    # ----------------------------------------------------------------------------------------------- KILL
+
+    async def kill(self, query_only: bool) -> None:
+        """Another session's (or the admin's) KILL: interrupt the running statement; unless ``query_only``, end
+        the session too (its client is disconnected; a transaction it had open is rolled back by the reset of its
+        backend connection)."""
+        conn = self.running
+        if conn is not None:
+            await self._kill_backend_query(conn, f"the query of session {self.id} (KILL)")
+        if not query_only:
+            log.info("session %d: killed", self.id)
+            self.client.close()
+
+    async def _com_process_kill(self, payload: bytes) -> None:
+        if len(payload) < 5:
+            raise ProtocolError("truncated COM_PROCESS_KILL")
+        await self._kill_request(KillRequest(int.from_bytes(payload[1:5], "little"), False))
+
+    async def _kill_request(self, request: KillRequest) -> None:
+        """Carry out a client's KILL on a proxy session and answer it."""
+        if request.target == self.id:
+            if request.query_only:  # nothing of this session runs but the KILL itself, which it interrupts
+                self._send_error(ErrorCode.QUERY_INTERRUPTED, "Query execution was interrupted", 1)
+                return
+            self._send_error(ErrorCode.CONNECTION_KILLED, "Connection was killed", 1)
+            raise SessionEnd
+        answer = await self.proxy.kill_session(request.target, request.query_only, self.username)
+        if answer.get("ok"):
+            self._send_ok()
+        else:
+            self._send_error(int(answer.get("code") or ErrorCode.NO_SUCH_THREAD), str(answer.get("error")), 1)
+
+    def process_row(self, now: float) -> dict[str, object]:
+        """This session as a row of the processlist (ProxySQL's stats_mysql_processlist columns)."""
+        conn = self.running or self.conn
+        pool = conn.pool if conn is not None else None
+        server = pool.server if isinstance(pool, ServerPool) else None
+        idle = self.idle_since != 0.0
+        payload = self.command
+        command = "Sleep" if idle or not payload else _COMMAND_NAMES.get(payload[0], f"0x{payload[0]:02x}")
+        info = ""
+        if not idle and payload and payload[0] in (Command.QUERY, Command.STMT_PREPARE):
+            info = payload[1 : 1 + _PROCESSLIST_INFO_MAX].decode("utf-8", "replace")
+        return {
+            "SessionID": self.id,
+            "user": self.username,
+            "db": self.state.schema or "",
+            "cli_host": self.client_addr,
+            "cli_port": self.client_port,
+            "hostgroup": server.hostgroup_id if server is not None else -1,
+            "srv_host": server.hostname if server is not None else "",
+            "srv_port": server.port if server is not None else 0,
+            "backend_thread_id": conn.thread_id if conn is not None else 0,
+            "command": command,
+            "time_ms": int(((now - self.idle_since) if idle else (now - self.busy_since)) * 1000),
+            "info": info,
+            "in_transaction": self.in_transaction,
+        }
 
     async def _relay_infile(self, backend: Wire) -> None:
         """Relay a LOAD DATA LOCAL INFILE: the client's file packets go to the backend until the empty one."""
@@ -1154,4 +1255,5 @@ _HANDLERS: dict[int, Callable[[Session, bytes], Awaitable[None]]] = {
     Command.STMT_FETCH: Session._com_stmt_fetch,
     Command.SET_OPTION: Session._com_set_option,
     Command.RESET_CONNECTION: Session._com_reset_connection,
+    Command.PROCESS_KILL: Session._com_process_kill,
 }

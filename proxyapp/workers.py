@@ -25,6 +25,7 @@ import aiohttp
 
 from proxyapp.admin import AdminServer
 from proxyapp.config import Config, ConfigError, load_config_file, parse_config
+from proxyapp.kill import forward_kill, unknown_thread
 from proxyapp.mirror import merge_snapshots as merge_mirror_snapshots
 from proxyapp.monitor import Monitor
 from proxyapp.topology import MonitorState
@@ -144,6 +145,22 @@ class Supervisor:
         worker.admin_port = int(line.split()[1])
         if self.monitor is not None and self.monitor.state.seq:  # a restarted worker: the monitor's findings first
             await self._push(worker, self.monitor.state)
+        await self._share_ports()
+
+    async def _share_ports(self) -> None:
+        """Tell every running worker every worker's admin port (a KILL of a sibling's session goes there)."""
+        assert self._http is not None
+        ports = {"admin_ports": [w.admin_port for w in self.workers]}
+
+        async def share(worker: _Worker) -> None:
+            url = f"http://127.0.0.1:{worker.admin_port}/runtime/workers"
+            try:
+                async with self._http.post(url, json=ports) as response:  # type: ignore[union-attr]
+                    await response.read()
+            except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+                log.warning("worker %d did not take the workers' admin ports: %s", worker.index, exc)
+
+        await asyncio.gather(*(share(w) for w in self.workers if w.admin_port))
 
     def _relay_state(self, state: MonitorState) -> None:
         """The monitor's findings changed: hand them to every worker."""
@@ -228,6 +245,22 @@ class Supervisor:
                 if key not in merged or merged[key]["status"] == "ONLINE":
                     merged[key] = row
         return [merged[key] for key in sorted(merged)]
+
+    async def processlist(self) -> list[dict[str, Any]]:
+        """Every worker's sessions, by session id."""
+        rows = [row for answer in await self._each("GET", "/processlist") for row in answer]
+        return sorted(rows, key=lambda row: row["SessionID"])
+
+    async def kill_session(self, target: int, query_only: bool, username: str | None) -> dict[str, Any]:
+        """Kill session ``target`` in the worker that serves it."""
+        if target < 1:
+            return unknown_thread(target)
+        worker = self.workers[(target - 1) % len(self.workers)]
+        return await forward_kill(worker.admin_port, target, query_only, username)
+
+    async def set_worker_ports(self, ports: list[int]) -> None:
+        """Only workers take the list."""
+        raise LookupError("the supervisor knows its workers' ports itself")
 
     async def monitor_seq(self) -> int:
         """The number of the monitor's findings."""

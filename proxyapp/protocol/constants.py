@@ -153,6 +153,10 @@ class ErrorCode(enum.IntEnum):
     NET_READ = 1158
     QUERY_INTERRUPTED = 1317
     UNKNOWN_STMT_HANDLER = 1243
+    NOT_SUPPORTED = 1235  # ER_NOT_SUPPORTED_YET: a statement the proxy does not carry out
+    NO_SUCH_THREAD = 1094  # KILL of an id no session has
+    KILL_DENIED = 1095  # KILL of another user's session
+    CONNECTION_KILLED = 1927  # MariaDB's answer to a KILL of one's own connection
     BACKEND_LOST = 2013
     PROXY_ERROR = 9001  # ProxySQL's "Max connect timeout reached while reaching hostgroup N" family
     HOSTGROUP_LOCKED = 9006
@@ -171,6 +175,8 @@ SQLSTATE = {
     ErrorCode.NET_READ: "08S01",
     ErrorCode.QUERY_INTERRUPTED: "70100",
     ErrorCode.UNKNOWN_STMT_HANDLER: "HY000",
+    ErrorCode.NOT_SUPPORTED: "42000",
+    ErrorCode.CONNECTION_KILLED: "70100",
     ErrorCode.BACKEND_LOST: "HY000",
     ErrorCode.RULE_BLOCKED: "42000",
 }
