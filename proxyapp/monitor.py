@@ -22,6 +22,9 @@ What the checks decide:
 - SHUNNED when the replication lag exceeds the server's ``max_replication_lag`` (the smallest non-zero one of its
   rows) ``mysql-monitor_replication_lag_count`` checks in a row; back when it no longer does. A stopped or broken
   replica (``Seconds_Behind_Master`` NULL) counts as ``mysql-monitor_slave_lag_when_null`` seconds.
+- SHUNNED while its latest ping took longer than its ``max_latency_ms`` (the smallest non-zero one of its rows);
+  back at the first ping within it. ProxySQL leaves such a server ONLINE and silently skips it; here the status
+  and its reason say why no query goes there.
 - The writer of each replication pair: the server reporting ``read_only=0``. The one already the writer stays the
   writer while it reports so and is not shunned; another server reporting ``read_only=0`` meanwhile is refused as a
   second writer (logged as an error, kept out of the writer hostgroup). A new writer is picked only when the
@@ -140,11 +143,12 @@ class _Server:
         self.shun_reason: str | None = None  # why it is shunned for being unreachable
         self.shunned_at = 0.0
         self.lag_reason: str | None = None  # why it is shunned for its lag
+        self.latency_reason: str | None = None  # why it is shunned for its ping time
         self.recovered = ""  # how it came back ONLINE the last time
 
     def verdict(self) -> ServerVerdict:
         """Its status as the monitor decides it."""
-        reason = self.shun_reason or self.lag_reason
+        reason = self.shun_reason or self.lag_reason or self.latency_reason
         if reason is not None:
             return ServerVerdict(SHUNNED, reason, self.read_only)
         return ServerVerdict(ONLINE, self.recovered, self.read_only)
@@ -239,7 +243,7 @@ class Monitor:
         if check == "read_only":
             addresses = set(self._read_only_sql())
         elif check == "replication_lag":
-            addresses = set(self._lag_limits())
+            addresses = set(self._limits("max_replication_lag"))
         else:
             addresses = set(self._servers)
         return [server for address, server in self._servers.items() if address in addresses]
@@ -253,13 +257,14 @@ class Monitor:
                     check_types.setdefault(server.address, pair.check_type)
         return check_types
 
-    def _lag_limits(self) -> dict[Address, int]:
-        """Each server's max_replication_lag: the smallest non-zero value among its rows."""
+    def _limits(self, column: str) -> dict[Address, int]:
+        """Each server's smallest non-zero value of the mysql_servers ``column`` among its rows."""
         limits: dict[Address, int] = {}
         for server in self.config.mysql_servers:
-            if server.max_replication_lag > 0:
+            value = getattr(server, column)
+            if value > 0:
                 old = limits.get(server.address)
-                limits[server.address] = min(old, server.max_replication_lag) if old else server.max_replication_lag
+                limits[server.address] = min(old, value) if old else value
         return limits
 
     async def _check(self, check: str, server: _Server) -> None:
@@ -291,6 +296,8 @@ class Monitor:
             server.ping_ok = reached and logged_in
         if reached:
             self._reached(check, server, outcome)
+            if check == "ping" and outcome.error is None:
+                self._judge_latency(server, latency_us)
         else:
             self._unreachable(check, server, outcome.error or "")
 
@@ -385,7 +392,7 @@ class Monitor:
             self._judge_lag(server, outcome.value)
 
     def _judge_lag(self, server: _Server, lag: int | None) -> None:
-        limit = self._lag_limits().get(server.address, 0)
+        limit = self._limits("max_replication_lag").get(server.address, 0)
         if lag is not None and lag < 0:
             counted = self.settings.lag_when_null
             shown = (
@@ -405,6 +412,16 @@ class Monitor:
         if server.lag_reason is not None:
             server.lag_reason = None
             server.recovered = f"{shown} <= max_replication_lag {limit}" if lag is not None else shown
+
+    def _judge_latency(self, server: _Server, latency_us: int) -> None:
+        limit = self._limits("max_latency_ms").get(server.address, 0)
+        shown = f"ping took {latency_us / 1000:.1f} ms"
+        if limit and latency_us > limit * 1000:
+            if server.latency_reason is None:
+                server.latency_reason = f"{shown} > max_latency_ms {limit}"
+        elif server.latency_reason is not None:
+            server.latency_reason = None
+            server.recovered = f"{shown} <= max_latency_ms {limit}" if limit else "max_latency_ms lifted"
 
     def _conclude(self) -> None:
         """Pick each pair's writer, and publish the state if anything changed."""

@@ -1,12 +1,14 @@
 """The monitor in real proxies against a sandbox of its own: a killed server is shunned with the reason and comes
-back, replication lag shuns a replica until it catches up, a server that accepts TCP and never answers is caught by
-timeouts, and several worker processes route by one monitor."""
+back, replication lag shuns a replica until it catches up, a slow server is shunned over its max_latency_ms, a
+server that accepts TCP and never answers is caught by timeouts, and several worker processes route by one
+monitor."""
 
 from __future__ import annotations
 
 import re
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -171,6 +173,75 @@ def black_hole() -> Iterator[int]:
         thread.join(5)
         for conn in held:
             conn.close()
+
+
+class SlowRelay:
+    """A TCP relay on loopback to ``port`` that holds each reply for ``delay`` seconds (0: none), set at any time."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.delay = 0.0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.sockets: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+                server = socket.create_connection(("127.0.0.1", self.port))
+            except OSError:  # closed: the test is over
+                return
+            self.sockets += [client, server]
+            threading.Thread(target=self._pipe, args=(client, server, False), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(server, client, True), daemon=True).start()
+
+    def _pipe(self, source: socket.socket, target: socket.socket, replies: bool) -> None:
+        try:
+            while data := source.recv(65536):
+                if replies and self.delay:
+                    time.sleep(self.delay)
+                target.sendall(data)
+        except OSError:
+            pass
+        finally:
+            target.close()
+
+    def close(self) -> None:
+        self.listener.close()
+        for sock in self.sockets:
+            sock.close()
+
+
+def test_a_server_slower_than_its_max_latency_ms_is_shunned_until_it_answers_in_time(
+    box: Sandbox, start_proxy: StartProxy
+) -> None:
+    relay = SlowRelay(box.replicas()[0].port)
+    try:
+        document = rw_split_config(box.primary().port, [], global_variables=global_variables())
+        slow = {"hostgroup_id": 30, "hostname": "127.0.0.1", "port": relay.listener.getsockname()[1]}
+        document["mysql_servers"].append({**slow, "max_latency_ms": 40})
+        proxy = start_proxy(document)
+        wait_for(lambda: len(proxy.admin("GET", "/monitor/ping")) >= 2, "the first pings", proxy)
+        assert status_of(proxy, slow["port"]) == ["ONLINE"]
+
+        relay.delay = 0.1
+        wait_for(lambda: status_of(proxy, slow["port"]) == ["SHUNNED"], "the slow server shunned", proxy)
+        shun = transitions(proxy, slow["port"])[-1]
+        over = re.fullmatch(r"ping took (\d+\.\d) ms > max_latency_ms 40", shun["reason"])
+        assert over is not None and float(over.group(1)) >= 100, shun
+        with proxy.connect(autocommit=True) as client, pytest.raises(pymysql.err.OperationalError) as failed:
+            query(client, "/* hostgroup=30 */ SELECT 1")
+        assert failed.value.args[0] == 9001 and "hostgroup 30" in failed.value.args[1]
+
+        relay.delay = 0
+        wait_for(lambda: status_of(proxy, slow["port"]) == ["ONLINE"], "the server back once fast", proxy)
+        back = transitions(proxy, slow["port"])[-1]
+        assert re.fullmatch(r"ping took \d+\.\d ms <= max_latency_ms 40", back["reason"]), back
+        with proxy.connect(autocommit=True) as client:
+            assert query(client, "/* hostgroup=30 */ SELECT @@server_id") == ((server_id(box.replicas()[0]),),)
+    finally:
+        relay.close()
 
 
 def test_a_backend_that_accepts_and_never_answers_is_caught_by_timeouts(box: Sandbox, start_proxy: StartProxy) -> None:
