@@ -287,6 +287,8 @@ class BenchRun(models.Model):
     progress = models.JSONField(null=True, blank=True)  # the running step and its last point
     result = models.JSONField(null=True, blank=True)  # the engine's whole result document
     notes = models.JSONField(default=list, blank=True)
+    #: The tables its setup created: its cleanup drops them, or, when its worker dies, whoever finds it lost.
+    made_tables = models.JSONField(default=list, blank=True)
     error = models.TextField(blank=True, default="")
 
     class Meta:

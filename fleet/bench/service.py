@@ -8,6 +8,7 @@ through a queue and are written here, and the cancel flag is read from the datab
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import queue
 import threading
@@ -20,7 +21,7 @@ from django.utils import timezone
 
 from fleet.bench.engine.plans import runner_for
 from fleet.bench.engine.results import IntervalPoint, RunResult, StepResult
-from fleet.bench.engine.runner import Listener, PlanError
+from fleet.bench.engine.runner import Listener, PlanError, drop_tables
 from fleet.bench.engine.script import ScriptError
 from fleet.bench.models import EXECUTE_TASK, QUEUE, BenchJob, BenchRun, RunPoint, RunStep
 from fleet.core.models import ProxyNode
@@ -72,11 +73,22 @@ def request_cancel(run: BenchRun) -> BenchRun:
 
 
 def mark_lost_runs() -> int:
-    """Fail the running runs whose worker stopped beating; how many."""
+    """Fail the running runs whose worker stopped beating, and drop the tables they made; how many."""
     stale = BenchRun.objects.filter(status=BenchRun.Status.RUNNING, heartbeat_at__lt=timezone.now() - LOST_AFTER)
-    return stale.update(
-        status=BenchRun.Status.FAILED, finished_at=timezone.now(), error="the worker running it stopped"
-    )
+    lost = 0
+    for run in stale.select_related("job"):
+        failed = BenchRun.objects.filter(pk=run.pk, status=BenchRun.Status.RUNNING).update(
+            status=BenchRun.Status.FAILED, finished_at=timezone.now(), error="the worker running it stopped"
+        )
+        if not failed:  # another worker found it first
+            continue
+        lost += 1
+        targets = run.job.ordered_targets()
+        if run.made_tables and targets:
+            notes = asyncio.run(drop_tables(targets[0].engine_target(), run.made_tables))
+            BenchRun.objects.filter(pk=run.pk).update(notes=[*run.notes, *notes])
+            log.info("bench run %s was lost: %s", run.pk, "; ".join(notes))
+    return lost
 
 
 def applied_version(job: BenchJob, targets: list[Any]) -> tuple[int | None, str]:
@@ -125,6 +137,11 @@ class _Events(Listener):
     def note(self, text: str) -> None:
         if self.echo:
             self.echo.note(text)
+
+    def tables_made(self, names: list[str]) -> None:
+        self.sink.put(("tables", names))
+        if self.echo:
+            self.echo.tables_made(names)
 
 
 def claim(run_id: int) -> BenchRun | None:
@@ -239,6 +256,8 @@ def _store(run: BenchRun, kind: str, payload: Any) -> None:
         BenchRun.objects.filter(pk=run.pk).update(progress=progress)
     elif kind == "done":
         save_step(run, payload)
+    elif kind == "tables":
+        BenchRun.objects.filter(pk=run.pk).update(made_tables=payload)
 
 
 def save_step(run: BenchRun, step: StepResult) -> RunStep:

@@ -124,6 +124,8 @@ def test_a_run_executes_against_the_sandbox_and_its_results_are_stored_and_expor
     run = service.execute(queued.json()["id"])  # what the bench worker does with the message
     assert run is not None and (run.status, run.error) == ("done", "")
     assert service.execute(run.pk) is None  # a second delivery finds it taken
+    run.refresh_from_db()
+    assert len(run.made_tables) == 1 and f"cleanup dropped {run.made_tables[0]}" in run.notes
 
     detail = viewer.get(f"{API}/runs/{run.pk}/").json()
     assert (detail["config_version"], detail["config_note"]) == (4, "applied on every node of the cluster")
@@ -180,6 +182,26 @@ def test_scheduled_messages_make_one_run_each_and_lost_runs_fail(operator: APICl
     first.refresh_from_db()
     assert (first.status, first.error) == ("failed", "the worker running it stopped")
     assert service.scheduled_run(job.pk + 1000, "task-3") is None
+
+
+@pytest.mark.sandbox
+def test_a_lost_run_s_tables_are_dropped_by_whoever_finds_it_lost(sandbox: Sandbox, operator: APIClient) -> None:
+    operator.post(f"{API}/targets/", target_body(sandbox), format="json")
+    job = BenchJob.objects.get(pk=operator.post(f"{API}/jobs/", job_body(), format="json").json()["id"])
+    table = "pfbench_lost_0001"
+    with sandbox.primary().connect() as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE TABLE test.{table} (id int primary key)")
+    run = service.queue_run(job)
+    old = timezone.now() - timedelta(minutes=5)
+    BenchRun.objects.filter(pk=run.pk).update(status="running", heartbeat_at=old, made_tables=[table])
+
+    assert service.mark_lost_runs() == 1
+    run.refresh_from_db()
+    assert (run.status, run.notes) == ("failed", [f"cleanup dropped {table}"])
+    with sandbox.primary().connect() as conn, conn.cursor() as cur:
+        cur.execute("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_NAME = %s", (table,))
+        assert cur.fetchone() == (0,)
+    assert service.mark_lost_runs() == 0  # found once
 
 
 def test_the_config_version_of_a_proxy_target_is_its_node_s(operator: APIClient) -> None:

@@ -189,6 +189,9 @@ class Listener:
     def note(self, text: str) -> None:
         """Something worth a line: setup, cleanup, a refused step."""
 
+    def tables_made(self, names: list[str]) -> None:
+        """``prepare`` created these tables (the run drops them at its end; whoever finds it lost, if it dies)."""
+
 
 class Cancelled(Exception):
     """The run was cancelled."""
@@ -281,6 +284,7 @@ class Runner:
                 made.extend([name for name in wanted if name not in before and await _table_exists(conn, name)])
                 if made:
                     result.notes.append(f"prepare created {', '.join(made)}")
+                    self.listener.tables_made(list(made))
         finally:
             conn.close()
 
@@ -302,12 +306,7 @@ class Runner:
                         await _run_block(conn, script, script.cleanup, "cleanup", lambda: False)
                     except RuntimeError as exc:
                         notes.append(str(exc))
-                for name in made:
-                    response = await conn.query(f"DROP TABLE IF EXISTS {_quote_name(name)}")
-                    error = response.error
-                    notes.append(
-                        f"cleanup could not drop {name}: {error.message}" if error else f"cleanup dropped {name}"
-                    )
+                notes += await _drop(conn, made)
             except (PeerClosed, ProtocolError, OSError) as exc:
                 notes.append(f"cleanup lost its connection to {target.name}: {exc}")
             finally:
@@ -412,6 +411,30 @@ def _shares(total: int, parts: int, weights: list[int] | None = None) -> list[in
     for i in range(total - sum(shares)):
         shares[[j for j, w in enumerate(weights) if w][i % len([w for w in weights if w])]] += 1
     return shares
+
+
+async def drop_tables(target: Target, names: list[str]) -> list[str]:
+    """Drop the tables ``names`` through ``target`` (the tables of a run that died before its cleanup); a note per
+    table, or why none could be dropped. Never raises."""
+    try:
+        conn = await connect(target)
+    except BackendError as exc:
+        return [f"cleanup could not connect to {target.name}: {exc}; left: {', '.join(names)}"]
+    try:
+        return await _drop(conn, names)
+    except (PeerClosed, ProtocolError, OSError) as exc:
+        return [f"cleanup lost its connection to {target.name}: {exc}"]
+    finally:
+        conn.close()
+
+
+async def _drop(conn: BackendConnection, names: list[str]) -> list[str]:
+    """DROP TABLE IF EXISTS each of ``names``; a note per table."""
+    notes = []
+    for name in names:
+        error = (await conn.query(f"DROP TABLE IF EXISTS {_quote_name(name)}")).error
+        notes.append(f"cleanup could not drop {name}: {error.message}" if error else f"cleanup dropped {name}")
+    return notes
 
 
 async def _table_exists(conn: BackendConnection, name: str) -> bool:
