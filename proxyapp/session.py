@@ -162,6 +162,7 @@ class Session:
         self.busy_since = 0.0  # loop time the current (or last) command arrived
         self.command = b""  # the current (or last) command packet, for the processlist
         self.running: BackendConnection | None = None  # the backend connection a command runs on right now
+        self.killed = False  # a KILL ended the session: a command still waiting for a connection must not run
         self.mirror: MirrorTap | None = None  # ordered mirroring's state, from the first such mirror on
 
     # ----------------------------------------------------------------------------------------------- lifecycle
@@ -623,6 +624,10 @@ class Session:
                 if err is not None:
                     self._relay_error(err)
                     return None
+            if self.killed:  # killed while it waited for the connection: the statement must not run
+                if not kept:
+                    self._release(conn)
+                raise SessionEnd
             pool = conn.pool
             assert isinstance(pool, ServerPool)
             sink = _Sink(self.client, cache_key is not None)
@@ -806,6 +811,7 @@ class Session:
             await self._kill_backend_query(conn, f"the query of session {self.id} (KILL)")
         if not query_only:
             log.info("session %d: killed", self.id)
+            self.killed = True
             self.client.close()
 
     async def _com_process_kill(self, payload: bytes) -> None:

@@ -15,6 +15,7 @@ import pymysql
 import pytest
 
 from fleet.sandbox import Sandbox
+from fleet.stack import wait_until
 from tests.harness import ProxyProcess, backend_thread, rw_split_config
 
 OTHER_USER, OTHER_PASSWORD = "kill-other", "kill-other-pass"
@@ -129,6 +130,39 @@ def test_kill_connection_ends_the_session_and_rolls_back_its_transaction(
     finally:
         victim.close()
         killer.close()
+
+
+def test_a_session_killed_while_waiting_for_a_connection_never_runs_its_statement(
+    sandbox: Sandbox, start_proxy: Callable[[dict[str, Any]], ProxyProcess], kill_table: str
+) -> None:
+    document = config(sandbox)
+    document["mysql_servers"][0]["max_connections"] = 1  # the writer: one backend connection for everyone
+    proxy = start_proxy(document)
+    holder = proxy.connect(autocommit=True)
+    victim = proxy.connect(autocommit=True)
+    killer = proxy.connect(autocommit=True)
+    try:
+        with holder.cursor() as cur:
+            cur.execute("BEGIN")
+            cur.execute(f"SELECT COUNT(*) FROM {kill_table} FOR UPDATE")  # holds the writer's only connection
+        running = Running(victim, f"INSERT INTO {kill_table} VALUES (2)")
+        wait_until(
+            lambda: any(r["SessionID"] == victim.thread_id() and r["command"] == "Query" for r in proxy.admin(
+                "GET", "/processlist")),
+            "the victim waiting for the writer's connection",
+            10,
+        )  # fmt: skip
+        with killer.cursor() as cur:
+            cur.execute(f"KILL {victim.thread_id()}")
+        with holder.cursor() as cur:
+            cur.execute("COMMIT")  # the connection is free: the killed session must not take it to insert
+        assert isinstance(running.result(), pymysql.err.MySQLError)
+        with holder.cursor() as cur:
+            cur.execute(f"SELECT COUNT(*) FROM {kill_table} FOR UPDATE")  # on the writer, after the victim let go
+            assert cur.fetchone() == (0,)
+    finally:
+        for conn in (holder, victim, killer):
+            conn.close()
 
 
 def test_kill_of_an_idle_session_through_com_process_kill(proxy: ProxyProcess) -> None:
