@@ -23,6 +23,9 @@ from collections import deque
 from dataclasses import dataclass
 
 from proxyapp.backend import BackendConnection, BackendError, Credentials
+from proxyapp.protocol.constants import Command
+from proxyapp.protocol.packets import ProtocolError
+from proxyapp.protocol.wire import PeerClosed
 from proxyapp.stats import GlobalCounters
 from proxyapp.tables import MysqlServer
 from proxyapp.variables import Variables
@@ -60,6 +63,8 @@ class PoolSettings:
     shun_recovery_time_sec: int = 10
     free_connections_pct: int = 10
     connection_max_age_ms: int = 0
+    ping_interval_server_ms: int = 10000
+    ping_timeout_server_ms: int = 200
     connection_wait_timeout_ms: int = 10000
     no_writer_wait_ms: int = 5000
     max_allowed_packet: int = 1 << 26
@@ -76,6 +81,8 @@ class PoolSettings:
             shun_recovery_time_sec=v.integer("mysql-shun_recovery_time_sec"),
             free_connections_pct=v.integer("mysql-free_connections_pct"),
             connection_max_age_ms=v.integer("mysql-connection_max_age_ms"),
+            ping_interval_server_ms=v.integer("mysql-ping_interval_server_msec"),
+            ping_timeout_server_ms=v.integer("mysql-ping_timeout_server"),
             connection_wait_timeout_ms=v.integer("mysql-connection_wait_timeout"),
             no_writer_wait_ms=v.integer("mysql-no_writer_wait_ms"),
             max_allowed_packet=v.integer("mysql-max_allowed_packet"),
@@ -465,12 +472,43 @@ class Hostgroup:
                 return
         pool.used -= 1
         pool.busy.discard(conn)
-        keep = max(1, math.ceil(pool.cap * settings.free_connections_pct / 100))
-        if len(pool.idle) >= keep:
-            conn.close()
-        else:
-            pool.idle.append(conn)
+        pool.idle.append(conn)  # the excess over free_connections_pct is trimmed by ``tidy``, not on the spot
         self._wake_one()
+
+    def tidy(self, pool: ServerPool, now: float) -> list[BackendConnection]:
+        """Close ``pool``'s idle connections that broke or passed ``mysql-connection_max_age_ms``, and those beyond
+        ``mysql-free_connections_pct`` unused for ``mysql-ping_interval_server_msec``; the other idle connections
+        unused that long are taken out (as in use) and returned, to be pinged. Least recently used go first."""
+        settings = self.manager.settings
+        max_age = settings.connection_max_age_ms / 1000
+        quiet = settings.ping_interval_server_ms / 1000
+        excess = len(pool.idle) - max(1, math.ceil(pool.cap * settings.free_connections_pct / 100))
+        keep: deque[BackendConnection] = deque()
+        to_ping: list[BackendConnection] = []
+        while pool.idle:
+            conn = pool.idle.popleft()
+            unused = now - conn.last_used >= quiet
+            if conn.wire.closed is not None or (max_age and now - conn.created_at > max_age) or (unused and excess > 0):
+                conn.close()
+                excess -= 1
+            elif unused:
+                self._mark_used(pool, conn)
+                to_ping.append(conn)
+            else:
+                keep.append(conn)
+        pool.idle = keep
+        return to_ping
+
+    async def keep_alive(self, conn: BackendConnection, pool: ServerPool) -> None:
+        """Ping an idle connection taken out by ``tidy`` and take it back (closed if the ping failed)."""
+        timeout = self.manager.settings.ping_timeout_server_ms / 1000
+        try:
+            alive = await asyncio.wait_for(conn.simple_command(bytes((Command.PING,))), timeout) is None
+        except (PeerClosed, ProtocolError, OSError, TimeoutError):
+            alive = False
+        if alive:
+            conn.last_used = time.monotonic()
+        self.release(conn, pool, reusable=alive)
 
     def _wake_one(self) -> None:
         while self.waiters:
@@ -504,6 +542,7 @@ class PoolManager:
         self._pools: dict[tuple[int, str, int], ServerPool] = {}
         self._applied = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._pings: set[asyncio.Task[None]] = set()  # keep-alive pings of idle connections in flight
 
     def loop(self) -> asyncio.AbstractEventLoop:
         """The running event loop, kept: ``asyncio.get_running_loop()`` makes a getpid() system call each time."""
@@ -620,7 +659,18 @@ class PoolManager:
         """stats_mysql_connection_pool rows."""
         return [pool.row() for hg in sorted(self.hostgroups) for pool in self.hostgroups[hg].pools]
 
+    def housekeeping(self, now: float) -> None:
+        """Tidy every pool's idle connections (``Hostgroup.tidy``) and ping those unused for a while."""
+        loop = self.loop()
+        for pool in list(self._pools.values()):
+            for conn in pool.hostgroup.tidy(pool, now):
+                task = loop.create_task(pool.hostgroup.keep_alive(conn, pool))
+                self._pings.add(task)
+                task.add_done_callback(self._pings.discard)
+
     def close_all(self) -> None:
-        """Close every idle connection (at shutdown)."""
+        """Close every idle connection and stop the keep-alive pings (at shutdown)."""
+        for task in list(self._pings):
+            task.cancel()
         for pool in self._pools.values():
             pool.close_idle()

@@ -99,7 +99,7 @@ class Proxy:
         else:
             self._server = await loop.create_server(self._client_protocol, listen[0], listen[1], backlog=4096)
         self.listen_address = self._server.sockets[0].getsockname()[:2]
-        sweeper = loop.create_task(self._close_idle_clients())
+        sweeper = loop.create_task(self._housekeeping())
         self.background.add(sweeper)  # type: ignore[arg-type]
         await self.mirror.start()
         if self.workers == 1:
@@ -135,8 +135,9 @@ class Proxy:
         self._sessions.discard(task)
         self.clients.pop(task, None)
 
-    async def _close_idle_clients(self) -> None:
-        """Disconnect clients idle for longer than ``mysql-wait_timeout``, as a server would."""
+    async def _housekeeping(self) -> None:
+        """Every second: disconnect clients idle for longer than ``mysql-wait_timeout``, as a server would, and
+        tidy the pools' idle backend connections (``PoolManager.housekeeping``)."""
         loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(1)
@@ -146,6 +147,7 @@ class Proxy:
                 if session.idle_since and now - session.idle_since > limit:
                     log.info("session %d: idle for over mysql-wait_timeout, disconnecting", session.id)
                     session.client.close()
+            self.pools.housekeeping(time.monotonic())
 
     async def stop(self) -> None:
         """Stop listening, end the sessions and close the pools."""
