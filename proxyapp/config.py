@@ -29,7 +29,16 @@ from proxyapp.tables import (
     MysqlServer,
     MysqlUser,
 )
-from proxyapp.variables import Variables, check_range, did_you_mean, parse_int, show_value, variable_spec
+from proxyapp.variables import (
+    NOT_HONOURED,
+    VARIABLES,
+    Variables,
+    check_range,
+    did_you_mean,
+    parse_int,
+    show_value,
+    variable_spec,
+)
 
 # Tables whose rows a Config keeps as row objects (global_variables become its Variables).
 _ROW_TABLES = ("mysql_servers", "mysql_users", "mysql_query_rules", "mysql_replication_hostgroups")
@@ -439,7 +448,8 @@ def _replication_errors(pairs: list[tuple[int, MysqlReplicationHostgroup]]) -> I
 
 
 def _warnings(rows: _Rows) -> Iterator[str]:
-    """Hostgroups referred to that have no servers, and users with an empty password."""
+    """Hostgroups referred to that have no servers, users with an empty password, and variables set that
+    ProxyFleet does not act on."""
     served = {server.hostgroup_id for _, server in rows["mysql_servers"]}
     referrers: dict[int, list[str]] = {}
     for table, columns in _HOSTGROUP_REFERENCES.items():
@@ -453,6 +463,13 @@ def _warnings(rows: _Rows) -> Iterator[str]:
     for index, user in rows["mysql_users"]:
         if user.password == "":
             yield f"{_label('mysql_users', index, user)} has an empty password"
+    for index, variable in rows["global_variables"]:
+        name = variable.variable_name
+        if name in NOT_HONOURED and VARIABLES[name].parse(variable.variable_value) != VARIABLES[name].default:
+            yield (
+                f"global_variables[{index}] {name}: accepted for ProxySQL compatibility, but ProxyFleet does not act "
+                f"on it (it behaves as with the default, {show_value(VARIABLES[name].default)})"
+            )
 
 
 def _label(table: str, index: int, obj: object) -> str:

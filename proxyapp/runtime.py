@@ -34,6 +34,10 @@ class SessionSettings:
     eventslog_filename: str
     connect_timeout_client_ms: int
     eventslog_default_log: bool
+    default_query_delay_ms: int
+    max_transaction_time_ms: int
+    max_transaction_idle_time_ms: int
+    query_cache_stores_empty_result: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +74,10 @@ class Runtime:
             eventslog_filename=v.text("mysql-eventslog_filename"),
             connect_timeout_client_ms=v.integer("mysql-connect_timeout_client"),
             eventslog_default_log=v.flag("mysql-eventslog_default_log"),
+            default_query_delay_ms=v.integer("mysql-default_query_delay"),
+            max_transaction_time_ms=v.integer("mysql-max_transaction_time"),
+            max_transaction_idle_time_ms=v.integer("mysql-max_transaction_idle_time"),
+            query_cache_stores_empty_result=v.flag("mysql-query_cache_stores_empty_result"),
         )
         frontend = {u.username: u for u in config.mysql_users if u.active and u.frontend}
         backend = {u.username: u for u in config.mysql_users if u.active and u.backend}

@@ -163,6 +163,7 @@ class Session:
         self.command = b""  # the current (or last) command packet, for the processlist
         self.running: BackendConnection | None = None  # the backend connection a command runs on right now
         self.killed = False  # a KILL ended the session: a command still waiting for a connection must not run
+        self.transaction_since = 0.0  # loop time the command that opened the current transaction arrived
         self.mirror: MirrorTap | None = None  # ordered mirroring's state, from the first such mirror on
 
     # ----------------------------------------------------------------------------------------------- lifecycle
@@ -486,8 +487,9 @@ class Session:
             raw = sql.encode("utf-8", "surrogateescape")
             payload = b"\x03" + raw
             statements = scan(sql) or statements
-        if outcome.delay:
-            await asyncio.sleep(outcome.delay / 1000)
+        delay = outcome.delay if outcome.delay is not None else rt.settings.default_query_delay_ms
+        if delay:
+            await asyncio.sleep(delay / 1000)
         if Pin.WARNINGS in self.state.pins and not sql.lstrip().upper().startswith(_WARNING_QUERIES):
             self.state.pins.discard(Pin.WARNINGS)
             await self._maybe_release()
@@ -679,7 +681,14 @@ class Session:
                 cache_key is not None
                 and outcome is not None
                 and response.error is None
-                and (response.rows or outcome.cache_empty_result is not False)
+                and (
+                    response.rows
+                    or (
+                        outcome.cache_empty_result
+                        if outcome.cache_empty_result is not None
+                        else rt.settings.query_cache_stores_empty_result
+                    )
+                )
             ):
                 self.proxy.cache.put(cache_key, b"".join(sink.parts), outcome.cache_ttl or 0)
             if beside:
@@ -934,6 +943,7 @@ class Session:
         in_trans = conn.in_transaction
         if in_trans != self.in_transaction:
             self.in_transaction = in_trans
+            self.transaction_since = self.busy_since
             self.proxy.counters.Active_Transactions += 1 if in_trans else -1
         if in_trans or pins:
             self._toggle(Pin.TRANSACTION, in_trans)

@@ -565,6 +565,30 @@ _SPECS = (
 #: Every known global variable, by name.
 VARIABLES: dict[str, VariableSpec] = {spec.name: spec for spec in _SPECS}
 
+#: ProxySQL variables accepted (a ``proxysql.cnf`` that sets them imports) that ProxyFleet does not act on yet: a
+#: config that sets one to another value than its default gets a warning saying so, never silence.
+NOT_HONOURED = frozenset(
+    {
+        "mysql-throttle_connections_per_sec_to_hostgroup",
+        "mysql-kill_backend_connection_when_disconnect",
+        "mysql-set_query_lock_on_hostgroup",
+        "mysql-keep_multiplexing_variables",
+        "mysql-connection_delay_multiplex_ms",
+        "mysql-auto_increment_delay_multiplex",
+        "mysql-auto_increment_delay_multiplex_timeout_ms",
+        "mysql-autocommit_false_not_reusable",
+        "mysql-enforce_autocommit_on_reads",
+        "mysql-query_cache_soft_ttl_pct",
+        "mysql-query_digests_max_query_length",
+        "mysql-query_digests_lowercase",
+        "mysql-query_digests_no_digits",
+        "mysql-query_digests_replace_null",
+        "mysql-query_digests_grouping_limit",
+        "mysql-monitor_replication_lag_use_percona_heartbeat",
+        "admin-stats_report_interval_ms",
+    }
+)
+
 
 def variable_spec(name: str) -> VariableSpec:
     """The spec of a known variable; ValueError for an unknown name, suggesting close ones."""

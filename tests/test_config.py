@@ -706,6 +706,19 @@ def test_empty_password_warns() -> None:
     assert config.warnings == ("mysql_users[0] username='anon' has an empty password",)
 
 
+def test_a_proxysql_variable_proxyfleet_does_not_act_on_warns_when_set_away_from_its_default() -> None:
+    rows = [
+        {"variable_name": "mysql-query_digests_lowercase", "variable_value": "true"},  # not acted on: warned
+        {"variable_name": "mysql-query_digests_no_digits", "variable_value": "false"},  # its default: quiet
+        {"variable_name": "mysql-max_transaction_time", "variable_value": "5000"},  # acted on: quiet
+    ]
+    config = parse_config({"mysql_servers": [{"hostname": "db1"}], "global_variables": rows})
+    assert config.warnings == (
+        "global_variables[0] mysql-query_digests_lowercase: accepted for ProxySQL compatibility, but ProxyFleet does "
+        "not act on it (it behaves as with the default, false)",
+    )
+
+
 def test_warnings_do_not_change_equality_or_checksum() -> None:
     warned = parse_config({"mysql_users": [{"username": "anon"}]})
     assert warned.warnings
