@@ -231,6 +231,7 @@ class DraftStateSerializer(serializers.Serializer):
 
     changes = RowChangeSerializer(many=True)
     errors = serializers.ListField(child=serializers.CharField())
+    warnings = serializers.ListField(child=serializers.CharField(), help_text="what a node would warn about")
 
 
 class ImportedSerializer(serializers.Serializer):

@@ -244,11 +244,13 @@ class PublishView(ClusterScoped, APIView):
 
     @extend_schema(parameters=[CLUSTER_PARAMETER], responses=api.DraftStateSerializer)
     def get(self, request: Request) -> Response:
+        errors: list[str] = []
         try:
-            changes, errors = publishing.draft_changes(self.cluster()), []
+            changes, warnings = publishing.draft_preview(self.cluster())
         except ConfigError as error:
-            changes, errors = [], error.errors
-        return Response({"changes": api.RowChangeSerializer(changes, many=True).data, "errors": errors})
+            changes, warnings, errors = [], [], error.errors
+        body = {"changes": api.RowChangeSerializer(changes, many=True).data, "errors": errors, "warnings": warnings}
+        return Response(body)
 
     @extend_schema(
         parameters=[CLUSTER_PARAMETER],

@@ -221,8 +221,15 @@ def _publish(cluster: Cluster, user: Actor, comment: str, rollback_of: ConfigVer
 
 def draft_changes(cluster: Cluster) -> list[RowChange]:
     """What publishing the draft would change against the latest version; ConfigError for an invalid draft."""
+    return draft_preview(cluster)[0]
+
+
+def draft_preview(cluster: Cluster) -> tuple[list[RowChange], list[str]]:
+    """``draft_changes``, and the warnings a node would log for the draft (a hostgroup with no servers, a variable
+    it does not act on); ConfigError for an invalid draft."""
+    config = compile_draft(cluster)
     latest = cluster.latest_version()
-    return _changes(latest.document if latest is not None else {}, compile_draft(cluster).to_document())
+    return _changes(latest.document if latest is not None else {}, config.to_document()), list(config.warnings)
 
 
 def diff_versions(old: ConfigVersion, new: ConfigVersion) -> list[RowChange]:

@@ -198,6 +198,19 @@ def test_errors_name_the_field(clients: dict[str, APIClient], cluster: Cluster) 
     assert operator.get(f"{API}/publish/").json()["errors"] == publish.json()["errors"]
 
 
+def test_the_draft_preview_carries_what_a_node_would_warn_about(
+    clients: dict[str, APIClient], cluster: Cluster
+) -> None:
+    operator = clients["operator"]
+    assert operator.get(f"{API}/publish/").json()["warnings"] == []
+    row = {"variable_name": "mysql-query_digests_lowercase", "variable_value": "true"}
+    assert operator.post(f"{API}/variables/", row, format="json").status_code == 201
+    preview = operator.get(f"{API}/publish/").json()
+    assert preview["errors"] == [] and len(preview["warnings"]) == 1
+    assert "mysql-query_digests_lowercase: accepted for ProxySQL compatibility" in preview["warnings"][0]
+    assert operator.post(f"{API}/publish/", {}, format="json").status_code == 201  # a warning does not refuse
+
+
 def test_a_password_never_comes_back(clients: dict[str, APIClient], cluster: Cluster) -> None:
     operator, admin = clients["operator"], clients["admin"]
     seen = []

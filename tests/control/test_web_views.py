@@ -447,6 +447,13 @@ def test_publish_through_the_ui(cluster: Cluster, operator: Client) -> None:
     assert ConfigVersion.objects.filter(cluster=cluster).count() == 1
 
 
+def test_the_publish_preview_shows_the_draft_s_warnings(cluster: Cluster, operator: Client) -> None:
+    save_row(Variable(cluster=cluster, variable_name="mysql-query_digests_lowercase", variable_value="true"), None)
+    page = html.unescape(operator.get(reverse("web:publish")).content.decode())
+    assert "publish-warnings" in page and "mysql-query_digests_lowercase: accepted for ProxySQL" in page
+    assert "publish-form" in page  # a warning does not stop a publish
+
+
 def test_an_invalid_draft_is_not_published(cluster: Cluster, operator: Client) -> None:
     # each row is valid alone; the pair is not: hostgroup 20 is the reader of one pair and the writer of another
     Hostgroup.objects.create(cluster=cluster, hostgroup_id=30)

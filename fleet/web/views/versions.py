@@ -38,12 +38,13 @@ def publish_page(request: HttpRequest) -> HttpResponse:
             messages.success(request, f"Published version {version.number} of {cluster}; sending it to its nodes.")
             return redirect("web:overview")
     changes: list[publishing.RowChange] = []
+    warnings: list[str] = []
     if cluster is not None:
         try:
-            changes = publishing.draft_changes(cluster)
+            changes, warnings = publishing.draft_preview(cluster)
         except ConfigError as error:
             errors = errors or error.errors
-    context = {"cluster": cluster, "changes": changes, "errors": errors, "comment": comment}
+    context = {"cluster": cluster, "changes": changes, "errors": errors, "warnings": warnings, "comment": comment}
     return render(request, "web/publish.html", context)
 
 
