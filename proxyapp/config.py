@@ -406,13 +406,14 @@ def parse_config(doc: object) -> Config:
     errors.extend(_replication_errors(rows["mysql_replication_hostgroups"]))
     if errors:
         raise ConfigError(errors)
+    variables = Variables.from_rows(obj for _, obj in rows["global_variables"])
     return Config(
         mysql_servers=tuple(obj for _, obj in rows["mysql_servers"]),
         mysql_users=tuple(obj for _, obj in rows["mysql_users"]),
         mysql_query_rules=tuple(obj for _, obj in rows["mysql_query_rules"]),
         mysql_replication_hostgroups=tuple(obj for _, obj in rows["mysql_replication_hostgroups"]),
-        variables=Variables.from_rows(obj for _, obj in rows["global_variables"]),
-        warnings=tuple(_warnings(rows)),
+        variables=variables,
+        warnings=tuple(_warnings(rows, variables)),
     )
 
 
@@ -447,7 +448,7 @@ def _replication_errors(pairs: list[tuple[int, MysqlReplicationHostgroup]]) -> I
         readers.setdefault(reader, index)
 
 
-def _warnings(rows: _Rows) -> Iterator[str]:
+def _warnings(rows: _Rows, variables: Variables) -> Iterator[str]:
     """Hostgroups referred to that have no servers, users with an empty password, and variables set that
     ProxyFleet does not act on."""
     served = {server.hostgroup_id for _, server in rows["mysql_servers"]}
@@ -465,7 +466,7 @@ def _warnings(rows: _Rows) -> Iterator[str]:
             yield f"{_label('mysql_users', index, user)} has an empty password"
     for index, variable in rows["global_variables"]:
         name = variable.variable_name
-        if name in NOT_HONOURED and VARIABLES[name].parse(variable.variable_value) != VARIABLES[name].default:
+        if name in NOT_HONOURED and variables[name] != VARIABLES[name].default:
             yield (
                 f"global_variables[{index}] {name}: accepted for ProxySQL compatibility, but ProxyFleet does not act "
                 f"on it (it behaves as with the default, {show_value(VARIABLES[name].default)})"

@@ -14,7 +14,7 @@ from typing import Any
 from proxyapp.admin import AdminServer
 from proxyapp.config import Config, ConfigError, load_config_file, parse_config
 from proxyapp.eventslog import EventsLog
-from proxyapp.kill import forward_kill, outcome, unknown_thread
+from proxyapp.kill import forward_kill, outcome, unknown_thread, worker_of
 from proxyapp.mirror import Mirror
 from proxyapp.monitor import Monitor
 from proxyapp.native import compiled_modules
@@ -309,7 +309,7 @@ class Proxy:
         kill any). A session of another worker process is that worker's to kill."""
         if target < 1:
             return unknown_thread(target)
-        owner = (target - 1) % self.workers
+        owner = worker_of(target, self.workers)
         if owner != self.worker:
             ports = self.worker_admin_ports
             if owner >= len(ports) or not ports[owner]:

@@ -25,7 +25,7 @@ import aiohttp
 
 from proxyapp.admin import AdminServer
 from proxyapp.config import Config, ConfigError, load_config_file, parse_config
-from proxyapp.kill import forward_kill, unknown_thread
+from proxyapp.kill import forward_kill, unknown_thread, worker_of
 from proxyapp.mirror import merge_snapshots as merge_mirror_snapshots
 from proxyapp.monitor import Monitor
 from proxyapp.topology import MonitorState
@@ -255,7 +255,7 @@ class Supervisor:
         """Kill session ``target`` in the worker that serves it."""
         if target < 1:
             return unknown_thread(target)
-        worker = self.workers[(target - 1) % len(self.workers)]
+        worker = self.workers[worker_of(target, len(self.workers))]
         return await forward_kill(worker.admin_port, target, query_only, username)
 
     async def set_worker_ports(self, ports: list[int]) -> None:

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from fleet import stack
 from fleet.sandbox import REPO, Sandbox
+from tests.bench.run_bench import write_report
 from tests.control.failover_sandbox import address, ids
 from tests.control.failover_stack import NODES, TABLE, TIMEOUT, Fleet, Writer, running_fleet
 
@@ -199,20 +200,6 @@ def report(runs: list[Run], info: dict[str, str], command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_section(path: Path, section: str) -> None:
-    """Put ``section`` into the Markdown file at ``path``, replacing an earlier copy of the same section."""
-    heading = f"## {SECTION_TITLE}\n"
-    text = path.read_text() if path.exists() else "# ProxyFleet benchmarks\n"
-    start = text.find(heading)
-    if start < 0:
-        text = text.rstrip("\n") + "\n\n" + section
-    else:
-        following = text.find("\n## ", start + len(heading))
-        rest = text[following + 1 :] if following >= 0 else ""
-        text = text[:start] + section + ("\n" + rest if rest else "")
-    path.write_text(text)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.failover_bench", description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3, help="kills to measure (default 3)")
@@ -228,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"run {number}: first write {run.first_write:.1f} s after the kill ({run})", flush=True)
         runs.append(run)
     command = "make bench-failover" + (f" BENCH_ARGS='--runs {args.runs}'" if args.runs != 3 else "")
-    write_section(args.out, report(runs, info, command))
+    write_report(args.out, report(runs, info, command), SECTION_TITLE)
     print(f"wrote the {SECTION_TITLE} section of {args.out}")
     return 0
 

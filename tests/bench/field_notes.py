@@ -30,6 +30,7 @@ from typing import Any
 from fleet.bench.engine.plot import draw
 from fleet.bench.engine.results import RunResult, sweep_table
 from fleet.sandbox import APP_PASSWORD, APP_USER, Sandbox
+from tests.bench.run_bench import write_report
 from tests.harness import ProxyProcess
 
 REPO = Path(__file__).resolve().parents[2]
@@ -239,18 +240,6 @@ def render(results: list[tuple[Case, RunResult, str]], machine_line: str, comman
     return "\n".join(lines).rstrip() + "\n"
 
 
-def write_section(text: str) -> None:
-    """Replace this section of docs/benchmarks.md (or add it at the end), leaving the others as they are."""
-    doc = DOC.read_text() if DOC.exists() else "# ProxyFleet benchmarks\n"
-    start = doc.find(SECTION + "\n")
-    if start < 0:
-        doc = doc.rstrip("\n") + "\n\n" + text
-    else:
-        following = doc.find("\n## ", start + len(SECTION))
-        doc = doc[:start] + text + (doc[following:] if following >= 0 else "")
-    DOC.write_text(doc)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Start the sandbox and the proxy, run every case, write the docs; always stop what was started."""
     parser = argparse.ArgumentParser(prog="python -m tests.bench.field_notes", description=__doc__.split("\n")[0])
@@ -282,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"   {row['connections']:>4} conns  {row['tps']}", flush=True)
         command = ".venv/bin/python -m tests.bench.field_notes" + (" --quick" if args.quick else "")
         if not args.only:
-            write_section(render(results, machine(sandbox, proxy), command))
+            write_report(DOC, render(results, machine(sandbox, proxy), command), SECTION.removeprefix("## "))
             print(f"wrote {DOC.relative_to(REPO)} and {PLOTS.relative_to(REPO)}/", flush=True)
         return 0
     finally:

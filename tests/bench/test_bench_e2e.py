@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +19,7 @@ import pytest
 
 from fleet import stack
 from fleet.sandbox import APP_PASSWORD, APP_USER, Sandbox
+from tests.api_client import ApiClient
 
 pytestmark = pytest.mark.sandbox
 
@@ -46,32 +45,9 @@ PeriodicTask.objects.filter(pk=job.periodic_task_id).update(last_run_at=timezone
 """
 
 
-class Api:
-    """The control plane's REST API as the operator."""
-
-    def __init__(self, base: str) -> None:
-        self.base = base
-        self.token = ""
-        self.token = self.call("POST", "/auth/token/", {"username": OPERATOR, "password": OPERATOR_PASSWORD})["token"]
-
-    def call(self, method: str, path: str, body: Any = None) -> Any:
-        """The decoded JSON answer; AssertionError on an HTTP error."""
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(f"{self.base}/api/v1{path}", method=method, data=data)
-        request.add_header("Content-Type", "application/json")
-        if self.token:
-            request.add_header("Authorization", f"Token {self.token}")
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                raw = response.read()
-        except urllib.error.HTTPError as exc:
-            raise AssertionError(f"{method} {path}: HTTP {exc.code}: {exc.read().decode()}") from None
-        return json.loads(raw) if raw else None
-
-
 @dataclass
 class ControlPlane:
-    api: Api
+    api: ApiClient
     worker: stack.Service
     beat: stack.Service
     workdir: Path
@@ -99,7 +75,7 @@ def control_plane(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) ->
         services.append(beat)
         bind = f"127.0.0.1:{stack.free_port()}"
         services.append(stack.web(env, bind, workdir, workers=1))
-        yield ControlPlane(Api(f"http://{bind}"), worker, beat, workdir)
+        yield ControlPlane(ApiClient(f"http://{bind}", OPERATOR, OPERATOR_PASSWORD), worker, beat, workdir)
     finally:
         stack.stop_all(services)
 

@@ -9,8 +9,6 @@ import json
 import secrets
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -21,6 +19,7 @@ import pymysql
 
 from fleet import stack
 from fleet.sandbox import REPL_PASSWORD, REPL_USER, Sandbox, SandboxServer
+from tests.api_client import ApiClient
 from tests.control.failover_sandbox import address, ha_document, query
 from tests.harness import APP_PASSWORD, APP_USER
 
@@ -46,26 +45,11 @@ for name in json.loads(os.environ["FO_NODES"]):
 """
 
 
-class Api:
+class Api(ApiClient):
     """The control plane's REST API as the operator, on the cluster ``CLUSTER``."""
 
     def __init__(self, base: str) -> None:
-        self.base, self.token = base, ""
-        self.token = self.call("POST", "/auth/token/", {"username": OPERATOR, "password": OPERATOR_PASSWORD})["token"]
-
-    def call(self, method: str, path: str, body: Any = None) -> Any:
-        """``/api/v1{path}?cluster=...``: the decoded JSON; AssertionError naming the HTTP error."""
-        url = f"{self.base}/api/v1{path}{'&' if '?' in path else '?'}cluster={CLUSTER}"
-        request = urllib.request.Request(url, method=method, data=None if body is None else json.dumps(body).encode())
-        request.add_header("Content-Type", "application/json")
-        if self.token:
-            request.add_header("Authorization", f"Token {self.token}")
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                raw = response.read()
-        except urllib.error.HTTPError as exc:
-            raise AssertionError(f"{method} {path}: HTTP {exc.code}: {exc.read().decode()}") from None
-        return json.loads(raw) if raw else None
+        super().__init__(base, OPERATOR, OPERATOR_PASSWORD, CLUSTER)
 
     def events(self, kind: str) -> list[dict[str, Any]]:
         """The cluster's events of ``kind``, newest first, with their timelines."""

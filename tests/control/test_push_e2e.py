@@ -27,6 +27,7 @@ import redis
 
 from fleet import stack
 from fleet.sandbox import Sandbox
+from tests.api_client import ApiClient
 from tests.harness import APP_PASSWORD, APP_USER, READER_HG, WRITER_HG
 
 pytestmark = pytest.mark.sandbox
@@ -65,28 +66,11 @@ def seed_document(sandbox: Sandbox) -> dict[str, Any]:
     }
 
 
-class Api:
-    """The control plane's REST API as the operator account."""
+class Api(ApiClient):
+    """The control plane's REST API as the operator account, on the test cluster."""
 
     def __init__(self, base: str) -> None:
-        self.base = base
-        self.token = ""
-        self.token = self.call("POST", "/auth/token/", {"username": OPERATOR, "password": OPERATOR_PASSWORD})["token"]
-
-    def call(self, method: str, path: str, body: Any = None) -> Any:
-        """Call ``/api/v1{path}`` for the test cluster; the decoded JSON, or AssertionError on an HTTP error."""
-        separator = "&" if "?" in path else "?"
-        url = f"{self.base}/api/v1{path}{separator}cluster={CLUSTER}"
-        request = urllib.request.Request(url, method=method, data=None if body is None else json.dumps(body).encode())
-        request.add_header("Content-Type", "application/json")
-        if self.token:
-            request.add_header("Authorization", f"Token {self.token}")
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                raw = response.read()
-        except urllib.error.HTTPError as exc:
-            raise AssertionError(f"{method} {path}: HTTP {exc.code}: {exc.read().decode()}") from None
-        return json.loads(raw) if raw else None
+        super().__init__(base, OPERATOR, OPERATOR_PASSWORD, CLUSTER)
 
     def publish(self, comment: str) -> int:
         """Publish the draft; the new version's number."""
