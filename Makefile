@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
 
-.PHONY: deps sysdeps lint build test run bench bench-failover clean
+.PHONY: deps sysdeps lint build test run bench bench-failover txmodel clean
 
 # The virtualenv with requirements.txt installed, and the Debian packages.
 deps: sysdeps $(STAMP)
@@ -20,6 +20,7 @@ $(STAMP): requirements.txt | sysdeps
 lint: deps
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy proxyapp
 
 # The proxy's hot modules compiled with mypyc into var/build/native (a no-op while they are up to date).
 build: deps
@@ -38,6 +39,11 @@ bench: deps build
 # docs/benchmarks.md; about 40 s a run (BENCH_ARGS='--runs N', default 3).
 bench-failover: deps build
 	$(PY) -m tests.bench.failover_bench $(BENCH_ARGS)
+
+# The model-based transaction test at length (tests/txmodel.py; make test runs it small):
+# BENCH_ARGS-style flags in TXMODEL_ARGS, e.g. TXMODEL_ARGS='--walkers 16 --steps 5000 --seed 7'.
+txmodel: deps build
+	$(PY) -m tests.txmodel $(TXMODEL_ARGS)
 
 # Takes down every sandbox under var/ (the dev one, test runs', benchmarks') before removing var/.
 clean:

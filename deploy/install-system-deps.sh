@@ -11,6 +11,9 @@ declare -A need=(
   [haproxy]=haproxy
   [redis-server]=redis-server
   [chromium]=chromium
+  # mysqlclient and MariaDB Connector/Python (the tests' libmariadb drivers) build against these.
+  [mariadb_config]=libmariadb-dev
+  [pkg-config]=pkg-config
 )
 missing=()
 for cmd in "${!need[@]}"; do

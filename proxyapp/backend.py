@@ -20,9 +20,10 @@ from proxyapp.protocol.constants import (
 from proxyapp.protocol.handshake import ClientLogin, ServerGreeting, parse_auth_switch
 from proxyapp.protocol.packets import ErrPacket, ProtocolError, parse_err, parse_ok
 from proxyapp.protocol.resultset import read_named_result, read_text_result
-from proxyapp.protocol.wire import PeerClosed, Response, Wire, open_wire, read_response
+from proxyapp.protocol.wire import STATUS_UNKNOWN, PeerClosed, Response, Wire, open_wire, read_response
 
 _IN_TRANS = int(Status.IN_TRANS)
+_PING = bytes((Command.PING,))
 
 
 class BackendError(Exception):
@@ -75,6 +76,7 @@ class BackendConnection:
     __slots__ = (
         "created_at",
         "dirty",
+        "handshake_names",
         "last_used",
         "pool",
         "prepared",
@@ -86,12 +88,20 @@ class BackendConnection:
         "wire",
     )
 
-    def __init__(self, wire: Wire, greeting: ServerGreeting, username: str, schema: str | None) -> None:
+    def __init__(
+        self,
+        wire: Wire,
+        greeting: ServerGreeting,
+        username: str,
+        schema: str | None,
+        charset: int = DEFAULT_COLLATION_ID,
+    ) -> None:
         self.wire = wire
         self.thread_id = greeting.connection_id
         self.server_version = greeting.server_version
         self.username = username
-        self.state = AppliedState(schema=schema)
+        self.handshake_names = names_for_collation(charset)  # what COM_RESET_CONNECTION brings the charset back to
+        self.state = AppliedState(schema=schema, names=self.handshake_names)
         self.status = greeting.status
         self.prepared: dict[str, PreparedOnBackend] = {}
         self.created_at = time.monotonic()
@@ -101,8 +111,35 @@ class BackendConnection:
 
     @property
     def in_transaction(self) -> bool:
-        """Whether the server said a transaction is open on this connection."""
+        """Whether the server said a transaction is open on this connection (or has not said it is not)."""
         return bool(self.status & _IN_TRANS)
+
+    async def settle(self, response: Response) -> None:
+        """Take the connection's status from ``response``; when it told none (an error), ask the server.
+
+        A COM_PING's OK carries the status flags and changes nothing. If the server cannot be asked, the
+        connection is closed and its status stays unknown: it will never be reused as it is.
+        """
+        if response.status != STATUS_UNKNOWN:
+            self.status = response.status
+            return
+        self.status = STATUS_UNKNOWN
+        try:
+            refused = await self.simple_command(_PING)
+        except (PeerClosed, ProtocolError, OSError):
+            refused = None
+        if refused is not None or self.status == STATUS_UNKNOWN:
+            self.wire.close()
+        response.status = self.status
+
+    def reset_state(self) -> None:
+        """Record what a successful COM_RESET_CONNECTION left: the schema and the multi-statement option stay
+        (the server keeps both), the character set is the handshake's, everything else the server's default."""
+        self.state = AppliedState(
+            schema=self.state.schema, names=self.handshake_names, multi_statements=self.state.multi_statements
+        )
+        self.prepared.clear()
+        self.dirty = False
 
     @classmethod
     async def connect(
@@ -164,14 +201,13 @@ class BackendConnection:
         except BaseException:
             wire.close()
             raise
-        conn = cls(wire, greeting, credentials.username, schema)
-        return conn
+        return cls(wire, greeting, credentials.username, schema, charset)
 
     async def query(self, sql: str) -> Response:
         """Run an internal statement and discard its result; the status is tracked."""
         self.wire.send(bytes((Command.QUERY,)) + sql.encode(), 0)
         response = await read_response(self.wire, None)
-        self.status = response.status
+        await self.settle(response)
         return response
 
     async def fetch_row(self, sql: str) -> tuple[list[tuple[int, int]], list[bytes | None]] | ErrPacket:

@@ -648,7 +648,7 @@ class Mirror:
             sent = conn.wire.bytes_out
             conn.wire.send(entry.payload, 0)
             response = await read_response(conn.wire, None)
-            conn.status = response.status
+            await conn.settle(response)
             pool.queries += 1
             pool.bytes_sent += conn.wire.bytes_out - sent
             if response.error is not None:
@@ -1010,7 +1010,7 @@ class Mirror:
         if op.insert_id:
             await read_response(wire, None)
         response = await read_response(wire, None, binary=op.kind == EXECUTE)
-        conn.status = response.status
+        await conn.settle(response)
         return response.error.code if response.error is not None else 0
 
     # ------------------------------------------------------------------------------------------- statistics

@@ -29,6 +29,7 @@ COMPILED = (
     "proxyapp/mirror.py",
     "proxyapp/pool.py",
     "proxyapp/prepared.py",
+    "proxyapp/protocol/compression.py",
     "proxyapp/protocol/packets.py",
     "proxyapp/protocol/wire.py",
     "proxyapp/querycache.py",

@@ -459,6 +459,13 @@ class Hostgroup:
         now = time.monotonic()
         conn.last_used = now
         too_old = settings.connection_max_age_ms and (now - conn.created_at) * 1000 > settings.connection_max_age_ms
+        if reusable and conn.in_transaction:  # the invariant: another session must never inherit a transaction
+            log.error(
+                "a connection to %s:%d was released inside a transaction (or in an unknown state): closed, not reused",
+                pool.server.hostname,
+                pool.server.port,
+            )
+            reusable = False
         if not reusable or pool.removed or pool.status != ONLINE or too_old:
             pool.used -= 1
             pool.busy.discard(conn)

@@ -26,6 +26,7 @@ class SessionSettings:
     query_retries_on_failure: int
     long_query_time_ms: int
     local_infile: bool
+    have_compress: bool
     multiplexing: bool
     query_digests: bool
     max_digest_length: int
@@ -66,6 +67,7 @@ class Runtime:
             query_retries_on_failure=v.integer("mysql-query_retries_on_failure"),
             long_query_time_ms=v.integer("mysql-long_query_time"),
             local_infile=v.flag("mysql-enable_load_data_local_infile"),
+            have_compress=v.flag("mysql-have_compress"),
             multiplexing=v.flag("mysql-multiplexing"),
             query_digests=v.flag("mysql-query_digests"),
             max_digest_length=v.integer("mysql-query_digests_max_digest_length"),

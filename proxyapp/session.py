@@ -16,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from proxyapp.backend import AppliedState, BackendConnection, BackendError, Credentials
+from proxyapp.backend import BackendConnection, BackendError, Credentials
 from proxyapp.digest import Digest, compute_digest
 from proxyapp.eventslog import query_event
 from proxyapp.kill import KillRefused, KillRequest, parse_kill
@@ -53,7 +53,7 @@ from proxyapp.protocol.packets import (
     read_nul_str,
 )
 from proxyapp.protocol.resultset import result_set
-from proxyapp.protocol.wire import PeerClosed, Response, Sink, Wire, read_response
+from proxyapp.protocol.wire import STATUS_UNKNOWN, PeerClosed, Response, Sink, Wire, read_response
 from proxyapp.rules import QueryContext, RuleOutcome
 from proxyapp.sessionstate import DIRTY_PINS, Pin, SessionState, user_variable, value_literal
 from proxyapp.sqlscan import Kind, Statement, scan
@@ -98,6 +98,14 @@ _ISOLATION = {
 
 class SessionEnd(Exception):
     """The session is over (the client quit, or must be disconnected)."""
+
+
+class InfileAbandoned(Exception):
+    """During a LOAD DATA LOCAL the client sent a packet out of the file's sequence (``seq``): it gave up."""
+
+    def __init__(self, seq: int) -> None:
+        super().__init__(f"packet {seq} out of order during LOAD DATA LOCAL")
+        self.seq = seq
 
 
 class _Sink:
@@ -224,10 +232,8 @@ class Session:
         if reset and (conn.dirty or conn.in_transaction or self.state.pins & DIRTY_PINS):
             try:
                 err = await asyncio.wait_for(conn.simple_command(bytes((Command.RESET_CONNECTION,))), 2)
-                reusable = err is None
-                conn.state = AppliedState()
-                conn.prepared.clear()
-                conn.dirty = False
+                reusable = err is None and not conn.in_transaction
+                conn.reset_state()
             except (PeerClosed, ProtocolError, TimeoutError, OSError):
                 reusable = False
         pool.hostgroup.release(conn, pool, reusable)
@@ -241,7 +247,7 @@ class Session:
             server_version=rt.settings.server_version or self.proxy.pools.backend_version or _DEFAULT_VERSION,
             connection_id=self.id,
             scramble=self.scramble,
-            capabilities=PROXY_CAPABILITIES,
+            capabilities=PROXY_CAPABILITIES | Cap.COMPRESS if rt.settings.have_compress else PROXY_CAPABILITIES,
             charset=45,
             plugin=plugin,
         )
@@ -251,6 +257,10 @@ class Session:
             self._send_error(ErrorCode.HANDSHAKE, "SSL is not enabled on this ProxyFleet listener", 2)
             return False
         login = ClientLogin.decode(payload)
+        if login.capabilities & Cap.COMPRESS and not rt.settings.have_compress:
+            # Its next packets would come in frames this listener does not read: refuse now rather than misread.
+            self._send_error(ErrorCode.HANDSHAKE, "Compression is not enabled on this ProxyFleet listener", 2)
+            return False
         self.capabilities = login.capabilities
         self.local_files = bool(login.capabilities & Cap.LOCAL_FILES)
         seq = self.client.seq + 1
@@ -290,6 +300,8 @@ class Session:
         self.state.names = names_for_collation(login.charset)
         self.state.multi_statements = bool(self.capabilities & Cap.MULTI_STATEMENTS)
         self.client.send(ok_packet(), seq)
+        if self.capabilities & Cap.COMPRESS:
+            self.client.compress()
         return True
 
     def _become(self, username: str, password: str, stage1: bytes | None, schema: str | None) -> None:
@@ -415,26 +427,41 @@ class Session:
             if pos >= len(payload):
                 raise ProtocolError("truncated COM_CHANGE_USER")
             n = payload[pos]
+            token = payload[pos + 1 : pos + 1 + n]
             pos += 1 + n
         else:
-            _, pos = read_nul_str(payload, pos)
+            token, pos = read_nul_str(payload, pos)
         schema_raw, pos = read_nul_str(payload, pos)
         charset = self.collation
+        plugin = auth.NATIVE
         if pos + 2 <= len(payload):
             charset = payload[pos] | payload[pos + 1] << 8
+            if self.capabilities & Cap.PLUGIN_AUTH and pos + 2 < len(payload):
+                plugin = read_nul_str(payload, pos + 2)[0].decode("ascii", "replace") or auth.NATIVE
         username = name.decode("utf-8", "replace")
         user = self.proxy.runtime.frontend_users.get(username)
-        # Always re-challenge with a fresh scramble: the verdict then does not depend on the client's plugin.
-        self.scramble = auth.new_scramble()
-        plugin = auth.NATIVE
-        self.client.send(auth_switch_request(plugin, self.scramble), 1)
-        token = await self.client.read_payload()
-        seq = self.client.seq + 1
-        verdict = auth.verify(plugin, user.password, self.scramble, token) if user else auth.Verdict(False)
+        seq = 1
+        verdict = auth.Verdict(False)
+        if user is not None and plugin in auth.SUPPORTED_PLUGINS:
+            # As MariaDB does: a reply computed from this connection's scramble is checked without a new challenge
+            # (libmariadb sends one and does not expect to be asked again).
+            verdict = auth.verify(plugin, user.password, self.scramble, token)
+        if not verdict.ok:
+            # Otherwise a fresh challenge, in the native plugin whatever the client's: the verdict does not
+            # depend on the client's plugin, and an unknown user is asked exactly as a known one.
+            plugin = auth.NATIVE
+            self.scramble = auth.new_scramble()
+            self.client.send(auth_switch_request(plugin, self.scramble), seq)
+            token = await self.client.read_payload()
+            seq = self.client.seq + 1
+            verdict = auth.verify(plugin, user.password, self.scramble, token) if user else auth.Verdict(False)
         if user is None or not verdict.ok:
             self.proxy.counters.Access_Denied_Wrong_Password += 1
             self._send_error(ErrorCode.ACCESS_DENIED, f"Access denied for user '{username}'@'{self.client_addr}'", seq)
             raise SessionEnd
+        if plugin == auth.CACHING_SHA2 and user.password:
+            self.client.send(b"\x01" + auth.SHA2_FAST_AUTH_OK, seq)
+            seq += 1
         await self._reset_session()
         schema = schema_raw.decode("utf-8", "replace")
         self._become(username, user.password, verdict.stage1, schema or user.default_schema)
@@ -504,8 +531,13 @@ class Session:
             self._record(-1, digest, started, 0, 0)
             return
         if not (self.local_files and rt.settings.local_infile) and any(s.load_local for s in statements):
-            # Refused here: the backend would ask this client for a file it cannot (or may not) send.
-            self._send_error(1148, "The used command is not allowed with this ProxyFleet configuration", 1)
+            # Refused here, as MariaDB refuses it: the backend would ask this client for a file it cannot send.
+            self._send_error(
+                ErrorCode.LOCAL_INFILE_DISABLED,
+                "The used command is not allowed because the MariaDB server or client has disabled the local "
+                "infile capability",
+                1,
+            )
             return
         if len(statements) == 1 and first.last_insert_id_only and self.conn is None:
             self.client.write(result_set([("LAST_INSERT_ID()", FieldType.LONGLONG)], [[self.last_insert_id]]))
@@ -643,6 +675,12 @@ class Session:
                 response = await run(conn, sink)
             except (PeerClosed, ProtocolError, OSError) as exc:
                 lost: BaseException | None = exc
+            except InfileAbandoned as abandoned:
+                # As the server does: the statement is abandoned with its connection (closed mid-file, the server
+                # rolls the load back), the client's stray packet is answered with 1156, and the session ends.
+                self._lose(conn, pool)
+                self._send_error(ErrorCode.PACKETS_OUT_OF_ORDER, "Got packets out of order", abandoned.seq + 1)
+                raise SessionEnd from None
             else:
                 lost = None
             finally:
@@ -669,7 +707,10 @@ class Session:
             self.last_pool = pool
             pool.bytes_sent += conn.wire.bytes_out - sent_before
             pool.bytes_recv += sink.written
-            conn.status = response.status
+            if response.status != STATUS_UNKNOWN:  # the common case, without a coroutine
+                conn.status = response.status
+            else:
+                await conn.settle(response)
             captured = True
             if response.error is None and not (len(statements) == 1 and statements[0].plain):
                 assigned = [name for st in statements for name in st.user_vars_assigned]
@@ -876,8 +917,12 @@ class Session:
             return
         await self.client.drain()
         client = self.client
+        expected = (backend.seq + 1) & 0xFF  # the file's packets continue the request's numbering
         while True:
             _, length = await client.next_part()
+            if client.seq != expected:  # not a file packet: the client gave up (its file is missing) and moved on
+                raise InfileAbandoned(client.seq)
+            expected = (expected + 1) & 0xFF
             backend.write(client.take())
             if length == 0:
                 break
@@ -929,6 +974,8 @@ class Session:
                 pins.add(Pin.TEXT_PREPARE)
             if s.unparsable_set:
                 pins.add(Pin.LOCKED_SET)
+        if not ok and len(statements) > 1 and not all(s.plain for s in statements):
+            pins.add(Pin.FAILED_BATCH)  # which of its SETs, USEs, variables... ran before the error is unknown
         if pins or state.temp_tables or state.locks_held:  # else there is nothing to add or remove
             self._toggle(Pin.TEMPORARY_TABLES, bool(state.temp_tables))
             self._toggle(Pin.GET_LOCK, state.locks_held > 0)
@@ -1189,9 +1236,9 @@ class Session:
             self._send_error(ErrorCode.UNKNOWN_STMT_HANDLER, "The statement has no open cursor", 1)
             return
         conn.wire.send(payload[:1] + struct.pack("<I", prepared.stmt_id) + payload[5:], 0)
-        status, _ = await _relay_until_eof(conn.wire, self.client)
-        conn.status = status
-        if status & Status.LAST_ROW_SENT:
+        status, error = await _relay_until_eof(conn.wire, self.client)
+        await conn.settle(Response(status, error))
+        if error is None and status & Status.LAST_ROW_SENT:
             stmt.cursor = False
 
 
@@ -1236,8 +1283,8 @@ async def _read_single(backend: Wire, client: _Sink) -> Response:
 
 async def _read_field_list(backend: Wire, client: _Sink) -> Response:
     """A COM_FIELD_LIST response (column definitions up to EOF, or ERR), relayed."""
-    _, error = await _relay_until_eof(backend, client)
-    return Response(error=error)
+    status, error = await _relay_until_eof(backend, client)
+    return Response(status, error)
 
 
 async def _relay_until_eof(backend: Wire, client: Sink) -> tuple[int, ErrPacket | None]:
@@ -1248,7 +1295,7 @@ async def _relay_until_eof(backend: Wire, client: Sink) -> tuple[int, ErrPacket 
         if first == 0xFF:
             error = parse_err(bytes(backend.buf[start : start + length]))
             client.write(backend.take())
-            return 0, error
+            return STATUS_UNKNOWN, error
         if first == 0xFE and length < 9:
             status = backend.buf[start + 3] | backend.buf[start + 4] << 8 if length >= 5 else 0
             client.write(backend.take())

@@ -29,6 +29,7 @@ class Pin(enum.Enum):
     RULE = "query rule multiplex=0"
     LOCKED_SET = "unparsable SET"
     WARNINGS = "warnings to read"
+    FAILED_BATCH = "multi-statement batch that failed part-way"
 
 
 #: Pins that leave state on the connection which only a reset can clear before another session may use it.
@@ -42,6 +43,7 @@ DIRTY_PINS = frozenset(
         Pin.SQL_LOG_BIN,
         Pin.CURSOR,
         Pin.LOCKED_SET,
+        Pin.FAILED_BATCH,
     }
 )
 

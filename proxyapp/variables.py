@@ -199,6 +199,11 @@ _SPECS = (
     ),
     _int("mysql-wait_timeout", 28_800_000, "ms a client session may stay idle", maximum=20 * _DAY_MS),
     _bool(
+        "mysql-have_compress",
+        True,
+        "offer clients the compressed protocol (CLIENT_COMPRESS); backends are always spoken to uncompressed",
+    ),
+    _bool(
         "mysql-enable_load_data_local_infile",
         True,
         "allow LOAD DATA LOCAL INFILE. ProxyFleet default true: the file is relayed from the client, "

@@ -76,6 +76,24 @@ def backend_thread(server: SandboxServer, marker: str, timeout: float = 5) -> in
     raise AssertionError(f"no backend thread runs a statement containing {marker!r}")
 
 
+def open_transactions(server: SandboxServer, user: str = APP_USER) -> list[tuple[Any, ...]]:
+    """The InnoDB transactions open on ``server`` for ``user``'s connections (a proxy's backend connections):
+    (thread id, state, rows modified, statement) each.
+
+    InnoDB refreshes INNODB_TRX only when it was not read in the last 100 ms (every read restarts that
+    interval), so this waits that long first: the one wait here is the server's own rule, not a guess at timing.
+    """
+    time.sleep(0.15)
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute(
+            "SELECT t.trx_mysql_thread_id, t.trx_state, t.trx_rows_modified, t.trx_query "
+            "FROM information_schema.INNODB_TRX t JOIN information_schema.PROCESSLIST p "
+            "ON p.ID = t.trx_mysql_thread_id WHERE p.USER = %s",
+            (user,),
+        )
+        return list(cur.fetchall())
+
+
 class ProxyProcess:
     """``python -m proxyapp run`` in a child process, with its admin endpoint."""
 

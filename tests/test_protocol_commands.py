@@ -382,7 +382,7 @@ def test_load_data_local_in_raw_packets(raw: RawClient, proxy: ProxyProcess, san
     client = RawClient.connect(proxy.port, caps=DEFAULT_CAPS & ~Cap.LOCAL_FILES)
     try:
         result = _local_infile(client, sql, None)
-        assert isinstance(result, Err) and result.code == 1148, result
+        assert isinstance(result, Err) and result.code == 4166, result
         assert_alive(client)
     finally:
         client.close()
@@ -397,7 +397,7 @@ def test_load_data_local_is_refused_when_the_proxy_disables_it(sandbox: Sandbox,
     try:
         sql = "LOAD DATA LOCAL INFILE 'x.csv' INTO TABLE pc_fields FIELDS TERMINATED BY ',' (id, name)"
         result = _local_infile(client, sql, None)
-        assert isinstance(result, Err) and result.code == 1148, result
+        assert isinstance(result, Err) and result.code == 4166, result
         assert_alive(client)
     finally:
         client.close()

@@ -14,6 +14,7 @@ from typing import Protocol
 
 from mypy_extensions import mypyc_attr
 
+from proxyapp.protocol.compression import Compression
 from proxyapp.protocol.constants import MAX_PACKET, Status
 from proxyapp.protocol.packets import (
     ErrPacket,
@@ -30,7 +31,9 @@ PAUSE_READING_AT = 8 << 20
 # Plain ints: IntFlag arithmetic is slow on the per-packet path.
 _MORE_RESULTS = int(Status.MORE_RESULTS_EXISTS)
 _CURSOR_EXISTS = int(Status.CURSOR_EXISTS)
-_AUTOCOMMIT = int(Status.AUTOCOMMIT)
+#: A response's status when it did not tell one: an ERR packet carries no status flags, so after an error the
+#: server's transaction state must be asked (``BackendConnection.settle``). All bits set: read as "in a transaction".
+STATUS_UNKNOWN = -1
 
 
 @mypyc_attr(native_class=False)  # mypyc cannot compile a subclass of a built-in exception other than Exception
@@ -57,6 +60,14 @@ class WireProtocol(asyncio.Protocol):
         """Append to the buffer and wake the reader."""
         wire = self.wire
         assert wire is not None
+        if wire.compression is not None:
+            try:
+                data = wire.compression.unpack(data)
+            except ProtocolError as malformed:  # the session's next read ends it with this reason
+                wire.closed = f"malformed compressed packet: {malformed}"
+                wire.transport.close()
+                wire.wake()
+                return
         wire.buf += data
         if len(wire.buf) - wire.mark > PAUSE_READING_AT and not wire.reading_paused:
             wire.reading_paused = True
@@ -105,6 +116,7 @@ class Wire:
         "buf",
         "bytes_out",
         "closed",
+        "compression",
         "drain_waiter",
         "loop",
         "mark",
@@ -132,6 +144,11 @@ class Wire:
         self.drain_waiter: asyncio.Future[None] | None = None
         self.reading_paused = False
         self.writing_paused = False
+        self.compression: Compression | None = None  # the compressed protocol, once the client's login enabled it
+
+    def compress(self) -> None:
+        """From now on, read and write in compressed frames (after the login's OK, for a client that asked)."""
+        self.compression = Compression(self.max_packet)
 
     def wake(self) -> None:
         """Wake the task waiting for data."""
@@ -232,17 +249,15 @@ class Wire:
 
     def send(self, payload: bytes, seq: int) -> None:
         """Frame and write one payload; PeerClosed if the connection is closed (uvloop raises RuntimeError)."""
-        raw = frame(payload, seq)
-        if self.transport.is_closing():
-            raise PeerClosed(self.closed or "connection closed")
-        self.bytes_out += len(raw)
-        self.transport.write(raw)
+        self.write(frame(payload, seq))
 
     def write(self, raw: bytes) -> None:
         """Write already framed bytes; PeerClosed if the connection is closed."""
         if self.transport.is_closing():
             raise PeerClosed(self.closed or "connection closed")
         self.bytes_out += len(raw)
+        if self.compression is not None:
+            raw = self.compression.pack(raw)
         self.transport.write(raw)
 
     async def drain(self) -> None:
@@ -281,12 +296,15 @@ class Sink(Protocol):
 class Response:
     """What a command's response said, summed over all its result sets.
 
+    ``status`` is the server status of the last OK or EOF, or ``STATUS_UNKNOWN`` when the response ended in an
+    error (which may have ended a transaction, or come after statements of a batch that opened one).
+
     A plain class, not a dataclass: mypyc compiles its ``__init__`` (one is made per query).
     """
 
     __slots__ = ("affected_rows", "cursor", "error", "last_insert_id", "result_sets", "rows", "status", "warnings")
 
-    def __init__(self, status: int = _AUTOCOMMIT, error: ErrPacket | None = None) -> None:
+    def __init__(self, status: int = STATUS_UNKNOWN, error: ErrPacket | None = None) -> None:
         self.status = status
         self.error = error
         self.affected_rows = 0
@@ -328,6 +346,7 @@ async def read_response(
             result.warnings = ok.warnings
         elif first == 0xFF:
             result.error = parse_err(bytes(buf[start : start + length]))
+            result.status = STATUS_UNKNOWN
             break
         elif first == 0xFB and not binary:
             if client is not None:
@@ -379,6 +398,7 @@ async def _read_result_set(backend: Wire, client: Sink | None, result: Response,
             break
         if first == 0xFF and length < MAX_PACKET:
             result.error = parse_err(bytes(buf[start : start + length]))
+            result.status = STATUS_UNKNOWN
             break
         rows += 1
         while length == MAX_PACKET:

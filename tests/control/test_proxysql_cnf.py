@@ -32,7 +32,7 @@ mysql_variables=
     max_connections=2048
     default_query_delay=0
     default_query_timeout=36000000
-    have_compress=true          # ProxyFleet has no such variable: a note
+    stacksize=1048576           # ProxyFleet has no such variable: a note
     interfaces="0.0.0.0:6033"
     monitor_username="monitor"
     monitor_password: "monitor-pass";
@@ -156,12 +156,12 @@ def test_realistic_cnf_maps_onto_the_document() -> None:
     assert variables["mysql-threads"] == "4"
     assert variables["mysql-multiplexing"] == "false"
     assert variables["mysql-monitor_password"] == "monitor-pass"
-    assert "mysql-have_compress" not in variables
+    assert "mysql-stacksize" not in variables
     assert mapped.lines[("mysql_servers", 1)] == line_of(PROXYSQL_CNF, '"10.0.0.2"') - 1  # its opening brace
     notes = "\n".join(mapped.notes)
-    for left_out in ("datadir", "errorlog", "admin_variables", "scheduler", "mysql_variables.have_compress"):
+    for left_out in ("datadir", "errorlog", "admin_variables", "scheduler", "mysql_variables.stacksize"):
         assert left_out in notes
-    assert f"line {line_of(PROXYSQL_CNF, 'have_compress')}: mysql_variables.have_compress not imported" in notes
+    assert f"line {line_of(PROXYSQL_CNF, 'stacksize')}: mysql_variables.stacksize not imported" in notes
 
 
 @pytest.mark.django_db
