@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import ipaddress
 import json
 import os
 import re
@@ -105,11 +106,18 @@ class Column:
     help: str
 
     def convert(self, raw: object) -> Any:
-        """The column value for ``raw`` from the document; ValueError says what is wrong with it."""
+        """The column value for ``raw`` from the document; ValueError says what is wrong with it.
+
+        Blank means null in a nullable text column (``blank_is_null``); a message that says nothing is refused.
+        """
         if raw is None:
             if self.nullable:
                 return None
             raise ValueError("null is not allowed")
+        if isinstance(raw, str) and self.name in MESSAGE_COLUMNS and not raw.strip():
+            raise ValueError("an empty message; leave it null for none (a blank message would still answer)")
+        if raw == "" and self.blank_is_null:
+            return None
         if self.type is bool:
             value: Any = _to_bool(raw)
         elif self.type is int:
@@ -124,6 +132,27 @@ class Column:
         if self.name in _VALUE_CHECKS:
             _VALUE_CHECKS[self.name](value)
         return value
+
+
+    @property
+    def blank_is_null(self) -> bool:
+        """Whether a blank value of this column means null (every nullable text column but ``replace_pattern``,
+        where an empty replacement deletes what the rule matched, as in ProxySQL)."""
+        return self.nullable and self.type is str and self.name != "replace_pattern"
+
+
+#: Columns whose value is a message the proxy answers with (a rule's error or OK): never blank.
+MESSAGE_COLUMNS = frozenset({"error_msg", "OK_msg"})
+
+
+def blank_to_null(table: str, row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with its blank values set to null where blank means null: what a form or an API sends for an
+    empty field means the same as in the document."""
+    columns = table_columns(table)
+    return {
+        name: None if value == "" and name in columns and columns[name].blank_is_null else value
+        for name, value in row.items()
+    }
 
 
 def table_columns(table: str) -> dict[str, Column]:
@@ -175,6 +204,25 @@ def _check_digest(value: str) -> None:
         raise ValueError(f"{value!r} is not a digest: '0x' and 1 to 16 hex digits")
 
 
+_HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9_-]{1,63}(?<!-)")
+
+
+def _check_hostname(value: str) -> None:
+    """A DNS name, an IPv4 or an IPv6 address: what the proxy can connect to over TCP."""
+    if value.startswith("/"):
+        raise ValueError(f"{value!r} is a unix socket path; ProxyFleet reaches backends over TCP: give a host name")
+    if value.startswith("[") and value.endswith("]"):
+        raise ValueError(f"{value!r}: write an IPv6 address without brackets")
+    try:
+        ipaddress.ip_address(value)
+        return
+    except ValueError:
+        pass
+    name = value[:-1] if value.endswith(".") else value
+    if not name or len(name) > 253 or not all(_HOST_LABEL.fullmatch(label) for label in name.split(".")):
+        raise ValueError(f"{value!r} is not a host name, an IPv4 address or an IPv6 address")
+
+
 def _check_attributes(value: str) -> None:
     if value == "":
         return
@@ -203,6 +251,7 @@ def parse_re_modifiers(text: str) -> frozenset[str]:
 
 # Checks on one column's (non-null) value, by column name.
 _VALUE_CHECKS: dict[str, Callable[[Any], object]] = {
+    "hostname": _check_hostname,
     "digest": _check_digest,
     "attributes": _check_attributes,
     "re_modifiers": parse_re_modifiers,

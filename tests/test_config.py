@@ -779,3 +779,48 @@ def test_load_config_file_errors_name_the_file(tmp_path: Path) -> None:
     missing = tmp_path / "nope.json"
     with pytest.raises(ConfigError, match=r"nope\.json: cannot read the config: .*No such file"):
         load(missing)
+
+
+def test_blank_means_null_in_nullable_text_columns() -> None:
+    row, errors = validate_row(
+        "mysql_query_rules",
+        {"rule_id": 1, "digest": "", "schemaname": "", "match_digest": "", "client_addr": "", "comment": ""},
+    )
+    assert errors == []
+    assert (row.digest, row.schemaname, row.match_digest, row.client_addr, row.comment) == (None,) * 5
+    row, errors = validate_row(
+        "mysql_query_rules", {"rule_id": 1, "match_pattern": "/\\*hint\\*/", "replace_pattern": ""}
+    )
+    assert errors == [] and row.replace_pattern == ""  # an empty replacement deletes the match, as in ProxySQL
+
+
+@pytest.mark.parametrize("column", ["error_msg", "OK_msg"])
+@pytest.mark.parametrize("blank", ["", "   "])
+def test_an_empty_message_is_refused(column: str, blank: str) -> None:
+    _, errors = validate_row("mysql_query_rules", {"rule_id": 1, column: blank})
+    assert errors == [(column, "an empty message; leave it null for none (a blank message would still answer)")]
+
+
+@pytest.mark.parametrize(
+    "hostname", ["db2", "db-2.internal", "db_2.example.com.", "10.0.0.5", "::1", "fe80::1", "x" * 63]
+)
+def test_good_hostnames(hostname: str) -> None:
+    assert validate_row("mysql_servers", {"hostgroup_id": 1, "hostname": hostname})[1] == []
+
+
+@pytest.mark.parametrize(
+    ("hostname", "says"),
+    [
+        ("bad host name!", "is not a host name"),
+        ("<script>alert(1)</script>", "is not a host name"),
+        ("a/b", "is not a host name"),
+        ("-db", "is not a host name"),
+        ("x" * 64, "is not a host name"),
+        ("", "is not a host name"),
+        ("/var/run/mysqld/mysqld.sock", "unix socket path"),
+        ("[::1]", "without brackets"),
+    ],
+)
+def test_bad_hostnames_are_refused(hostname: str, says: str) -> None:
+    [(column, message)] = validate_row("mysql_servers", {"hostgroup_id": 1, "hostname": hostname})[1]
+    assert column == "hostname" and says in message

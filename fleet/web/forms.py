@@ -45,7 +45,9 @@ class RowForm(forms.ModelForm):
 
 
 def _form_field(field: models.Field, **kwargs: Any) -> forms.Field | None:
-    """One-line inputs for free-text columns."""
+    """One-line inputs for free-text columns; a blank nullable field is null (as the proxy reads a blank)."""
+    if isinstance(field, models.TextField | models.CharField) and field.null:
+        kwargs.setdefault("empty_value", None)
     if isinstance(field, models.TextField) and not field.choices:
         return field.formfield(widget=forms.TextInput, **kwargs)
     return field.formfield(**kwargs)

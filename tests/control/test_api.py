@@ -429,3 +429,15 @@ def test_openapi_schema_and_docs(clients: dict[str, APIClient]) -> None:
     assert "/static/drf_spectacular_sidecar/swagger-ui-dist/" in docs and "cdn" not in docs.lower()
     for asset in re.findall(r"/static/(drf_spectacular_sidecar/[^\"']+)", docs):
         assert finders.find(asset) is not None, asset  # every asset of the page is a local static file
+
+
+def test_blank_means_null_through_the_api_too(clients: dict[str, APIClient], cluster: Cluster) -> None:
+    operator = clients["operator"]
+    row = {"rule_id": 77, "match_digest": "^SELECT", "destination_hostgroup": 20, "error_msg": "", "digest": ""}
+    response = operator.post(f"{API}/query-rules/", row, format="json")
+    assert response.status_code == 201, response.json()
+    assert (response.json()["error_msg"], response.json()["digest"]) == (None, None)
+    refused = operator.post(f"{API}/query-rules/", {"rule_id": 78, "OK_msg": "  "}, format="json")
+    assert refused.status_code == 400 and "empty message" in str(refused.json()["OK_msg"])
+    bad_host = operator.post(f"{API}/servers/", {"hostgroup_id": 10, "hostname": "bad host!"}, format="json")
+    assert bad_host.status_code == 400 and "not a host name" in str(bad_host.json()["hostname"])

@@ -23,6 +23,7 @@ from fleet.core.models import (
     ConfigVersion,
     Hostgroup,
     ProxyNode,
+    QueryRule,
     ReplicationHostgroup,
     Server,
     User,
@@ -30,6 +31,7 @@ from fleet.core.models import (
 )
 from fleet.web.pages import TABLE_PAGES
 from fleet.web.views.tables import PAGE_SIZE
+from proxyapp.rules import QueryContext, RuleEngine
 from tests.control.conftest import LOGIN_PASSWORD, MONITOR_SECRET, NO_ROLE, SECRET, make_cluster
 from tests.control.node_messages import digest_row, pool_row, send_ack, send_report, snapshot
 
@@ -485,3 +487,72 @@ def test_diff_and_rollback_through_the_ui(published: Cluster, operator: Client) 
     response = operator.post(reverse("web:rollback", args=[3]), follow=True)
     assert "Nothing to roll back" in response.content.decode()
     assert operator.post(reverse("web:rollback", args=[42])).status_code == 404
+
+
+def browser_post(form_html: str, **values: str) -> dict[str, str]:
+    """What a browser submits for a form page: every text input and select as shown (blank when empty), checked
+    checkboxes only, with ``values`` typed in (a checkbox named with "on" is checked, with "" unchecked)."""
+    data: dict[str, str] = {}
+    for tag in re.findall(r"<input[^>]*>", form_html):
+        name = re.search(r'name="([^"]+)"', tag)
+        if name is None or name.group(1) == "csrfmiddlewaretoken":
+            continue
+        value = re.search(r'value="([^"]*)"', tag)
+        if 'type="checkbox"' in tag:
+            if "checked" in tag:
+                data[name.group(1)] = "on"
+        else:
+            data[name.group(1)] = html.unescape(value.group(1)) if value else ""
+    for select, body in re.findall(r'<select name="([^"]+)"[^>]*>(.*?)</select>', form_html, re.S):
+        chosen = re.search(r'<option value="([^"]*)"[^>]*selected', body) or re.search(r'<option value="([^"]*)"', body)
+        data[select] = chosen.group(1) if chosen else ""
+    for name, value in values.items():
+        if value == "" and data.get(name) == "on":
+            del data[name]
+        else:
+            data[name] = value
+    return data
+
+
+def test_a_rule_saved_from_the_form_stores_nulls_and_routes_instead_of_blocking(
+    cluster: Cluster, operator: Client
+) -> None:
+    """Blank fields of the rule form are NULL (a blank error_msg blocked every matching query; a blank digest
+    refused every save)."""
+    add = reverse("web:row_add", args=["query-rules"])
+    data = browser_post(
+        operator.get(add).content.decode(),
+        rule_id="90",
+        active="on",
+        match_digest="^SELECT",
+        destination_hostgroup="20",
+        apply="on",
+    )
+    response = operator.post(add, data)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    rule = QueryRule.objects.get(cluster=cluster, rule_id=90)
+    for column in ("digest", "schemaname", "client_addr", "proxy_addr", "match_pattern", "error_msg", "OK_msg"):
+        assert getattr(rule, column) is None, column
+    edit = reverse("web:row_edit", args=["query-rules", rule.pk])
+    assert operator.post(edit, browser_post(operator.get(edit).content.decode(), comment="reads")).status_code == 302
+    rule.refresh_from_db()
+    assert rule.comment == "reads" and rule.error_msg is None
+    outcome = RuleEngine(publishing.compile_draft(cluster).mysql_query_rules).evaluate(
+        QueryContext("app", "", "127.0.0.1", "127.0.0.1", 6033, "SELECT 1", "0x1", "SELECT ?"), 0
+    )
+    assert (outcome.destination_hostgroup, outcome.error_msg) == (20, None)
+
+
+def test_hostnames_are_checked_and_every_accepted_one_shows(cluster: Cluster, operator: Client) -> None:
+    add = reverse("web:row_add", args=["servers"])
+    for bad, says in [("bad host name!", "is not a host name"), ("db/2", "is not a host name"), ("/tmp/s", "socket")]:
+        response = operator.post(add, server_form(hostname=bad))
+        assert response.status_code == 200 and says in html.unescape(response.content.decode()), bad
+    assert operator.post(add, server_form(hostname="fe80::2", port="3310")).status_code == 302
+    publishing.publish(cluster, None, "an IPv6 server")
+    for url in (
+        reverse("web:backends"),
+        reverse("web:backends_table"),
+        reverse("web:server", args=[10, "fe80::2:3310"]),
+    ):
+        assert operator.get(url).status_code == 200, url

@@ -14,7 +14,7 @@ from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import models
 
 from fleet.core.models.nodes import Cluster
-from proxyapp.config import Column, table_columns, validate_row
+from proxyapp.config import Column, blank_to_null, table_columns, validate_row
 
 # String columns that take part in a unique key: bounded so that every database can index them.
 _KEY_STRINGS = {"hostname", "username", "variable_name"}
@@ -61,8 +61,13 @@ class ClusterRow(models.Model):
         return {name: getattr(self, name) for name in self.column_names()}
 
     def clean(self) -> None:
-        """Check the row with the proxy's own validation; errors are keyed by column."""
+        """Check the row with the proxy's own validation, blank fields taken as null as the proxy takes them;
+        errors are keyed by column."""
         super().clean()
+        row = self.as_row()
+        for name, value in blank_to_null(self.table, row).items():
+            if value is None and row[name] is not None:
+                setattr(self, name, None)
         _, errors = validate_row(self.table, self.as_row())
         if errors:
             by_field: dict[str, list[str]] = {}
