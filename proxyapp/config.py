@@ -133,7 +133,6 @@ class Column:
             _VALUE_CHECKS[self.name](value)
         return value
 
-
     @property
     def blank_is_null(self) -> bool:
         """Whether a blank value of this column means null (every nullable text column but ``replace_pattern``,

@@ -230,7 +230,14 @@ class VersionViewSet(ClusterScoped, viewsets.ReadOnlyModelViewSet):
             return refused(error.errors)
         except publishing.NothingToPublish as error:
             return refused([str(error)])
-        return Response({"version": version.number, "checksum": version.checksum}, status=status.HTTP_201_CREATED)
+        return _published(version)
+
+
+def _published(version: ConfigVersion) -> Response:
+    """A publish's answer: the version, and whether it reached the broker (``delivered``, ``message``)."""
+    delivered, message = publishing.publish_message(version)
+    body = {"version": version.number, "checksum": version.checksum, "delivered": delivered, "message": message}
+    return Response(body, status=status.HTTP_201_CREATED)
 
 
 def _comment(request: Request) -> str:
@@ -265,7 +272,7 @@ class PublishView(ClusterScoped, APIView):
             return refused(error.errors)
         except publishing.NothingToPublish as error:
             return refused([str(error)])
-        return Response({"version": version.number, "checksum": version.checksum}, status=status.HTTP_201_CREATED)
+        return _published(version)
 
 
 class ExportView(ClusterScoped, APIView):

@@ -212,8 +212,24 @@ def _publish(cluster: Cluster, user: Actor, comment: str, rollback_of: ConfigVer
             summary["rollback_of"] = rollback_of.number
         audit.record(user, action, cluster=cluster, table="version", object_key=str(version.number), after=summary)
         # robust: a broker that is down must not fail a publish that committed; reconcile re-sends later.
-        transaction.on_commit(lambda: push.push_version(version), robust=True)
+        transaction.on_commit(lambda: _deliver(version), robust=True)
     return version
+
+
+def _deliver(version: ConfigVersion) -> None:
+    """Push ``version`` to its nodes and note on it what kept it from them (``delivery_problem``)."""
+    version.delivery_problem = push.push_version(version)
+
+
+def publish_message(version: ConfigVersion) -> tuple[bool, str]:
+    """(delivered, what to tell the person who published ``version``): never a success the nodes did not get."""
+    problem = version.delivery_problem
+    if problem:
+        return False, (
+            f"Stored as version {version.number} of {version.cluster}, not delivered: {problem}. The nodes keep "
+            "running what they run; the version is sent to them once the broker is back (reconcile)."
+        )
+    return True, f"Published version {version.number} of {version.cluster}; sending it to its nodes."
 
 
 # --- diffs --------------------------------------------------------------------------------------------------

@@ -40,23 +40,29 @@ def push_to_node(node: ProxyNode, version: ConfigVersion) -> None:
             "document": version.document,
         },
         queue=node.queue,
+        ignore_result=True,  # else the result backend is touched too, and with Redis down it retries for 20 s
     )
     ProxyNode.objects.filter(pk=node.pk).filter(
         Q(pushed_version__isnull=True) | Q(pushed_version__lte=version.number)
     ).update(pushed_version=version.number, state=ProxyNode.State.PENDING, error="", last_pushed_at=timezone.now())
 
 
-def push_version(version: ConfigVersion) -> None:
-    """Send a newly published ``version`` to every node of its cluster.
+def push_version(version: ConfigVersion) -> str:
+    """Send a newly published ``version`` to every node of its cluster; what kept it from them ("" if nothing).
 
-    A broker that cannot be reached is logged, not raised: the version is stored, and reconcile sends it to every
-    node that does not run it once the broker is back.
+    A broker that cannot be reached is logged and said, not raised: the version is stored, and reconcile sends it
+    to every node that does not run it once the broker is back. The nodes share one broker, so the first failure
+    stands for the rest.
     """
-    for node in ProxyNode.objects.filter(cluster=version.cluster):
+    nodes = list(ProxyNode.objects.filter(cluster=version.cluster))
+    for node in nodes:
         try:
             push_to_node(node, version)
         except (KombuError, OSError) as exc:
-            log.warning("%s v%d not sent to node %s (reconcile will): %s", version.cluster, version.number, node, exc)
+            problem = f"the broker is unreachable ({exc})"
+            log.warning("%s v%d not sent to its nodes (reconcile will): %s", version.cluster, version.number, problem)
+            return problem
+    return ""
 
 
 def queued_messages(queue: str) -> int:

@@ -152,7 +152,12 @@ def test_operator_edits_every_table_and_publishes(clients: dict[str, APIClient],
     published = operator.post(f"{API}/publish/", {"comment": "from the API"}, format="json")
     assert published.status_code == 201
     version = cluster.latest_version()
-    assert published.json() == {"version": 1, "checksum": version.checksum}
+    assert published.json() == {
+        "version": 1,
+        "checksum": version.checksum,
+        "delivered": True,
+        "message": "Published version 1 of main; sending it to its nodes.",
+    }
     assert version.comment == "from the API" and version.author.username == "operator-account"
     again = operator.post(f"{API}/publish/", {}, format="json")
     assert again.status_code == 400 and again.json()["errors"][0].startswith("nothing to publish")

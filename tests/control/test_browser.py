@@ -176,6 +176,8 @@ class LiveStack:
     box: Sandbox
     node_admin: str
     node_mysql: str
+    redis: stack.Service
+    redis_url: str
 
 
 @pytest.fixture(scope="module")
@@ -215,7 +217,7 @@ def live_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
             services.append(stack.web(env, bind, workdir, workers=1))
             node = stack.node(LIVE_NODE, broker, mysql, admin, workdir / "node", workdir, report_interval=1)
             services.append(node)
-            live = LiveStack(f"http://{bind}", box, admin, mysql)
+            live = LiveStack(f"http://{bind}", box, admin, mysql, redis_service, broker)
             stack.wait_until(lambda: _node_pool(live) != [], "the node running the published config", 30, node)
             yield live
         finally:
@@ -262,6 +264,25 @@ def test_a_backend_going_down_shows_on_the_live_dashboard(browser: Browser, live
         context.close()
 
 
+def _log_in_as_operator(context: BrowserContext) -> Page:
+    page = context.new_page()
+    page.goto("/login/")
+    page.fill("input[name=username]", OPERATOR)
+    page.fill("input[name=password]", VIEWER_PASSWORD)
+    page.click("button[type=submit]")
+    expect(page.locator("h1")).to_have_text("Fleet overview")
+    return page
+
+
+def _node_answers(live: LiveStack) -> bool:
+    """Whether the node serves a query (autocommit, so that it is routed by the rules)."""
+    host, port = live.node_mysql.split(":")
+    client = pymysql.connect(host=host, port=int(port), user=APP_USER, password=APP_PASSWORD, autocommit=True)
+    with client as conn, conn.cursor() as cur:
+        cur.execute("SELECT 41 + 1")
+        return cur.fetchall() == ((42,),)
+
+
 def _fill_row(page: Page, slug: str, values: dict[str, str | bool]) -> None:
     """Add a row through the table's form as a person does: type the fields named, leave the rest as shown."""
     page.goto(f"/tables/{slug}/add/")
@@ -290,12 +311,7 @@ def test_every_table_edited_in_the_browser_reaches_a_real_node(browser: Browser,
     context = browser.new_context(base_url=live_stack.url)
     port = live_stack.box.primary().port
     try:
-        page = context.new_page()
-        page.goto("/login/")
-        page.fill("input[name=username]", OPERATOR)
-        page.fill("input[name=password]", VIEWER_PASSWORD)
-        page.click("button[type=submit]")
-        expect(page.locator("h1")).to_have_text("Fleet overview")
+        page = _log_in_as_operator(context)
         _fill_row(page, "hostgroups", {"hostgroup_id": "20", "name": "readers"})
         _fill_row(page, "servers", {"hostgroup_id": "20", "hostname": "127.0.0.1", "port": str(port)})
         _fill_row(
@@ -327,14 +343,12 @@ def test_every_table_edited_in_the_browser_reaches_a_real_node(browser: Browser,
             return any(row["hostgroup"] == 20 for row in _node_pool(live_stack))
 
         stack.wait_until(readers_in_use, "the node applying version 2", 30)
+        assert _node_answers(live_stack)
         host, node_port = live_stack.node_mysql.split(":")
         client = pymysql.connect(host=host, port=int(node_port), user=APP_USER, password=APP_PASSWORD, autocommit=True)
-        with client as conn, conn.cursor() as cur:
-            cur.execute("SELECT 41 + 1")
-            assert cur.fetchall() == ((42,),)
-            with pytest.raises(pymysql.err.OperationalError) as blocked:
-                cur.execute("DELETE FROM app.nothing")
-            assert blocked.value.args == (1148, "no deletes here")
+        with client as conn, conn.cursor() as cur, pytest.raises(pymysql.err.OperationalError) as blocked:
+            cur.execute("DELETE FROM app.nothing")
+        assert blocked.value.args == (1148, "no deletes here")
         with urllib.request.urlopen(f"http://{live_stack.node_admin}/stats/query_digest", timeout=5) as response:
             digests = json.loads(response.read())
         routed = {(row["digest_text"], row["hostgroup"]) for row in digests}
@@ -342,5 +356,28 @@ def test_every_table_edited_in_the_browser_reaches_a_real_node(browser: Browser,
         with urllib.request.urlopen(f"http://{live_stack.node_admin}/stats/query_rules", timeout=5) as response:
             hits = {row["rule_id"]: row["hits"] for row in json.loads(response.read())}
         assert hits[1] >= 1 and hits[2] == 1, hits
+    finally:
+        context.close()
+
+
+def test_a_publish_with_the_broker_down_says_it_was_not_delivered(browser: Browser, live_stack: LiveStack) -> None:
+    """Redis stopped: the publish is stored and says at once that it did not reach the nodes (it once hung 20 s and
+    then said "Published"), and the node keeps serving."""
+    context = browser.new_context(base_url=live_stack.url)
+    try:
+        page = _log_in_as_operator(context)
+        _fill_row(page, "query-rules", {"rule_id": "9", "comment": "a change to publish"})
+        live_stack.redis.stop()
+        try:
+            page.goto("/publish/")
+            page.fill("input[name=comment]", "while the broker is down")
+            page.click("form.publish-form button[type=submit]")
+            flash = page.locator(".flash")
+            expect(flash).to_contain_text("not delivered: the broker is unreachable", timeout=10_000)
+            expect(flash).not_to_contain_text("Published version")
+            assert _node_answers(live_stack)  # the data plane does not need the control plane
+        finally:
+            live_stack.redis.start()
+            stack.wait_until(lambda: stack.redis_answers(live_stack.redis_url), "redis back", 15)
     finally:
         context.close()

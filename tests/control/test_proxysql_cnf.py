@@ -240,3 +240,18 @@ def test_fleetconfig_command(tmp_path: Path) -> None:
     assert not Cluster.objects.filter(name="refused").exists()
     with pytest.raises(CommandError, match="no cluster named 'nope'"):
         call_command("fleetconfig", "export", "--cluster", "nope")
+
+
+@pytest.mark.django_db
+def test_fleetconfig_as_the_readme_writes_it(tmp_path: Path) -> None:
+    """Options between the action and the file (``import-cnf --cluster X FILE``) once failed: unrecognized."""
+    cnf = tmp_path / "proxysql.cnf"
+    cnf.write_text(PROXYSQL_CNF)
+    out = StringIO()
+    call_command(
+        "fleetconfig", "import-cnf", "--cluster", "readme", str(cnf), "--publish", stdout=out, stderr=StringIO()
+    )
+    assert "published version 1" in out.getvalue()
+    exported = tmp_path / "readme.json"
+    call_command("fleetconfig", "export", "--cluster", "readme", str(exported))
+    assert json.loads(exported.read_text())["mysql_users"][0]["password"] == 'app-"pass"'

@@ -11,6 +11,9 @@ from fleet.core.models.nodes import Cluster
 class ConfigVersion(models.Model):
     """A published config (ProxySQL's LOAD ... TO RUNTIME): the compiled document, never edited afterwards."""
 
+    #: Set by a publish once it tried to send the version to its nodes: what kept it from them ("" if nothing).
+    delivery_problem = ""
+
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="versions")
     number = models.PositiveIntegerField()
     document = models.JSONField()

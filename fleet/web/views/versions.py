@@ -35,7 +35,8 @@ def publish_page(request: HttpRequest) -> HttpResponse:
         except ConfigError as error:
             errors = error.errors
         else:
-            messages.success(request, f"Published version {version.number} of {cluster}; sending it to its nodes.")
+            delivered, message = publishing.publish_message(version)
+            (messages.success if delivered else messages.warning)(request, message)
             return redirect("web:overview")
     changes: list[publishing.RowChange] = []
     warnings: list[str] = []
@@ -92,5 +93,10 @@ def rollback(request: HttpRequest, number: int) -> HttpResponse:
     except ConfigError as error:
         messages.error(request, f"Rollback to version {number} refused: {'; '.join(error.errors)}")
     else:
-        messages.success(request, f"Rolled back to version {number}'s config as version {version.number}.")
+        delivered, message = publishing.publish_message(version)
+        said = f"Rolled back to version {number}'s config as version {version.number}."
+        if delivered:
+            messages.success(request, said)
+        else:
+            messages.warning(request, f"{said} {message}")
     return redirect("web:history")

@@ -24,6 +24,13 @@ class Command(BaseCommand):
         "Imports create the cluster if needed and, with --publish, publish the result."
     )
 
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> Any:
+        """The command's parser, reading positionals on both sides of the options: ``import-cnf --cluster X FILE``
+        as the README writes it (plain argparse takes FILE for an unrecognized argument there)."""
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        parser.parse_args = parser.parse_intermixed_args  # type: ignore[method-assign]
+        return parser
+
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("action", choices=["export", "import", "import-cnf"])
         parser.add_argument("file", nargs="?", default="-", help="the file ('-' or nothing: stdin/stdout)")
