@@ -186,6 +186,8 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Seconds between reconciles (beat); every message a beat sends expires after one period, so a stopped worker
 # does not come back to a backlog of them.
 FLEET_RECONCILE_SECONDS = float(os.environ.get("FLEET_RECONCILE_SECONDS", "10"))
+# Seconds after which a silent worker or beat shows as not running on the overview.
+FLEET_SERVICE_SILENT_SECONDS = float(os.environ.get("FLEET_SERVICE_SILENT_SECONDS", "30"))
 # Seconds between failover evaluations (beat): how soon a primary a majority of nodes reports dead is failed over.
 FAILOVER_EVALUATE_SECONDS = float(os.environ.get("FAILOVER_EVALUATE_SECONDS", "1"))
 # Beat keeps its schedule in the database (django-celery-beat): the fixed entries below plus each benchmark job's

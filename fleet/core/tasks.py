@@ -12,9 +12,17 @@ from datetime import datetime
 from typing import Any
 
 from celery import shared_task
+from celery.signals import task_postrun
 
 from fleet.core import push
 from fleet.core import stats as history
+from fleet.core.health import heartbeat
+
+
+@task_postrun.connect
+def _worker_alive(sender: Any = None, **_: Any) -> None:
+    """Each task the worker runs shows the overview that it runs (the heartbeat is written every few seconds)."""
+    heartbeat("worker", f"task {getattr(sender, 'name', sender)}")
 
 
 def _text(value: object, name: str) -> str:

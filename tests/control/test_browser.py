@@ -239,6 +239,8 @@ def test_a_backend_going_down_shows_on_the_live_dashboard(browser: Browser, live
         page.fill("input[name=password]", VIEWER_PASSWORD)
         page.click("button[type=submit]")
         expect(page.locator("h1")).to_have_text("Fleet overview")
+        worker = page.locator('section.control-plane tr[data-service="worker"] .status')
+        expect(worker).to_have_text("ok", timeout=LIVE_UPDATE_TIMEOUT_MS)  # it reads the node's reports
         page.goto("/tables/servers/")
         expect(page.locator("h1")).to_contain_text("Servers")
         expect(page.locator("a.button", has_text="Add")).to_have_count(0)  # a viewer is offered no changes
@@ -375,6 +377,9 @@ def test_a_publish_with_the_broker_down_says_it_was_not_delivered(browser: Brows
             flash = page.locator(".flash")
             expect(flash).to_contain_text("not delivered: the broker is unreachable", timeout=10_000)
             expect(flash).not_to_contain_text("Published version")
+            broker = page.locator('section.control-plane tr[data-service="broker"]')
+            expect(broker.locator(".status")).to_have_text("down")  # the overview says which part is down
+            expect(broker.locator(".summary")).to_contain_text("unreachable")
             assert _node_answers(live_stack)  # the data plane does not need the control plane
         finally:
             live_stack.redis.start()

@@ -2,6 +2,7 @@
 nodes' report history (their mirrors' too)."""
 
 from fleet.core.models.audit import AuditEntry
+from fleet.core.models.health import ServiceHeartbeat
 from fleet.core.models.nodes import Cluster, ProxyNode
 from fleet.core.models.stats import MirrorSample, NodeSample, Resolution, ServerSample
 from fleet.core.models.tables import (
@@ -31,6 +32,7 @@ __all__ = [
     "Resolution",
     "Server",
     "ServerSample",
+    "ServiceHeartbeat",
     "User",
     "Variable",
 ]

@@ -9,6 +9,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 
+from fleet.core.health import ControlPlane, control_plane
 from fleet.core.models import Cluster, ConfigVersion, ProxyNode
 from fleet.core.push import STALE_AFTER
 from fleet.web.access import choose_cluster, viewer_page
@@ -22,6 +23,12 @@ class NodeStatus:
     desired: ConfigVersion | None
     drift: bool
     stale: bool
+    control_plane_blame: str = ""  # why the control plane, not the node, may be behind its stale or pending state
+
+    @property
+    def blame(self) -> str:
+        """Whose side a stale or pending state is on, when it is the control plane's ("" otherwise)."""
+        return self.control_plane_blame if self.health in ("stale", "pending") else ""
 
     @property
     def health(self) -> str:
@@ -53,9 +60,10 @@ class ClusterStatus:
     nodes: list[NodeStatus]
 
 
-def fleet_status() -> list[ClusterStatus]:
+def fleet_status(control: ControlPlane) -> list[ClusterStatus]:
     """Every cluster with its nodes' status, as of now."""
     now = timezone.now()
+    blame = control.blame
     out = []
     for cluster in Cluster.objects.prefetch_related("nodes"):
         latest = cluster.latest_version()
@@ -65,6 +73,7 @@ def fleet_status() -> list[ClusterStatus]:
                 desired=latest,
                 drift=latest is not None and node.applied_checksum != latest.checksum,
                 stale=node.last_heartbeat is None or now - node.last_heartbeat > STALE_AFTER,
+                control_plane_blame=blame,
             )
             for node in cluster.nodes.all()
         ]
@@ -75,13 +84,18 @@ def fleet_status() -> list[ClusterStatus]:
 @viewer_page
 def overview(request: HttpRequest) -> HttpResponse:
     """The fleet overview page."""
-    return render(request, "web/overview.html", {"fleet": fleet_status()})
+    return render(request, "web/overview.html", _overview_context())
+
+
+def _overview_context() -> dict[str, object]:
+    control = control_plane()
+    return {"fleet": fleet_status(control), "control": control}
 
 
 @viewer_page
 def overview_nodes(request: HttpRequest) -> HttpResponse:
     """The overview's live part (htmx polls it)."""
-    return render(request, "web/partials/fleet_status.html", {"fleet": fleet_status()})
+    return render(request, "web/partials/fleet_status.html", _overview_context())
 
 
 @viewer_page
