@@ -29,3 +29,12 @@ class AdminPermission(BasePermission):
 
     def has_permission(self, request: Request, view: Any) -> bool:
         return can_admin(request.user)
+
+
+class ViewerPermission(BasePermission):
+    """Every method needs the viewer role: a POST that changes nothing (the rule tester)."""
+
+    message = "you have no role on this control plane"
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        return can_view(request.user)

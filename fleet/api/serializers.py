@@ -312,3 +312,14 @@ class AccountSerializer(serializers.ModelSerializer):
             "is_active": account.is_active,
             "role": roles.role_of(account),
         }
+
+
+class RuleTestSerializer(serializers.Serializer):
+    """What the rule tester tries: a query, the session it comes from, ``draft`` or a version number."""
+
+    query = serializers.CharField(max_length=100_000, trim_whitespace=False)
+    username = serializers.CharField(max_length=255)
+    schemaname = serializers.CharField(max_length=255, required=False, default="", allow_blank=True)
+    client_addr = serializers.CharField(max_length=255, required=False, default="127.0.0.1")
+    flag_in = serializers.IntegerField(min_value=0, required=False, default=0)
+    source = serializers.RegexField(r"^(draft|[1-9][0-9]{0,8})$", required=False, default="draft")

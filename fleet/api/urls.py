@@ -26,6 +26,7 @@ app_name = "api"
 urlpatterns = [
     path("auth/token/", ObtainAuthToken.as_view(), name="token"),
     path("publish/", views.PublishView.as_view(), name="publish"),
+    path("rules/test/", views.RuleTestView.as_view(), name="rule-test"),
     path("export/", views.ExportView.as_view(), name="export"),
     path("import/", views.ImportView.as_view(), name="import"),
     path("stats/nodes/<str:name>/", views.NodeStatsView.as_view(), name="node-stats"),

@@ -21,11 +21,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from fleet.api import serializers as api
-from fleet.api.permissions import AdminPermission
-from fleet.core import audit, publishing
+from fleet.api.permissions import AdminPermission, ViewerPermission
+from fleet.core import audit, publishing, ruletest
 from fleet.core.drafts import delete_row
 from fleet.core.models import AuditEntry, Cluster, ConfigVersion, ProxyNode
 from fleet.core.roles import can_admin
+from fleet.core.ruletest import config_of
 from proxyapp.config import ConfigError
 
 CLUSTER_PARAMETER = OpenApiParameter(
@@ -273,6 +274,50 @@ class PublishView(ClusterScoped, APIView):
         except publishing.NothingToPublish as error:
             return refused([str(error)])
         return _published(version)
+
+
+class RuleTestView(ClusterScoped, APIView):
+    """The rule tester: one query through the rules of the draft or of a published version (``source``), as the
+    proxy's rule engine runs them. Any viewer may ask; nothing changes."""
+
+    permission_classes = [ViewerPermission]
+
+    @extend_schema(
+        parameters=[CLUSTER_PARAMETER],
+        request=api.RuleTestSerializer,
+        responses={200: OpenApiTypes.OBJECT, 400: api.RefusedSerializer},
+    )
+    def post(self, request: Request) -> Response:
+        asked = api.RuleTestSerializer(data=request.data)
+        asked.is_valid(raise_exception=True)
+        data = asked.validated_data
+        try:
+            config = config_of(self.cluster(), data["source"])
+            trial = ruletest.try_query(
+                config,
+                data["query"],
+                username=data["username"],
+                schemaname=data["schemaname"],
+                client_addr=data["client_addr"],
+                flag_in=data["flag_in"],
+            )
+        except ConfigVersion.DoesNotExist:
+            return refused([f"no version {data['source']} in {self.cluster()}"])
+        except ConfigError as error:
+            return refused(error.errors)
+        except ValueError as error:
+            return refused([str(error)])
+        body = {
+            "answer": trial.answer,
+            "hostgroup": trial.hostgroup,
+            "digest": trial.digest,
+            "digest_text": trial.digest_text,
+            "matched": [rule.rule_id for rule in trial.matched],
+            "rewritten": trial.rewritten,
+            "outcome": trial.outcome,
+            "notes": trial.notes,
+        }
+        return Response(body)
 
 
 class ExportView(ClusterScoped, APIView):

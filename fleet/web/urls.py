@@ -2,7 +2,18 @@
 
 from django.urls import path
 
-from fleet.web.views import audit, backends, bench, clusters, digests, failover, mirror, tables, versions
+from fleet.web.views import (
+    audit,
+    backends,
+    bench,
+    clusters,
+    digests,
+    failover,
+    mirror,
+    ruletest,
+    tables,
+    versions,
+)
 
 app_name = "web"
 
@@ -14,6 +25,7 @@ urlpatterns = [
     path("tables/<slug:slug>/add/", tables.row_edit, name="row_add"),
     path("tables/<slug:slug>/<int:pk>/", tables.row_edit, name="row_edit"),
     path("tables/<slug:slug>/<int:pk>/delete/", tables.row_delete, name="row_delete"),
+    path("rules/test/", ruletest.rule_test, name="rule_test"),
     path("publish/", versions.publish_page, name="publish"),
     path("versions/", versions.history, name="history"),
     path("versions/diff/", versions.version_diff, name="diff"),

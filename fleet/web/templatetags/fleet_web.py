@@ -31,6 +31,12 @@ def cells(row: Model, page: TablePage) -> list[Any]:
 
 
 @register.filter
+def lookup(mapping: dict[Any, Any] | None, key: Any) -> Any:
+    """``mapping[key]``, or None (a template cannot index a dict by a variable)."""
+    return (mapping or {}).get(key)
+
+
+@register.filter
 def ago(at: datetime | None) -> str:
     """How long ago ``at`` was, to the second under a minute ("12 s ago", "3 min ago", "5 h ago", "2 d ago")."""
     if at is None:

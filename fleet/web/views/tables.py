@@ -12,7 +12,7 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
 from fleet.core.drafts import delete_row, save_row
-from fleet.core.models import Cluster
+from fleet.core.models import Cluster, ProxyNode, QueryRule
 from fleet.web.access import current_cluster, operator_only, viewer_page
 from fleet.web.forms import row_form
 from fleet.web.pages import TablePage, table_page
@@ -40,8 +40,19 @@ def table_list(request: HttpRequest, slug: str) -> HttpResponse:
         "rows": rows,
         "search": search,
         "query": urlencode({"q": search}) if search else "",
+        "rule_hits": rule_hits(cluster) if page.model is QueryRule else None,
     }
     return render(request, "web/table_list.html", context)
+
+
+def rule_hits(cluster: Cluster | None) -> dict[int, list[tuple[str, int]]]:
+    """rule_id -> [(node, hits)] from each node's last report (ProxySQL's stats_mysql_query_rules, per node)."""
+    hits: dict[int, list[tuple[str, int]]] = {}
+    for name, report in ProxyNode.objects.filter(cluster=cluster).order_by("name").values_list("name", "last_report"):
+        for row in (report or {}).get("query_rules", []):
+            if isinstance(row, dict) and isinstance(row.get("rule_id"), int) and isinstance(row.get("hits"), int):
+                hits.setdefault(row["rule_id"], []).append((name, row["hits"]))
+    return hits
 
 
 @operator_only

@@ -1,0 +1,124 @@
+"""The rule tester: what the query rules do with one query, computed by the proxy's own rule engine.
+
+"This query, as this user on this schema from this address: which rules match, in what order, what it becomes,
+where it goes", for the draft or any published version, so a DBA sees a rule's effect before publishing it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fleet.core import publishing
+from fleet.core.models import Cluster, ConfigVersion
+from proxyapp.config import Config, parse_config
+from proxyapp.digest import compute_digest
+from proxyapp.rules import QueryContext, RuleEngine
+from proxyapp.tables import MysqlQueryRule
+
+#: The ``source`` that names a cluster's draft (any other is a published version's number).
+DRAFT = "draft"
+
+#: The outcome fields the tester reports, in the order a DBA reads them.
+OUTCOME_FIELDS = (
+    "destination_hostgroup",
+    "error_msg",
+    "OK_msg",
+    "cache_ttl",
+    "timeout",
+    "retries",
+    "delay",
+    "next_query_flagIN",
+    "mirror_hostgroup",
+    "mirror_flagOUT",
+    "multiplex",
+    "log",
+)
+
+
+@dataclass(frozen=True)
+class Trial:
+    """What the rules did with one query."""
+
+    query: str
+    digest: str
+    digest_text: str
+    matched: list[MysqlQueryRule]
+    rewritten: str | None
+    outcome: dict[str, object]
+    answer: str  # what happens to the query, in words
+    hostgroup: int | None  # where it runs (None: the proxy answers it itself)
+    notes: list[str] = field(default_factory=list)
+
+
+def try_query(
+    config: Config,
+    query: str,
+    *,
+    username: str,
+    schemaname: str = "",
+    client_addr: str = "127.0.0.1",
+    proxy_addr: str = "127.0.0.1",
+    proxy_port: int = 6033,
+    flag_in: int = 0,
+) -> Trial:
+    """Run ``query`` through ``config``'s rules as a session of ``username`` would (ValueError for a rule set the
+    engine refuses, as a node would refuse it)."""
+    digest = compute_digest(query)
+    engine = RuleEngine(config.mysql_query_rules)
+    outcome = engine.evaluate(
+        QueryContext(username, schemaname, client_addr, proxy_addr, proxy_port, query, digest.hash, digest.text),
+        flag_in,
+    )
+    by_id = {rule.rule_id: rule for rule in config.mysql_query_rules}
+    fields = {name: getattr(outcome, name) for name in OUTCOME_FIELDS if getattr(outcome, name) is not None}
+    notes = []
+    user = next((u for u in config.mysql_users if u.username == username and u.frontend), None)
+    if user is None:
+        notes.append(f"no frontend user {username!r} in this config: such a session could not log in")
+    hostgroup: int | None
+    if outcome.error_msg is not None:
+        answer, hostgroup = f"refused by the proxy with error 1148: {outcome.error_msg}", None
+    elif outcome.OK_msg is not None:
+        answer, hostgroup = f"answered OK by the proxy: {outcome.OK_msg}", None
+    elif outcome.destination_hostgroup is not None:
+        hostgroup = outcome.destination_hostgroup
+        deciding = _deciding(outcome.matched, by_id)
+        why = f"rule {deciding}'s destination" if deciding is not None else "the query's hostgroup annotation"
+        answer = f"runs on hostgroup {hostgroup} ({why})"
+    elif user is not None:
+        hostgroup = user.default_hostgroup
+        answer = f"runs on hostgroup {hostgroup} ({username}'s default_hostgroup: no rule sets a destination)"
+    else:
+        answer, hostgroup = "no destination: no rule sets one and the user is unknown", None
+    if hostgroup is not None and hostgroup not in {s.hostgroup_id for s in config.mysql_servers}:
+        notes.append(f"hostgroup {hostgroup} has no servers in this config: the query would wait, then fail (9001)")
+    if outcome.annotations:
+        notes.append(
+            "annotations in its first comment: " + ", ".join(f"{k}={v}" for k, v in outcome.annotations.items())
+        )
+    return Trial(
+        query=query,
+        digest=digest.hash,
+        digest_text=digest.text,
+        matched=[by_id[rule_id] for rule_id in outcome.matched],
+        rewritten=outcome.query,
+        outcome=fields,
+        answer=answer,
+        hostgroup=hostgroup,
+        notes=notes,
+    )
+
+
+def _deciding(matched: list[int], rules: dict[int, MysqlQueryRule]) -> int | None:
+    """The last matched rule that set a destination hostgroup (None: an annotation set it)."""
+    return next((rule_id for rule_id in reversed(matched) if rules[rule_id].destination_hostgroup is not None), None)
+
+
+def config_of(cluster: Cluster, source: str) -> Config:
+    """The config whose rules to try: the draft's, or published version ``source``'s.
+
+    ConfigError for an invalid draft; ConfigVersion.DoesNotExist for a version the cluster does not have.
+    """
+    if source == DRAFT:
+        return publishing.compile_draft(cluster)
+    return parse_config(ConfigVersion.objects.get(cluster=cluster, number=int(source)).document)
