@@ -7,6 +7,9 @@ benchmark jobs' worker (queue ``bench``) and Celery beat; two proxy nodes, ``nod
 6070) and ``node2`` (6034, admin 6071), each with
 its agent; the cluster ``demo`` with the demo config (``fleet/demo.py``) published to both. The admin account's
 password is kept in ``var/demo/admin-password``; every process logs to ``var/demo/logs/``.
+
+A restart keeps what the last run left: the sandbox's data and ports (it is stopped, not thrown away), the draft
+and the published versions. A child that exits is started again while the others keep running.
 """
 
 from __future__ import annotations
@@ -81,26 +84,27 @@ def prepare_control_plane(sandbox: Sandbox, admin_password: str) -> None:
     admin.is_staff = admin.is_superuser = admin.is_active = True
     admin.set_password(admin_password)
     admin.save()
-    cluster, _ = Cluster.objects.get_or_create(name=CLUSTER, defaults={"comment": "make run: the sandbox demo"})
+    cluster, created = Cluster.objects.get_or_create(name=CLUSTER, defaults={"comment": "make run: the sandbox demo"})
     for name, (mysql, admin_address) in NODES.items():
         ProxyNode.objects.update_or_create(
             name=name, defaults={"cluster": cluster, "mysql_address": mysql, "admin_address": admin_address}
         )
-    publishing.import_document(cluster, demo_config(sandbox), admin)
+    if created:  # a restart keeps the draft and the versions the user made
+        publishing.import_document(cluster, demo_config(sandbox), admin)
 
 
 def publish_demo() -> tuple[int, str]:
-    """Publish the draft (pushing it to both nodes); the version the nodes must run, and its checksum."""
+    """The version the nodes must run, and its checksum: the latest one (reconcile sends it to a node that lacks
+    it), or on the first run the demo config, published now. A draft being edited is never published here."""
     from django.contrib.auth.models import User
 
     from fleet.core import publishing
     from fleet.core.models import Cluster
 
     cluster = Cluster.objects.get(name=CLUSTER)
-    try:
+    version = cluster.latest_version()
+    if version is None:
         version = publishing.publish(cluster, User.objects.get(username=ADMIN), comment="make run: the demo config")
-    except publishing.NothingToPublish:
-        version = cluster.latest_version()  # already published; reconcile sends it to a node that lacks it
     return version.number, version.checksum
 
 
@@ -130,6 +134,32 @@ def banner(number: int, checksum: str, admin_password: str, redis_url: str) -> s
         f"  redis: {redis_url}   logs: {LOGS.relative_to(REPO)}/\n"
         "Ctrl-C stops everything."
     )
+
+
+def supervise(services: list[stack.Service]) -> None:
+    """Until Ctrl-C: a child that exits is logged and started again while the others keep running (the nodes
+    serve whatever happens to the control plane); one that keeps exiting is left stopped."""
+    policy = stack.RestartPolicy()
+    given_up: set[int] = set()
+    while True:
+        for service in services:
+            if service.running or id(service) in given_up:
+                continue
+            code = service.proc.returncode if service.proc is not None else None
+            if policy.allow(str(id(service)), time.monotonic()):
+                print(
+                    f"\n{service.name} exited ({code}); starting it again. Its log ends with:\n{service.log(10)}",
+                    flush=True,
+                )
+                service.start()
+            else:
+                given_up.add(id(service))
+                print(
+                    f"\n{service.name} exited {policy.limit} times within {policy.window:.0f} s: left stopped, the "
+                    f"others keep running. Its log ends with:\n{service.log()}",
+                    file=sys.stderr,
+                )
+        time.sleep(0.5)
 
 
 def main() -> int:
@@ -166,13 +196,7 @@ def main() -> int:
         number, checksum = publish_demo()
         wait_applied(number, nodes)
         print(banner(number, checksum, admin_password, redis_url), flush=True)
-        while True:
-            dead = next((s for s in services if not s.running), None)
-            if dead is not None:
-                print(f"\n{dead.name} exited; its log ends with:\n{dead.log()}", file=sys.stderr)
-                status = 1
-                break
-            time.sleep(0.5)
+        supervise(services)
     except KeyboardInterrupt:
         pass
     except RuntimeError as exc:
@@ -181,7 +205,7 @@ def main() -> int:
     finally:
         print("\nstopping...", flush=True)
         stack.stop_all(services)
-        sandbox.down()
+        sandbox.stop()  # its data and ports stay for the next make run
         print("stopped.")
     return status
 

@@ -218,15 +218,23 @@ class Sandbox:
     def up(self, replicas: int = 1, semi_sync: bool = False) -> list[SandboxServer]:
         """Start a primary and ``replicas`` replicas and wire replication; returns the servers, primary first.
 
-        Idempotent: a sandbox already running in this shape is returned as it is. A sandbox of another shape,
-        or with servers that died, is taken down and built afresh.
+        Idempotent, and it keeps data: a sandbox already in this shape keeps its running servers as they are and
+        starts its stopped ones again on their datadirs and ports (a restart of ``make run`` finds its data where
+        it left it). Only a sandbox of another shape, or one whose stopped server cannot start, is built afresh.
         """
         if replicas < 0:
             raise SandboxError("replicas must be 0 or more")
         state = self._load()
         same_shape = state is not None and (state.replicas, state.semi_sync) == (replicas, semi_sync)
-        if same_shape and state.servers and all(s.running for s in state.servers):
-            return state.servers
+        if same_shape and state is not None and state.servers:
+            try:
+                for server in state.servers:
+                    if not server.running:
+                        self.start(server.name)
+                self.wait_replicated()
+                return self.status()
+            except (SandboxError, OSError, pymysql.MySQLError) as exc:
+                print(f"sandbox {self.base_dir}: cannot restart it as it was ({exc}); building it afresh", flush=True)
         self.down()
         self.base_dir.mkdir(parents=True, exist_ok=True)
         state = _State(replicas, semi_sync, [self._new_server(i) for i in range(replicas + 1)])
@@ -252,6 +260,12 @@ class Sandbox:
         if state:
             _stop(state.servers, signal.SIGKILL)  # the data is thrown away, so no clean shutdown is needed
         shutil.rmtree(self.base_dir, ignore_errors=True)
+
+    def stop(self, name: str | None = None) -> None:
+        """Shut server ``name`` (every server when None) down cleanly; its data and port stay for ``up``/``start``."""
+        state = self._load()
+        servers = (state.servers if state else []) if name is None else [self._server(state, name)]
+        _stop(servers, signal.SIGTERM)
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         """Stop one server with ``sig`` and wait until it is gone; its data stays for ``start``."""

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -90,6 +91,24 @@ class Service:
         if not self.log_path.exists():
             return ""
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+class RestartPolicy:
+    """Whether to start a child again that exited: yes, unless it exited ``limit`` times within ``window`` seconds
+    (a crash loop, left stopped so that its log can be read). Times are given, so the policy is plain data."""
+
+    def __init__(self, limit: int = 5, window: float = 60.0) -> None:
+        self.limit = limit
+        self.window = window
+        self._exits: dict[str, deque[float]] = {}
+
+    def allow(self, key: str, now: float) -> bool:
+        """Record that ``key`` exited at ``now``; whether to start it again."""
+        exits = self._exits.setdefault(key, deque())
+        exits.append(now)
+        while now - exits[0] > self.window:
+            exits.popleft()
+        return len(exits) <= self.limit
 
 
 def wait_until(check: Callable[[], bool], what: str, timeout: float, service: Service | None = None) -> None:

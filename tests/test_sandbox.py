@@ -155,3 +155,36 @@ def test_down_leaves_alone_a_process_that_reused_a_recorded_pid(tmp_path: Path) 
     finally:
         stranger.kill()
         stranger.wait()
+
+
+def test_up_restarts_what_stopped_and_keeps_data_and_ports(tmp_path: Path) -> None:
+    """make run's restart: a member that died is started again without rebuilding the healthy one, and a sandbox
+    stopped whole comes back on its ports with its data."""
+    base = tmp_path / "keep"
+    box = Sandbox(base)
+    try:
+        box.up(replicas=1)
+        primary = box.primary()
+        with primary.connect() as conn, conn.cursor() as cur:
+            cur.execute("CREATE TABLE test.kept (id INT PRIMARY KEY)")
+            cur.execute("INSERT INTO test.kept VALUES (7)")
+        box.wait_replicated()
+        ports = {s.name: s.port for s in box.status()}
+        box.kill("replica1")
+        box.up(replicas=1)
+        assert box.primary().pid == primary.pid  # the healthy primary was left running
+        assert {s.name: s.port for s in box.status()} == ports
+        call_command("sandbox", "stop", "--dir", str(base), stdout=io.StringIO())
+        assert not any(s.running for s in box.status()) and base.exists()
+        call_command("sandbox", "up", "--dir", str(base), stdout=io.StringIO())
+        assert {s.name: s.port for s in box.status()} == ports
+        for server in box.status():
+            with server.connect() as conn, conn.cursor() as cur:
+                cur.execute("SELECT id FROM test.kept")
+                assert cur.fetchall() == ((7,),), server.name
+        call_command("sandbox", "stop", "replica1", "--dir", str(base), stdout=io.StringIO())
+        assert [s.running for s in box.status()] == [True, False]
+        call_command("sandbox", "start", "replica1", "--dir", str(base), stdout=io.StringIO())
+        assert [s.running for s in box.status()] == [True, True]
+    finally:
+        box.down()

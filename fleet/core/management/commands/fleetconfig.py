@@ -9,27 +9,21 @@ from pathlib import Path
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from fleet.core import publishing
+from fleet.core.management.intermixed import IntermixedCommand
 from fleet.core.models import Cluster
 from fleet.core.proxysql_cnf import import_cnf
 from proxyapp.config import ConfigError
 
 
-class Command(BaseCommand):
+class Command(IntermixedCommand):
     help = (
         "export: write a cluster's draft as a config document (with its passwords) to FILE or stdout; "
         "import: replace the draft with a config document; import-cnf: replace it with a ProxySQL proxysql.cnf. "
         "Imports create the cluster if needed and, with --publish, publish the result."
     )
-
-    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> Any:
-        """The command's parser, reading positionals on both sides of the options: ``import-cnf --cluster X FILE``
-        as the README writes it (plain argparse takes FILE for an unrecognized argument there)."""
-        parser = super().create_parser(prog_name, subcommand, **kwargs)
-        parser.parse_args = parser.parse_intermixed_args  # type: ignore[method-assign]
-        return parser
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("action", choices=["export", "import", "import-cnf"])

@@ -1,4 +1,6 @@
-"""``python manage.py sandbox up|down|status``: throwaway MariaDB servers for tests, demos and benchmarks."""
+"""``python manage.py sandbox up|down|status|start NAME|stop [NAME]``: MariaDB servers for tests, demos and
+benchmarks. ``up`` keeps the data of a sandbox already there (it restarts its stopped servers), ``stop`` shuts servers
+down keeping their data and ports, ``start NAME`` brings one back; ``down`` throws everything away."""
 
 from __future__ import annotations
 
@@ -8,19 +10,24 @@ from argparse import ArgumentParser
 from dataclasses import asdict
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from fleet.core.management.intermixed import IntermixedCommand
 from fleet.sandbox import Sandbox, SandboxError, SandboxServer
 
 
-class Command(BaseCommand):
+class Command(IntermixedCommand):
     """Start, stop or show the MariaDB sandbox."""
 
-    help = "Start (up), stop (down) or show (status) a sandbox of MariaDB servers: a primary and N replicas."
+    help = (
+        "Bring up (up), throw away (down) or show (status) a sandbox of MariaDB servers, a primary and N replicas; "
+        "stop [NAME] shuts servers down keeping their data, start NAME starts one again."
+    )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         """Declare the command's arguments."""
-        parser.add_argument("action", choices=["up", "down", "status"])
+        parser.add_argument("action", choices=["up", "down", "status", "start", "stop"])
+        parser.add_argument("name", nargs="?", help="the server for start and stop (primary, replica1, ...)")
         parser.add_argument("--replicas", type=int, default=1, help="number of replicas for up (default 1)")
         parser.add_argument("--semi-sync", action="store_true", help="semi-synchronous replication (up)")
         parser.add_argument("--json", action="store_true", help="print the servers as a JSON list")
@@ -39,6 +46,13 @@ class Command(BaseCommand):
             elif action == "down":
                 sandbox.down()
                 servers = []
+            elif action == "start":
+                if not options["name"]:
+                    raise CommandError("start needs the server's name (see status)")
+                servers = [sandbox.start(options["name"])]
+            elif action == "stop":
+                sandbox.stop(options["name"])
+                servers = sandbox.status()
             else:
                 servers = sandbox.status()
         except SandboxError as exc:

@@ -1,0 +1,19 @@
+"""The supervisor's restart policy (``fleet.stack.RestartPolicy``), with time given as data."""
+
+from __future__ import annotations
+
+from fleet.stack import RestartPolicy
+
+
+def test_a_child_is_restarted_until_it_loops() -> None:
+    policy = RestartPolicy(limit=3, window=60)
+    assert [policy.allow("web", t) for t in (0, 10, 20)] == [True, True, True]
+    assert policy.allow("web", 30) is False  # four exits within a minute: a crash loop, left stopped
+    assert policy.allow("worker", 30) is True  # counted per child
+
+
+def test_old_exits_are_forgotten() -> None:
+    policy = RestartPolicy(limit=2, window=60)
+    assert policy.allow("web", 0) and policy.allow("web", 50)
+    assert policy.allow("web", 100)  # the exit at 0 is out of the window
+    assert not policy.allow("web", 101)
