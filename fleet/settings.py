@@ -78,6 +78,7 @@ INSTALLED_APPS = [
     "fleet.failover",
     "django_celery_beat",
     "fleet.bench",
+    "axes",
 ]
 
 LOGIN_URL = "login"
@@ -93,7 +94,28 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: it answers a locked-out login with 429
 ]
+
+# Logins are throttled (fleet/core/logins.py): a username is locked out from one client address after
+# AXES_FAILURE_LIMIT failed logins (web form or API token) for AXES_COOLOFF_TIME hours; a success resets the count.
+AUTHENTICATION_BACKENDS = ["fleet.core.logins.LoginThrottle", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = int(os.environ.get("FLEET_LOGIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = float(os.environ.get("FLEET_LOGIN_COOLOFF_HOURS", "0.25"))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
+
+# Behind TLS (FLEET_TLS=1, the deployment in deploy/): cookies only over HTTPS, HSTS, sessions of 8 hours.
+if os.environ.get("FLEET_TLS", "").lower() in ("1", "true", "yes", "on"):
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = int(os.environ.get("FLEET_HSTS_SECONDS", "31536000"))
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SESSION_COOKIE_AGE = int(os.environ.get("FLEET_SESSION_SECONDS", str(8 * 3600)))
+SESSION_COOKIE_HTTPONLY = CSRF_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = CSRF_COOKIE_SAMESITE = "Lax"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
 
 ROOT_URLCONF = "fleet.urls"
 WSGI_APPLICATION = "fleet.wsgi.application"

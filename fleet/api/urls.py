@@ -1,7 +1,6 @@
 """The API's routes, mounted at ``/api/v1/``."""
 
 from django.urls import include, path
-from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.routers import DefaultRouter
 
 from fleet.api import failover, mirror, views
@@ -24,7 +23,7 @@ router.register("bench/runs", BenchRunViewSet, basename="bench-runs")
 app_name = "api"
 
 urlpatterns = [
-    path("auth/token/", ObtainAuthToken.as_view(), name="token"),
+    path("auth/token/", views.TokenView.as_view(), name="token"),
     path("publish/", views.PublishView.as_view(), name="publish"),
     path("rules/test/", views.RuleTestView.as_view(), name="rule-test"),
     path("export/", views.ExportView.as_view(), name="export"),

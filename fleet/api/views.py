@@ -14,6 +14,7 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import serializers, status, viewsets
+from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.request import Request
@@ -274,6 +275,17 @@ class PublishView(ClusterScoped, APIView):
         except publishing.NothingToPublish as error:
             return refused([str(error)])
         return _published(version)
+
+
+class TokenView(ObtainAuthToken):
+    """An API token for a username and password; throttled and audited like the web login (fleet.core.logins).
+
+    Authentication gets Django's own request, not DRF's wrapper: the lockout axes marks on it is what its
+    middleware answers with 429.
+    """
+
+    def get_serializer_context(self) -> dict[str, Any]:
+        return {**super().get_serializer_context(), "request": self.request._request}
 
 
 class RuleTestView(ClusterScoped, APIView):

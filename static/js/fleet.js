@@ -16,7 +16,7 @@ const COLOURS = ["#2563eb", "#b42318", "#2a7d4f", "#b7791f", "#7c3aed", "#0e7490
 
 function timeLabel(ms, withDate) {
   const at = new Date(ms);
-  const time = at.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+  const time = at.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", hourCycle: "h23" });  // 24-hour, as the tables
   return withDate ? `${at.toLocaleDateString([], { month: "short", day: "numeric" })} ${time}` : time;
 }
 

@@ -14,6 +14,7 @@ from django.contrib.auth.models import User as Account
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import urlencode
 
 from fleet.core import publishing, roles
 from fleet.core.drafts import save_row
@@ -556,3 +557,39 @@ def test_hostnames_are_checked_and_every_accepted_one_shows(cluster: Cluster, op
         reverse("web:server", args=[10, "fe80::2:3310"]),
     ):
         assert operator.get(url).status_code == 200, url
+
+
+HOSTILE = '"><script>alert(1)</script><img src=x onerror=alert(2)>'
+
+
+def test_hostile_values_are_escaped_on_every_page(published: Cluster, operator: Client) -> None:
+    """Every text column that accepts any text holds markup, and a node reports markup in a digest: every page
+    a viewer or operator opens answers 200 and shows it as text, never as markup."""
+    cluster = published
+    save_row(User(cluster=cluster, username=HOSTILE, password="x", default_schema=HOSTILE, comment=HOSTILE), None)
+    rule = QueryRule(
+        cluster=cluster,
+        rule_id=50,
+        active=True,
+        username=HOSTILE,
+        schemaname=HOSTILE,
+        match_pattern="<script>",
+        replace_pattern=HOSTILE,
+        error_msg=HOSTILE,
+        comment=HOSTILE,
+    )
+    save_row(rule, None)
+    save_row(Variable(cluster=cluster, variable_name="mysql-server_version", variable_value=HOSTILE), None)
+    hostgroup = Hostgroup.objects.get(cluster=cluster, hostgroup_id=10)
+    hostgroup.name = hostgroup.comment = HOSTILE
+    hostgroup.save()
+    publishing.publish(cluster, None, comment=HOSTILE)
+    node = ProxyNode.objects.get(cluster=cluster, name=NODE)
+    send_report(node, timezone.now(), snapshot([], [digest_row("0x3", HOSTILE, 1, 1)]), None)
+    urls = [*viewer_urls(), *operator_urls(cluster), reverse("web:diff") + "?old=2&new=3"]
+    urls.append(reverse("web:rule_test") + "?" + urlencode({"query": HOSTILE, "username": HOSTILE, "source": "draft"}))
+    for url in urls:
+        response = operator.get(url)
+        assert response.status_code == 200, url
+        body = response.content.decode()
+        assert "<script>alert(1)" not in body and "onerror=alert(2)>" not in body, url

@@ -9,7 +9,8 @@ from fleet.core.models.nodes import Cluster
 
 
 class AuditEntry(models.Model):
-    """One change: a row created, updated or deleted, a publish, a rollback, an import."""
+    """One change (a row created, updated or deleted, a publish, a rollback, an import), or a login or failed
+    login (``after`` holds the client's address and the way in)."""
 
     class Action(models.TextChoices):
         CREATE = "create", "create"
@@ -18,6 +19,8 @@ class AuditEntry(models.Model):
         PUBLISH = "publish", "publish"
         ROLLBACK = "rollback", "rollback"
         IMPORT = "import", "import"
+        LOGIN = "login", "login"
+        LOGIN_FAILED = "login-fail", "login failed"
 
     at = models.DateTimeField(auto_now_add=True, db_index=True)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
