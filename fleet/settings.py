@@ -181,6 +181,7 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "The control plane of a ProxyFleet proxy fleet (see docs/control-plane.md).",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["fleet.api.permissions.ViewerPermission"],  # the schema and its docs behind a login
     "SWAGGER_UI_DIST": "SIDECAR",  # served from static files, no CDN
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",

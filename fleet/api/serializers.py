@@ -213,6 +213,14 @@ class CommentSerializer(serializers.Serializer):
     comment = serializers.CharField(required=False, allow_blank=True, default="", trim_whitespace=False)
 
 
+class PublishRequestSerializer(CommentSerializer):
+    """A publish: its comment and, to publish exactly the draft previewed, that draft's checksum."""
+
+    checksum = serializers.CharField(
+        required=False, allow_blank=True, default="", help_text="the previewed draft's checksum: refused if it changed"
+    )
+
+
 class PublishedSerializer(serializers.Serializer):
     """The version a publish or a rollback stored."""
 
@@ -232,6 +240,7 @@ class DraftStateSerializer(serializers.Serializer):
     changes = RowChangeSerializer(many=True)
     errors = serializers.ListField(child=serializers.CharField())
     warnings = serializers.ListField(child=serializers.CharField(), help_text="what a node would warn about")
+    checksum = serializers.CharField(help_text="the draft's checksum, to publish exactly this draft")
 
 
 class ImportedSerializer(serializers.Serializer):

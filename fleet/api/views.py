@@ -254,25 +254,33 @@ class PublishView(ClusterScoped, APIView):
     @extend_schema(parameters=[CLUSTER_PARAMETER], responses=api.DraftStateSerializer)
     def get(self, request: Request) -> Response:
         errors: list[str] = []
+        checksum = ""
         try:
-            changes, warnings = publishing.draft_preview(self.cluster())
+            changes, warnings, checksum = publishing.draft_preview(self.cluster())
         except ConfigError as error:
             changes, warnings, errors = [], [], error.errors
-        body = {"changes": api.RowChangeSerializer(changes, many=True).data, "errors": errors, "warnings": warnings}
+        body = {
+            "changes": api.RowChangeSerializer(changes, many=True).data,
+            "errors": errors,
+            "warnings": warnings,
+            "checksum": checksum,
+        }
         return Response(body)
 
     @extend_schema(
         parameters=[CLUSTER_PARAMETER],
-        request=api.CommentSerializer,
+        request=api.PublishRequestSerializer,
         responses={201: api.PublishedSerializer, 400: api.RefusedSerializer},
     )
     def post(self, request: Request) -> Response:
-        comment = _comment(request)
+        asked = api.PublishRequestSerializer(data=request.data)
+        asked.is_valid(raise_exception=True)
+        comment, previewed = asked.validated_data["comment"], asked.validated_data["checksum"]
         try:
-            version = publishing.publish(self.cluster(), request.user, comment=comment)
+            version = publishing.publish(self.cluster(), request.user, comment=comment, previewed=previewed)
         except ConfigError as error:
             return refused(error.errors)
-        except publishing.NothingToPublish as error:
+        except (publishing.NothingToPublish, publishing.DraftChanged) as error:
             return refused([str(error)])
         return _published(version)
 

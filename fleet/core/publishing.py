@@ -37,6 +37,10 @@ class NothingToPublish(Exception):
     """The draft is the same config as the latest version."""
 
 
+class DraftChanged(Exception):
+    """The draft is not the one its publisher previewed: someone changed it since (the message says who, when)."""
+
+
 @dataclass(frozen=True)
 class RowChange:
     """One row added, removed or changed between two documents; secrets in ``before``/``after`` are masked."""
@@ -169,13 +173,14 @@ def ensure_hostgroups(cluster: Cluster, config: Config) -> None:
 # --- publishing ---------------------------------------------------------------------------------------------
 
 
-def publish(cluster: Cluster, user: Actor, comment: str = "") -> ConfigVersion:
+def publish(cluster: Cluster, user: Actor, comment: str = "", previewed: str = "") -> ConfigVersion:
     """Validate the draft and store it as the cluster's next version; it is pushed to the nodes after commit.
 
     ConfigError (naming rows and columns) for an invalid draft, NothingToPublish when the draft is the latest
-    version's config.
+    version's config, DraftChanged when ``previewed`` (the checksum of the draft its publisher saw) is given and
+    the draft is no longer that one.
     """
-    return _publish(cluster, user, comment, rollback_of=None)
+    return _publish(cluster, user, comment, rollback_of=None, previewed=previewed)
 
 
 def rollback(version: ConfigVersion, user: Actor, comment: str = "") -> ConfigVersion:
@@ -189,10 +194,14 @@ def rollback(version: ConfigVersion, user: Actor, comment: str = "") -> ConfigVe
         return _publish(cluster, user, comment or f"rollback to version {version.number}", rollback_of=version)
 
 
-def _publish(cluster: Cluster, user: Actor, comment: str, rollback_of: ConfigVersion | None) -> ConfigVersion:
+def _publish(
+    cluster: Cluster, user: Actor, comment: str, rollback_of: ConfigVersion | None, previewed: str = ""
+) -> ConfigVersion:
     with transaction.atomic():
         Cluster.objects.select_for_update().filter(pk=cluster.pk).first()  # one publisher per cluster at a time
         config = compile_draft(cluster)
+        if previewed and config.checksum != previewed:
+            raise DraftChanged(_changed_since_preview(cluster))
         latest = cluster.latest_version()
         if latest is not None and latest.checksum == config.checksum:
             raise NothingToPublish(f"nothing to publish: the draft is version {latest.number}'s config")
@@ -214,6 +223,18 @@ def _publish(cluster: Cluster, user: Actor, comment: str, rollback_of: ConfigVer
         # robust: a broker that is down must not fail a publish that committed; reconcile re-sends later.
         transaction.on_commit(lambda: _deliver(version), robust=True)
     return version
+
+
+def _changed_since_preview(cluster: Cluster) -> str:
+    """Who changed the draft last, and when: the reason a publish of an older preview is refused."""
+    edits = (AuditEntry.Action.CREATE, AuditEntry.Action.UPDATE, AuditEntry.Action.DELETE, AuditEntry.Action.IMPORT)
+    last = AuditEntry.objects.filter(cluster=cluster, action__in=edits).select_related("user").first()
+    who = (
+        f" by {last.user.get_username() if last.user else 'the system'} at {last.at:%Y-%m-%d %H:%M:%S} UTC"
+        if last
+        else ""
+    )
+    return f"the draft changed{who} since it was previewed: review its changes again, then publish"
 
 
 def _deliver(version: ConfigVersion) -> None:
@@ -240,12 +261,14 @@ def draft_changes(cluster: Cluster) -> list[RowChange]:
     return draft_preview(cluster)[0]
 
 
-def draft_preview(cluster: Cluster) -> tuple[list[RowChange], list[str]]:
-    """``draft_changes``, and the warnings a node would log for the draft (a hostgroup with no servers, a variable
-    it does not act on); ConfigError for an invalid draft."""
+def draft_preview(cluster: Cluster) -> tuple[list[RowChange], list[str], str]:
+    """``draft_changes``, the warnings a node would log for the draft (a hostgroup with no servers, a variable it
+    does not act on) and the draft's checksum (publish with it to refuse a draft changed meanwhile); ConfigError for
+    an invalid draft."""
     config = compile_draft(cluster)
     latest = cluster.latest_version()
-    return _changes(latest.document if latest is not None else {}, config.to_document()), list(config.warnings)
+    changes = _changes(latest.document if latest is not None else {}, config.to_document())
+    return changes, list(config.warnings), config.checksum
 
 
 def diff_versions(old: ConfigVersion, new: ConfigVersion) -> list[RowChange]:

@@ -421,8 +421,10 @@ def test_accounts_are_managed_by_admins(clients: dict[str, APIClient], accounts:
 
 
 def test_openapi_schema_and_docs(clients: dict[str, APIClient]) -> None:
-    anonymous = clients["anonymous"]
-    response = anonymous.get("/api/schema/?format=json")
+    for url in ("/api/schema/?format=json", "/api/docs/"):  # behind a login
+        assert clients["anonymous"].get(url).status_code in (401, 403), url
+    viewer = clients["viewer"]
+    response = viewer.get("/api/schema/?format=json")
     assert response.status_code == 200
     schema = json.loads(response.content)
     validate_schema(schema)
@@ -430,7 +432,7 @@ def test_openapi_schema_and_docs(clients: dict[str, APIClient]) -> None:
     for path in ("/api/v1/servers/", "/api/v1/publish/", "/api/v1/versions/{number}/diff/", "/api/v1/auth/token/"):
         assert path in schema["paths"]
     assert schema["components"]["schemas"]["User"]["properties"]["password"]["writeOnly"] is True
-    docs = anonymous.get("/api/docs/").content.decode()
+    docs = viewer.get("/api/docs/").content.decode()
     assert "/static/drf_spectacular_sidecar/swagger-ui-dist/" in docs and "cdn" not in docs.lower()
     for asset in re.findall(r"/static/(drf_spectacular_sidecar/[^\"']+)", docs):
         assert finders.find(asset) is not None, asset  # every asset of the page is a local static file
@@ -446,3 +448,15 @@ def test_blank_means_null_through_the_api_too(clients: dict[str, APIClient], clu
     assert refused.status_code == 400 and "empty message" in str(refused.json()["OK_msg"])
     bad_host = operator.post(f"{API}/servers/", {"hostgroup_id": 10, "hostname": "bad host!"}, format="json")
     assert bad_host.status_code == 400 and "not a host name" in str(bad_host.json()["hostname"])
+
+
+def test_publish_with_the_previewed_checksum(clients: dict[str, APIClient], cluster: Cluster) -> None:
+    operator = clients["operator"]
+    previewed = operator.get(f"{API}/publish/").json()["checksum"]
+    assert len(previewed) >= 16
+    row = {"hostgroup_id": 20, "hostname": "10.0.0.78", "port": 3306}
+    assert operator.post(f"{API}/servers/", row, format="json").status_code == 201
+    stale = operator.post(f"{API}/publish/", {"checksum": previewed}, format="json")
+    assert stale.status_code == 400 and "changed by operator-account" in str(stale.json())
+    fresh = operator.get(f"{API}/publish/").json()["checksum"]
+    assert operator.post(f"{API}/publish/", {"checksum": fresh}, format="json").status_code == 201

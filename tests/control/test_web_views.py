@@ -593,3 +593,20 @@ def test_hostile_values_are_escaped_on_every_page(published: Cluster, operator: 
         assert response.status_code == 200, url
         body = response.content.decode()
         assert "<script>alert(1)" not in body and "onerror=alert(2)>" not in body, url
+
+
+def test_a_publish_refuses_a_draft_changed_since_its_preview(cluster: Cluster, operator: Client) -> None:
+    """Two operators share the draft: a publish carries the checksum of the draft its page showed."""
+    page = operator.get(reverse("web:publish")).content.decode()
+    (previewed,) = re.findall(r'name="draft_checksum" value="([0-9a-f]+)"', page)
+    other = Account.objects.create_user("colleague", password=LOGIN_PASSWORD)
+    save_row(Server(cluster=cluster, hostgroup_id=20, hostname="10.0.0.77", port=3306), other)
+    response = operator.post(reverse("web:publish"), {"comment": "mine", "draft_checksum": previewed}, follow=True)
+    said = html.unescape(response.content.decode())
+    assert "Not published: the draft changed by colleague at " in said
+    assert not ConfigVersion.objects.filter(cluster=cluster).exists()
+    page = operator.get(reverse("web:publish")).content.decode()
+    assert "10.0.0.77" in page  # the new preview shows the colleague's change
+    (again,) = re.findall(r'name="draft_checksum" value="([0-9a-f]+)"', page)
+    assert operator.post(reverse("web:publish"), {"comment": "ours", "draft_checksum": again}).status_code == 302
+    assert ConfigVersion.objects.get(cluster=cluster).comment == "ours"

@@ -29,9 +29,12 @@ def publish_page(request: HttpRequest) -> HttpResponse:
     comment = request.POST.get("comment", "")
     if cluster is not None and request.method == "POST":
         try:
-            version = publishing.publish(cluster, request.user, comment=comment)
+            previewed = request.POST.get("draft_checksum", "")
+            version = publishing.publish(cluster, request.user, comment=comment, previewed=previewed)
         except publishing.NothingToPublish:
             messages.info(request, "Nothing to publish: the draft is the latest version's config.")
+        except publishing.DraftChanged as changed:
+            messages.warning(request, f"Not published: {changed}.")
         except ConfigError as error:
             errors = error.errors
         else:
@@ -40,12 +43,20 @@ def publish_page(request: HttpRequest) -> HttpResponse:
             return redirect("web:overview")
     changes: list[publishing.RowChange] = []
     warnings: list[str] = []
+    checksum = ""
     if cluster is not None:
         try:
-            changes, warnings = publishing.draft_preview(cluster)
+            changes, warnings, checksum = publishing.draft_preview(cluster)
         except ConfigError as error:
             errors = errors or error.errors
-    context = {"cluster": cluster, "changes": changes, "errors": errors, "warnings": warnings, "comment": comment}
+    context = {
+        "cluster": cluster,
+        "changes": changes,
+        "errors": errors,
+        "warnings": warnings,
+        "comment": comment,
+        "checksum": checksum,
+    }
     return render(request, "web/publish.html", context)
 
 
