@@ -610,3 +610,14 @@ def test_a_publish_refuses_a_draft_changed_since_its_preview(cluster: Cluster, o
     (again,) = re.findall(r'name="draft_checksum" value="([0-9a-f]+)"', page)
     assert operator.post(reverse("web:publish"), {"comment": "ours", "draft_checksum": again}).status_code == 302
     assert ConfigVersion.objects.get(cluster=cluster).comment == "ours"
+
+
+def test_digests_show_their_hash_each_nodes_share_and_make_a_rule(published: Cluster, operator: Client) -> None:
+    other = ProxyNode.objects.create(cluster=published, name="second-node")
+    send_report(other, timezone.now(), snapshot([], [digest_row("0x1", "SELECT ?", 3, 30)]), None)
+    page = html.unescape(operator.get(reverse("web:digests") + "?sort=count").content.decode())
+    assert "<code>0x1</code>" in page
+    assert f'second-node: 3</span><br><span class="nowrap">{NODE}: 5</span>' in page  # nodes by name
+    (link,) = set(re.findall(r'href="(/tables/query-rules/add/\?digest=0x1[^"]*)"', page))
+    form = operator.get(link).content.decode()
+    assert re.search(r'name="digest" value="0x1"', form)

@@ -19,12 +19,24 @@ DEFAULT_SORT = "sum"
 
 
 def top_digests(cluster: Cluster | None, sort: str) -> list[dict[str, Any]]:
-    """The cluster's digests merged across nodes, each with ``avg_time``, the ``TOP`` largest by ``sort``."""
-    reports = ProxyNode.objects.filter(cluster=cluster).values_list("last_report", flat=True)
-    rows = merge_digest_rows([row for report in reports for row in (report or {}).get("query_digest", [])])
+    """The cluster's digests merged across nodes, each with ``avg_time`` and ``nodes`` (each node's count), the
+    ``TOP`` largest by ``sort``."""
+    reports = ProxyNode.objects.filter(cluster=cluster).order_by("name").values_list("name", "last_report")
+    per_node: dict[tuple[Any, ...], list[tuple[str, int]]] = {}
+    every: list[dict[str, Any]] = []
+    for name, report in reports:
+        for row in merge_digest_rows(list((report or {}).get("query_digest", []))):
+            per_node.setdefault(_key(row), []).append((name, row["count_star"]))
+            every.append(row)
+    rows = merge_digest_rows(every)
     for row in rows:
         row["avg_time"] = row["sum_time"] / row["count_star"] if row["count_star"] else 0
+        row["nodes"] = per_node.get(_key(row), [])
     return sorted(rows, key=lambda row: row[SORTS[sort]], reverse=True)[:TOP]
+
+
+def _key(row: dict[str, Any]) -> tuple[Any, ...]:
+    return (row["hostgroup"], row["schemaname"], row["username"], row.get("client_address", ""), row["digest"])
 
 
 @viewer_page

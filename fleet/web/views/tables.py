@@ -64,7 +64,10 @@ def row_edit(request: HttpRequest, slug: str, pk: int | None = None) -> HttpResp
         messages.error(request, "There is no cluster yet: create one first.")
         return redirect("web:table_list", slug=slug)
     instance = _row(page, cluster, pk) if pk is not None else page.model(cluster=cluster)
-    form = row_form(page.model)(request.POST if request.method == "POST" else None, instance=instance)
+    form_class = row_form(page.model)
+    # A new row may start from values in the link (``?digest=0x...``: the digests page's "make a rule").
+    initial = {k: v for k, v in request.GET.items() if k in form_class.base_fields} if pk is None else {}
+    form = form_class(request.POST if request.method == "POST" else None, instance=instance, initial=initial)
     if form.is_bound and form.is_valid():
         try:
             row = save_row(form.save(commit=False), request.user)
