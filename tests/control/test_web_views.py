@@ -621,3 +621,18 @@ def test_digests_show_their_hash_each_nodes_share_and_make_a_rule(published: Clu
     (link,) = set(re.findall(r'href="(/tables/query-rules/add/\?digest=0x1[^"]*)"', page))
     form = operator.get(link).content.decode()
     assert re.search(r'name="digest" value="0x1"', form)
+
+
+def test_the_audit_log_filters_and_pages_with_its_filters(cluster: Cluster, operator: Client) -> None:
+    for port in range(3400, 3460):
+        save_row(Server(cluster=cluster, hostgroup_id=30, hostname="10.0.3.1", port=port), None)
+    publishing.publish(cluster, None, "filtered")
+    url = reverse("web:audit")
+    page = operator.get(url, {"action": "create", "table": "mysql_servers"}).content.decode()
+    assert "page 1 of 2" in page and "publish</span>" not in page
+    assert "?action=create&amp;table=mysql_servers&amp;page=2" in page  # the pager keeps the filters
+    only = operator.get(url, {"action": "publish"}).content.decode()
+    assert only.count('<span class="badge publish">') == 1
+    assert "port=3459" in operator.get(url, {"q": "3459"}).content.decode()
+    assert "Nothing recorded yet." in operator.get(url, {"user": "nobody-at-all"}).content.decode()
+    assert operator.get(url, {"action": "<script>"}).status_code == 200

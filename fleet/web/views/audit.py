@@ -5,8 +5,9 @@ from __future__ import annotations
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils.http import urlencode
 
-from fleet.core.models import AuditEntry
+from fleet.core.models import AuditEntry, Cluster
 from fleet.web.access import viewer_page
 
 PAGE_SIZE = 50
@@ -14,7 +15,31 @@ PAGE_SIZE = 50
 
 @viewer_page
 def audit_log(request: HttpRequest) -> HttpResponse:
-    """The audit log, all clusters, ``PAGE_SIZE`` entries a page (``?page=``)."""
+    """The audit log, all clusters, ``PAGE_SIZE`` entries a page (``?page=``), filtered by ``?action=``,
+    ``?user=`` (a username), ``?cluster=`` (a name), ``?table=`` and ``?q=`` (text in the row's key)."""
+    filters = {name: request.GET.get(name, "").strip() for name in FILTERS}
     entries = AuditEntry.objects.select_related("user", "cluster")
+    if filters["action"]:
+        entries = entries.filter(action=filters["action"])
+    if filters["user"]:
+        entries = entries.filter(user__username=filters["user"])
+    if filters["cluster"]:
+        entries = entries.filter(cluster__name=filters["cluster"])
+    if filters["table"]:
+        entries = entries.filter(table=filters["table"])
+    if filters["q"]:
+        entries = entries.filter(object_key__icontains=filters["q"])
     page = Paginator(entries, PAGE_SIZE).get_page(request.GET.get("page"))
-    return render(request, "web/audit.html", {"entries": page})
+    context = {
+        "entries": page,
+        "filters": filters,
+        "query": urlencode({k: v for k, v in filters.items() if v}),
+        "actions": AuditEntry.Action.choices,
+        "tables": AuditEntry.objects.order_by("table").values_list("table", flat=True).distinct(),
+        "clusters": Cluster.objects.values_list("name", flat=True),
+    }
+    return render(request, "web/audit.html", context)
+
+
+#: The audit page's filters (query parameters).
+FILTERS = ("action", "user", "cluster", "table", "q")
