@@ -133,9 +133,13 @@ class ClusterSerializer(serializers.ModelSerializer):
 
 
 class NodeSerializer(serializers.ModelSerializer):
-    """A proxy node: the version it should run (its cluster's latest), what it runs, how its last apply went."""
+    """A proxy node: the version it should run (its cluster's latest), what it runs, how its last apply went.
 
-    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    Operators create and edit a node's name, cluster and addresses (validated and audited like every row); the
+    rest is what the node reports. A node's name is its queue's: it cannot change once the node exists.
+    """
+
+    cluster = serializers.SlugRelatedField(slug_field="name", queryset=Cluster.objects.all())
     desired_version = serializers.IntegerField(read_only=True, allow_null=True)
 
     class Meta:
@@ -157,6 +161,34 @@ class NodeSerializer(serializers.ModelSerializer):
             "last_heartbeat",
             "stale_since",
         ]
+        read_only_fields = [
+            "pushed_version",
+            "applied_version",
+            "applied_checksum",
+            "state",
+            "error",
+            "last_pushed_at",
+            "last_ack_at",
+            "last_heartbeat",
+            "stale_since",
+        ]
+        extra_kwargs = {"name": {"validators": []}}  # unique: checked by save_row with the UI's message
+
+    def create(self, validated_data: dict[str, Any]) -> ProxyNode:
+        return self._save(ProxyNode(**validated_data))
+
+    def update(self, instance: ProxyNode, validated_data: dict[str, Any]) -> ProxyNode:
+        if validated_data.get("name", instance.name) != instance.name:
+            raise serializers.ValidationError({"name": ["a node's name is its queue's: it cannot change"]})
+        for name, value in validated_data.items():
+            setattr(instance, name, value)
+        return self._save(instance)
+
+    def _save(self, node: ProxyNode) -> ProxyNode:
+        try:
+            return save_row(node, self.context["request"].user)
+        except DjangoValidationError as error:
+            raise drf_error(error) from None
 
 
 class VersionSerializer(serializers.ModelSerializer):

@@ -148,8 +148,9 @@ class ClusterViewSet(viewsets.ModelViewSet):
 
 
 @extend_schema_view(list=extend_schema(parameters=[OpenApiParameter("cluster", str, description="only this cluster")]))
-class NodeViewSet(viewsets.ReadOnlyModelViewSet):
-    """Proxy nodes: desired version (the cluster's latest), applied version, state, error, last heartbeat."""
+class NodeViewSet(viewsets.ModelViewSet):
+    """Proxy nodes: desired version (the cluster's latest), applied version, state, error, last heartbeat.
+    Operators add, edit (cluster, addresses) and remove them."""
 
     serializer_class = api.NodeSerializer
     lookup_field = "name"
@@ -166,6 +167,9 @@ class NodeViewSet(viewsets.ReadOnlyModelViewSet):
         if getattr(self, "swagger_fake_view", False) or not self.request.query_params.get("cluster"):
             return nodes
         return nodes.filter(cluster=resolve_cluster(self.request))
+
+    def perform_destroy(self, instance: ProxyNode) -> None:
+        delete_row(instance, self.request.user)
 
 
 @extend_schema_view(

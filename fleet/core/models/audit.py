@@ -21,6 +21,7 @@ class AuditEntry(models.Model):
         IMPORT = "import", "import"
         LOGIN = "login", "login"
         LOGIN_FAILED = "login-fail", "login failed"
+        KILL = "kill", "kill"
 
     at = models.DateTimeField(auto_now_add=True, db_index=True)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)

@@ -7,6 +7,10 @@ import uuid
 from django.core.validators import RegexValidator
 from django.db import models
 
+# A node's addresses: host:port, the host a DNS name, an IPv4 address or a bracketed IPv6 address.
+HOST_PORT = RegexValidator(
+    r"^([A-Za-z0-9]([A-Za-z0-9_.-]{0,252})|\[[0-9A-Fa-f:.]+\]):[0-9]{1,5}$", "host:port, as in 10.0.0.5:6033"
+)
 # A node's name is part of its Celery queue's name ("node.<name>"), so it keeps to a safe alphabet.
 NODE_NAME = RegexValidator(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$", "letters, digits, '.', '_' and '-' (at most 63)")
 
@@ -41,8 +45,12 @@ class ProxyNode(models.Model):
 
     cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="nodes")
     name = models.CharField(max_length=63, unique=True, validators=[NODE_NAME])
-    mysql_address = models.CharField(max_length=255, blank=True, default="", help_text="host:port clients use")
-    admin_address = models.CharField(max_length=255, blank=True, default="", help_text="host:port of its admin API")
+    mysql_address = models.CharField(
+        max_length=255, blank=True, default="", validators=[HOST_PORT], help_text="host:port clients use"
+    )
+    admin_address = models.CharField(
+        max_length=255, blank=True, default="", validators=[HOST_PORT], help_text="host:port of its admin API"
+    )
     # What the node last told us it runs, and how its last apply went.
     applied_version = models.PositiveIntegerField(null=True, blank=True)
     applied_checksum = models.CharField(max_length=64, blank=True, default="")

@@ -1,0 +1,84 @@
+"""A node's page: what it last reported (counters, pools, the monitor's view, recent server moves, its config)
+and, live from its admin endpoint, its client sessions with KILL and KILL QUERY for operators (audited)."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from fleet.core import audit, nodeadmin
+from fleet.core.models import AuditEntry, ProxyNode
+from fleet.web.access import operator_only, viewer_page
+
+#: The global counters the page shows first (the rest follow, by name).
+KEY_COUNTERS = (
+    "Client_Connections_connected",
+    "Client_Connections_created",
+    "Client_Connections_aborted",
+    "Questions",
+    "Slow_queries",
+    "Active_Transactions",
+    "ConnPool_get_conn_success",
+    "ConnPool_get_conn_failure",
+    "generated_error_packets",
+)
+
+
+@viewer_page
+def node_page(request: HttpRequest, name: str) -> HttpResponse:
+    """One node of any cluster, by name."""
+    node = get_object_or_404(ProxyNode.objects.select_related("cluster"), name=name)
+    report = node.last_report or {}
+    counters = report.get("global") or {}
+    ordered = [(k, counters[k]) for k in KEY_COUNTERS if k in counters]
+    ordered += sorted((k, v) for k, v in counters.items() if k not in KEY_COUNTERS)
+    sessions: list[dict[str, object]] = []
+    unreachable = ""
+    try:
+        sessions = nodeadmin.processlist(node)
+    except nodeadmin.NodeUnreachable as error:
+        unreachable = str(error)
+    context = {
+        "node": node,
+        "counters": ordered,
+        "pools": report.get("connection_pool") or [],
+        "monitor": report.get("monitor") or [],
+        "transitions": list(reversed(report.get("server_transitions") or []))[:20],
+        "config": report.get("config") or {},
+        "sessions": sessions,
+        "unreachable": unreachable,
+    }
+    return render(request, "web/node.html", context)
+
+
+@require_POST
+@operator_only
+def node_kill(request: HttpRequest, name: str) -> HttpResponse:
+    """KILL (the session) or KILL QUERY (its statement) of one of the node's client sessions."""
+    node = get_object_or_404(ProxyNode, name=name)
+    session = request.POST.get("session", "")
+    query_only = request.POST.get("what") == "query"
+    what = "KILL QUERY" if query_only else "KILL"
+    if not session.isdigit():
+        messages.error(request, f"{what}: no session id given")
+        return redirect("web:node", name=name)
+    try:
+        answer = nodeadmin.kill(node, int(session), query_only)
+    except nodeadmin.NodeUnreachable as error:
+        messages.error(request, f"{what} {session} on {node}: {error}")
+        return redirect("web:node", name=name)
+    audit.record(
+        request.user,
+        AuditEntry.Action.KILL,
+        cluster=node.cluster,
+        table="processlist",
+        object_key=f"{node.name} session {session}",
+        after={"what": what, "ok": bool(answer.get("ok")), "error": str(answer.get("error") or "")},
+    )
+    if answer.get("ok"):
+        messages.success(request, f"{what} {session} on {node}: done.")
+    else:
+        messages.error(request, f"{what} {session} on {node}: {answer.get('error')}")
+    return redirect("web:node", name=name)
