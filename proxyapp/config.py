@@ -21,6 +21,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, get_args, get_type_hints
 
+from proxyapp.rules import shadowed_rules
 from proxyapp.tables import (
     RE_MODIFIERS,
     TABLES,
@@ -497,8 +498,8 @@ def _replication_errors(pairs: list[tuple[int, MysqlReplicationHostgroup]]) -> I
 
 
 def _warnings(rows: _Rows, variables: Variables) -> Iterator[str]:
-    """Hostgroups referred to that have no servers, users with an empty password, and variables set that
-    ProxyFleet does not act on."""
+    """Hostgroups referred to that have no servers, rules that can never match, users with an empty password, and
+    variables set that ProxyFleet does not act on."""
     served = {server.hostgroup_id for _, server in rows["mysql_servers"]}
     referrers: dict[int, list[str]] = {}
     for table, columns in _HOSTGROUP_REFERENCES.items():
@@ -509,6 +510,12 @@ def _warnings(rows: _Rows, variables: Variables) -> Iterator[str]:
                     referrers.setdefault(hostgroup, []).append(f"{_label(table, index, obj)} {column}")
     for hostgroup in sorted(referrers):
         yield f"hostgroup {hostgroup} has no servers (referenced by {'; '.join(referrers[hostgroup])})"
+    rule_index = {rule.rule_id: index for index, rule in rows["mysql_query_rules"]}
+    for later, earlier in shadowed_rules([rule for _, rule in rows["mysql_query_rules"]]):
+        yield (
+            f"mysql_query_rules[{rule_index[later]}] rule_id={later} can never match: rule_id={earlier} (apply=1) "
+            "matches every query it would, first"
+        )
     for index, user in rows["mysql_users"]:
         if user.password == "":
             yield f"{_label('mysql_users', index, user)} has an empty password"

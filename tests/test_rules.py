@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from proxyapp.rules import QueryContext, RuleEngine, RuleOutcome, parse_annotations
+from proxyapp.rules import QueryContext, RuleEngine, RuleOutcome, parse_annotations, shadowed_rules
 from proxyapp.tables import MysqlQueryRule
 
 DIGEST = "0x1A2B3C4D5E6F7081"
@@ -558,3 +558,21 @@ def test_mirrors_ignore_annotations() -> None:
     assert outcome.matched == [1]
     assert (outcome.destination_hostgroup, outcome.timeout) == (30, None)
     assert outcome.annotations == {}
+
+
+def test_rules_that_can_never_match_are_found() -> None:
+    def rule(rule_id: int, **columns: object) -> MysqlQueryRule:
+        return MysqlQueryRule(rule_id=rule_id, active=True, **columns)  # type: ignore[arg-type]
+
+    rules = [
+        rule(1, match_digest="^SELECT", destination_hostgroup=20, apply=True),
+        rule(2, match_digest="^SELECT.*FOR UPDATE", destination_hostgroup=10, apply=True),  # the classic mistake
+        rule(3, match_digest="^SELECT", username="report", destination_hostgroup=30),
+        rule(4, match_digest="^SELECT|^SHOW", destination_hostgroup=30),  # matches SHOW: reachable
+        rule(5, match_digest="^UPDATE", destination_hostgroup=10),
+        rule(6, match_digest="^SELECT", flagIN=1, destination_hostgroup=30),  # another flagIN: reachable
+        rule(7, match_digest="^select", re_modifiers="CASELESS", destination_hostgroup=30),  # other modifiers
+    ]
+    assert shadowed_rules(rules) == [(2, 1), (3, 1)]
+    assert shadowed_rules([rule(1, apply=True), rule(2, username="x")]) == [(2, 1)]  # a catch-all first
+    assert shadowed_rules([rule(1), rule(2, username="x")]) == []  # without apply the walk goes on

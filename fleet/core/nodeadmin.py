@@ -47,3 +47,11 @@ def kill(node: ProxyNode, session_id: int, query_only: bool) -> dict[str, Any]:
     """KILL [QUERY] session ``session_id`` on ``node``: the node's answer (``ok``, or ``error``)."""
     answer = call(node, "POST", f"/processlist/{int(session_id)}/kill", {"query_only": query_only})
     return answer if isinstance(answer, dict) else {"ok": False, "error": "an answer that is not an object"}
+
+
+def reset_digests(node: ProxyNode) -> int:
+    """Empty ``node``'s digest table (stats_mysql_query_digest_reset); how many rows it had."""
+    rows = call(node, "POST", "/stats/query_digest/reset")
+    if not isinstance(rows, list):
+        raise NodeUnreachable(f"{node.admin_address}: the reset did not answer with the digest rows")
+    return len(rows)

@@ -47,6 +47,7 @@ urlpatterns = [
     path("mirror/table/", mirror.mirror_table, name="mirror_table"),
     path("mirror/chart/<slug:metric>.json", mirror.mirror_chart, name="mirror_chart"),
     path("digests/", digests.digests, name="digests"),
+    path("digests/reset/", digests.reset, name="digests_reset"),
     path("audit/", audit.audit_log, name="audit"),
     path("failover/", failover.topology, name="failover"),
     path("failover/live/", failover.topology_live, name="failover_live"),

@@ -103,3 +103,20 @@ def test_nodes_through_the_api(db: None) -> None:
     assert moved.status_code == 400 and "host:port" in str(moved.json())
     assert api.delete("/api/v1/nodes/west-1/").status_code == 204
     assert not ProxyNode.objects.filter(name="west-1").exists()
+
+
+def test_digests_reset_on_every_node(sandbox: Sandbox, start_proxy: StartProxy) -> None:
+    proxy = start_proxy(rw_split_config(sandbox.primary().port, [r.port for r in sandbox.replicas()]))
+    cluster = Cluster.objects.create(name="digesting")
+    ProxyNode.objects.create(cluster=cluster, name="d-1", admin_address=f"127.0.0.1:{proxy.admin_port}")
+    ProxyNode.objects.create(cluster=cluster, name="d-2", admin_address=f"127.0.0.1:{free_port()}")
+    with proxy.connect(database="app", autocommit=True) as client, client.cursor() as cur:
+        cur.execute("SELECT 1 + 1")
+    assert proxy.admin("GET", "/stats/query_digest")  # the node has digests
+    operator = logged_in(roles.OPERATOR)
+    operator.get(reverse("web:select_cluster"), {"cluster": cluster.pk})
+    said = operator.post(reverse("web:digests_reset"), follow=True).content.decode()
+    assert "Digests reset on d-1 (" in said and "Not reset: d-2: 127.0.0.1:" in said
+    assert proxy.admin("GET", "/stats/query_digest") == []
+    entry = AuditEntry.objects.get(table="stats_mysql_query_digest")
+    assert entry.after["reset"][0].startswith("d-1") and entry.after["failed"][0].startswith("d-2")

@@ -85,3 +85,12 @@ def test_the_rules_list_shows_actions_and_each_nodes_hits(cluster: Cluster) -> N
     for column in ("replace_pattern", "error_msg", "flagOUT", "mirror_hostgroup", "hits"):
         assert f">{column}</th>" in page, column
     assert "n1: 41</span><br><span" in page and "n2: 1</span>" in page and "n1: 3</span>" in page
+
+
+def test_a_rule_that_can_never_match_is_flagged_in_the_list_and_the_preview(cluster: Cluster) -> None:
+    after = QueryRule(cluster=cluster, rule_id=3, active=True, match_digest="^SELECT.*FOR UPDATE", apply=True)
+    save_row(after, None)  # the seed's rule 1 is the same with apply=1 (and rule 2, ^SELECT, would stop it too)
+    page = viewer_client().get(reverse("web:table_list", args=["query-rules"])).content.decode()
+    assert "never matches: rule 1 first" in page and page.count("never matches") == 1
+    _, warnings, _ = publishing.draft_preview(cluster)
+    assert any("rule_id=3 can never match: rule_id=1 (apply=1)" in w for w in warnings)

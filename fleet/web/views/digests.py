@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
 
-from fleet.core.models import Cluster, ProxyNode
-from fleet.web.access import current_cluster, viewer_page
+from fleet.core import audit, nodeadmin
+from fleet.core.models import AuditEntry, Cluster, ProxyNode
+from fleet.web.access import current_cluster, operator_only, viewer_page
 from proxyapp.workers import merge_digest_rows
 
 #: How many digests the page lists.
@@ -47,3 +50,30 @@ def digests(request: HttpRequest) -> HttpResponse:
         sort = DEFAULT_SORT
     cluster = current_cluster(request)
     return render(request, "web/digests.html", {"cluster": cluster, "rows": top_digests(cluster, sort), "sort": sort})
+
+
+@require_POST
+@operator_only
+def reset(request: HttpRequest) -> HttpResponse:
+    """Empty the digest table of every node of the working cluster (each node's admin endpoint), audited; a node
+    that cannot be asked is named. The page shows the reset once the nodes report again."""
+    cluster = current_cluster(request)
+    done, failed = [], []
+    for node in ProxyNode.objects.filter(cluster=cluster).order_by("name"):
+        try:
+            done.append(f"{node.name} ({nodeadmin.reset_digests(node)} rows)")
+        except nodeadmin.NodeUnreachable as error:
+            failed.append(f"{node.name}: {error}")
+    audit.record(
+        request.user,
+        AuditEntry.Action.UPDATE,
+        cluster=cluster,
+        table="stats_mysql_query_digest",
+        object_key="reset",
+        after={"reset": done, "failed": failed},
+    )
+    if done:
+        messages.success(request, "Digests reset on " + ", ".join(done) + ".")
+    if failed:
+        messages.error(request, "Not reset: " + "; ".join(failed))
+    return redirect("web:digests")

@@ -16,6 +16,9 @@ from fleet.core.models import Cluster, ProxyNode, QueryRule
 from fleet.web.access import current_cluster, operator_only, viewer_page
 from fleet.web.forms import row_form
 from fleet.web.pages import TablePage, table_page
+from proxyapp.config import validate_row
+from proxyapp.rules import shadowed_rules
+from proxyapp.tables import MysqlQueryRule
 
 #: Rows a table page lists at once (``?page=`` for the rest).
 PAGE_SIZE = 100
@@ -41,8 +44,19 @@ def table_list(request: HttpRequest, slug: str) -> HttpResponse:
         "search": search,
         "query": urlencode({"q": search}) if search else "",
         "rule_hits": rule_hits(cluster) if page.model is QueryRule else None,
+        "shadowed": shadowed(cluster) if page.model is QueryRule else {},
     }
     return render(request, "web/table_list.html", context)
+
+
+def shadowed(cluster: Cluster | None) -> dict[int, int]:
+    """rule_id -> the earlier rule that keeps it from ever matching (``proxyapp.rules.shadowed_rules``)."""
+    rules = []
+    for row in QueryRule.objects.filter(cluster=cluster):
+        rule, _ = validate_row("mysql_query_rules", row.as_row())
+        if isinstance(rule, MysqlQueryRule):
+            rules.append(rule)
+    return dict(shadowed_rules(rules))
 
 
 def rule_hits(cluster: Cluster | None) -> dict[int, list[tuple[str, int]]]:
