@@ -165,6 +165,8 @@ def supervise(services: list[stack.Service]) -> None:
 def main() -> int:
     """Bring everything up, wait for Ctrl-C (or a process that dies), bring it all down."""
     check_ports_free()
+    (REPO / "var").mkdir(mode=0o700, exist_ok=True)
+    (REPO / "var").chmod(0o700)  # secrets, the control plane's database and the nodes' configs live under it
     for sig in (signal.SIGINT, signal.SIGTERM):  # even when started with SIGINT ignored (in the background)
         signal.signal(sig, signal.default_int_handler)
     services: list[stack.Service] = []

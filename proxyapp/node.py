@@ -82,16 +82,18 @@ class NodeStore:
         A crash in between leaves a config whose checksum differs from the recorded one; the agent then reports
         no version for it, and the control plane re-sends the version.
         """
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.directory.chmod(0o700)  # the config holds the backends' passwords: nobody else on the host reads it
         _write_atomically(self.config_path, json.dumps(document, indent=1, sort_keys=True) + "\n")
         _write_atomically(self.applied_path, json.dumps(asdict(applied), indent=1) + "\n")
 
 
 def _write_atomically(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text``: a temporary file in the same directory, synced, renamed over it."""
+    """Replace ``path`` with ``text`` (owner-only, 0600): a temporary file in the same directory, synced, renamed
+    over it."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with tmp.open("w", encoding="utf-8") as f:
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())

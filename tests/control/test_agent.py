@@ -59,6 +59,8 @@ def test_apply_reloads_the_proxy_saves_the_document_and_is_idempotent(proxy: Pro
     assert (running["checksum"], running["source"]) == (checksum(v2), "admin")
     store = NodeStore(tmp_path / "state")
     assert json.loads(store.config_path.read_text()) == v2
+    assert store.config_path.stat().st_mode & 0o777 == 0o600  # it holds the backends' passwords
+    assert store.directory.stat().st_mode & 0o777 == 0o700
     assert (store.applied().cluster, store.applied().version, store.applied().checksum) == ("main", 2, checksum(v2))
 
     # The same version again (a redelivery) and an older one (a late message): acknowledged, nothing reloaded.

@@ -178,6 +178,7 @@ class LiveStack:
     node_mysql: str
     redis: stack.Service
     redis_url: str
+    worker: stack.Service
 
 
 @pytest.fixture(scope="module")
@@ -192,7 +193,10 @@ def live_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
             redis_service, broker = stack.redis_server(workdir / "redis")
             services.append(redis_service)
             database = f"sqlite:///{workdir / 'fleet.sqlite3'}"
-            env = stack.control_plane_env(database, broker, SECRET_KEY=secrets.token_hex(16))
+            # A worker silent for 5 s shows as down (30 s in production): the fault test need not wait long.
+            env = stack.control_plane_env(
+                database, broker, SECRET_KEY=secrets.token_hex(16), FLEET_SERVICE_SILENT_SECONDS="5"
+            )
             stack.manage(env, "migrate", "--noinput")
             stack.manage(env, "collectstatic", "--noinput")  # gunicorn's pages load htmx and Chart.js from it
             mysql, admin = f"127.0.0.1:{stack.free_port()}", f"127.0.0.1:{stack.free_port()}"
@@ -212,12 +216,13 @@ def live_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
                 LIVE_DOCUMENT=json.dumps(document),
             )
             stack.manage(seed, "shell", "-c", LIVE_SEED)
-            services.append(stack.worker(env, workdir, pool="solo", concurrency=1))
+            worker = stack.worker(env, workdir, pool="solo", concurrency=1)
+            services.append(worker)
             bind = f"127.0.0.1:{stack.free_port()}"
             services.append(stack.web(env, bind, workdir, workers=1))
             node = stack.node(LIVE_NODE, broker, mysql, admin, workdir / "node", workdir, report_interval=1)
             services.append(node)
-            live = LiveStack(f"http://{bind}", box, admin, mysql, redis_service, broker)
+            live = LiveStack(f"http://{bind}", box, admin, mysql, redis_service, broker, worker)
             stack.wait_until(lambda: _node_pool(live) != [], "the node running the published config", 30, node)
             yield live
         finally:
@@ -358,6 +363,26 @@ def test_every_table_edited_in_the_browser_reaches_a_real_node(browser: Browser,
         with urllib.request.urlopen(f"http://{live_stack.node_admin}/stats/query_rules", timeout=5) as response:
             hits = {row["rule_id"]: row["hits"] for row in json.loads(response.read())}
         assert hits[1] >= 1 and hits[2] == 1, hits
+    finally:
+        context.close()
+
+
+def test_a_stopped_worker_shows_on_the_overview_and_the_node_keeps_serving(
+    browser: Browser, live_stack: LiveStack
+) -> None:
+    context = browser.new_context(base_url=live_stack.url)
+    try:
+        page = _log_in_as_operator(context)
+        worker = page.locator('section.control-plane tr[data-service="worker"]')
+        expect(worker.locator(".status")).to_have_text("ok", timeout=LIVE_UPDATE_TIMEOUT_MS)
+        live_stack.worker.stop()
+        try:
+            expect(worker.locator(".status")).to_have_text("down", timeout=LIVE_UPDATE_TIMEOUT_MS)  # live, no reload
+            expect(worker.locator(".summary")).to_contain_text("not running?")
+            assert _node_answers(live_stack)
+        finally:
+            live_stack.worker.start()
+        expect(worker.locator(".status")).to_have_text("ok", timeout=LIVE_UPDATE_TIMEOUT_MS)
     finally:
         context.close()
 
