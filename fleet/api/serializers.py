@@ -276,10 +276,17 @@ class DraftStateSerializer(serializers.Serializer):
 
 
 class ImportedSerializer(serializers.Serializer):
-    """The draft an import wrote: its checksum and its row count per table."""
+    """The draft an import wrote: its checksum, its row count per table and (a cnf import) what was left out."""
 
     checksum = serializers.CharField()
     rows = serializers.DictField(child=serializers.IntegerField())
+    notes = serializers.ListField(child=serializers.CharField(), required=False)
+
+
+class CnfSerializer(serializers.Serializer):
+    """A ProxySQL ``proxysql.cnf``'s text."""
+
+    cnf = serializers.CharField(max_length=10_000_000, trim_whitespace=False)
 
 
 class AccountSerializer(serializers.ModelSerializer):

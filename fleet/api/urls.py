@@ -28,6 +28,7 @@ urlpatterns = [
     path("rules/test/", views.RuleTestView.as_view(), name="rule-test"),
     path("export/", views.ExportView.as_view(), name="export"),
     path("import/", views.ImportView.as_view(), name="import"),
+    path("import-cnf/", views.ImportCnfView.as_view(), name="import-cnf"),
     path("stats/nodes/<str:name>/", views.NodeStatsView.as_view(), name="node-stats"),
     path("mirror/", mirror.MirrorView.as_view(), name="mirror"),
     path("mirror/history/", mirror.MirrorHistoryView.as_view(), name="mirror-history"),

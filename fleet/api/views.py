@@ -26,6 +26,7 @@ from fleet.api.permissions import AdminPermission, ViewerPermission
 from fleet.core import audit, publishing, ruletest
 from fleet.core.drafts import delete_row
 from fleet.core.models import AuditEntry, Cluster, ConfigVersion, ProxyNode
+from fleet.core.proxysql_cnf import import_cnf
 from fleet.core.roles import can_admin
 from fleet.core.ruletest import config_of
 from proxyapp.config import ConfigError
@@ -368,6 +369,26 @@ class ImportView(ClusterScoped, APIView):
             return refused(error.errors)
         rows = {table: len(rows) for table, rows in config.to_document().items()}
         return Response({"checksum": config.checksum, "rows": rows})
+
+
+class ImportCnfView(ClusterScoped, APIView):
+    """Replace the cluster's draft with a ProxySQL ``proxysql.cnf`` (operators): all or nothing, every refusal
+    naming its line; the answer lists what was left out (``notes``), as the CLI and the UI say it."""
+
+    @extend_schema(
+        parameters=[CLUSTER_PARAMETER],
+        request=api.CnfSerializer,
+        responses={200: api.ImportedSerializer, 400: api.RefusedSerializer},
+    )
+    def post(self, request: Request) -> Response:
+        asked = api.CnfSerializer(data=request.data)
+        asked.is_valid(raise_exception=True)
+        try:
+            config, notes = import_cnf(self.cluster(), asked.validated_data["cnf"], request.user)
+        except ConfigError as error:
+            return refused(error.errors)
+        rows = {table: len(rows) for table, rows in config.to_document().items()}
+        return Response({"checksum": config.checksum, "rows": rows, "notes": notes})
 
 
 class NodeStatsView(APIView):

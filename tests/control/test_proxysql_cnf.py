@@ -8,12 +8,16 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User as Account
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
+from django.test import Client
+from rest_framework.test import APIClient
 
-from fleet.core import publishing
+from fleet.core import publishing, roles
 from fleet.core.models import AuditEntry, Cluster, Hostgroup, QueryRule, Server, User, Variable
 from fleet.core.proxysql_cnf import CnfError, cnf_to_document, import_cnf, parse_libconfig
 from proxyapp.config import ConfigError
+from tests.control.conftest import LOGIN_PASSWORD, make_account
 
 PROXYSQL_CNF = r"""
 # ProxySQL config file, as shipped and then edited by hand
@@ -255,3 +259,24 @@ def test_fleetconfig_as_the_readme_writes_it(tmp_path: Path) -> None:
     exported = tmp_path / "readme.json"
     call_command("fleetconfig", "export", "--cluster", "readme", str(exported))
     assert json.loads(exported.read_text())["mysql_users"][0]["password"] == 'app-"pass"'
+
+
+@pytest.mark.django_db
+def test_import_cnf_through_the_ui_and_the_api() -> None:
+    cluster = Cluster.objects.create(name="migrated-ui")
+    operator = make_account(roles.OPERATOR)
+    browser = Client()
+    assert browser.login(username=operator.username, password=LOGIN_PASSWORD)
+    browser.get("/cluster/", {"cluster": cluster.pk})
+    upload = SimpleUploadedFile("proxysql.cnf", PROXYSQL_CNF.encode())
+    page = browser.post("/import/", {"file": upload}).content.decode()
+    assert "<code>mysql_servers</code>: 3" in page and "mysql_variables.stacksize not imported" in page
+    assert Server.objects.filter(cluster=cluster).count() == 3
+    refused = browser.post("/import/", {"text": "mysql_servers = (\n { address = 1 port = 3306 }\n)"}).content.decode()
+    assert "Refused: nothing changed" in refused and "proxysql.cnf line 2" in refused
+    assert Server.objects.filter(cluster=cluster).count() == 3
+    api = APIClient()
+    api.force_authenticate(operator)
+    answer = api.post("/api/v1/import-cnf/?cluster=migrated-ui", {"cnf": PROXYSQL_CNF}, format="json")
+    assert answer.status_code == 200 and answer.json()["rows"]["mysql_servers"] == 3
+    assert any("stacksize" in note for note in answer.json()["notes"])

@@ -111,6 +111,7 @@ def viewer_urls() -> list[str]:
 def operator_urls(cluster: Cluster) -> list[str]:
     """The pages only an operator may open: each table's add form and an edit form for every row."""
     urls = [reverse("web:cluster_add"), reverse("web:node_add"), reverse("web:cluster_edit", args=[cluster.pk])]
+    urls.append(reverse("web:import_cnf"))
     urls += [reverse("web:node_edit", args=[pk]) for pk in ProxyNode.objects.values_list("pk", flat=True)]
     for page in TABLE_PAGES:
         urls.append(reverse("web:row_add", args=[page.slug]))
