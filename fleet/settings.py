@@ -111,6 +111,8 @@ if os.environ.get("FLEET_TLS", "").lower() in ("1", "true", "yes", "on"):
     SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
     SECURE_HSTS_SECONDS = int(os.environ.get("FLEET_HSTS_SECONDS", "31536000"))
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# API tokens are valid this many days from when they were made (fleet/api/tokens.py).
+FLEET_TOKEN_DAYS = float(os.environ.get("FLEET_TOKEN_DAYS", "30"))
 SESSION_COOKIE_AGE = int(os.environ.get("FLEET_SESSION_SECONDS", str(8 * 3600)))
 SESSION_COOKIE_HTTPONLY = CSRF_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = CSRF_COOKIE_SAMESITE = "Lax"
@@ -165,7 +167,7 @@ LOGGING = {
 # The REST API (fleet/api): token or session auth, roles from fleet.core.roles, paginated, filterable.
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "fleet.api.tokens.ExpiringTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["fleet.api.permissions.RolePermission"],

@@ -22,6 +22,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from fleet.api import serializers as api
+from fleet.api import tokens
 from fleet.api.permissions import AdminPermission, ViewerPermission
 from fleet.core import audit, publishing, ruletest
 from fleet.core.drafts import delete_row
@@ -299,6 +300,13 @@ class TokenView(ObtainAuthToken):
 
     def get_serializer_context(self) -> dict[str, Any]:
         return {**super().get_serializer_context(), "request": self.request._request}
+
+    def post(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """The account's token (a new one once the old expired) and when it expires."""
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        token = tokens.fresh_token(serializer.validated_data["user"])
+        return Response({"token": token.key, "expires": tokens.expires_at(token).isoformat()})
 
 
 class RuleTestView(ClusterScoped, APIView):

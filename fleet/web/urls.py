@@ -3,6 +3,7 @@
 from django.urls import path
 
 from fleet.web.views import (
+    account,
     audit,
     backends,
     bench,
@@ -51,6 +52,7 @@ urlpatterns = [
     path("digests/", digests.digests, name="digests"),
     path("digests/reset/", digests.reset, name="digests_reset"),
     path("audit/", audit.audit_log, name="audit"),
+    path("account/token/", account.api_token, name="api_token"),
     path("failover/", failover.topology, name="failover"),
     path("failover/live/", failover.topology_live, name="failover_live"),
     path("failover/<int:writer_hostgroup>/settings/", failover.policy, name="failover_policy"),

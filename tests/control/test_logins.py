@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import re
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User as Account
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
+from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from fleet.core.models import AuditEntry
@@ -57,3 +61,26 @@ def test_a_success_resets_the_count(accounts: dict[str, Account], settings: Any)
     for _ in range(settings.AXES_FAILURE_LIMIT - 1):
         client.post(reverse("login"), {"username": "viewer-account", "password": "wrong"})
     assert client.post(reverse("login"), {"username": "viewer-account", "password": LOGIN_PASSWORD}).status_code == 302
+
+
+def test_api_tokens_expire_and_are_revoked_from_the_ui(accounts: dict[str, Any], settings: Any) -> None:
+    api = APIClient()
+    answer = api.post(TOKEN, {"username": "viewer-account", "password": LOGIN_PASSWORD}).json()
+    key, expires = answer["token"], answer["expires"]
+    assert expires.startswith(str((Token.objects.get(key=key).created + timedelta(days=30)).date()))
+    api.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    assert api.get("/api/v1/clusters/").status_code == 200
+    Token.objects.filter(key=key).update(created=timezone.now() - timedelta(days=31))  # time is data
+    expired = api.get("/api/v1/clusters/")
+    assert expired.status_code == 401 and "token expired" in str(expired.json())
+    renewed = APIClient().post(TOKEN, {"username": "viewer-account", "password": LOGIN_PASSWORD}).json()["token"]
+    assert renewed != key  # an expired token is replaced, not handed out again
+    browser = Client()
+    assert browser.login(username="viewer-account", password=LOGIN_PASSWORD)
+    page = browser.post(reverse("web:api_token"), {"action": "new"}).content.decode()
+    (shown,) = re.findall(r'<code id="token">([0-9a-f]+)</code>', page)
+    assert shown != renewed and not Token.objects.filter(key=renewed).exists()
+    browser.post(reverse("web:api_token"), {"action": "revoke"})
+    api.credentials(HTTP_AUTHORIZATION=f"Token {shown}")
+    assert api.get("/api/v1/clusters/").status_code == 401
+    assert AuditEntry.objects.filter(table="api_token").count() == 2

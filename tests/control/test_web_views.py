@@ -592,7 +592,7 @@ def test_hostile_values_are_escaped_on_every_page(published: Cluster, operator: 
     publishing.publish(cluster, None, comment=HOSTILE)
     node = ProxyNode.objects.get(cluster=cluster, name=NODE)
     send_report(node, timezone.now(), snapshot([], [digest_row("0x3", HOSTILE, 1, 1)]), None)
-    urls = [*viewer_urls(), *operator_urls(cluster), reverse("web:diff") + "?old=2&new=3"]
+    urls = [*viewer_urls(), *operator_urls(cluster), reverse("web:diff") + "?old=2&new=3", reverse("web:api_token")]
     urls.append(reverse("web:rule_test") + "?" + urlencode({"query": HOSTILE, "username": HOSTILE, "source": "draft"}))
     for url in urls:
         response = operator.get(url)
