@@ -16,7 +16,7 @@ from rest_framework import serializers
 from fleet.core import audit, roles
 from fleet.core.drafts import save_row
 from fleet.core.models import TABLE_MODELS, AuditEntry, Cluster, ConfigVersion, Hostgroup, ProxyNode
-from fleet.core.models.tables import SECRET_COLUMNS
+from fleet.core.models.tables import SECRET_COLUMNS, key_path_of
 from fleet.core.secrets import mask_document, mask_row
 from proxyapp.config import table_columns
 
@@ -34,6 +34,10 @@ class DraftRowSerializer(serializers.ModelSerializer):
     """A row of a cluster's draft: created in the view's cluster, validated and audited by ``save_row``."""
 
     cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    key = serializers.SerializerMethodField(help_text="the row's natural key: its URL is /api/v1/<table>/<key>/")
+
+    def get_key(self, row: models.Model) -> str:
+        return key_path_of(row)
 
     def build_standard_field(self, field_name: str, model_field: models.Field) -> tuple[type, dict[str, Any]]:
         """Strings keep their spaces (a pattern's trailing space matters); columns without default are required."""
@@ -68,7 +72,7 @@ def _row_serializer(model: type[models.Model]) -> type[DraftRowSerializer]:
         (),
         {
             "model": model,
-            "fields": ["id", "cluster", *columns],
+            "fields": ["id", "key", "cluster", *columns],
             "extra_kwargs": {c: {"write_only": True} for c in columns if c in SECRET_COLUMNS},
             "validators": [],  # the unique keys are checked by save_row (full_clean), with the UI's messages
         },
@@ -96,7 +100,7 @@ class HostgroupSerializer(DraftRowSerializer):
 
     class Meta:
         model = Hostgroup
-        fields = ["id", "cluster", "hostgroup_id", "name", "comment"]
+        fields = ["id", "key", "cluster", "hostgroup_id", "name", "comment"]
         validators: list[Any] = []
 
 

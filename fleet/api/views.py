@@ -90,14 +90,32 @@ class DraftRowViewSet(ClusterScoped, viewsets.ModelViewSet):
     """Rows of one table in a cluster's draft; saving validates like a node would and is audited."""
 
     model: type[models.Model]
+    lookup_url_kwarg = "key"
 
     def get_queryset(self) -> models.QuerySet:
         if getattr(self, "swagger_fake_view", False):  # schema generation
             return self.model.objects.none()
-        rows = self.model.objects.select_related("cluster")
-        if self.detail and not self.request.query_params.get("cluster"):
-            return rows  # a row's id is unique across clusters
-        return rows.filter(cluster=self.cluster())
+        return self.model.objects.select_related("cluster").filter(cluster=self.cluster())
+
+    def get_object(self) -> models.Model:
+        """The row whose natural key is the URL's ``key`` (``10/db1/3306``, ``app/1``, ``42``...): stable across
+        a rollback, which makes new rows (and ids) of the same keys."""
+        parts = self.kwargs["key"].split("/")
+        columns = self.model.key_columns
+        if len(parts) != len(columns):
+            raise NotFound(f"a {self.basename} row is addressed by {'/'.join(columns)}")
+        lookup: dict[str, object] = {}
+        for column, text in zip(columns, parts, strict=True):
+            field = self.model._meta.get_field(column)
+            if isinstance(field, models.BooleanField | models.IntegerField):
+                if not text.isdigit() or (isinstance(field, models.BooleanField) and text not in ("0", "1")):
+                    raise NotFound(f"{column}: {text!r} is not a number")
+                lookup[column] = bool(int(text)) if isinstance(field, models.BooleanField) else int(text)
+            else:
+                lookup[column] = text
+        row = get_object_or_404(self.get_queryset(), **lookup)
+        self.check_object_permissions(self.request, row)
+        return row
 
     def perform_destroy(self, instance: models.Model) -> None:
         delete_row(instance, self.request.user)
@@ -116,7 +134,8 @@ def _table_viewset(slug: str, serializer: type[serializers.ModelSerializer], fil
             "model": model,
             "serializer_class": serializer,
             "filterset_fields": list(filters),
-            "ordering_fields": list(getattr(model, "key_columns", ("hostgroup_id",))),
+            "ordering_fields": list(model.key_columns),
+            "lookup_value_regex": "/".join(["[^/]+"] * len(model.key_columns)),
         },
     )
 

@@ -60,16 +60,16 @@ def clients(accounts: dict[str, Account], cluster: Cluster) -> dict[str, APIClie
     return made
 
 
-def first_id(client: APIClient, table: str) -> int:
-    """The id of the first row of ``table`` in the default cluster."""
-    return client.get(f"{API}/{table}/").json()["results"][0]["id"]
+def first_key(client: APIClient, table: str) -> str:
+    """The natural key (the URL's) of the first row of ``table`` in the default cluster."""
+    return client.get(f"{API}/{table}/").json()["results"][0]["key"]
 
 
 def read_urls(client: APIClient, cluster: Cluster) -> list[str]:
     """Every read endpoint, with ids of existing rows (publishes a version and adds a node if there is none)."""
     version = cluster.latest_version() or publishing.publish(cluster, None)
     node, _ = ProxyNode.objects.get_or_create(cluster=cluster, name="node-a", last_report={"global": {"Questions": 1}})
-    rows = [f"{API}/{table}/{first_id(client, table)}/" for table in TABLES]
+    rows = [f"{API}/{table}/{first_key(client, table)}/" for table in TABLES]
     return [
         f"{API}/",
         *(f"{API}/{table}/" for table in TABLES),
@@ -124,7 +124,7 @@ def test_viewer_reads_everything_and_changes_nothing(clients: dict[str, APIClien
     for url in read_urls(viewer, cluster):
         assert viewer.get(url).status_code == 200, url
     for table in TABLES:
-        row = f"{API}/{table}/{first_id(viewer, table)}/"
+        row = f"{API}/{table}/{first_key(viewer, table)}/"
         assert viewer.post(f"{API}/{table}/", NEW_ROWS[table], format="json").status_code == 403
         assert viewer.patch(row, PATCHES[table], format="json").status_code == 403
         assert viewer.delete(row).status_code == 403
@@ -145,7 +145,7 @@ def test_operator_edits_every_table_and_publishes(clients: dict[str, APIClient],
         assert created.status_code == 201, (table, created.json())
         body = created.json()
         assert body["cluster"] == "main"
-        row = f"{API}/{table}/{body['id']}/"
+        row = f"{API}/{table}/{body['key']}/"
         patched = operator.patch(row, PATCHES[table], format="json")
         assert patched.status_code == 200 and patched.json().items() >= PATCHES[table].items()
     assert operator.get(f"{API}/query-rules/?rule_id=50").json()["results"][0]["match_digest"] == "^SELECT .* "
@@ -162,7 +162,7 @@ def test_operator_edits_every_table_and_publishes(clients: dict[str, APIClient],
     again = operator.post(f"{API}/publish/", {}, format="json")
     assert again.status_code == 400 and again.json()["errors"][0].startswith("nothing to publish")
     for table in TABLES:
-        assert operator.delete(f"{API}/{table}/{first_id(operator, table)}/").status_code == 204
+        assert operator.delete(f"{API}/{table}/{first_key(operator, table)}/").status_code == 204
     actions = set(AuditEntry.objects.filter(user__username="operator-account").values_list("action", flat=True))
     assert actions == {"create", "update", "delete", "publish"}
     assert operator.get(f"{API}/accounts/").status_code == 403
@@ -189,7 +189,7 @@ def test_errors_name_the_field(clients: dict[str, APIClient], cluster: Cluster) 
     assert list(refused("replication-hostgroups", {"writer_hostgroup": 5, "reader_hostgroup": 5})) == [
         "reader_hostgroup"
     ]
-    server = first_id(operator, "servers")
+    server = first_key(operator, "servers")
     patched = operator.patch(f"{API}/servers/{server}/", {"status": "BROKEN"}, format="json")
     assert patched.status_code == 400 and list(patched.json()) == ["status"]
     # A whole-config problem is refused at publish, naming the row and column.
@@ -221,7 +221,7 @@ def test_a_password_never_comes_back(clients: dict[str, APIClient], cluster: Clu
     seen = []
     created = operator.post(f"{API}/users/", NEW_ROWS["users"], format="json")
     seen.append(created)
-    user = f"{API}/users/{created.json()['id']}/"
+    user = f"{API}/users/{created.json()['key']}/"
     seen.append(operator.patch(user, {"password": "changed-" + SECRET}, format="json"))
     seen.append(operator.put(user, {"username": "reporter", "default_hostgroup": 10}, format="json"))
     assert operator.post(f"{API}/publish/", {}, format="json").status_code == 201
@@ -264,9 +264,12 @@ def test_pagination_ordering_and_cluster_filter(clients: dict[str, APIClient], c
     assert viewer.get(f"{API}/users/?cluster=other&username=nobody").json()["count"] == 0
     missing = viewer.get(f"{API}/servers/?cluster=nope")
     assert missing.status_code == 404 and missing.json()["detail"] == "no cluster named 'nope'"
-    # A row of another cluster is reachable by its id, and its cluster is named.
-    row = viewer.get(f"{API}/servers/{first['results'][0]['id']}/").json()
-    assert row["cluster"] == "other"
+    # A row is addressed by its natural key within a cluster (the first one, or ?cluster=).
+    key = first["results"][0]["key"]
+    row = viewer.get(f"{API}/servers/{key}/?cluster=other").json()
+    assert row["cluster"] == "other" and key == f"{row['hostgroup_id']}/{row['hostname']}/{row['port']}"
+    assert viewer.get(f"{API}/servers/30/10.1.0.4/3306/").status_code == 404  # not in the first cluster
+    assert viewer.get(f"{API}/servers/30/10.1.0.4/x/?cluster=other").status_code == 404
     assert viewer.get(f"{API}/clusters/?name=other").json()["count"] == 1
 
 
@@ -274,7 +277,8 @@ def test_versions_diff_and_rollback(clients: dict[str, APIClient], cluster: Clus
     operator = clients["operator"]
     operator.post(f"{API}/publish/", {}, format="json")
     server = Server.objects.get(cluster=cluster, hostgroup_id=20)
-    operator.patch(f"{API}/servers/{server.pk}/", {"weight": 4}, format="json")
+    key = f"20/{server.hostname}/{server.port}"
+    assert operator.patch(f"{API}/servers/{key}/", {"weight": 4}, format="json").status_code == 200
     operator.post(f"{API}/publish/", {"comment": "heavier reader"}, format="json")
     listed = operator.get(f"{API}/versions/").json()
     assert [(v["number"], v["author"], v["comment"]) for v in listed["results"]] == [
@@ -298,6 +302,9 @@ def test_versions_diff_and_rollback(clients: dict[str, APIClient], cluster: Clus
         "undo",
         listed["results"][1]["checksum"],
     )
+    # The rollback made new rows (new ids): the natural key still names the same server.
+    assert Server.objects.get(cluster=cluster, hostgroup_id=20).pk != server.pk
+    assert operator.get(f"{API}/servers/{key}/").json()["weight"] == 1
     again = operator.post(f"{API}/versions/3/rollback/", {}, format="json")
     assert again.status_code == 400 and "nothing to publish" in again.json()["errors"][0]
     assert operator.get(f"{API}/versions/?cluster=main&ordering=number").json()["results"][0]["number"] == 1

@@ -208,7 +208,7 @@ def test_a_published_query_rule_changes_routing_on_both_nodes(fleet: Fleet) -> N
         assert datetime.fromisoformat(node["last_ack_at"]) > published_at  # the node acknowledged it
         assert fleet.running_checksum(name) == node["applied_checksum"]
 
-    fleet.api.call("DELETE", f"/query-rules/{created['id']}/")
+    fleet.api.call("DELETE", f"/query-rules/{created['key']}/")
     fleet.wait_applied(fleet.api.publish("back to the seed routing"))
     assert [fleet.server_id(name) for name in fleet.nodes] == [replica, replica]
 
@@ -234,7 +234,7 @@ def test_a_node_down_during_a_publish_catches_up_through_reconcile(fleet: Fleet)
     assert fleet.server_id("e2e-b") == primary
     assert fleet.running_checksum("e2e-b") == fleet.version_checksum(version)
 
-    fleet.api.call("DELETE", f"/query-rules/{created['id']}/")
+    fleet.api.call("DELETE", f"/query-rules/{created['key']}/")
     fleet.wait_applied(fleet.api.publish("back to the seed routing"))
     assert fleet.server_id("e2e-b") == replica
 
@@ -263,7 +263,7 @@ def test_a_config_a_node_refuses_shows_failed_and_the_node_keeps_its_config(flee
         assert broker.llen("node.e2e-b") == 0
     assert fleet.api.node("e2e-b")["last_pushed_at"] == pushed_at
 
-    fleet.api.call("DELETE", f"/servers/{created['id']}/")
+    fleet.api.call("DELETE", f"/servers/{created['key']}/")
     fleet.wait_applied(fleet.api.publish("without hostgroup 30"))  # the next good version is applied everywhere
 
 

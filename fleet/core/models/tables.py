@@ -81,6 +81,11 @@ class ClusterRow(models.Model):
 
     key_columns: ClassVar[tuple[str, ...]]
 
+    def key_path(self) -> str:
+        """The row's key as the API addresses it: the key's values joined by "/" (booleans as 0 or 1), stable
+        across a rollback, unlike the row's id (``key_path_of``)."""
+        return key_path_of(self)
+
 
 def _table_model(
     name: str, table: str, doc: str, key: tuple[str, ...], unique: tuple[tuple[str, ...], ...] = ()
@@ -128,8 +133,15 @@ Variable = _table_model(
 )
 
 
+def key_path_of(row: models.Model) -> str:
+    """``row``'s natural key as the API's path: its ``key_columns``' values joined by "/", booleans as 0 or 1."""
+    return "/".join(str(int(v)) if isinstance(v, bool) else str(v) for v in (getattr(row, c) for c in row.key_columns))
+
+
 class Hostgroup(models.Model):
     """A hostgroup's name and description in the control plane; servers and rules refer to it by number."""
+
+    key_columns: ClassVar[tuple[str, ...]] = ("hostgroup_id",)
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="hostgroups")
     hostgroup_id = models.PositiveIntegerField()
