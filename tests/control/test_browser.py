@@ -411,3 +411,41 @@ def test_a_publish_with_the_broker_down_says_it_was_not_delivered(browser: Brows
             stack.wait_until(lambda: stack.redis_answers(live_stack.redis_url), "redis back", 15)
     finally:
         context.close()
+
+
+def _shoot(page: Page, name: str) -> None:
+    """Save the page as ``docs/img/first-hour/NAME.png`` when ``FLEET_TOUR_DIR`` names that folder (the docs'
+    screenshots are taken by this test: ``FLEET_TOUR_DIR=docs/img/first-hour pytest -k first_hour``)."""
+    folder = os.environ.get("FLEET_TOUR_DIR")
+    if folder:
+        page.set_viewport_size({"width": 1400, "height": 900})
+        page.screenshot(path=f"{folder}/{name}.png", full_page=False)
+
+
+def test_the_first_hour_tour(browser: Browser, live_stack: LiveStack) -> None:
+    """The pages a DBA opens first (docs/first-hour.md), each showing what it is for."""
+    context = browser.new_context(base_url=live_stack.url)
+    try:
+        page = _log_in_as_operator(context)
+        expect(page.locator('section.control-plane tr[data-service="broker"] .status')).to_have_text("ok")
+        _shoot(page, "1-overview")
+        page.goto("/tables/query-rules/")
+        expect(page.locator("table.grid thead")).to_contain_text("destination_hostgroup")
+        _shoot(page, "2-query-rules")
+        page.goto("/tables/query-rules/add/")
+        expect(page.locator("input[name=digest]")).to_have_value("")
+        _shoot(page, "3-rule-form")
+        page.goto("/rules/test/?query=SELECT+*+FROM+orders+WHERE+id%3D7&username=app&source=draft")
+        expect(page.locator(".trial .answer")).to_contain_text("runs on hostgroup")
+        _shoot(page, "4-rule-tester")
+        page.goto("/publish/")
+        expect(page.locator("h1")).to_contain_text("Publish")
+        _shoot(page, "5-publish")
+        page.goto(f"/nodes/{LIVE_NODE}/")
+        expect(page.locator("section.sessions")).to_contain_text("Client sessions")
+        _shoot(page, "6-node")
+        page.goto("/backends/")
+        expect(page.locator("h1")).to_contain_text("Backend status")
+        _shoot(page, "7-backends")
+    finally:
+        context.close()
