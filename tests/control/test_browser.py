@@ -423,10 +423,18 @@ def _shoot(page: Page, name: str) -> None:
 
 
 def test_the_first_hour_tour(browser: Browser, live_stack: LiveStack) -> None:
-    """The pages a DBA opens first (docs/first-hour.md), each showing what it is for."""
+    """The pages a DBA opens first (docs/first-hour.md), each showing what it is for, under the site's
+    Content-Security-Policy: nothing on them is refused (an inline script or style would be)."""
     context = browser.new_context(base_url=live_stack.url)
+    refused: list[str] = []
     try:
         page = _log_in_as_operator(context)
+        page.on(
+            "console",
+            lambda message: (
+                refused.append(f"{page.url}: {message.text}") if "Content Security" in message.text else None
+            ),
+        )
         expect(page.locator('section.control-plane tr[data-service="broker"] .status')).to_have_text("ok")
         _shoot(page, "1-overview")
         page.goto("/tables/query-rules/")
@@ -446,6 +454,12 @@ def test_the_first_hour_tour(browser: Browser, live_stack: LiveStack) -> None:
         _shoot(page, "6-node")
         page.goto("/backends/")
         expect(page.locator("h1")).to_contain_text("Backend status")
+        expect(page.locator("canvas[data-chart-url]").first).to_be_visible()
         _shoot(page, "7-backends")
+        page.goto("/api/docs/")
+        expect(page.locator(".swagger-ui .info .title")).to_contain_text("ProxyFleet API")  # drawn by its script
+        header = page.request.get("/").headers.get("content-security-policy", "")
+        assert "script-src 'self'" in header and "frame-ancestors 'none'" in header
+        assert refused == []
     finally:
         context.close()
