@@ -1,8 +1,8 @@
 """Logins: throttled (django-axes) and audited, on the web login and the API's token endpoint alike.
 
 Axes locks out a username from one client address after ``AXES_FAILURE_LIMIT`` failed attempts for
-``AXES_COOLOFF_TIME`` (the answer is 429). Every login and failed login is written to the audit log with the client's
-address and the way in (``web`` or ``api``).
+``AXES_COOLOFF_TIME`` (the answer is 429). Every login and failed login is written to the audit log, which records
+the client's address and the way in (``web`` or ``api``) of every entry.
 """
 
 from __future__ import annotations
@@ -31,21 +31,14 @@ class LoginThrottle(AxesStandaloneBackend):
         return super().authenticate(request, *args, **kwargs)
 
 
-def _where(request: HttpRequest | None) -> dict[str, str]:
-    if request is None:
-        return {"via": "cli"}
-    via = "api" if request.path.startswith("/api/") else "web"
-    return {"via": via, "client": request.META.get("REMOTE_ADDR", "")}
-
-
 @receiver(user_logged_in, dispatch_uid="fleet-audit-login")
 def _audit_login(sender: Any, request: HttpRequest | None = None, user: Any = None, **_: Any) -> None:
     if request is None:  # a test client's force_login: nobody logged in through a door
         return
-    audit.record(user, AuditEntry.Action.LOGIN, table="account", object_key=user.get_username(), after=_where(request))
+    audit.record(user, AuditEntry.Action.LOGIN, table="account", object_key=user.get_username())
 
 
 @receiver(user_login_failed, dispatch_uid="fleet-audit-login-failed")
 def _audit_login_failed(sender: Any, credentials: dict[str, Any], request: HttpRequest | None = None, **_: Any) -> None:
     username = str(credentials.get("username", ""))
-    audit.record(None, AuditEntry.Action.LOGIN_FAILED, table="account", object_key=username, after=_where(request))
+    audit.record(None, AuditEntry.Action.LOGIN_FAILED, table="account", object_key=username)

@@ -642,3 +642,14 @@ def test_the_audit_log_filters_and_pages_with_its_filters(cluster: Cluster, oper
     assert "port=3459" in operator.get(url, {"q": "3459"}).content.decode()
     assert "Nothing recorded yet." in operator.get(url, {"user": "nobody-at-all"}).content.decode()
     assert operator.get(url, {"action": "<script>"}).status_code == 200
+
+
+def test_every_audit_entry_says_where_it_came_from(cluster: Cluster, operator: Client) -> None:
+    add = reverse("web:row_add", args=["servers"])
+    assert operator.post(add, server_form(hostname="db9"), REMOTE_ADDR="10.7.7.7").status_code == 302
+    publishing.publish(cluster, None, "from code")  # no request: the CLI's, a task's, beat's
+    ui = AuditEntry.objects.get(action=AuditEntry.Action.CREATE, object_key__contains="db9")
+    assert (ui.source, ui.client) == ("web", "10.7.7.7")
+    assert AuditEntry.objects.get(action=AuditEntry.Action.PUBLISH).source == "cli"
+    page = operator.get(reverse("web:audit"), {"source": "web"}).content.decode()
+    assert "10.7.7.7" in page and "publish</span>" not in page

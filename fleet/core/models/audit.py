@@ -31,6 +31,10 @@ class AuditEntry(models.Model):
     object_key = models.CharField(max_length=255, blank=True, default="")
     before = models.JSONField(null=True, blank=True)
     after = models.JSONField(null=True, blank=True)
+    #: Where the change came from: ``web`` (the UI), ``api``, ``cli`` (a management command, beat, a task), and
+    #: the client's address for the first two.
+    source = models.CharField(max_length=8, blank=True, default="", db_index=True)
+    client = models.CharField(max_length=64, blank=True, default="")
 
     class Meta:
         ordering = ["-at", "-id"]

@@ -16,7 +16,8 @@ PAGE_SIZE = 50
 @viewer_page
 def audit_log(request: HttpRequest) -> HttpResponse:
     """The audit log, all clusters, ``PAGE_SIZE`` entries a page (``?page=``), filtered by ``?action=``,
-    ``?user=`` (a username), ``?cluster=`` (a name), ``?table=`` and ``?q=`` (text in the row's key)."""
+    ``?user=`` (a username), ``?cluster=`` (a name), ``?table=``, ``?q=`` (text in the row's key) and ``?source=``
+    (web, api, cli)."""
     filters = {name: request.GET.get(name, "").strip() for name in FILTERS}
     entries = AuditEntry.objects.select_related("user", "cluster")
     if filters["action"]:
@@ -29,6 +30,8 @@ def audit_log(request: HttpRequest) -> HttpResponse:
         entries = entries.filter(table=filters["table"])
     if filters["q"]:
         entries = entries.filter(object_key__icontains=filters["q"])
+    if filters["source"]:
+        entries = entries.filter(source=filters["source"])
     page = Paginator(entries, PAGE_SIZE).get_page(request.GET.get("page"))
     context = {
         "entries": page,
@@ -37,9 +40,12 @@ def audit_log(request: HttpRequest) -> HttpResponse:
         "actions": AuditEntry.Action.choices,
         "tables": AuditEntry.objects.order_by("table").values_list("table", flat=True).distinct(),
         "clusters": Cluster.objects.values_list("name", flat=True),
+        "sources": SOURCES,
     }
     return render(request, "web/audit.html", context)
 
 
 #: The audit page's filters (query parameters).
-FILTERS = ("action", "user", "cluster", "table", "q")
+FILTERS = ("action", "user", "cluster", "table", "q", "source")
+#: The sources an entry may come from.
+SOURCES = ("web", "api", "cli")
