@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import signal
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -179,6 +180,7 @@ class LiveStack:
     redis: stack.Service
     redis_url: str
     worker: stack.Service
+    web: stack.Service
 
 
 @pytest.fixture(scope="module")
@@ -219,10 +221,11 @@ def live_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
             worker = stack.worker(env, workdir, pool="solo", concurrency=1)
             services.append(worker)
             bind = f"127.0.0.1:{stack.free_port()}"
-            services.append(stack.web(env, bind, workdir, workers=1))
+            web = stack.web(env, bind, workdir, workers=1)
+            services.append(web)
             node = stack.node(LIVE_NODE, broker, mysql, admin, workdir / "node", workdir, report_interval=1)
             services.append(node)
-            live = LiveStack(f"http://{bind}", box, admin, mysql, redis_service, broker, worker)
+            live = LiveStack(f"http://{bind}", box, admin, mysql, redis_service, broker, worker, web)
             stack.wait_until(lambda: _node_pool(live) != [], "the node running the published config", 30, node)
             yield live
         finally:
@@ -383,6 +386,22 @@ def test_a_stopped_worker_shows_on_the_overview_and_the_node_keeps_serving(
         finally:
             live_stack.worker.start()
         expect(worker.locator(".status")).to_have_text("ok", timeout=LIVE_UPDATE_TIMEOUT_MS)
+    finally:
+        context.close()
+
+
+def test_the_web_server_killed_leaves_the_nodes_serving(browser: Browser, live_stack: LiveStack) -> None:
+    os.killpg(live_stack.web.proc.pid, signal.SIGKILL)  # gunicorn and its workers (its own process group)
+    live_stack.web.proc.wait(10)
+    try:
+        assert not stack.http_ok(f"{live_stack.url}/healthz")
+        assert _node_answers(live_stack)  # the data plane never needed the web server
+    finally:
+        live_stack.web.start()
+        stack.wait_until(lambda: stack.http_ok(f"{live_stack.url}/healthz"), "the web server back", 30, live_stack.web)
+    context = browser.new_context(base_url=live_stack.url)
+    try:
+        _log_in_as_operator(context)  # and the UI is back with its data
     finally:
         context.close()
 
