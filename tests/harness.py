@@ -60,6 +60,23 @@ def rw_split_config(primary_port: int, replica_ports: list[int], **overrides: An
     return doc
 
 
+def small_pool_config(primary_port: int, max_connections: int = 2, **variables: str) -> dict[str, Any]:
+    """One hostgroup, the primary, with ``max_connections`` backend connections all kept when idle."""
+    settings = {"mysql-free_connections_pct": "100", **variables}
+    return {
+        "mysql_servers": [
+            {
+                "hostgroup_id": WRITER_HG,
+                "hostname": "127.0.0.1",
+                "port": primary_port,
+                "max_connections": max_connections,
+            }
+        ],
+        "mysql_users": [{"username": APP_USER, "password": APP_PASSWORD, "default_hostgroup": WRITER_HG}],
+        "global_variables": [{"variable_name": k, "variable_value": v} for k, v in settings.items()],
+    }
+
+
 def backend_thread(server: SandboxServer, marker: str, timeout: float = 5) -> int:
     """The processlist id of the app connection running a statement that contains ``marker``."""
     deadline = time.monotonic() + timeout

@@ -16,8 +16,7 @@ import pymysql
 import pytest
 
 from fleet.sandbox import Sandbox
-from tests.harness import APP_PASSWORD, APP_USER, ProxyProcess, StartProxy
-from tests.test_transactions import small_pool_config
+from tests.harness import APP_PASSWORD, APP_USER, ProxyProcess, StartProxy, small_pool_config
 
 Connect = Callable[..., Any]
 

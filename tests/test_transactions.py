@@ -16,7 +16,7 @@ import pymysql
 import pytest
 
 from fleet.sandbox import Sandbox
-from tests.harness import APP_PASSWORD, APP_USER, WRITER_HG, ProxyProcess, StartProxy, open_transactions
+from tests.harness import ProxyProcess, StartProxy, open_transactions, small_pool_config
 
 TABLE = "app.tx_integrity"
 
@@ -33,23 +33,6 @@ def empty_table(sandbox: Sandbox) -> None:
     """Each test starts with no rows."""
     with sandbox.primary().connect() as conn, conn.cursor() as cur:
         cur.execute(f"DELETE FROM {TABLE}")
-
-
-def small_pool_config(primary_port: int, max_connections: int = 2, **variables: str) -> dict[str, Any]:
-    """One hostgroup, the primary, with ``max_connections`` backend connections all kept when idle."""
-    settings = {"mysql-free_connections_pct": "100", **variables}
-    return {
-        "mysql_servers": [
-            {
-                "hostgroup_id": WRITER_HG,
-                "hostname": "127.0.0.1",
-                "port": primary_port,
-                "max_connections": max_connections,
-            }
-        ],
-        "mysql_users": [{"username": APP_USER, "password": APP_PASSWORD, "default_hostgroup": WRITER_HG}],
-        "global_variables": [{"variable_name": k, "variable_value": v} for k, v in settings.items()],
-    }
 
 
 @pytest.fixture

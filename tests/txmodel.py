@@ -29,7 +29,7 @@ from typing import Any
 import MySQLdb
 import pymysql
 
-from tests.harness import APP_PASSWORD, APP_USER, WRITER_HG, ProxyProcess, open_transactions
+from tests.harness import APP_PASSWORD, APP_USER, ProxyProcess, open_transactions, small_pool_config
 
 ROWS = "app.txm_rows"
 LEDGER = "app.txm_ledger"
@@ -89,22 +89,8 @@ def create_tables(conn: pymysql.Connection, walkers: int) -> None:
 
 def model_config(primary_port: int, max_connections: int = 4) -> dict[str, Any]:
     """The proxy under test: the primary in one hostgroup with a small pool, the transaction time limit set."""
-    variables = {
-        "mysql-free_connections_pct": "100",
-        "mysql-max_transaction_time": str(MAX_TRANSACTION_TIME_MS),
-    }
-    return {
-        "mysql_servers": [
-            {
-                "hostgroup_id": WRITER_HG,
-                "hostname": "127.0.0.1",
-                "port": primary_port,
-                "max_connections": max_connections,
-            }
-        ],
-        "mysql_users": [{"username": APP_USER, "password": APP_PASSWORD, "default_hostgroup": WRITER_HG}],
-        "global_variables": [{"variable_name": k, "variable_value": v} for k, v in variables.items()],
-    }
+    limit = {"mysql-max_transaction_time": str(MAX_TRANSACTION_TIME_MS)}
+    return small_pool_config(primary_port, max_connections, **limit)
 
 
 def _code(exc: Exception) -> int:

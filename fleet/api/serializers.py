@@ -30,7 +30,20 @@ def drf_error(error: DjangoValidationError) -> serializers.ValidationError:
     )
 
 
-class DraftRowSerializer(serializers.ModelSerializer):
+class SavedThroughDrafts:
+    """Saves through ``fleet.core.drafts.save_row`` (the proxy's validation, the unique keys, the audit log): a
+    refused row answers 400 naming its fields."""
+
+    context: dict[str, Any]
+
+    def _save(self, obj: Any) -> Any:
+        try:
+            return save_row(obj, self.context["request"].user)
+        except DjangoValidationError as error:
+            raise drf_error(error) from None
+
+
+class DraftRowSerializer(SavedThroughDrafts, serializers.ModelSerializer):
     """A row of a cluster's draft: created in the view's cluster, validated and audited by ``save_row``."""
 
     cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
@@ -56,12 +69,6 @@ class DraftRowSerializer(serializers.ModelSerializer):
         for name, value in validated_data.items():
             setattr(instance, name, value)
         return self._save(instance)
-
-    def _save(self, obj: models.Model) -> models.Model:
-        try:
-            return save_row(obj, self.context["request"].user)
-        except DjangoValidationError as error:
-            raise drf_error(error) from None
 
 
 def _row_serializer(model: type[models.Model]) -> type[DraftRowSerializer]:
@@ -104,7 +111,7 @@ class HostgroupSerializer(DraftRowSerializer):
         validators: list[Any] = []
 
 
-class ClusterSerializer(serializers.ModelSerializer):
+class ClusterSerializer(SavedThroughDrafts, serializers.ModelSerializer):
     """A cluster: nodes sharing one config."""
 
     latest_version = serializers.SerializerMethodField()
@@ -129,14 +136,8 @@ class ClusterSerializer(serializers.ModelSerializer):
             setattr(instance, name, value)
         return self._save(instance)
 
-    def _save(self, cluster: Cluster) -> Cluster:
-        try:
-            return save_row(cluster, self.context["request"].user)
-        except DjangoValidationError as error:
-            raise drf_error(error) from None
 
-
-class NodeSerializer(serializers.ModelSerializer):
+class NodeSerializer(SavedThroughDrafts, serializers.ModelSerializer):
     """A proxy node: the version it should run (its cluster's latest), what it runs, how its last apply went.
 
     Operators create and edit a node's name, cluster and addresses (validated and audited like every row); the
@@ -187,12 +188,6 @@ class NodeSerializer(serializers.ModelSerializer):
         for name, value in validated_data.items():
             setattr(instance, name, value)
         return self._save(instance)
-
-    def _save(self, node: ProxyNode) -> ProxyNode:
-        try:
-            return save_row(node, self.context["request"].user)
-        except DjangoValidationError as error:
-            raise drf_error(error) from None
 
 
 class VersionSerializer(serializers.ModelSerializer):
