@@ -27,6 +27,7 @@ from proxyapp.tables import (
     TABLES,
     GlobalVariable,
     MysqlQueryRule,
+    MysqlQueryRuleFastRouting,
     MysqlReplicationHostgroup,
     MysqlServer,
     MysqlUser,
@@ -43,13 +44,22 @@ from proxyapp.variables import (
 )
 
 # Tables whose rows a Config keeps as row objects (global_variables become its Variables).
-_ROW_TABLES = ("mysql_servers", "mysql_users", "mysql_query_rules", "mysql_replication_hostgroups")
+_ROW_TABLES = (
+    "mysql_servers",
+    "mysql_users",
+    "mysql_query_rules",
+    "mysql_query_rules_fast_routing",
+    "mysql_replication_hostgroups",
+)
+#: Tables a document shows only when they have rows (added after others: configs without them keep their checksum).
+_OPTIONAL_TABLES = frozenset({"mysql_query_rules_fast_routing"})
 
 #: Per table, its unique keys as ProxySQL declares them; the first is the primary key, which orders the rows.
 UNIQUE_KEYS: dict[str, tuple[tuple[str, ...], ...]] = {
     "mysql_servers": (("hostgroup_id", "hostname", "port"),),
     "mysql_users": (("username", "backend"), ("username", "frontend")),
     "mysql_query_rules": (("rule_id",),),
+    "mysql_query_rules_fast_routing": (("username", "schemaname", "flagIN"),),
     "mysql_replication_hostgroups": (("writer_hostgroup",), ("reader_hostgroup",)),
     "global_variables": (("variable_name",),),
 }
@@ -59,6 +69,7 @@ _LABEL_COLUMNS: dict[str, tuple[str, ...]] = {
     "mysql_servers": ("hostgroup_id", "hostname", "port"),
     "mysql_users": ("username",),
     "mysql_query_rules": ("rule_id",),
+    "mysql_query_rules_fast_routing": ("username", "schemaname", "flagIN"),
     "mysql_replication_hostgroups": ("writer_hostgroup",),
     "global_variables": ("variable_name",),
 }
@@ -67,6 +78,7 @@ _LABEL_COLUMNS: dict[str, tuple[str, ...]] = {
 _HOSTGROUP_REFERENCES: dict[str, tuple[str, ...]] = {
     "mysql_users": ("default_hostgroup",),
     "mysql_query_rules": ("destination_hostgroup", "mirror_hostgroup", "gtid_from_hostgroup"),
+    "mysql_query_rules_fast_routing": ("destination_hostgroup",),
     "mysql_replication_hostgroups": ("writer_hostgroup", "reader_hostgroup"),
 }
 
@@ -390,6 +402,7 @@ class Config:
     mysql_servers: tuple[MysqlServer, ...] = ()
     mysql_users: tuple[MysqlUser, ...] = ()
     mysql_query_rules: tuple[MysqlQueryRule, ...] = ()
+    mysql_query_rules_fast_routing: tuple[MysqlQueryRuleFastRouting, ...] = ()
     mysql_replication_hostgroups: tuple[MysqlReplicationHostgroup, ...] = ()
     variables: Variables = field(default_factory=Variables)
     warnings: tuple[str, ...] = field(default=(), compare=False)
@@ -403,7 +416,11 @@ class Config:
 
     def to_document(self) -> dict[str, list[dict[str, Any]]]:
         """The full document: every table, every column; global_variables holds only the overrides, as text."""
-        document = {table: [_as_row(obj) for obj in getattr(self, table)] for table in _ROW_TABLES}
+        document = {
+            table: [_as_row(obj) for obj in getattr(self, table)]
+            for table in _ROW_TABLES
+            if table not in _OPTIONAL_TABLES or getattr(self, table)
+        }
         document["global_variables"] = self.variables.rows()
         return document
 
@@ -460,6 +477,7 @@ def parse_config(doc: object) -> Config:
         mysql_servers=tuple(obj for _, obj in rows["mysql_servers"]),
         mysql_users=tuple(obj for _, obj in rows["mysql_users"]),
         mysql_query_rules=tuple(obj for _, obj in rows["mysql_query_rules"]),
+        mysql_query_rules_fast_routing=tuple(obj for _, obj in rows["mysql_query_rules_fast_routing"]),
         mysql_replication_hostgroups=tuple(obj for _, obj in rows["mysql_replication_hostgroups"]),
         variables=variables,
         warnings=tuple(_warnings(rows, variables)),

@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from proxyapp.tables import MysqlQueryRule
+from proxyapp.tables import MysqlQueryRule, MysqlQueryRuleFastRouting
 
 #: The first-comment annotation keys ProxySQL knows (``query_parser_first_comment``).
 ANNOTATION_KEYS = frozenset(
@@ -175,8 +175,12 @@ class RuleEngine:
     ``re_modifiers`` or ``replace_pattern``, a ``replace_pattern`` without ``match_pattern``, a duplicate id.
     """
 
-    def __init__(self, rules: Sequence[MysqlQueryRule]) -> None:
-        """Keep the active rules, sorted by rule_id, with their regexes compiled."""
+    def __init__(self, rules: Sequence[MysqlQueryRule], fast_routing: Sequence[MysqlQueryRuleFastRouting] = ()) -> None:
+        """Keep the active rules, sorted by rule_id, with their regexes compiled, and the fast routing table."""
+        #: (username, schemaname, flagIN) -> destination hostgroup (mysql_query_rules_fast_routing).
+        self._fast: dict[tuple[str, str, int], int] = {
+            (row.username, row.schemaname, row.flagIN): row.destination_hostgroup for row in fast_routing
+        }
         active = sorted((rule for rule in rules if rule.active), key=lambda rule: rule.rule_id)
         self._rules = tuple(_prepare(rule) for rule in active)
         #: rule_id -> number of queries the rule matched (``stats_mysql_query_rules.hits``).
@@ -189,8 +193,8 @@ class RuleEngine:
 
     @property
     def active(self) -> bool:
-        """Whether there is any active rule."""
-        return bool(self._rules)
+        """Whether there is any active rule or fast routing row."""
+        return bool(self._rules) or bool(self._fast)
 
     @property
     def needs_digest(self) -> bool:
@@ -205,16 +209,22 @@ class RuleEngine:
         decision). First-comment annotations apply only when ``mirror`` is False.
         """
         outcome = RuleOutcome()
+        flag: int | None = flag_in
         if self._rules:
-            self._walk(ctx, flag_in, outcome)
+            flag = self._walk(ctx, flag_in, outcome)
+        if flag is not None and self._fast:  # as ProxySQL: fast routing when no apply=1 rule ended the walk
+            destination = self._fast.get((ctx.username, ctx.schemaname, flag))
+            if destination is not None:
+                outcome.destination_hostgroup = destination
         if not mirror and "/*" in ctx.query:
             annotations = parse_annotations(ctx.query)
             if annotations:
                 _override(outcome, annotations)
         return outcome
 
-    def _walk(self, ctx: QueryContext, flag: int, outcome: RuleOutcome) -> None:
-        """Walk the rules once, in rule_id order, updating ``outcome`` with each match."""
+    def _walk(self, ctx: QueryContext, flag: int, outcome: RuleOutcome) -> int | None:
+        """Walk the rules once, in rule_id order, updating ``outcome`` with each match; the flagIN the walk ended
+        at, or None when an ``apply=1`` rule ended it."""
         query = ctx.query
         digest: int | None = None
         for rule in self._rules:
@@ -249,9 +259,10 @@ class RuleEngine:
                 query = rule.match_pattern.sub(rule.replace, query, count=rule.replace_count)
                 outcome.query = query
             if rule.apply:
-                return
+                return None
             if rule.flag_out is not None:
                 flag = rule.flag_out
+        return flag
 
 
 #: The columns a rule filters on (besides flagIN): a rule that sets one matches only queries that meet it.

@@ -85,7 +85,7 @@ class Runtime:
         backend = {u.username: u for u in config.mysql_users if u.active and u.backend}
         return cls(
             config=config,
-            rules=RuleEngine(config.mysql_query_rules),
+            rules=RuleEngine(config.mysql_query_rules, config.mysql_query_rules_fast_routing),
             frontend_users=frontend,
             backend_users=backend,
             settings=settings,

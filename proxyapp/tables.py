@@ -135,6 +135,18 @@ class MysqlQueryRule:
     comment: str | None = column(None)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)  # ProxySQL's column order puts a required column after flagIN
+class MysqlQueryRuleFastRouting:
+    """A fast routing row (``mysql_query_rules_fast_routing``): a query of this user on this schema whose rule chain
+    ended without an ``apply=1`` rule at this flagIN goes to ``destination_hostgroup`` (one hash lookup)."""
+
+    username: str = column(required=True)
+    schemaname: str = column(required=True)
+    flagIN: int = column(0, minimum=0)
+    destination_hostgroup: int = column(required=True, minimum=0)
+    comment: str = column("")
+
+
 @dataclass(frozen=True, slots=True)
 class MysqlReplicationHostgroup:
     """A writer/reader hostgroup pair driven by the servers' ``read_only`` (``mysql_replication_hostgroups``)."""
@@ -158,6 +170,7 @@ TABLES: dict[str, type] = {
     "mysql_servers": MysqlServer,
     "mysql_users": MysqlUser,
     "mysql_query_rules": MysqlQueryRule,
+    "mysql_query_rules_fast_routing": MysqlQueryRuleFastRouting,
     "mysql_replication_hostgroups": MysqlReplicationHostgroup,
     "global_variables": GlobalVariable,
 }

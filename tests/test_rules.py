@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
+from proxyapp.config import parse_config
 from proxyapp.rules import QueryContext, RuleEngine, RuleOutcome, parse_annotations, shadowed_rules
-from proxyapp.tables import MysqlQueryRule
+from proxyapp.tables import MysqlQueryRule, MysqlQueryRuleFastRouting
 
 DIGEST = "0x1A2B3C4D5E6F7081"
 
@@ -576,3 +577,33 @@ def test_rules_that_can_never_match_are_found() -> None:
     assert shadowed_rules(rules) == [(2, 1), (3, 1)]
     assert shadowed_rules([rule(1, apply=True), rule(2, username="x")]) == [(2, 1)]  # a catch-all first
     assert shadowed_rules([rule(1), rule(2, username="x")]) == []  # without apply the walk goes on
+
+
+def test_fast_routing_after_a_chain_no_apply_rule_ended() -> None:
+    fast = [
+        MysqlQueryRuleFastRouting(username="app", schemaname="shop", flagIN=0, destination_hostgroup=30),
+        MysqlQueryRuleFastRouting(username="app", schemaname="shop", flagIN=7, destination_hostgroup=40),
+    ]
+    assert RuleEngine([], fast).evaluate(ctx(), 0).destination_hostgroup == 30
+    assert RuleEngine([], fast).evaluate(ctx(schemaname="other"), 0).destination_hostgroup is None
+    chained = [rule(1, match_pattern="^SELECT", flagOUT=7)]  # the chain ends at flagIN 7: that row
+    assert RuleEngine(chained, fast).evaluate(ctx(), 0).destination_hostgroup == 40
+    applied = [rule(1, match_pattern="^SELECT", destination_hostgroup=10, apply=True)]  # apply=1: no fast routing
+    assert RuleEngine(applied, fast).evaluate(ctx(), 0).destination_hostgroup == 10
+    annotated = RuleEngine([], fast).evaluate(ctx(query="/* hostgroup=50 */ SELECT 1"), 0)
+    assert annotated.destination_hostgroup == 50  # an annotation still has the last word
+    assert RuleEngine([], fast).active
+
+
+def test_a_config_without_fast_routing_keeps_its_document_and_checksum() -> None:
+    plain = parse_config({"mysql_users": [{"username": "app", "password": "x"}]})
+    assert "mysql_query_rules_fast_routing" not in plain.to_document()
+    routed = parse_config(
+        {
+            "mysql_users": [{"username": "app", "password": "x"}],
+            "mysql_query_rules_fast_routing": [{"username": "app", "schemaname": "shop", "destination_hostgroup": 3}],
+        }
+    )
+    assert routed.to_document()["mysql_query_rules_fast_routing"][0]["destination_hostgroup"] == 3
+    assert routed.checksum != plain.checksum
+    assert "hostgroup 3 has no servers" in " ".join(routed.warnings)

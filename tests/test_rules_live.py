@@ -596,3 +596,20 @@ def test_transaction_persistent(sandbox: Sandbox, start_proxy: StartProxy) -> No
         cur.execute("COMMIT")
         cur.execute("SELECT v FROM rl_cache WHERE id = 1")
         assert cur.fetchall() == ((10,),)
+
+
+def test_fast_routing_sends_a_users_schema_to_its_hostgroup(sandbox: Sandbox, start_proxy: StartProxy) -> None:
+    """mysql_query_rules_fast_routing: app on app goes to the replica in one lookup; app on another schema, and a
+    query an apply=1 rule ends, keep the rules' (or the user's default) hostgroup."""
+    config = make_config(
+        sandbox, [{"rule_id": 1, "match_digest": r"FOR UPDATE$", "destination_hostgroup": WRITER_HG, "apply": 1}]
+    )
+    config["mysql_query_rules_fast_routing"] = [
+        {"username": APP_USER, "schemaname": "app", "flagIN": 0, "destination_hostgroup": READER_HG}
+    ]
+    proxy = start_proxy(config)
+    with proxy.connect(database="app", autocommit=True) as conn, conn.cursor() as cur:
+        assert served_by(cur, "SELECT @@server_id") == "replica"
+        assert served_by(cur, "SELECT @@server_id FROM DUAL FOR UPDATE") == "primary"  # rule 1 applied first
+    with proxy.connect(database=OTHER_SCHEMA, autocommit=True) as conn, conn.cursor() as cur:
+        assert served_by(cur, "SELECT @@server_id") == "primary"  # no row for this schema: the default

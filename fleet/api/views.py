@@ -144,6 +144,11 @@ _TABLES = (
     ("servers", api.ROW_SERIALIZERS["mysql_servers"], ("hostgroup_id", "hostname", "port", "status")),
     ("users", api.ROW_SERIALIZERS["mysql_users"], ("username", "active", "default_hostgroup")),
     ("query-rules", api.ROW_SERIALIZERS["mysql_query_rules"], ("rule_id", "active", "flagIN", "destination_hostgroup")),
+    (
+        "fast-routing",
+        api.ROW_SERIALIZERS["mysql_query_rules_fast_routing"],
+        ("username", "schemaname", "flagIN", "destination_hostgroup"),
+    ),
     ("replication-hostgroups", api.ROW_SERIALIZERS["mysql_replication_hostgroups"], ("writer_hostgroup",)),
     ("variables", api.ROW_SERIALIZERS["global_variables"], ("variable_name",)),
     ("hostgroups", api.HostgroupSerializer, ("hostgroup_id", "name")),

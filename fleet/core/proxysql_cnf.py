@@ -4,6 +4,7 @@
 or ``:``, groups ``{}``, lists ``()``, arrays ``[]``, strings, integers, floats, booleans, ``#``, ``//`` and
 ``/* */`` comments). ``cnf_to_document`` maps ProxySQL's sections onto the config document: ``mysql_servers``
 (``address``/``hostgroup`` as ProxySQL's cnf spells them), ``mysql_users``, ``mysql_query_rules``,
+``mysql_query_rules_fast_routing``,
 ``mysql_replication_hostgroups`` and ``mysql_variables`` (``threads=4`` becomes ``mysql-threads``). What ProxyFleet
 has no place for (``admin_variables``, the scheduler, unknown variables or columns) is left out with a note naming
 its line. Every error names its line.
@@ -22,7 +23,13 @@ from proxyapp.config import Config, ConfigError, table_columns
 from proxyapp.variables import VARIABLES
 
 #: Sections holding rows of a table, each a list of groups.
-TABLE_SECTIONS = ("mysql_servers", "mysql_users", "mysql_query_rules", "mysql_replication_hostgroups")
+TABLE_SECTIONS = (
+    "mysql_servers",
+    "mysql_users",
+    "mysql_query_rules",
+    "mysql_query_rules_fast_routing",
+    "mysql_replication_hostgroups",
+)
 #: Names ProxySQL's cnf accepts for a column besides the column's own.
 COLUMN_ALIASES = {"mysql_servers": {"address": "hostname", "hostgroup": "hostgroup_id"}}
 IGNORED_SECTIONS = {"admin_variables": "the admin interface is ProxyFleet's own (admin address, REST API)"}

@@ -64,7 +64,7 @@ def try_query(
     """Run ``query`` through ``config``'s rules as a session of ``username`` would (ValueError for a rule set the
     engine refuses, as a node would refuse it)."""
     digest = compute_digest(query)
-    engine = RuleEngine(config.mysql_query_rules)
+    engine = RuleEngine(config.mysql_query_rules, config.mysql_query_rules_fast_routing)
     outcome = engine.evaluate(
         QueryContext(username, schemaname, client_addr, proxy_addr, proxy_port, query, digest.hash, digest.text),
         flag_in,
@@ -83,7 +83,12 @@ def try_query(
     elif outcome.destination_hostgroup is not None:
         hostgroup = outcome.destination_hostgroup
         deciding = _deciding(outcome.matched, by_id)
-        why = f"rule {deciding}'s destination" if deciding is not None else "the query's hostgroup annotation"
+        if "hostgroup" in outcome.annotations:
+            why = "the query's hostgroup annotation"
+        elif deciding is not None and by_id[deciding].destination_hostgroup == hostgroup:
+            why = f"rule {deciding}'s destination"
+        else:
+            why = f"the fast routing row for {username!r} on {schemaname!r}"
         answer = f"runs on hostgroup {hostgroup} ({why})"
     elif user is not None:
         hostgroup = user.default_hostgroup

@@ -9,7 +9,7 @@ from django.db import models
 from django.db.models import Q
 from django.http import Http404
 
-from fleet.core.models import Hostgroup, QueryRule, ReplicationHostgroup, Server, User, Variable
+from fleet.core.models import FastRoutingRule, Hostgroup, QueryRule, ReplicationHostgroup, Server, User, Variable
 from fleet.core.models.tables import SECRET_COLUMNS
 from fleet.core.secrets import mask_row
 
@@ -80,6 +80,7 @@ TABLE_PAGES: tuple[TablePage, ...] = (
             "comment",
         ),
     ),
+    TablePage("fast-routing", "Fast routing", FastRoutingRule, ("username", "schemaname", "comment")),
     TablePage("replication-hostgroups", "Replication hostgroups", ReplicationHostgroup, ("check_type", "comment")),
     TablePage("variables", "Variables", Variable, ("variable_name",)),  # never the values: some are secrets
     TablePage("hostgroups", "Hostgroups", Hostgroup, ("name", "comment")),

@@ -280,3 +280,19 @@ def test_import_cnf_through_the_ui_and_the_api() -> None:
     answer = api.post("/api/v1/import-cnf/?cluster=migrated-ui", {"cnf": PROXYSQL_CNF}, format="json")
     assert answer.status_code == 200 and answer.json()["rows"]["mysql_servers"] == 3
     assert any("stacksize" in note for note in answer.json()["notes"])
+
+
+@pytest.mark.django_db
+def test_fast_routing_is_imported() -> None:
+    cnf = """
+mysql_query_rules_fast_routing =
+(
+    { username = "app"; schemaname = "shop"; flagIN = 0; destination_hostgroup = 20; comment = "shop reads" }
+)
+"""
+    cluster = Cluster.objects.create(name="fast")
+    config, notes = import_cnf(cluster, cnf, None)
+    assert [(r.username, r.schemaname, r.destination_hostgroup) for r in config.mysql_query_rules_fast_routing] == [
+        ("app", "shop", 20)
+    ]
+    assert not any("fast_routing" in note for note in notes)

@@ -8,6 +8,7 @@ from fleet.core.models.stats import MirrorSample, NodeSample, Resolution, Server
 from fleet.core.models.tables import (
     TABLE_MODELS,
     ClusterRow,
+    FastRoutingRule,
     Hostgroup,
     QueryRule,
     ReplicationHostgroup,
@@ -23,6 +24,7 @@ __all__ = [
     "Cluster",
     "ClusterRow",
     "ConfigVersion",
+    "FastRoutingRule",
     "Hostgroup",
     "MirrorSample",
     "NodeSample",

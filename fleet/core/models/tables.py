@@ -121,6 +121,12 @@ User = _table_model(
 QueryRule = _table_model(
     "QueryRule", "mysql_query_rules", "A query rule (mysql_query_rules), applied in rule_id order.", ("rule_id",)
 )
+FastRoutingRule = _table_model(
+    "FastRoutingRule",
+    "mysql_query_rules_fast_routing",
+    "A fast routing row (mysql_query_rules_fast_routing): user, schema and flagIN to a hostgroup in one lookup.",
+    ("username", "schemaname", "flagIN"),
+)
 ReplicationHostgroup = _table_model(
     "ReplicationHostgroup",
     "mysql_replication_hostgroups",
@@ -158,5 +164,5 @@ class Hostgroup(models.Model):
 
 #: Config document table name -> the model holding its rows, in the document's order.
 TABLE_MODELS: dict[str, type[ClusterRow]] = {
-    model.table: model for model in (Server, User, QueryRule, ReplicationHostgroup, Variable)
+    model.table: model for model in (Server, User, QueryRule, FastRoutingRule, ReplicationHostgroup, Variable)
 }
