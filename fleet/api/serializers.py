@@ -286,6 +286,9 @@ class CnfSerializer(serializers.Serializer):
     """A ProxySQL ``proxysql.cnf``'s text."""
 
     cnf = serializers.CharField(max_length=10_000_000, trim_whitespace=False)
+    force = serializers.BooleanField(
+        required=False, default=False, help_text="drop sections ProxyFleet lacks even when routing changes"
+    )
 
 
 class AccountSerializer(serializers.ModelSerializer):

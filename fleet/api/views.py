@@ -416,7 +416,8 @@ class ImportCnfView(ClusterScoped, APIView):
         asked = api.CnfSerializer(data=request.data)
         asked.is_valid(raise_exception=True)
         try:
-            config, notes = import_cnf(self.cluster(), asked.validated_data["cnf"], request.user)
+            data = asked.validated_data
+            config, notes = import_cnf(self.cluster(), data["cnf"], request.user, force=data["force"])
         except ConfigError as error:
             return refused(error.errors)
         rows = {table: len(rows) for table, rows in config.to_document().items()}

@@ -19,7 +19,7 @@ from typing import Any
 from fleet.core import publishing
 from fleet.core.drafts import Actor
 from fleet.core.models import Cluster
-from proxyapp.config import Config, ConfigError, table_columns
+from proxyapp.config import Config, ConfigError, parse_config, table_columns
 from proxyapp.variables import VARIABLES
 
 #: Sections holding rows of a table, each a list of groups.
@@ -33,6 +33,24 @@ TABLE_SECTIONS = (
 #: Names ProxySQL's cnf accepts for a column besides the column's own.
 COLUMN_ALIASES = {"mysql_servers": {"address": "hostname", "hostgroup": "hostgroup_id"}}
 IGNORED_SECTIONS = {"admin_variables": "the admin interface is ProxyFleet's own (admin address, REST API)"}
+#: Sections ProxyFleet does not take whose loss changes what the proxy does (routing, failover, who may connect,
+#: scripts it runs): an import that would drop one is refused unless forced, so a migration never changes routing
+#: without the person saying so.
+BEHAVIOUR_SECTIONS = frozenset(
+    {
+        "mysql_galera_hostgroups",
+        "mysql_group_replication_hostgroups",
+        "mysql_aws_aurora_hostgroups",
+        "mysql_hostgroup_attributes",
+        "mysql_firewall_whitelist_rules",
+        "mysql_firewall_whitelist_users",
+        "mysql_firewall_whitelist_sqli_fingerprints",
+        "mysql_ldap_mapping",
+        "proxysql_servers",
+        "scheduler",
+        "restapi_routes",
+    }
+)
 
 
 class CnfError(ConfigError):
@@ -58,6 +76,8 @@ class CnfImport:
 
     document: dict[str, list[dict[str, Any]]]
     notes: list[str] = field(default_factory=list)
+    #: Notes about sections whose loss changes behaviour (``BEHAVIOUR_SECTIONS``): the import needs ``force``.
+    dropped: list[str] = field(default_factory=list)
     #: (table, row index in the document) -> the cnf line the row comes from.
     lines: dict[tuple[str, int], int] = field(default_factory=dict)
 
@@ -246,6 +266,10 @@ def cnf_to_document(text: str) -> CnfImport:
             _variables(result, value, line)
         elif name in IGNORED_SECTIONS:
             result.notes.append(f"line {line}: {name} not imported: {IGNORED_SECTIONS[name]}")
+        elif name in BEHAVIOUR_SECTIONS:
+            note = f"line {line}: {name} not imported: ProxyFleet has no such table, and without it routing changes"
+            result.notes.append(note)
+            result.dropped.append(note)
         else:
             result.notes.append(f"line {line}: {name} not imported: ProxyFleet has no such table or setting")
     return result
@@ -292,10 +316,18 @@ def _variables(result: CnfImport, group: Any, line: int) -> None:
         rows.append({"variable_name": name, "variable_value": text})
 
 
-def import_cnf(cluster: Cluster, text: str, user: Actor) -> tuple[Config, list[str]]:
+def import_cnf(cluster: Cluster, text: str, user: Actor, *, force: bool = False) -> tuple[Config, list[str]]:
     """Replace ``cluster``'s draft with the config of a ``proxysql.cnf``; returns it and the notes on what was left
-    out. ConfigError (each message naming the cnf line) and nothing changes when the file is refused."""
+    out. ConfigError (each message naming the cnf line) and nothing changes when the file is refused, or when it
+    has sections whose loss changes behaviour (``BEHAVIOUR_SECTIONS``) and ``force`` is not given."""
     mapped = cnf_to_document(text)
+    if mapped.dropped and not force:
+        errors = list(mapped.dropped)
+        try:
+            parse_config(mapped.document)
+        except ConfigError as error:  # say everything at once
+            errors += [mapped.locate(message) for message in error.errors]
+        raise ConfigError([*errors, "import it with force (--force, or the form's checkbox) to drop them"])
     try:
         config = publishing.import_document(cluster, mapped.document, user)
     except ConfigError as error:

@@ -173,7 +173,11 @@ def test_import_cnf_replaces_the_draft_and_publishes() -> None:
     cluster = Cluster.objects.create(name="migrated")
     Server.objects.create(cluster=cluster, hostgroup_id=99, hostname="old", port=3306)
     author = Account.objects.create_user("migrator")
-    config, notes = import_cnf(cluster, PROXYSQL_CNF, author)
+    with pytest.raises(ConfigError) as refused:  # its scheduler would be dropped: routing could change
+        import_cnf(cluster, PROXYSQL_CNF, author)
+    assert "scheduler not imported" in refused.value.errors[0] and "force" in refused.value.errors[-1]
+    assert list(Server.objects.filter(cluster=cluster).values_list("hostname", flat=True)) == ["old"]
+    config, notes = import_cnf(cluster, PROXYSQL_CNF, author, force=True)
     assert notes and len(config.mysql_servers) == 3
     assert sorted(Server.objects.filter(cluster=cluster).values_list("hostname", flat=True)) == [
         "10.0.0.1",
@@ -228,7 +232,9 @@ def test_fleetconfig_command(tmp_path: Path) -> None:
     cnf = tmp_path / "proxysql.cnf"
     cnf.write_text(PROXYSQL_CNF)
     out, err = StringIO(), StringIO()
-    call_command("fleetconfig", "import-cnf", str(cnf), "--cluster", "cli", "--publish", stdout=out, stderr=err)
+    call_command(
+        "fleetconfig", "import-cnf", str(cnf), "--cluster", "cli", "--publish", "--force", stdout=out, stderr=err
+    )
     assert "imported 17 rows into the draft of cli" in out.getvalue()
     assert "published version 1" in out.getvalue()
     assert "note: line 3: datadir not imported" in err.getvalue()
@@ -253,7 +259,15 @@ def test_fleetconfig_as_the_readme_writes_it(tmp_path: Path) -> None:
     cnf.write_text(PROXYSQL_CNF)
     out = StringIO()
     call_command(
-        "fleetconfig", "import-cnf", "--cluster", "readme", str(cnf), "--publish", stdout=out, stderr=StringIO()
+        "fleetconfig",
+        "import-cnf",
+        "--cluster",
+        "readme",
+        str(cnf),
+        "--publish",
+        "--force",
+        stdout=out,
+        stderr=StringIO(),
     )
     assert "published version 1" in out.getvalue()
     exported = tmp_path / "readme.json"
@@ -269,7 +283,10 @@ def test_import_cnf_through_the_ui_and_the_api() -> None:
     assert browser.login(username=operator.username, password=LOGIN_PASSWORD)
     browser.get("/cluster/", {"cluster": cluster.pk})
     upload = SimpleUploadedFile("proxysql.cnf", PROXYSQL_CNF.encode())
-    page = browser.post("/import/", {"file": upload}).content.decode()
+    refused = browser.post("/import/", {"file": upload}).content.decode()
+    assert "Refused: nothing changed" in refused and "scheduler not imported" in refused
+    upload = SimpleUploadedFile("proxysql.cnf", PROXYSQL_CNF.encode())
+    page = browser.post("/import/", {"file": upload, "force": "on"}).content.decode()
     assert "<code>mysql_servers</code>: 3" in page and "mysql_variables.stacksize not imported" in page
     assert Server.objects.filter(cluster=cluster).count() == 3
     refused = browser.post("/import/", {"text": "mysql_servers = (\n { address = 1 port = 3306 }\n)"}).content.decode()
@@ -277,7 +294,7 @@ def test_import_cnf_through_the_ui_and_the_api() -> None:
     assert Server.objects.filter(cluster=cluster).count() == 3
     api = APIClient()
     api.force_authenticate(operator)
-    answer = api.post("/api/v1/import-cnf/?cluster=migrated-ui", {"cnf": PROXYSQL_CNF}, format="json")
+    answer = api.post("/api/v1/import-cnf/?cluster=migrated-ui", {"cnf": PROXYSQL_CNF, "force": True}, format="json")
     assert answer.status_code == 200 and answer.json()["rows"]["mysql_servers"] == 3
     assert any("stacksize" in note for note in answer.json()["notes"])
 

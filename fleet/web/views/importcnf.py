@@ -21,6 +21,7 @@ class CnfForm(forms.Form):
 
     file = forms.FileField(required=False)
     text = forms.CharField(widget=forms.Textarea(attrs={"rows": 12, "cols": 100}), required=False)
+    force = forms.BooleanField(required=False, label="drop what ProxyFleet lacks even if routing changes")
 
     def cnf(self) -> str:
         """The cnf's text (the file wins); ValidationError when there is none or it is not UTF-8 text."""
@@ -47,7 +48,7 @@ def import_page(request: HttpRequest) -> HttpResponse:
     rows: dict[str, int] = {}
     if cluster is not None and form.is_bound and form.is_valid():
         try:
-            config, notes = import_cnf(cluster, form.cnf(), request.user)
+            config, notes = import_cnf(cluster, form.cnf(), request.user, force=form.cleaned_data["force"])
         except forms.ValidationError as error:
             errors = list(error.messages)
         except ConfigError as error:

@@ -32,6 +32,9 @@ class Command(IntermixedCommand):
         parser.add_argument("--user", default="", help="the account the audit log names (default: none)")
         parser.add_argument("--publish", action="store_true", help="publish the imported draft as a new version")
         parser.add_argument("--comment", default="", help="the version's comment with --publish")
+        parser.add_argument(
+            "--force", action="store_true", help="import-cnf: drop sections ProxyFleet lacks even if routing changes"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         user = self._user(options["user"])
@@ -48,7 +51,7 @@ class Command(IntermixedCommand):
                 config = publishing.import_document(cluster, self._json(text, options["file"]), user)
                 notes: list[str] = []
             else:
-                config, notes = import_cnf(cluster, text, user)
+                config, notes = import_cnf(cluster, text, user, force=options["force"])
         except ConfigError as error:
             if created:
                 cluster.delete()
