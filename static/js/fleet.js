@@ -67,3 +67,12 @@ window.addEventListener("load", () => {
     startChart(canvas).catch(console.error);
   });
 });
+
+// A benchmark run's page: the flash that announced the run ("queued...") goes away once the live status says the
+// run finished, so it never contradicts the page.
+document.addEventListener("htmx:afterSwap", (event) => {
+  const status = document.getElementById("run-status");
+  if (status && ["done", "failed", "cancelled"].includes(status.dataset.status)) {
+    document.querySelectorAll(".flash").forEach((flash) => flash.remove());
+  }
+});

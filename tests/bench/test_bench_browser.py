@@ -69,3 +69,16 @@ def test_a_finished_run_shows_its_charts(live_server, context: BrowserContext, f
     page.wait_for_function(f"() => ({CHART_POINTS})('chart-versions')?.[0] === 1")
     labels = page.evaluate("() => window.Chart.getChart(document.getElementById('chart-versions')).data.labels")
     assert labels == [f"run {finished_run.pk} · v3"]
+
+
+def test_the_flash_of_a_queued_run_goes_away_when_it_finishes(
+    live_server, context: BrowserContext, finished_run: BenchRun
+) -> None:
+    page = log_in(context, roles.OPERATOR)
+    page.goto(f"/bench/jobs/{finished_run.job.pk}/")
+    page.click(f"form[action='/bench/jobs/{finished_run.job.pk}/run/'] button")
+    expect(page.locator(".flash")).to_contain_text("queued for the bench worker")
+    queued = BenchRun.objects.filter(job=finished_run.job, status="queued").get()
+    assert service.execute(queued.pk).status == "done"  # as the bench worker would, while the page watches
+    expect(page.locator(".run-state")).to_have_text("done", timeout=20_000)
+    expect(page.locator(".flash")).to_have_count(0)  # "queued" would contradict the page now

@@ -336,6 +336,8 @@ def test_every_table_edited_in_the_browser_reaches_a_real_node(browser: Browser,
         )
         _fill_row(page, "replication-hostgroups", {"writer_hostgroup": "30", "reader_hostgroup": "40"})
         _fill_row(page, "variables", {"variable_name": "mysql-long_query_time", "variable_value": "2000"})
+        fast = {"username": APP_USER, "schemaname": "app", "destination_hostgroup": "20"}
+        _fill_row(page, "fast-routing", fast)
         page.goto("/tables/users/")
         page.locator("table.grid tbody tr", has_text=APP_USER).get_by_role("link", name="Edit").click()
         _fill(page, {"comment": "edited in the browser"})
@@ -359,10 +361,16 @@ def test_every_table_edited_in_the_browser_reaches_a_real_node(browser: Browser,
         with client as conn, conn.cursor() as cur, pytest.raises(pymysql.err.OperationalError) as blocked:
             cur.execute("DELETE FROM app.nothing")
         assert blocked.value.args == (1148, "no deletes here")
+        on_app = pymysql.connect(
+            host=host, port=int(node_port), user=APP_USER, password=APP_PASSWORD, database="app", autocommit=True
+        )
+        with on_app as conn, conn.cursor() as cur:
+            cur.execute("DO 1")  # no rule matches: the fast routing row for app on app sends it to hostgroup 20
         with urllib.request.urlopen(f"http://{live_stack.node_admin}/stats/query_digest", timeout=5) as response:
             digests = json.loads(response.read())
         routed = {(row["digest_text"], row["hostgroup"]) for row in digests}
         assert ("SELECT ? + ?", 20) in routed, routed  # the SELECT went to the new server by the new rule
+        assert ("DO ?", 20) in routed, routed  # and DO by the fast routing row
         with urllib.request.urlopen(f"http://{live_stack.node_admin}/stats/query_rules", timeout=5) as response:
             hits = {row["rule_id"]: row["hits"] for row in json.loads(response.read())}
         assert hits[1] >= 1 and hits[2] == 1, hits
