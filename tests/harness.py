@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -93,22 +94,28 @@ def backend_thread(server: SandboxServer, marker: str, timeout: float = 5) -> in
     raise AssertionError(f"no backend thread runs a statement containing {marker!r}")
 
 
-def open_transactions(server: SandboxServer, user: str = APP_USER) -> list[tuple[Any, ...]]:
-    """The InnoDB transactions open on ``server`` for ``user``'s connections (a proxy's backend connections):
-    (thread id, state, rows modified, statement) each.
+def open_transactions(server: SandboxServer, user: str = APP_USER) -> list[tuple[int, str, str]]:
+    """The InnoDB transactions open now on ``server`` for ``user``'s connections (a proxy's backend connections):
+    (thread id, "ACTIVE" or "LOCK WAIT", the transaction's line) each.
 
-    InnoDB refreshes INNODB_TRX only when it was not read in the last 100 ms (every read restarts that
-    interval), so this waits that long first: the one wait here is the server's own rule, not a guess at timing.
+    Read from SHOW ENGINE INNODB STATUS, which InnoDB writes afresh for each call (INNODB_TRX is a cache that a
+    reader must leave alone for 100 ms before it shows the present).
     """
-    time.sleep(0.15)
     with server.connect() as conn, conn.cursor() as cur:
-        cur.execute(
-            "SELECT t.trx_mysql_thread_id, t.trx_state, t.trx_rows_modified, t.trx_query "
-            "FROM information_schema.INNODB_TRX t JOIN information_schema.PROCESSLIST p "
-            "ON p.ID = t.trx_mysql_thread_id WHERE p.USER = %s",
-            (user,),
-        )
-        return list(cur.fetchall())
+        cur.execute("SHOW ENGINE INNODB STATUS")
+        status = cur.fetchone()[2]
+    listed = status.partition("LIST OF TRANSACTIONS FOR EACH SESSION:")[2].partition("\nFILE I/O")[0]
+    found = []
+    for block in listed.split("---TRANSACTION ")[1:]:
+        head = block.partition("\n")[0]
+        owner = _TRX_OWNER.search(block)
+        if "ACTIVE" in head and owner is not None and owner.group(3) == user:
+            found.append((int(owner.group(1)), "LOCK WAIT" if "LOCK WAIT" in block else "ACTIVE", head))
+    return found
+
+
+#: A transaction's session in SHOW ENGINE INNODB STATUS: thread id, client host, user.
+_TRX_OWNER = re.compile(r"(?:MySQL|MariaDB) thread id (\d+), OS thread handle \d+, query id \d+ (\S+) (\S+)")
 
 
 class ProxyProcess:

@@ -182,9 +182,10 @@ def test_a_deadlock_ends_the_transaction_and_the_proxy_knows(
 
     waiting = threading.Thread(target=cross, args=(first, "first", 2))
     waiting.start()
-    for _ in range(100):  # until the first waits for the second's lock
-        if any(state == "LOCK WAIT" for _, state, _, _ in open_transactions(sandbox.primary())):
-            break
+    waits = 0  # until the first waits for the second's lock: an event InnoDB reports, polled
+    while not any(state == "LOCK WAIT" for _, state, _ in open_transactions(sandbox.primary())):
+        waits += 1
+        assert waits < 10_000 and waiting.is_alive(), outcome
     cross(second, "second", 1)
     waiting.join(30)
     assert sorted(outcome.values()) == [0, 1213]

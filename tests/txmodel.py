@@ -393,7 +393,6 @@ def kill_when_running(proxy: ProxyProcess, session_id: int, marker: str, timeout
             break
         if not any(r["SessionID"] == session_id for r in rows):
             return  # the session is gone (the proxy ended it): nothing to kill
-        time.sleep(0.01)  # a poll interval, not a timing assumption
     with proxy.connect() as conn, conn.cursor() as cur:
         try:
             cur.execute(f"KILL QUERY {session_id}")

@@ -378,6 +378,44 @@ def test_every_table_edited_in_the_browser_reaches_a_real_node(browser: Browser,
         context.close()
 
 
+def test_a_node_edited_in_the_browser_shows_its_sessions_and_kills_one(browser: Browser, live_stack: LiveStack) -> None:
+    """The node's admin address set on the clusters page; its page then lists a client's session live from the
+    node, KILL ends it on the node, and the digests page empties the node's digest table."""
+    context = browser.new_context(base_url=live_stack.url)
+    host, port = live_stack.node_mysql.split(":")
+    client = pymysql.connect(host=host, port=int(port), user=APP_USER, password=APP_PASSWORD, autocommit=True)
+    try:
+        page = _log_in_as_operator(context)
+        page.on("dialog", lambda dialog: dialog.accept())  # the buttons ask before they act
+        page.goto("/fleet/")
+        page.locator(f'tr[data-node="{LIVE_NODE}"]').get_by_role("link", name="Edit").click()
+        page.fill("input[name=admin_address]", live_stack.node_admin)
+        page.click("button[type=submit]")
+        expect(page.locator(f'tr[data-node="{LIVE_NODE}"]')).to_contain_text(live_stack.node_admin)
+        with client.cursor() as cur:
+            cur.execute("BEGIN")
+            cur.execute("SELECT 1")
+        session = client.thread_id()
+        page.goto(f"/nodes/{LIVE_NODE}/")
+        row = page.locator(f'tr[data-session="{session}"]')
+        expect(row).to_contain_text("open")  # its transaction, as the node reports it
+        row.get_by_role("button", name="Kill", exact=True).click()
+        expect(page.locator(".flash")).to_contain_text(f"KILL {session} on {LIVE_NODE}: done.")
+        expect(page.locator(f'tr[data-session="{session}"]')).to_have_count(0)
+        with pytest.raises(pymysql.err.MySQLError), client.cursor() as cur:
+            cur.execute("SELECT 2")  # the node ended the session
+        assert _node_answers(live_stack)  # and serves the others
+        page.goto("/digests/")
+        page.get_by_role("button", name="Reset on every node").click()
+        expect(page.locator(".flash")).to_contain_text(f"Digests reset on {LIVE_NODE}")
+        with urllib.request.urlopen(f"http://{live_stack.node_admin}/stats/query_digest", timeout=5) as response:
+            left = json.loads(response.read())
+        assert all(row["digest_text"] != "SELECT ? + ?" for row in left)  # only what ran since the reset
+    finally:
+        client.close()
+        context.close()
+
+
 def test_a_stopped_worker_shows_on_the_overview_and_the_node_keeps_serving(
     browser: Browser, live_stack: LiveStack
 ) -> None:
