@@ -44,6 +44,13 @@ _SUMMED_POOL = (
 )
 _SUMMED_DIGEST = ("count_star", "sum_time", "sum_rows_affected", "sum_rows_sent")
 _DIGEST_KEY = ("hostgroup", "schemaname", "username", "client_address", "digest")
+
+
+def digest_key(row: dict[str, Any]) -> tuple[Any, ...]:
+    """A digest row's key (stats_mysql_query_digest's): rows with the same key are one digest."""
+    return tuple(row[k] for k in _DIGEST_KEY)
+
+
 _MAXED_COUNTERS = ("ProxySQL_Uptime", "Mirror_oldest_entry_age_ms")  # the others are summed
 _TRANSITION_KEY = ("hostgroup", "srv_host", "srv_port", "from", "to", "reason")
 #: Workers record the same transition when they apply the same monitor state: within this many seconds, one row.
@@ -359,7 +366,7 @@ def merge_digest_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Digest rows with the same key (from different workers) combined into one."""
     merged: dict[tuple[Any, ...], dict[str, Any]] = {}
     for row in rows:
-        key = tuple(row[k] for k in _DIGEST_KEY)
+        key = digest_key(row)
         into = merged.get(key)
         if into is None:
             merged[key] = dict(row)

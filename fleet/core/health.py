@@ -18,6 +18,7 @@ from django.db import DatabaseError
 from django.utils import timezone
 
 from fleet.core.models import ServiceHeartbeat
+from fleet.core.timefmt import ago
 
 log = logging.getLogger("fleet.health")
 
@@ -78,13 +79,6 @@ class ControlPlane:
         return ""
 
 
-def _age(at: datetime | None, now: datetime) -> str:
-    if at is None:
-        return "never"
-    seconds = max(0, int((now - at).total_seconds()))
-    return f"{seconds} s ago" if seconds < 120 else f"{seconds // 60} min ago"
-
-
 def _process(name: str, beats: dict[str, ServiceHeartbeat], now: datetime, what: str) -> Service:
     beat = beats.get(name)
     if beat is None:
@@ -92,7 +86,7 @@ def _process(name: str, beats: dict[str, ServiceHeartbeat], now: datetime, what:
     alive = now - beat.at <= SILENT_AFTER
     detail = f" ({beat.detail})" if beat.detail else ""
     verdict = "" if alive else "not running? "
-    return Service(name, alive, f"{verdict}last {what} {_age(beat.at, now)}{detail}")
+    return Service(name, alive, f"{verdict}last {what} {ago(beat.at, now)}{detail}")
 
 
 def _broker() -> Service:

@@ -7,9 +7,8 @@ from typing import Any
 
 from django import template
 from django.db.models import Model
-from django.utils import timezone
 
-from fleet.core import roles
+from fleet.core import roles, timefmt
 from fleet.core.models import AuditEntry, Cluster
 from fleet.core.secrets import mask_row
 from fleet.web.access import current_cluster
@@ -38,14 +37,8 @@ def lookup(mapping: dict[Any, Any] | None, key: Any) -> Any:
 
 @register.filter
 def ago(at: datetime | None) -> str:
-    """How long ago ``at`` was, to the second under a minute ("12 s ago", "3 min ago", "5 h ago", "2 d ago")."""
-    if at is None:
-        return "never"
-    seconds = max(0, int((timezone.now() - at).total_seconds()))
-    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
-        if seconds >= size:
-            return f"{seconds // size} {unit} ago"
-    return f"{seconds} s ago"
+    """How long ago ``at`` was (``fleet.core.timefmt.ago``)."""
+    return timefmt.ago(at)
 
 
 @register.filter

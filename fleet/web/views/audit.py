@@ -20,18 +20,9 @@ def audit_log(request: HttpRequest) -> HttpResponse:
     (web, api, cli)."""
     filters = {name: request.GET.get(name, "").strip() for name in FILTERS}
     entries = AuditEntry.objects.select_related("user", "cluster")
-    if filters["action"]:
-        entries = entries.filter(action=filters["action"])
-    if filters["user"]:
-        entries = entries.filter(user__username=filters["user"])
-    if filters["cluster"]:
-        entries = entries.filter(cluster__name=filters["cluster"])
-    if filters["table"]:
-        entries = entries.filter(table=filters["table"])
-    if filters["q"]:
-        entries = entries.filter(object_key__icontains=filters["q"])
-    if filters["source"]:
-        entries = entries.filter(source=filters["source"])
+    for name, lookup in FILTERS.items():
+        if filters[name]:
+            entries = entries.filter(**{lookup: filters[name]})
     page = Paginator(entries, PAGE_SIZE).get_page(request.GET.get("page"))
     context = {
         "entries": page,
@@ -45,7 +36,14 @@ def audit_log(request: HttpRequest) -> HttpResponse:
     return render(request, "web/audit.html", context)
 
 
-#: The audit page's filters (query parameters).
-FILTERS = ("action", "user", "cluster", "table", "q", "source")
+#: The audit page's filters: query parameter -> the lookup it filters on.
+FILTERS = {
+    "action": "action",
+    "user": "user__username",
+    "cluster": "cluster__name",
+    "table": "table",
+    "q": "object_key__icontains",
+    "source": "source",
+}
 #: The sources an entry may come from.
 SOURCES = ("web", "api", "cli")

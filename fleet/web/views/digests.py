@@ -12,7 +12,7 @@ from django.views.decorators.http import require_POST
 from fleet.core import audit, nodeadmin
 from fleet.core.models import AuditEntry, Cluster, ProxyNode
 from fleet.web.access import current_cluster, operator_only, viewer_page
-from proxyapp.workers import merge_digest_rows
+from proxyapp.workers import digest_key, merge_digest_rows
 
 #: How many digests the page lists.
 TOP = 50
@@ -29,17 +29,13 @@ def top_digests(cluster: Cluster | None, sort: str) -> list[dict[str, Any]]:
     every: list[dict[str, Any]] = []
     for name, report in reports:
         for row in merge_digest_rows(list((report or {}).get("query_digest", []))):
-            per_node.setdefault(_key(row), []).append((name, row["count_star"]))
+            per_node.setdefault(digest_key(row), []).append((name, row["count_star"]))
             every.append(row)
     rows = merge_digest_rows(every)
     for row in rows:
         row["avg_time"] = row["sum_time"] / row["count_star"] if row["count_star"] else 0
-        row["nodes"] = per_node.get(_key(row), [])
+        row["nodes"] = per_node.get(digest_key(row), [])
     return sorted(rows, key=lambda row: row[SORTS[sort]], reverse=True)[:TOP]
-
-
-def _key(row: dict[str, Any]) -> tuple[Any, ...]:
-    return (row["hostgroup"], row["schemaname"], row["username"], row.get("client_address", ""), row["digest"])
 
 
 @viewer_page
