@@ -131,6 +131,9 @@ if os.environ.get("FLEET_TLS", "").lower() in ("1", "true", "yes", "on"):
     SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
     SECURE_HSTS_SECONDS = int(os.environ.get("FLEET_HSTS_SECONDS", "31536000"))
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# The keys that seal MySQL passwords in the database (fleet.core.sealing): the key itself, or a file kept outside it.
+FLEET_SEALING_KEY = os.environ.get("FLEET_SEALING_KEY", "")
+FLEET_SEALING_KEY_FILE = os.environ.get("FLEET_SEALING_KEY_FILE") or str(VAR_DIR / "sealing.key")
 # API tokens are valid this many days from when they were made (fleet/api/tokens.py).
 FLEET_TOKEN_DAYS = float(os.environ.get("FLEET_TOKEN_DAYS", "30"))
 SESSION_COOKIE_AGE = int(os.environ.get("FLEET_SESSION_SECONDS", str(8 * 3600)))

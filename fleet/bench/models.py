@@ -23,6 +23,7 @@ from fleet.bench.engine.script import ScriptError, parse_sweep
 from fleet.bench.engine.targets import Target
 from fleet.core.models import Cluster, ProxyNode
 from fleet.core.models.nodes import NODE_NAME
+from fleet.core.sealing import SealedTextField
 
 #: The task beat sends for a job's schedule, and the one a manual run sends (both on the queue ``bench``).
 SCHEDULED_TASK = "proxyfleet.bench.scheduled"
@@ -59,7 +60,7 @@ class BenchTarget(models.Model):
     host = models.CharField(max_length=255)
     port = models.PositiveIntegerField(default=3306, validators=[MinValueValidator(1), MaxValueValidator(65535)])
     user = models.CharField(max_length=80)
-    password = models.CharField(max_length=255, blank=True, default="", help_text="write-only")
+    password = SealedTextField(max_length=255, blank=True, default="", help_text="write-only")
     database = models.CharField(max_length=64, blank=True, default="")
     safe_for_writes = models.BooleanField(
         default=False,

@@ -2,7 +2,8 @@
 
 A user's ``password`` and any global variable named ``*_password`` (``mysql-monitor_password``) are secrets: a
 published version's document keeps their real values (the nodes need them); everything shown to a person, and
-the audit log, gets ``MASK`` instead.
+the audit log, gets ``MASK`` instead. At rest, in the control plane's database, they are sealed
+(``fleet.core.sealing``).
 """
 
 from __future__ import annotations
@@ -11,20 +12,16 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fleet.core.models.tables import SECRET_COLUMNS
+from fleet.core.sealing import is_secret_variable
 
 MASK = "********"
-_SECRET_VARIABLE_SUFFIX = "_password"
 
 
 def is_secret(table: str, row: Mapping[str, Any], column: str) -> bool:
     """Whether ``row[column]`` is a credential that no user may see (a user's password, a password variable)."""
     if column in SECRET_COLUMNS:
         return True
-    return (
-        table == "global_variables"
-        and column == "variable_value"
-        and str(row.get("variable_name", "")).endswith(_SECRET_VARIABLE_SUFFIX)
-    )
+    return table == "global_variables" and column == "variable_value" and is_secret_variable(row.get("variable_name"))
 
 
 def mask_row(table: str, row: Mapping[str, Any]) -> dict[str, Any]:

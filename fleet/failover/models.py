@@ -13,6 +13,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from fleet.core.models import Cluster, ConfigVersion, ProxyNode
+from fleet.core.sealing import SealedTextField
 
 log = logging.getLogger("fleet.failover")
 
@@ -48,11 +49,11 @@ class FailoverPolicy(models.Model):
     admin_user = models.CharField(
         max_length=80, default="root", help_text="the account that runs topology changes on the servers"
     )
-    admin_password = models.CharField(max_length=255, blank=True, default="", help_text="write-only")
+    admin_password = SealedTextField(max_length=255, blank=True, default="", help_text="write-only")
     replication_user = models.CharField(
         max_length=80, blank=True, default="", help_text="the account replicas log in to the primary as"
     )
-    replication_password = models.CharField(max_length=255, blank=True, default="", help_text="write-only")
+    replication_password = SealedTextField(max_length=255, blank=True, default="", help_text="write-only")
     write_wait_s = models.PositiveIntegerField(
         default=5,
         help_text="seconds writes may be held during a switchover (keep it within the nodes' mysql-no_writer_wait_ms, "

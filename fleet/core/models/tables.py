@@ -14,11 +14,12 @@ from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import models
 
 from fleet.core.models.nodes import Cluster
+from fleet.core.sealing import SealedIfPasswordVariableField, SealedTextField
 from proxyapp.config import Column, blank_to_null, table_columns, validate_row
 
 # String columns that take part in a unique key: bounded so that every database can index them.
 _KEY_STRINGS = {"hostname", "username", "variable_name"}
-# Columns never shown or returned once written.
+# Columns never shown or returned once written, and sealed at rest.
 SECRET_COLUMNS = {"password"}
 
 
@@ -37,6 +38,10 @@ def proxysql_field(column: Column) -> models.Field:
         return models.BigIntegerField(**options)
     if column.name in _KEY_STRINGS:
         return models.CharField(max_length=255, **options)
+    if column.name in SECRET_COLUMNS:
+        return SealedTextField(**options)
+    if column.name == "variable_value":
+        return SealedIfPasswordVariableField(**options)
     return models.TextField(**options)
 
 

@@ -6,6 +6,7 @@ from django.conf import settings
 from django.db import models
 
 from fleet.core.models.nodes import Cluster
+from fleet.core.sealing import SealedDocumentField
 
 
 class ConfigVersion(models.Model):
@@ -16,7 +17,7 @@ class ConfigVersion(models.Model):
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="versions")
     number = models.PositiveIntegerField()
-    document = models.JSONField()
+    document = SealedDocumentField()  # its passwords sealed at rest
     checksum = models.CharField(max_length=64)
     author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
