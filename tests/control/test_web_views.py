@@ -568,10 +568,9 @@ def test_hostnames_are_checked_and_every_accepted_one_shows(cluster: Cluster, op
 HOSTILE = '"><script>alert(1)</script><img src=x onerror=alert(2)>'
 
 
-def test_hostile_values_are_escaped_on_every_page(published: Cluster, operator: Client) -> None:
-    """Every text column that accepts any text holds markup, and a node reports markup in a digest: every page
-    a viewer or operator opens answers 200 and shows it as text, never as markup."""
-    cluster = published
+def plant_hostile_values(cluster: Cluster) -> None:
+    """Markup in every text column of ``cluster`` that accepts any text (a user, a rule, a variable, a server, a
+    hostgroup, the cluster, a version's comment), published, and in a digest its node ``NODE`` reports."""
     save_row(User(cluster=cluster, username=HOSTILE, password="x", default_schema=HOSTILE, comment=HOSTILE), None)
     rule = QueryRule(
         cluster=cluster,
@@ -586,12 +585,22 @@ def test_hostile_values_are_escaped_on_every_page(published: Cluster, operator: 
     )
     save_row(rule, None)
     save_row(Variable(cluster=cluster, variable_name="mysql-server_version", variable_value=HOSTILE), None)
+    save_row(Server(cluster=cluster, hostgroup_id=30, hostname="10.0.0.30", port=3306, comment=HOSTILE), None)
     hostgroup = Hostgroup.objects.get(cluster=cluster, hostgroup_id=10)
     hostgroup.name = hostgroup.comment = HOSTILE
     hostgroup.save()
+    Cluster.objects.filter(pk=cluster.pk).update(comment=HOSTILE)
     publishing.publish(cluster, None, comment=HOSTILE)
     node = ProxyNode.objects.get(cluster=cluster, name=NODE)
     send_report(node, timezone.now(), snapshot([], [digest_row("0x3", HOSTILE, 1, 1)]), None)
+
+
+def test_hostile_values_are_escaped_on_every_page(published: Cluster, operator: Client) -> None:
+    """Every text column that accepts any text holds markup, and a node reports markup in a digest: every page
+    a viewer or operator opens answers 200 and shows it as text, never as markup (in a real browser, for every
+    role and the Django admin too: ``test_browser_crawl``)."""
+    cluster = published
+    plant_hostile_values(cluster)
     urls = [*viewer_urls(), *operator_urls(cluster), reverse("web:diff") + "?old=2&new=3", reverse("web:api_token")]
     urls.append(reverse("web:rule_test") + "?" + urlencode({"query": HOSTILE, "username": HOSTILE, "source": "draft"}))
     for url in urls:
