@@ -129,6 +129,7 @@ class ProxyProcess:
         self.port = free_port()
         self.admin_port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
+        self.started = False  # it came up once: a restart keeps its ports
 
     def write_config(self, config: dict[str, Any]) -> None:
         """Replace the config file (takes effect on reload).
@@ -142,7 +143,20 @@ class ProxyProcess:
         self.config_path.write_text(json.dumps({**config, "global_variables": variables}, indent=2))
 
     def start(self, timeout: float = 15) -> ProxyProcess:
-        """Start the proxy and wait until its admin endpoint answers."""
+        """Start the proxy and wait until its admin endpoint answers. On a first start whose ports another process
+        took meanwhile (``free_port`` only says they were free a moment ago), try again on new ones."""
+        for attempt in range(3):
+            logged = self.log_path.stat().st_size if self.log_path.exists() else 0
+            try:
+                return self._start(timeout)
+            except RuntimeError:
+                taken = "Address already in use" in self.log()[logged:]
+                if self.proc is None or self.proc.returncode is None or not taken or self.started or attempt == 2:
+                    raise
+                self.port, self.admin_port = free_port(), free_port()
+        raise AssertionError("unreachable")
+
+    def _start(self, timeout: float) -> ProxyProcess:
         env = dict(os.environ, PYTHONPATH=str(REPO))
         self._log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
@@ -169,6 +183,7 @@ class ProxyProcess:
                 raise RuntimeError(f"proxy exited with {self.proc.returncode}:\n{self.log()}")
             try:
                 self.admin("GET", "/health")
+                self.started = True
                 return self
             except OSError:
                 time.sleep(0.05)

@@ -24,6 +24,7 @@ import pymysql
 import pytest
 import redis
 from django.conf import settings
+from django.contrib.auth.models import User as Account
 from django.utils import timezone
 from playwright.sync_api import Browser, BrowserContext, Locator, Page, expect, sync_playwright
 
@@ -95,8 +96,12 @@ def nodes() -> Iterator[list[ProxyNode]]:
 
 def log_in(context: BrowserContext, role: str) -> Page:
     """A page logged in through the login form as a fresh account holding ``role``."""
-    account = make_account(role)
-    page = context.new_page()
+    return log_in_as(context, make_account(role))
+
+
+def log_in_as(browsing: BrowserContext, account: Account) -> Page:
+    """A page logged in through the login form as ``account`` (its password ``LOGIN_PASSWORD``)."""
+    page = browsing.new_page()
     page.goto("/login/")
     page.fill("input[name=username]", account.username)
     page.fill("input[name=password]", LOGIN_PASSWORD)

@@ -9,13 +9,13 @@ import pytest
 from django.contrib.auth.models import User as Account
 from django.urls import reverse
 from django.utils.http import urlencode
-from playwright.sync_api import BrowserContext, ConsoleMessage, Dialog, Page, expect
+from playwright.sync_api import BrowserContext, ConsoleMessage, Dialog, Page
 
 from fleet.bench.models import BenchTarget
 from fleet.core import roles
 from fleet.core.models import Cluster, ProxyNode
 from tests.control.conftest import LOGIN_PASSWORD, make_account
-from tests.control.test_browser import browser, context  # noqa: F401 (fixtures)
+from tests.control.test_browser import browser, context, log_in_as  # noqa: F401 (fixtures)
 from tests.control.test_web_views import (  # noqa: F401 (published is a fixture)
     HOSTILE,
     NODE,
@@ -61,17 +61,6 @@ def django_admin_pages(cluster: Cluster, root: Account) -> list[str]:
         reverse("admin:bench_benchtarget_changelist"),
         reverse("admin:bench_benchtarget_change", args=[target.pk]),
     ]
-
-
-def log_in_as(browsing: BrowserContext, account: Account) -> Page:
-    """A page logged in through the login form as ``account``."""
-    page = browsing.new_page()
-    page.goto("/login/")
-    page.fill("input[name=username]", account.username)
-    page.fill("input[name=password]", LOGIN_PASSWORD)
-    page.click("button[type=submit]")
-    expect(page.locator("h1")).to_have_text("Fleet overview")
-    return page
 
 
 def crawl(page: Page, urls: list[str]) -> list[str]:
