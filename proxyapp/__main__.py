@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 from proxyapp.config import ConfigError, load_config_file
+from proxyapp.main import serve, serve_worker
 from proxyapp.node import NodeStore, agent_argv, check_node_name, parse_hostgroups, serve_node
-from proxyapp.server import parse_address, serve
-from proxyapp.workers import serve_worker
+from proxyapp.server import parse_address
 
 DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
 

@@ -44,7 +44,7 @@ import struct
 import time
 from collections import deque
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from proxyapp.backend import BackendConnection, Credentials
 from proxyapp.config import Config
@@ -55,14 +55,12 @@ from proxyapp.prepared import ClientStatement, prepare_on, rewrite_execute
 from proxyapp.protocol.packets import ErrPacket, ProtocolError
 from proxyapp.protocol.wire import PeerClosed, Response, read_response
 from proxyapp.rules import QueryContext, RuleEngine, RuleOutcome
-from proxyapp.sessionstate import SessionState
+from proxyapp.sessionevents import QueryDone, SessionListener
+from proxyapp.sessionstate import SessionState, bring
 from proxyapp.sqllex import tokenize, unquote
 from proxyapp.sqlscan import Kind, Statement
 from proxyapp.stats import GlobalCounters
 from proxyapp.variables import ordered_mirror_hostgroups
-
-if TYPE_CHECKING:
-    from proxyapp.session import Session
 
 log = logging.getLogger("proxyapp.mirror")
 
@@ -218,6 +216,7 @@ class MirrorTap:
             ctx is not None
             and ctx.schema == state.schema
             and ctx.names == state.names
+            and ctx.multi_statements == state.multi_statements
             and ctx.variables == state.variables
             and ctx.user_variables == state.user_variables
         ):
@@ -225,23 +224,19 @@ class MirrorTap:
         ctx = SessionState(
             schema=state.schema,
             names=state.names,
+            multi_statements=state.multi_statements,
             variables=dict(state.variables),
             user_variables=dict(state.user_variables),
         )
         self.ctx = ctx
         return ctx
 
-    def after(
-        self,
-        session: Session,
-        payload: bytes,
-        statements: list[Statement],
-        response: Response | None,
-        op: MirrorOp | None,
-    ) -> None:
+    def after(self, done: QueryDone, payload: bytes, op: MirrorOp | None) -> None:
         """Follow one command of the session: its transaction's end, savepoints, and ``op`` (its mirror, if any)."""
+        statements = done.statements
+        response = done.response
         ok = response is not None and response.error is None
-        in_trans = session.in_transaction
+        in_trans = done.in_transaction
         first = statements[0] if len(statements) == 1 else None
         if first is not None and ok and in_trans and payload and _is_savepoint_command(first):
             self._savepoint(first, payload)
@@ -252,7 +247,7 @@ class MirrorTap:
             self.savepoints.clear()
             if ok and not _rolls_back(statements):
                 if pending:
-                    self._emit(pending, session, True)
+                    self._emit(pending, done.credentials, True)
             elif response is None and first is not None and first.kind is Kind.COMMIT and pending:
                 self.mirror.drop("commit_outcome_unknown", len(pending), handed=True)
         if op is None or not ok:
@@ -263,7 +258,7 @@ class MirrorTap:
             else:
                 self.pending.append(op)
         else:
-            self._emit([op], session, False)
+            self._emit([op], done.credentials, False)
 
     def _savepoint(self, statement: Statement, payload: bytes) -> None:
         """SAVEPOINT, ROLLBACK TO and RELEASE SAVEPOINT inside a transaction, applied to the buffered statements."""
@@ -286,17 +281,17 @@ class MirrorTap:
         elif index >= 0:  # RELEASE: it and the savepoints after it are gone
             del marks[index:]
 
-    def _emit(self, ops: list[MirrorOp], session: Session, transaction: bool) -> None:
+    def _emit(self, ops: list[MirrorOp], credentials: Credentials, transaction: bool) -> None:
         """Queue committed statements: a unit per mirror hostgroup, a transaction when there are several."""
         hostgroup = ops[0].hostgroup
         if all(op.hostgroup == hostgroup for op in ops):
-            self.mirror.push(self._lane(hostgroup), ops, transaction and len(ops) > 1, session.credentials)
+            self.mirror.push(self._lane(hostgroup), ops, transaction and len(ops) > 1, credentials)
             return
         groups: dict[int, list[MirrorOp]] = {}
         for op in ops:
             groups.setdefault(op.hostgroup, []).append(op)
         for hg, group in groups.items():
-            self.mirror.push(self._lane(hg), group, transaction and len(group) > 1, session.credentials)
+            self.mirror.push(self._lane(hg), group, transaction and len(group) > 1, credentials)
 
     def _lane(self, hostgroup: int) -> Lane:
         lane = self.lanes.get(hostgroup)
@@ -346,8 +341,9 @@ def _insert_id(statements: list[Statement], response: Response) -> int:
     return 0
 
 
-class Mirror:
-    """A worker's mirror: the ProxySQL-mode queue, the ordered lanes, their runners and the spill queue."""
+class Mirror(SessionListener):
+    """A worker's mirror: the ProxySQL-mode queue, the ordered lanes, their runners and the spill queue; it hears the
+    sessions' commands (``query_done``) and keeps each followed session's ordered-mode state (``taps``)."""
 
     def __init__(self, counters: GlobalCounters, pools: PoolManager, worker: int = 0, workers: int = 1) -> None:
         self.counters = counters
@@ -360,6 +356,7 @@ class Mirror:
         self.max_queue_length = 32000
         self.max_memory = 64 << 20
         self.ordered: dict[int, bool] = {}  # ordered mirror hostgroup -> lossless
+        self.taps: dict[int, MirrorTap] = {}  # session id -> its ordered-mode state, from its first such mirror on
         self.backend_users: dict[str, str] = {}  # username -> clear password from the config ('' when hashed)
         self.spill_dir: Path | None = None
         self.store: SpillStore | None = None
@@ -470,37 +467,60 @@ class Mirror:
 
     # ------------------------------------------------------------------------------------------- the tap
 
-    def after_query(
-        self,
-        session: Session,
-        payload: bytes,
-        statements: list[Statement],
-        outcome: RuleOutcome,
-        response: Response | None,
-    ) -> None:
-        """A text-protocol command ran on the primary: mirror it if its rules say so; follow the session's
-        transaction for ordered mode."""
-        tap = session.mirror
-        if outcome.mirror_hostgroup is None and outcome.mirror_flagOUT is None:
+    def query_done(self, event: QueryDone) -> bool:
+        """A session's command ran on the primary: mirror it if its rules say so, follow the session's transaction
+        for ordered mode; whether the session is followed from now on."""
+        if event.prepared is None:
+            self._after_query(event)
+        else:
+            self._after_execute(event, event.prepared)
+        return event.session_id in self.taps
+
+    def session_reset(self, session_id: int) -> None:
+        """A followed session was reset: its open transaction rolled back."""
+        tap = self.taps.get(session_id)
+        if tap is not None:
+            tap.reset()
+
+    def session_ended(self, session_id: int) -> None:
+        """A followed session ended: its lanes end once their units ran."""
+        tap = self.taps.pop(session_id, None)
+        if tap is not None:
+            tap.close()
+
+    def _tap(self, session_id: int) -> MirrorTap:
+        tap = self.taps.get(session_id)
+        if tap is None:
+            tap = self.taps[session_id] = MirrorTap(self, session_id)
+        return tap
+
+    def _after_query(self, event: QueryDone) -> None:
+        """A text-protocol command: ProxySQL mode copies it; ordered mode buffers it in the session's tap."""
+        tap = self.taps.get(event.session_id)
+        payload = event.payload
+        outcome = event.outcome
+        if outcome is None or (outcome.mirror_hostgroup is None and outcome.mirror_flagOUT is None):
             if tap is not None:
-                tap.after(session, payload, statements, response, None)
+                tap.after(event, payload, None)
             return
-        hostgroup = self._target(session, outcome, payload)
+        hostgroup = self._target(event, outcome, payload)
         if hostgroup < 0:
             if tap is not None:
-                tap.after(session, payload, statements, response, None)
+                tap.after(event, payload, None)
             return
         if self.rewritten is not None:
             payload = b"\x03" + self.rewritten.encode("utf-8", "surrogateescape")
+        statements = event.statements
         lossless = self.ordered.get(hostgroup)
         if lossless is None:
             if tap is not None:
-                tap.after(session, payload, statements, response, None)
+                tap.after(event, payload, None)
             reusable = len(statements) == 1 and statements[0].plain and outcome.mirror_flagOUT is None
-            self._proxysql(session, hostgroup, payload, reusable)
+            self._proxysql(event, hostgroup, payload, reusable)
             return
         if tap is None:
-            tap = session.mirror = MirrorTap(self, session.id)
+            tap = self._tap(event.session_id)
+        response = event.response
         op = None
         if response is not None and response.error is None and _replayable(statements):
             op = MirrorOp(
@@ -511,30 +531,31 @@ class Mirror:
                 [],
                 _insert_id(statements, response),
                 len(statements) == 1 and statements[0].plain,
-                tap.context(session.state),
+                tap.context(event.state),
             )
-        tap.after(session, payload, statements, response, op)
+        tap.after(event, payload, op)
 
-    def after_execute(self, session: Session, stmt: ClientStatement, payload: bytes, response: Response | None) -> None:
-        """A prepared statement was executed on the primary: ordered mode replays it; ProxySQL mode does not
-        mirror prepared statements (counted as dropped, ``prepared_statement``)."""
-        tap = session.mirror
-        outcome = stmt.mirror
+    def _after_execute(self, event: QueryDone, stmt: ClientStatement) -> None:
+        """A prepared statement was executed: ordered mode replays it; ProxySQL mode does not mirror prepared
+        statements (counted as dropped, ``prepared_statement``)."""
+        tap = self.taps.get(event.session_id)
+        outcome = event.outcome
         hostgroup = -1
         if outcome is not None:
-            hostgroup = self._target(session, outcome, stmt.sql)
+            hostgroup = self._target(event, outcome, stmt.sql)
         lossless = self.ordered.get(hostgroup) if hostgroup >= 0 else None
         if lossless is None:
             if hostgroup >= 0:
                 self.drop("prepared_statement", 1, handed=True)
             if tap is not None:
-                tap.after(session, b"", stmt.statements, response, None)
+                tap.after(event, b"", None)
             return
         if tap is None:
-            tap = session.mirror = MirrorTap(self, session.id)
+            tap = self._tap(event.session_id)
+        response = event.response
         op = None
         if response is not None and response.error is None:
-            execute = rewrite_execute(payload, 0, stmt)
+            execute = rewrite_execute(event.payload, 0, stmt)
             if len(execute) > 5 and execute[5]:
                 execute = execute[:5] + b"\x00" + execute[6:]  # no cursor: the mirror never fetches
             op = MirrorOp(
@@ -545,28 +566,28 @@ class Mirror:
                 list(stmt.long_data),
                 _insert_id(stmt.statements, response),
                 len(stmt.statements) == 1 and stmt.statements[0].plain,
-                tap.context(session.state),
+                tap.context(event.state),
             )
-        tap.after(session, b"", stmt.statements, response, op)
+        tap.after(event, b"", op)
 
-    def _target(self, session: Session, outcome: RuleOutcome, query: bytes | str) -> int:
+    def _target(self, event: QueryDone, outcome: RuleOutcome, query: bytes | str) -> int:
         """The mirror's hostgroup (-1: a rule blocks the mirror). Without ``mirror_flagOUT`` it is the rule's
         ``mirror_hostgroup``; with it, the rules from that flag run on the text and may route and rewrite it (the
         rewritten text is left in ``self.rewritten``, None when unchanged)."""
         self.rewritten = None
-        fallback = outcome.mirror_hostgroup if outcome.mirror_hostgroup is not None else session.default_hostgroup
+        fallback = outcome.mirror_hostgroup if outcome.mirror_hostgroup is not None else event.default_hostgroup
         flag = outcome.mirror_flagOUT
         if flag is None:
             return fallback
-        rules: RuleEngine = session.proxy.runtime.rules
+        rules: RuleEngine = event.rules
         sql = query if isinstance(query, str) else query[1:].decode("utf-8", "surrogateescape")
         digest = compute_digest(sql) if rules.needs_digest else None
         ctx = QueryContext(
-            session.username,
-            session.state.schema or "",
-            session.client_addr,
-            session.proxy_addr,
-            session.proxy_port,
+            event.username,
+            event.state.schema or "",
+            event.client_addr,
+            event.proxy_addr,
+            event.proxy_port,
             sql,
             digest.hash if digest is not None else "",
             digest.text if digest is not None else "",
@@ -604,13 +625,13 @@ class Mirror:
 
     # ------------------------------------------------------------------------------------------- ProxySQL mode
 
-    def _proxysql(self, session: Session, hostgroup: int, payload: bytes, reusable: bool) -> None:
+    def _proxysql(self, event: QueryDone, hostgroup: int, payload: bytes, reusable: bool) -> None:
         self.mirrored += 1
         self.counters.Mirror_queries_mirrored += 1
         if len(payload) >= PROXYSQL_MAX_PACKET:
             self.drop("too_large", 1, handed=False)
             return
-        entry = _Entry(hostgroup, session.credentials, session.state.schema, payload, reusable)
+        entry = _Entry(hostgroup, event.credentials, event.state.schema, payload, reusable)
         if self.stopping:
             self.drop("shutdown", 1, handed=False)
         elif not self.queue and self.running < self.max_concurrency:
@@ -987,7 +1008,7 @@ class Mirror:
 
     async def _run_op(self, lane: Lane, conn: BackendConnection, op: MirrorOp) -> int:
         """Run one statement in its session's context; its error code, or 0."""
-        err = await _bring(conn, op.ctx)
+        err = await bring(conn, op.ctx)
         if err is not None:
             return err.code
         if not op.plain:
@@ -1062,25 +1083,6 @@ def _seq(unit: MirrorUnit) -> int:
     return unit.seq
 
 
-async def _bring(conn: BackendConnection, ctx: SessionState) -> ErrPacket | None:
-    """Bring a lane's connection to a statement's context: schema, character set, session and user variables."""
-    applied = conn.state
-    if ctx.matches(applied):
-        return None
-    if ctx.schema and applied.schema != ctx.schema:
-        err = await conn.simple_command(b"\x02" + ctx.schema.encode("utf-8", "surrogateescape"))
-        if err is not None:
-            return err
-        applied.schema = ctx.schema
-    statement = ctx.set_statement(applied)
-    if statement is not None:
-        response = await conn.query(statement)
-        if response.error is not None:
-            return response.error
-        ctx.adopt(applied)
-    return None
-
-
 # ---------------------------------------------------------------------------------------------- on disk
 
 
@@ -1095,7 +1097,9 @@ def encode_unit(unit: MirrorUnit) -> bytes:
         ctx = contexts.get(id(op.ctx))
         if ctx is None:
             c = op.ctx
-            ctx = contexts[id(op.ctx)] = json.dumps([c.schema, c.names, c.variables, c.user_variables]).encode()
+            ctx = contexts[id(op.ctx)] = json.dumps(
+                [c.schema, c.names, c.variables, c.user_variables, c.multi_statements]
+            ).encode()
         sql = op.sql.encode("utf-8", "surrogateescape")
         out += struct.pack("<BqBI", op.kind, op.insert_id, 1 if op.plain else 0, len(ctx)) + ctx
         out += struct.pack("<I", len(op.payload)) + op.payload + struct.pack("<I", len(sql)) + sql
@@ -1122,9 +1126,15 @@ def decode_unit(body: bytes, seq: int, created: float, username: str) -> MirrorU
             pos += ctx_len
             ctx = contexts.get(raw_ctx)
             if ctx is None:
-                schema, names, variables, user_variables = json.loads(raw_ctx)
+                schema, names, variables, user_variables, *multi = json.loads(
+                    raw_ctx
+                )  # units spilled before it was kept: on
                 ctx = contexts[raw_ctx] = SessionState(
-                    schema=schema, names=names, variables=variables, user_variables=user_variables
+                    schema=schema,
+                    names=names,
+                    variables=variables,
+                    user_variables=user_variables,
+                    multi_statements=bool(multi[0]) if multi else True,
                 )
             (length,) = struct.unpack_from("<I", body, pos)
             payload = body[pos + 4 : pos + 4 + length]

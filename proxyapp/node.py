@@ -177,7 +177,7 @@ async def serve_node(
     store: NodeStore, listen: tuple[str, int] | None, admin: tuple[str, int], agent_command: list[str]
 ) -> None:
     """Serve the node's last applied config (``store``) with the agent beside it, until SIGINT/SIGTERM."""
-    from proxyapp.server import serve
+    from proxyapp.main import serve
 
     config_path = store.prepare()
     agent = AgentProcess(agent_command)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import socket
 import time
 from pathlib import Path
@@ -23,6 +22,7 @@ from proxyapp.protocol.constants import ErrorCode
 from proxyapp.protocol.wire import Wire, WireProtocol
 from proxyapp.querycache import QueryCache
 from proxyapp.runtime import Runtime
+from proxyapp.services import SessionServices
 from proxyapp.session import Session
 from proxyapp.stats import DigestStats, GlobalCounters
 from proxyapp.topology import MonitorState, runtime_view, server_row
@@ -57,8 +57,9 @@ def parse_address(text: str, default_port: int) -> tuple[str, int]:
         raise ValueError(f"bad address {text!r}: the port must be a number") from None
 
 
-class Proxy:
-    """A running proxy: one config, its pools and statistics, the listener and the admin endpoint."""
+class Proxy(SessionServices):
+    """A running proxy: one config, its pools and statistics, the listener and the admin endpoint; its sessions see
+    it as ``SessionServices``."""
 
     def __init__(self, config: Config, config_path: Path | None = None, worker: int = 0, workers: int = 1) -> None:
         self.config_path = config_path
@@ -77,6 +78,7 @@ class Proxy:
         self.events = EventsLog(self.runtime.settings.eventslog_filename)
         self.mirror = Mirror(self.counters, self.pools, worker, workers)
         self.mirror.configure(config, config_path)
+        self.listener = self.mirror
         self.background: set[asyncio.Task[None]] = set()
         self.started = time.monotonic()
         self.listen_address: tuple[str, int] = ("127.0.0.1", 0)
@@ -342,32 +344,3 @@ class Proxy:
         if state.seq > self.monitor_state.seq:
             self._adopt_monitor_state(state)
         return {"ok": True, "seq": self.monitor_state.seq}
-
-
-async def serve(config_path: Path, listen: tuple[str, int] | None, admin: tuple[str, int] | None) -> None:
-    """Run a proxy from a config file until SIGINT/SIGTERM; SIGHUP reloads the file.
-
-    With ``mysql-threads`` above 1 (and more than one CPU) the work is spread over worker processes.
-    """
-    from proxyapp.workers import Supervisor, worker_count
-
-    config = load_config_file(config_path)
-    v = config.variables
-    if listen is None:
-        listen = parse_address(v.text("mysql-interfaces"), 6033)
-    if admin is None and v.flag("admin-restapi_enabled"):
-        admin = (v.text("admin-restapi_interface"), v.integer("admin-restapi_port"))
-    workers = worker_count(config)
-    if workers > 1:
-        await Supervisor(config, config_path, workers).run(listen, admin)
-        return
-    proxy = Proxy(config, config_path)
-    await proxy.start(listen, admin)
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    loop.add_signal_handler(signal.SIGHUP, proxy.reload_file)
-    loop.add_signal_handler(signal.SIGTERM, stop.set)
-    loop.add_signal_handler(signal.SIGINT, stop.set)
-    await stop.wait()
-    log.info("shutting down")
-    await proxy.stop()

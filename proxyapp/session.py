@@ -14,7 +14,6 @@ import logging
 import struct
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
 from proxyapp.backend import BackendConnection, BackendError, Credentials
 from proxyapp.digest import Digest, compute_digest
@@ -55,12 +54,10 @@ from proxyapp.protocol.packets import (
 from proxyapp.protocol.resultset import result_set
 from proxyapp.protocol.wire import STATUS_UNKNOWN, PeerClosed, Response, Sink, Wire, read_response
 from proxyapp.rules import QueryContext, RuleOutcome
-from proxyapp.sessionstate import DIRTY_PINS, Pin, SessionState, user_variable, value_literal
+from proxyapp.services import SessionServices
+from proxyapp.sessionevents import QueryDone
+from proxyapp.sessionstate import DIRTY_PINS, Pin, SessionState, bring, user_variable, value_literal
 from proxyapp.sqlscan import Kind, Statement, scan
-
-if TYPE_CHECKING:
-    from proxyapp.mirror import MirrorTap
-    from proxyapp.server import Proxy
 
 log = logging.getLogger("proxyapp.session")
 
@@ -137,11 +134,11 @@ Runner = Callable[[BackendConnection, _Sink], Awaitable[Response]]
 class Session:
     """One client connection to the proxy."""
 
-    def __init__(self, proxy: Proxy, wire: Wire, session_id: int) -> None:
-        self.proxy = proxy
+    def __init__(self, services: SessionServices, wire: Wire, session_id: int) -> None:
+        self.services = services
         self.id = session_id
         self.client = wire
-        wire.max_packet = proxy.runtime.settings.max_allowed_packet
+        wire.max_packet = services.runtime.settings.max_allowed_packet
         peer = wire.peer()
         sock = wire.local()
         self.client_addr: str = peer[0]
@@ -172,20 +169,20 @@ class Session:
         self.running: BackendConnection | None = None  # the backend connection a command runs on right now
         self.killed = False  # a KILL ended the session: a command still waiting for a connection must not run
         self.transaction_since = 0.0  # loop time the command that opened the current transaction arrived
-        self.mirror: MirrorTap | None = None  # ordered mirroring's state, from the first such mirror on
+        self.followed = False  # the listener hears every command of this session (it said so)
 
     # ----------------------------------------------------------------------------------------------- lifecycle
 
     async def run(self) -> None:
         """Serve the client until it quits or breaks; never raises."""
-        counters = self.proxy.counters
+        counters = self.services.counters
         counters.Client_Connections_created += 1
         counters.Client_Connections_connected += 1
         clean = False
         try:
             try:
                 logged_in = await asyncio.wait_for(
-                    self._handshake(), self.proxy.runtime.settings.connect_timeout_client_ms / 1000
+                    self._handshake(), self.services.runtime.settings.connect_timeout_client_ms / 1000
                 )
             except TimeoutError:
                 log.info("session %d: %s did not log in within mysql-connect_timeout_client", self.id, self.client_addr)
@@ -215,8 +212,9 @@ class Session:
             if self.in_transaction:
                 counters.Active_Transactions -= 1
                 self.in_transaction = False
-            if self.mirror is not None:
-                self.mirror.close()
+            if self.followed:
+                self.followed = False
+                self.services.listener.session_ended(self.id)
             await self._drop_connection(reset=True)
             self.client.close()
 
@@ -241,10 +239,10 @@ class Session:
     # ----------------------------------------------------------------------------------------------- handshake
 
     async def _handshake(self) -> bool:
-        rt = self.proxy.runtime
+        rt = self.services.runtime
         plugin = rt.settings.auth_plugin
         greeting = ServerGreeting(
-            server_version=rt.settings.server_version or self.proxy.pools.backend_version or _DEFAULT_VERSION,
+            server_version=rt.settings.server_version or self.services.pools.backend_version or _DEFAULT_VERSION,
             connection_id=self.id,
             scramble=self.scramble,
             capabilities=PROXY_CAPABILITIES | Cap.COMPRESS if rt.settings.have_compress else PROXY_CAPABILITIES,
@@ -269,7 +267,7 @@ class Session:
         using = "YES" if login.auth_response else "NO"
         denied = f"Access denied for user '{login.username}'@'{addr}' (using password: {using})"
         if user is None:
-            self.proxy.counters.Access_Denied_Wrong_Password += 1
+            self.services.counters.Access_Denied_Wrong_Password += 1
             self._send_error(ErrorCode.ACCESS_DENIED, denied, seq)
             return False
         client_plugin = login.plugin or auth.NATIVE
@@ -285,11 +283,11 @@ class Session:
             seq = self.client.seq + 1
         verdict = auth.verify(wanted, user.password, self.scramble, token)
         if not verdict.ok:
-            self.proxy.counters.Access_Denied_Wrong_Password += 1
+            self.services.counters.Access_Denied_Wrong_Password += 1
             self._send_error(ErrorCode.ACCESS_DENIED, denied, seq)
             return False
-        if self.proxy.counters.Client_Connections_connected > rt.settings.max_connections:
-            self.proxy.counters.Access_Denied_Max_Connections += 1
+        if self.services.counters.Client_Connections_connected > rt.settings.max_connections:
+            self.services.counters.Access_Denied_Max_Connections += 1
             self._send_error(ErrorCode.CON_COUNT, "Too many connections", seq)
             return False
         if wanted == auth.CACHING_SHA2 and user.password:
@@ -305,8 +303,8 @@ class Session:
         return True
 
     def _become(self, username: str, password: str, stage1: bytes | None, schema: str | None) -> None:
-        user = self.proxy.runtime.frontend_users[username]
-        backend_user = self.proxy.runtime.backend_users.get(username, user)
+        user = self.services.runtime.frontend_users[username]
+        backend_user = self.services.runtime.backend_users.get(username, user)
         self.username = username
         password = backend_user.password if not backend_user.password.startswith("*") else ""
         self.credentials = Credentials(username, password, stage1 if not password else None)
@@ -364,7 +362,7 @@ class Session:
                 await handler(self, payload)
 
     def _send_error(self, code: int, message: str, seq: int = 1) -> None:
-        self.proxy.counters.generated_error_packets += 1
+        self.services.counters.generated_error_packets += 1
         with contextlib.suppress(ConnectionError, RuntimeError, AttributeError):
             self.client.send(err_packet(code, message), seq)
 
@@ -384,8 +382,8 @@ class Session:
         self._send_ok()
 
     async def _com_statistics(self, payload: bytes) -> None:
-        c = self.proxy.counters
-        uptime = int(time.monotonic() - self.proxy.started)
+        c = self.services.counters
+        uptime = int(time.monotonic() - self.services.started)
         text = (
             f"Uptime: {uptime}  Threads: {c.Client_Connections_connected}  Questions: {c.Questions}  "
             f"Slow queries: {c.Slow_queries}  Opens: 0  Open tables: 0  Queries per second avg: "
@@ -416,10 +414,10 @@ class Session:
         self.last_insert_id = 0
         self.flag_in = 0
         if self.in_transaction:
-            self.proxy.counters.Active_Transactions -= 1
+            self.services.counters.Active_Transactions -= 1
             self.in_transaction = False
-        if self.mirror is not None:
-            self.mirror.reset()
+        if self.followed:
+            self.services.listener.session_reset(self.id)
 
     async def _com_change_user(self, payload: bytes) -> None:
         name, pos = read_nul_str(payload, 1)
@@ -439,7 +437,7 @@ class Session:
             if self.capabilities & Cap.PLUGIN_AUTH and pos + 2 < len(payload):
                 plugin = read_nul_str(payload, pos + 2)[0].decode("ascii", "replace") or auth.NATIVE
         username = name.decode("utf-8", "replace")
-        user = self.proxy.runtime.frontend_users.get(username)
+        user = self.services.runtime.frontend_users.get(username)
         seq = 1
         verdict = auth.Verdict(False)
         if user is not None and plugin in auth.SUPPORTED_PLUGINS:
@@ -456,21 +454,21 @@ class Session:
             seq = self.client.seq + 1
             verdict = auth.verify(plugin, user.password, self.scramble, token) if user else auth.Verdict(False)
         if user is None or not verdict.ok:
-            self.proxy.counters.Access_Denied_Wrong_Password += 1
+            self.services.counters.Access_Denied_Wrong_Password += 1
             self._send_error(ErrorCode.ACCESS_DENIED, f"Access denied for user '{username}'@'{self.client_addr}'", seq)
             raise SessionEnd
         if plugin == auth.CACHING_SHA2 and user.password:
             self.client.send(b"\x01" + auth.SHA2_FAST_AUTH_OK, seq)
             seq += 1
         await self._reset_session()
-        schema = schema_raw.decode("utf-8", "replace")
+        schema = schema_raw.decode("utf-8", "surrogateescape")  # a name in the client's character set: kept as sent
         self._become(username, user.password, verdict.stage1, schema or user.default_schema)
         self.collation = charset
         self.state.names = names_for_collation(charset)
         self.client.send(ok_packet(status=self._status()), seq)
 
     async def _com_init_db(self, payload: bytes) -> None:
-        schema = payload[1:].decode("utf-8", "replace")
+        schema = payload[1:].decode("utf-8", "surrogateescape")
         response = await self._execute(self._idle_hostgroup(), _simple_runner(payload, _read_single), [], None)
         if response is not None and response.error is None:
             self.state.schema = schema
@@ -486,9 +484,9 @@ class Session:
     # ----------------------------------------------------------------------------------------------- queries
 
     async def _com_query(self, payload: bytes) -> None:
-        proxy = self.proxy
-        rt = proxy.runtime
-        proxy.counters.Questions += 1
+        services = self.services
+        rt = services.runtime
+        services.counters.Questions += 1
         started = time.perf_counter()
         raw = payload[1:]
         sql = raw.decode("utf-8", "surrogateescape")
@@ -546,7 +544,7 @@ class Session:
         cache_key = None
         if outcome.cache_ttl and self.conn is None and all(s.is_read for s in statements):
             cache_key = (self.username, schema, raw)
-            hit = proxy.cache.get(cache_key)
+            hit = services.cache.get(cache_key)
             if hit is not None:
                 self.client.write(hit)
                 self._record(-1, digest, started, 0, 0)
@@ -559,8 +557,8 @@ class Session:
             return await read_response(conn.wire, sink, relay_infile=relay_infile)
 
         response = await self._execute(hostgroup, run, statements, outcome, cache_key=cache_key)
-        if outcome.mirror_hostgroup is not None or outcome.mirror_flagOUT is not None or self.mirror is not None:
-            proxy.mirror.after_query(self, payload, statements, outcome, response)
+        if outcome.mirror_hostgroup is not None or outcome.mirror_flagOUT is not None or self.followed:
+            self._tell(payload, statements, outcome, response, None)
         if response is not None:
             self._record(hostgroup, digest, started, response.rows, response.affected_rows)
         if outcome.log or (outcome.log is None and rt.settings.eventslog_default_log):
@@ -568,7 +566,7 @@ class Session:
 
     def _apply_rules(self, sql: str, digest: Digest) -> RuleOutcome:
         """The query rules' verdict on ``sql`` for this session, from its current flagIN."""
-        rules = self.proxy.runtime.rules
+        rules = self.services.runtime.rules
         if not rules.active and "/*" not in sql:  # no rule and no annotation can apply: the shared empty verdict
             return _NO_RULES
         return rules.evaluate(
@@ -595,7 +593,7 @@ class Session:
         if outcome.destination_hostgroup is not None:
             hostgroup = outcome.destination_hostgroup
             # A multi-statement batch a read rule matched by its first SELECT may still write: writer it is.
-            writer = self.proxy.runtime.writer_of.get(hostgroup)
+            writer = self.services.runtime.writer_of.get(hostgroup)
             if writer is not None and len(statements) > 1 and any(s.kind is Kind.WRITE for s in statements):
                 return writer
             if first.kind is Kind.BEGIN or not self.transaction_persistent:
@@ -606,14 +604,14 @@ class Session:
         # transaction, so the first one goes where the transaction's writes must go, the user's default.
         if (
             not self.state.autocommit
-            and self.proxy.runtime.settings.autocommit_false_is_transaction
+            and self.services.runtime.settings.autocommit_false_is_transaction
             and first.kind not in _TRANSACTION_NEUTRAL
         ):
             return self.default_hostgroup
         if (first.kind is Kind.SET or first.kind is Kind.USE) and all(
             (s.kind is Kind.SET or s.kind is Kind.USE) and not s.unparsable_set for s in statements
         ):
-            return self.proxy.pools.stand_in(hostgroup)  # no writer in the writer hostgroup: a reader runs it
+            return self.services.pools.stand_in(hostgroup)  # no writer in the writer hostgroup: a reader runs it
         return hostgroup
 
     def _beside_transaction(self, hostgroup: int | None, statements: list[Statement]) -> bool:
@@ -637,7 +635,7 @@ class Session:
         cache_key: tuple[str, str, bytes] | None = None,
     ) -> Response | None:
         """Run one command on a backend of ``hostgroup`` and relay the response; None if an error was sent."""
-        rt = self.proxy.runtime
+        rt = self.services.runtime
         retries = outcome.retries if outcome is not None and outcome.retries is not None else None
         if retries is None:
             retries = rt.settings.query_retries_on_failure
@@ -731,7 +729,7 @@ class Session:
                     )
                 )
             ):
-                self.proxy.cache.put(cache_key, b"".join(sink.parts), outcome.cache_ttl or 0)
+                self.services.cache.put(cache_key, b"".join(sink.parts), outcome.cache_ttl or 0)
             if beside:
                 self._release(conn)
                 return response
@@ -740,16 +738,16 @@ class Session:
 
     async def _borrow(self, hostgroup: int) -> BackendConnection | None:
         """A connection from ``hostgroup`` brought to the session's state, or None after sending the error."""
-        hg: Hostgroup = self.proxy.pools.hostgroup(hostgroup)
+        hg: Hostgroup = self.services.pools.hostgroup(hostgroup)
         conn = hg.take_idle(self.credentials.username, self.state.schema)
         if not isinstance(conn, BackendConnection):
             try:
                 conn = await hg.acquire(self.credentials, self.state.schema, conn)
             except PoolError as exc:
-                self.proxy.counters.ConnPool_get_conn_failure += 1
+                self.services.counters.ConnPool_get_conn_failure += 1
                 self._send_error(exc.code, f"ProxyFleet: {exc}", 1)
                 return None
-        self.proxy.counters.ConnPool_get_conn_success += 1
+        self.services.counters.ConnPool_get_conn_success += 1
         if self.state.matches(conn.state):
             return conn
         err = await self._sync_safely(conn)
@@ -761,7 +759,7 @@ class Session:
 
     async def _sync_safely(self, conn: BackendConnection) -> ErrPacket | None:
         try:
-            return await self._sync(conn)
+            return await bring(conn, self.state)
         except (PeerClosed, ProtocolError, OSError) as exc:
             pool = conn.pool
             assert isinstance(pool, ServerPool)
@@ -773,27 +771,33 @@ class Session:
                 f"(hostgroup {pool.server.hostgroup_id}) while restoring session state: {exc}",
             )
 
-    async def _sync(self, conn: BackendConnection) -> ErrPacket | None:
-        """Bring ``conn`` to the session's state; returns the backend's error if it refused."""
-        state = self.state
-        applied = conn.state
-        if state.matches(applied):
-            return None
-        if state.schema and applied.schema != state.schema:
-            err = await conn.simple_command(b"\x02" + state.schema.encode())
-            if err is not None:
-                return err
-            applied.schema = state.schema
-        if applied.multi_statements != state.multi_statements:
-            await conn.simple_command(bytes((Command.SET_OPTION, 0 if state.multi_statements else 1, 0)))
-            applied.multi_statements = state.multi_statements
-        statement = state.set_statement(applied)
-        if statement is not None:
-            response = await conn.query(statement)
-            if response.error is not None:
-                return response.error
-            state.adopt(applied)
-        return None
+    def _tell(
+        self,
+        payload: bytes,
+        statements: list[Statement],
+        outcome: RuleOutcome | None,
+        response: Response | None,
+        prepared: ClientStatement | None,
+    ) -> None:
+        """Tell the listener that a command ran (``prepared``: an execution of it)."""
+        done = QueryDone(
+            self.id,
+            self.username,
+            self.credentials,
+            self.client_addr,
+            self.proxy_addr,
+            self.proxy_port,
+            self.default_hostgroup,
+            self.state,
+            self.in_transaction,
+            self.services.runtime.rules,
+            payload,
+            statements,
+            outcome,
+            response,
+            prepared,
+        )
+        self.followed = self.services.listener.query_done(done)
 
     def _relay_error(self, err: ErrPacket) -> None:
         self._send_error(err.code, err.message, 1)
@@ -807,7 +811,7 @@ class Session:
             self.state.locks_held = 0
             if self.in_transaction:
                 self.in_transaction = False
-                self.proxy.counters.Active_Transactions -= 1
+                self.services.counters.Active_Transactions -= 1
         pool.hostgroup.release(conn, pool, reusable=False)
 
     def _release(self, conn: BackendConnection, reusable: bool = True) -> None:
@@ -816,7 +820,7 @@ class Session:
         pool.hostgroup.release(conn, pool, reusable)
 
     async def _maybe_release(self) -> None:
-        if self.conn is not None and not self.state.pins and self.proxy.runtime.settings.multiplexing:
+        if self.conn is not None and not self.state.pins and self.services.runtime.settings.multiplexing:
             conn = self.conn
             self.conn = None
             if conn.dirty:
@@ -828,8 +832,8 @@ class Session:
     def _on_query_timeout(self, conn: BackendConnection) -> None:
         """The query timeout fired: kill the running query from a separate connection."""
         task = asyncio.get_running_loop().create_task(self._kill_backend_query(conn, "a timed-out query"))
-        self.proxy.background.add(task)
-        task.add_done_callback(self.proxy.background.discard)
+        self.services.background.add(task)
+        task.add_done_callback(self.services.background.discard)
 
     async def _kill_backend_query(self, conn: BackendConnection, what: str) -> None:
         """``KILL QUERY`` the statement running on ``conn``, from a separate connection to its server."""
@@ -844,7 +848,7 @@ class Session:
             return
         try:
             await killer.query(f"KILL QUERY {conn.thread_id}")
-            self.proxy.counters.mysql_killed_backend_queries += 1
+            self.services.counters.mysql_killed_backend_queries += 1
         except (PeerClosed, ProtocolError, OSError) as exc:
             log.warning("session %d: cannot kill %s: %s", self.id, what, exc)
         finally:
@@ -877,7 +881,7 @@ class Session:
                 return
             self._send_error(ErrorCode.CONNECTION_KILLED, "Connection was killed", 1)
             raise SessionEnd
-        answer = await self.proxy.kill_session(request.target, request.query_only, self.username)
+        answer = await self.services.kill_session(request.target, request.query_only, self.username)
         if answer.get("ok"):
             self._send_ok()
         else:
@@ -912,7 +916,7 @@ class Session:
 
     async def _relay_infile(self, backend: Wire) -> None:
         """Relay a LOAD DATA LOCAL INFILE: the client's file packets go to the backend until the empty one."""
-        if not (self.local_files and self.proxy.runtime.settings.local_infile):
+        if not (self.local_files and self.services.runtime.settings.local_infile):
             backend.send(b"", backend.seq + 1)
             return
         await self.client.drain()
@@ -991,12 +995,12 @@ class Session:
         if in_trans != self.in_transaction:
             self.in_transaction = in_trans
             self.transaction_since = self.busy_since
-            self.proxy.counters.Active_Transactions += 1 if in_trans else -1
+            self.services.counters.Active_Transactions += 1 if in_trans else -1
         if in_trans or pins:
             self._toggle(Pin.TRANSACTION, in_trans)
         if pins and not pins.isdisjoint(DIRTY_PINS):
             conn.dirty = True
-        if pins or not self.proxy.runtime.settings.multiplexing:
+        if pins or not self.services.runtime.settings.multiplexing:
             self.conn = conn
             self.conn_hostgroup = hostgroup
         elif self.conn is conn or self.conn is None:
@@ -1004,8 +1008,8 @@ class Session:
             if conn.dirty:
                 self.conn = conn
                 task = self.client.loop.create_task(self._drop_connection(reset=True))
-                self.proxy.background.add(task)
-                task.add_done_callback(self.proxy.background.discard)
+                self.services.background.add(task)
+                task.add_done_callback(self.services.background.discard)
             else:
                 self._release(conn)
 
@@ -1070,7 +1074,7 @@ class Session:
         elif response.error is not None:
             error = f"{response.error.code}: {response.error.message}"
         last = self.last_pool
-        self.proxy.events.write(
+        self.services.events.write(
             query_event(
                 username=self.username,
                 schemaname=self.state.schema or "",
@@ -1090,11 +1094,11 @@ class Session:
 
     def _record(self, hostgroup: int, digest: Digest, started: float, rows: int, affected: int) -> None:
         elapsed_us = int((time.perf_counter() - started) * 1_000_000)
-        proxy = self.proxy
-        if elapsed_us > proxy.runtime.settings.long_query_time_ms * 1000:
-            proxy.counters.Slow_queries += 1
-        if proxy.runtime.settings.query_digests:
-            proxy.digests.record(
+        services = self.services
+        if elapsed_us > services.runtime.settings.long_query_time_ms * 1000:
+            services.counters.Slow_queries += 1
+        if services.runtime.settings.query_digests:
+            services.digests.record(
                 hostgroup,
                 self.state.schema or "",
                 self.username,
@@ -1109,8 +1113,8 @@ class Session:
     # ----------------------------------------------------------------------------------------------- prepared
 
     async def _com_stmt_prepare(self, payload: bytes) -> None:
-        rt = self.proxy.runtime
-        self.proxy.counters.Questions += 1
+        rt = self.services.runtime
+        self.services.counters.Questions += 1
         sql = payload[1:].decode("utf-8", "surrogateescape")
         statements = scan(sql)
         digest = compute_digest(sql, rt.settings.max_digest_length)
@@ -1152,7 +1156,7 @@ class Session:
             self.next_stmt_id += 1
 
     async def _com_stmt_execute(self, payload: bytes) -> None:
-        self.proxy.counters.Questions += 1
+        self.services.counters.Questions += 1
         started = time.perf_counter()
         stmt = self._statement(payload)
         if stmt is None:
@@ -1180,8 +1184,8 @@ class Session:
 
         try:
             response = await self._execute(hostgroup, run, stmt.statements, None)
-            if stmt.mirror is not None or self.mirror is not None:
-                self.proxy.mirror.after_execute(self, stmt, payload, response)
+            if stmt.mirror is not None or self.followed:
+                self._tell(payload, stmt.statements, stmt.mirror, response, stmt)
         finally:
             stmt.long_data.clear()
         if response is not None:

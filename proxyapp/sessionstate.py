@@ -10,8 +10,9 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from proxyapp.backend import AppliedState
-from proxyapp.protocol.constants import COLLATIONS, DEFAULT_COLLATION_ID, FieldType, names_for_collation
+from proxyapp.backend import AppliedState, BackendConnection
+from proxyapp.protocol.constants import COLLATIONS, DEFAULT_COLLATION_ID, Command, FieldType, names_for_collation
+from proxyapp.protocol.packets import ErrPacket
 
 
 class Pin(enum.Enum):
@@ -99,6 +100,33 @@ class SessionState:
         applied.autocommit = self.autocommit
         applied.variables = dict(self.variables)
         applied.user_variables = dict(self.user_variables)
+
+
+async def bring(conn: BackendConnection, state: SessionState) -> ErrPacket | None:
+    """Bring ``conn`` to ``state``, the one way the session and the mirror both replay a session: one ``SET`` (the
+    character set first, so that the server reads the schema's name in it), the schema (the bytes the client sent,
+    valid UTF-8 or not), the multi-statement option; the backend's error if it refused a step (``conn`` then has
+    the steps before it)."""
+    applied = conn.state
+    if state.matches(applied):
+        return None
+    statement = state.set_statement(applied)
+    if statement is not None:
+        response = await conn.query(statement)
+        if response.error is not None:
+            return response.error
+        state.adopt(applied)
+    if state.schema and applied.schema != state.schema:
+        err = await conn.simple_command(bytes((Command.INIT_DB,)) + state.schema.encode("utf-8", "surrogateescape"))
+        if err is not None:
+            return err
+        applied.schema = state.schema
+    if applied.multi_statements != state.multi_statements:
+        err = await conn.simple_command(bytes((Command.SET_OPTION, 0 if state.multi_statements else 1, 0)))
+        if err is not None:
+            return err
+        applied.multi_statements = state.multi_statements
+    return None
 
 
 def user_variable(name: str) -> str:

@@ -378,29 +378,3 @@ def merge_digest_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         into["first_seen"] = min(into["first_seen"], row["first_seen"])
         into["last_seen"] = max(into["last_seen"], row["last_seen"])
     return list(merged.values())
-
-
-async def serve_worker(listen_fd: int, index: int, count: int, config_path: Path) -> None:
-    """A worker process: the config document comes on stdin, the admin port goes to stdout."""
-    from proxyapp.server import Proxy
-
-    config = parse_config(json.loads(sys.stdin.read()))
-    proxy = Proxy(config, config_path, worker=index, workers=count)
-    sock = socket.socket(fileno=listen_fd)
-    await proxy.start(("", 0), ("127.0.0.1", 0), sock=sock)
-    assert proxy.admin is not None
-    sys.stdout.write(f"ADMIN_PORT {proxy.admin.port}\n")
-    sys.stdout.flush()
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    loop.add_signal_handler(signal.SIGTERM, stop.set)
-    loop.add_signal_handler(signal.SIGINT, lambda: None)  # the supervisor decides when workers stop
-    loop.add_signal_handler(signal.SIGHUP, lambda: None)
-    parent = os.getppid()
-    while not stop.is_set():
-        try:
-            await asyncio.wait_for(stop.wait(), 1)
-        except TimeoutError:
-            if os.getppid() != parent:  # the supervisor is gone
-                break
-    await proxy.stop()

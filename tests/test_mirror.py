@@ -18,8 +18,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import MySQLdb
+import pymysql
 import pytest
 from django.core.management import CommandError, call_command
+from pymysql.constants import CLIENT
 
 from fleet.mirrorcheck import Endpoint
 from fleet.sandbox import REPO, Sandbox, pid_alive
@@ -249,6 +252,68 @@ def test_ordered_mode_keeps_transactions_rollbacks_savepoints_and_prepared_state
     assert_equal(primary, mirror)
     assert (m["failed"], m["dropped"]) == ({}, {})
     assert m["mirrored"] == m["completed"] > 0
+
+
+LATIN1_SCHEMA = "caf\u00e9"  # sent by a latin1 client as b"caf\xe9": not UTF-8
+
+
+def latin1_root(server: Endpoint) -> pymysql.Connection:
+    """A root connection to ``server`` speaking latin1."""
+    return pymysql.connect(host=server.host, port=server.port, user="root", charset="latin1", autocommit=True)
+
+
+def test_the_mirror_replays_a_sessions_state_as_the_session_does(
+    servers: tuple[Endpoint, Endpoint], start_proxy: StartProxy, tmp_path: Path
+) -> None:
+    """One routine brings a connection to a session's state for the session and for the mirror: a schema whose name
+    is not UTF-8 (a latin1 client's) and the multi-statement option arrive on the mirror's connection as on the
+    session's. One connection per server, so that every step reuses a connection another client changed: one with
+    multi-statements off (a client's COM_SET_OPTION), one on another schema."""
+    primary, mirror = servers
+    for server in servers:
+        with latin1_root(server) as conn, conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{LATIN1_SCHEMA}`")
+            cur.execute(f"CREATE DATABASE `{LATIN1_SCHEMA}`")
+            cur.execute(f"CREATE TABLE `{LATIN1_SCHEMA}`.t (id INT PRIMARY KEY)")
+    config = mirror_config(primary, mirror, tmp_path / "spill", **{"mysql-mirror_ordered_hostgroups": MIRROR_HG})
+    for server in config["mysql_servers"]:
+        server["max_connections"] = 1
+    on_mirror = {"rule_id": 100, "active": 1, "match_pattern": "on-the-mirror", "destination_hostgroup": MIRROR_HG}
+    config["mysql_query_rules"].insert(0, {**on_mirror, "apply": 1})
+    proxy = start_proxy(config)
+
+    single = MySQLdb.connect(host="127.0.0.1", port=proxy.port, user=APP_USER, password=APP_PASSWORD)
+    single.set_server_option(1)  # MYSQL_OPTION_MULTI_STATEMENTS_OFF
+    with single.cursor() as cur:
+        cur.execute("SELECT 'on-the-mirror'")  # leaves the mirror's one connection with multi-statements off
+    single.close()
+    latin1 = pymysql.connect(
+        host="127.0.0.1",
+        port=proxy.port,
+        user=APP_USER,
+        password=APP_PASSWORD,
+        charset="latin1",
+        autocommit=True,
+        client_flag=CLIENT.MULTI_STATEMENTS,
+    )
+    latin1.select_db(LATIN1_SCHEMA)  # COM_INIT_DB b"caf\xe9"
+    with latin1.cursor() as cur:
+        cur.execute("INSERT INTO t VALUES (1); INSERT INTO t VALUES (2)")
+        while cur.nextset():
+            pass
+    with proxy.connect(database=SCHEMA, autocommit=True) as other, other.cursor() as cur:
+        cur.execute("SELECT 1")  # the primary's one connection now on another schema
+    with latin1.cursor() as cur:
+        cur.execute("INSERT INTO t VALUES (3)")  # the session replays its schema
+    latin1.close()
+
+    m = wait_for(proxy, drained, "the ordered mirror draining")["mirror"]
+    assert (m["failed"], m["dropped"]) == ({}, {})
+    for server in servers:
+        with latin1_root(server) as conn, conn.cursor() as cur:
+            cur.execute(f"SELECT id FROM `{LATIN1_SCHEMA}`.t ORDER BY id")
+            assert [row[0] for row in cur.fetchall()] == [1, 2, 3], server
+            cur.execute(f"DROP DATABASE `{LATIN1_SCHEMA}`")
 
 
 def test_ordered_lossless_mode_spills_to_disk_under_a_tiny_bound_and_drains(

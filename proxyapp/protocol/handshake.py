@@ -102,7 +102,7 @@ class ClientLogin:
         else:
             parts.append(bytes((len(self.auth_response),)) + self.auth_response)
         if caps & Cap.CONNECT_WITH_DB:
-            parts.append((self.database or "").encode() + b"\x00")
+            parts.append((self.database or "").encode("utf-8", "surrogateescape") + b"\x00")
         if caps & Cap.PLUGIN_AUTH:
             parts.append(self.plugin.encode() + b"\x00")
         if caps & Cap.CONNECT_ATTRS:
@@ -134,7 +134,7 @@ class ClientLogin:
         database = None
         if caps & Cap.CONNECT_WITH_DB and pos < len(payload):
             db, pos = read_nul_str(payload, pos)
-            database = db.decode("utf-8", "replace") or None
+            database = db.decode("utf-8", "surrogateescape") or None
         plugin = ""
         if caps & Cap.PLUGIN_AUTH and pos < len(payload):
             raw, pos = read_nul_str(payload, pos)

@@ -1,0 +1,73 @@
+"""Running a proxy: ``serve`` runs one from a config file (in this process, or as a supervisor of worker processes
+when ``mysql-threads`` asks for several), ``serve_worker`` is one such worker process. The CLI (``__main__``) and
+the node agent (``node``) start here; the proxy (``server``) and the supervisor (``workers``) know nothing of each
+other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+
+from proxyapp.config import load_config_file, parse_config
+from proxyapp.server import Proxy, parse_address
+from proxyapp.workers import Supervisor, worker_count
+
+log = logging.getLogger("proxyapp")
+
+
+async def serve(config_path: Path, listen: tuple[str, int] | None, admin: tuple[str, int] | None) -> None:
+    """Run a proxy from a config file until SIGINT/SIGTERM; SIGHUP reloads the file.
+
+    With ``mysql-threads`` above 1 (and more than one CPU) the work is spread over worker processes.
+    """
+    config = load_config_file(config_path)
+    v = config.variables
+    if listen is None:
+        listen = parse_address(v.text("mysql-interfaces"), 6033)
+    if admin is None and v.flag("admin-restapi_enabled"):
+        admin = (v.text("admin-restapi_interface"), v.integer("admin-restapi_port"))
+    workers = worker_count(config)
+    if workers > 1:
+        await Supervisor(config, config_path, workers).run(listen, admin)
+        return
+    proxy = Proxy(config, config_path)
+    await proxy.start(listen, admin)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    loop.add_signal_handler(signal.SIGHUP, proxy.reload_file)
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    loop.add_signal_handler(signal.SIGINT, stop.set)
+    await stop.wait()
+    log.info("shutting down")
+    await proxy.stop()
+
+
+async def serve_worker(listen_fd: int, index: int, count: int, config_path: Path) -> None:
+    """A worker process: the config document comes on stdin, the admin port goes to stdout."""
+    config = parse_config(json.loads(sys.stdin.read()))
+    proxy = Proxy(config, config_path, worker=index, workers=count)
+    sock = socket.socket(fileno=listen_fd)
+    await proxy.start(("", 0), ("127.0.0.1", 0), sock=sock)
+    assert proxy.admin is not None
+    sys.stdout.write(f"ADMIN_PORT {proxy.admin.port}\n")
+    sys.stdout.flush()
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    loop.add_signal_handler(signal.SIGINT, lambda: None)  # the supervisor decides when workers stop
+    loop.add_signal_handler(signal.SIGHUP, lambda: None)
+    parent = os.getppid()
+    while not stop.is_set():
+        try:
+            await asyncio.wait_for(stop.wait(), 1)
+        except TimeoutError:
+            if os.getppid() != parent:  # the supervisor is gone
+                break
+    await proxy.stop()
