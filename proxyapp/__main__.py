@@ -1,5 +1,6 @@
 """Command line: ``python -m proxyapp run --config CONFIG.json [--listen HOST:PORT] [--admin HOST:PORT]``, or as a node
-of a fleet: ``python -m proxyapp run --node NAME --broker REDIS_URL [--state-dir DIR] ...`` (see ``proxyapp.node``)."""
+of a fleet: ``python -m proxyapp run --node NAME --broker REDIS_URL [--state-dir DIR] ...``
+(see ``proxyapp.node.node``)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ import os
 import sys
 from pathlib import Path
 
-from proxyapp.config import ConfigError, load_config_file
+from proxyapp.config.document import ConfigError, load_config_file
 from proxyapp.main import serve, serve_worker
-from proxyapp.node import NodeStore, agent_argv, check_node_name, parse_hostgroups, serve_node
-from proxyapp.server import parse_address
+from proxyapp.node.node import NodeStore, agent_argv, check_node_name, parse_hostgroups, serve_node
+from proxyapp.process.server import parse_address
 
 DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
 
@@ -119,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _agent(args: argparse.Namespace) -> int:
     """The ``agent`` command."""
-    from proxyapp.agent import AgentSettings, run_agent
+    from proxyapp.node.agent import AgentSettings, run_agent
 
     try:
         settings = AgentSettings(

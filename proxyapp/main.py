@@ -15,9 +15,9 @@ import socket
 import sys
 from pathlib import Path
 
-from proxyapp.config import load_config_file, parse_config
-from proxyapp.server import Proxy, parse_address
-from proxyapp.workers import Supervisor, worker_count
+from proxyapp.config.document import load_config_file, parse_config
+from proxyapp.process.server import Proxy, parse_address
+from proxyapp.process.workers import Supervisor, worker_count
 
 log = logging.getLogger("proxyapp")
 

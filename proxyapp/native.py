@@ -3,7 +3,7 @@
 ``python -m proxyapp build`` (``make build``; ``make run`` and ``make test`` do it) compiles ``COMPILED`` into
 ``var/build/native`` and writes a stamp: a hash of those modules' sources, the Python version and mypy's version.
 Each package of ``proxyapp`` calls ``prefer_compiled`` from its ``__init__``: when the stamp matches the sources on
-disk, the compiled directory goes first on the package's path, so ``import proxyapp.session`` loads the C
+disk, the compiled directory goes first on the package's path, so ``import proxyapp.session.session`` loads the C
 extension; when it does not (a module was edited since the build, or nothing was built), the plain Python
 modules load, unchanged in behaviour, only slower. A stale build is therefore never run.
 ``PROXYFLEET_NATIVE=0`` forces the plain modules.
@@ -24,25 +24,25 @@ STAMP = BUILD_DIR / "STAMP"
 
 #: The modules compiled, relative to the repository: the per-query path and what it touches.
 COMPILED = (
-    "proxyapp/backend.py",
-    "proxyapp/digest.py",
-    "proxyapp/mirror.py",
-    "proxyapp/pool.py",
-    "proxyapp/prepared.py",
-    "proxyapp/protocol/compression.py",
-    "proxyapp/protocol/packets.py",
-    "proxyapp/protocol/wire.py",
-    "proxyapp/querycache.py",
-    "proxyapp/rules.py",
-    "proxyapp/runtime.py",
-    "proxyapp/server.py",
-    "proxyapp/services.py",
-    "proxyapp/session.py",
-    "proxyapp/sessionevents.py",
-    "proxyapp/sessionstate.py",
-    "proxyapp/sqllex.py",
-    "proxyapp/sqlscan.py",
-    "proxyapp/stats.py",
+    "proxyapp/backends/pool.py",
+    "proxyapp/mirror/mirror.py",
+    "proxyapp/mysql/backend.py",
+    "proxyapp/mysql/compression.py",
+    "proxyapp/mysql/packets.py",
+    "proxyapp/mysql/wire.py",
+    "proxyapp/process/server.py",
+    "proxyapp/report/stats.py",
+    "proxyapp/rules/cache.py",
+    "proxyapp/rules/engine.py",
+    "proxyapp/rules/runtime.py",
+    "proxyapp/session/events.py",
+    "proxyapp/session/prepared.py",
+    "proxyapp/session/services.py",
+    "proxyapp/session/session.py",
+    "proxyapp/session/state.py",
+    "proxyapp/sql/digest.py",
+    "proxyapp/sql/lex.py",
+    "proxyapp/sql/scan.py",
 )
 
 

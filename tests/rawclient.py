@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from fleet.sandbox import Sandbox
-from proxyapp.protocol import auth
-from proxyapp.protocol.constants import MAX_PACKET, PROXY_CAPABILITIES, Cap, Command, FieldType
-from proxyapp.protocol.handshake import ClientLogin, ServerGreeting, parse_auth_switch
-from proxyapp.protocol.packets import frame, lenenc_str, read_lenenc_int, read_lenenc_str
+from proxyapp.mysql import auth
+from proxyapp.mysql.constants import MAX_PACKET, PROXY_CAPABILITIES, Cap, Command, FieldType
+from proxyapp.mysql.handshake import ClientLogin, ServerGreeting, parse_auth_switch
+from proxyapp.mysql.packets import frame, lenenc_str, read_lenenc_int, read_lenenc_str
 from tests.harness import APP_PASSWORD, APP_USER, WRITER_HG, ProxyProcess, rw_split_config
 
 #: What the raw client announces by default: everything the proxy offers (multi statements and results too).

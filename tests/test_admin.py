@@ -1,4 +1,5 @@
-"""The HTTP admin endpoint (proxyapp.admin), served on a free loopback port and queried with aiohttp's client."""
+"""The HTTP admin endpoint (proxyapp.process.admin), served on a free loopback port and queried with aiohttp's
+client."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from proxyapp.admin import METRICS_TOP_DIGESTS, AdminServer
-from proxyapp.stats import DigestStats, GlobalCounters
+from proxyapp.process.admin import METRICS_TOP_DIGESTS, AdminServer
+from proxyapp.report.stats import DigestStats, GlobalCounters
 
 Scenario = Callable[[aiohttp.ClientSession], Awaitable[None]]
 

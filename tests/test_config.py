@@ -1,4 +1,5 @@
-"""The config document parser (proxyapp.config) and the global variables registry (proxyapp.variables)."""
+"""The config document parser (proxyapp.config.document) and the global variables registry
+(proxyapp.config.variables)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from proxyapp.config import ConfigError, parse_config, parse_re_modifiers, validate_row
-from proxyapp.config import load_config_file as load
-from proxyapp.tables import GlobalVariable, MysqlQueryRule, MysqlServer, MysqlUser
-from proxyapp.variables import VARIABLES, Variables, parse_variable_value
+from proxyapp.config.document import ConfigError, parse_config, parse_re_modifiers, validate_row
+from proxyapp.config.document import load_config_file as load
+from proxyapp.config.tables import GlobalVariable, MysqlQueryRule, MysqlServer, MysqlUser
+from proxyapp.config.variables import VARIABLES, Variables, parse_variable_value
 
 SERVER = {"hostgroup_id": 10, "hostname": "db1", "port": 3306}
 

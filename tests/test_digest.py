@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from proxyapp.digest import CACHEABLE_LENGTH, MAX_QUERY_LENGTH, Digest, compute_digest, digest_text, simple_shape
+from proxyapp.sql.digest import CACHEABLE_LENGTH, MAX_QUERY_LENGTH, Digest, compute_digest, digest_text, simple_shape
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -130,7 +130,7 @@ def test_hash_format_and_known_value() -> None:
 def test_hash_is_stable_across_processes() -> None:
     queries = ["SELECT c FROM sbtest1 WHERE id=4711", "INSERT INTO t VALUES (1,'a'),(2,'b')", "SELECT 'ü'"]
     code = (
-        "import sys; from proxyapp.digest import compute_digest; "
+        "import sys; from proxyapp.sql.digest import compute_digest; "
         "print('\\n'.join(compute_digest(q).hash for q in sys.argv[1:]))"
     )
     hashes = []
@@ -195,7 +195,7 @@ def test_digest_text_is_uncut() -> None:
 )
 def test_simple_query_shortcut_matches_the_full_digest(sql: str) -> None:
     """Queries whose only literals are bare numbers take a shortcut; it must agree with the tokenizer."""
-    from proxyapp.digest import _digest
+    from proxyapp.sql.digest import _digest
 
     assert compute_digest(sql) == _digest(sql, 2048)
 

@@ -15,7 +15,7 @@ from fleet.celery import app as celery_app
 from fleet.demo import READER_HOSTGROUP, WRITER_HOSTGROUP, demo_config
 from fleet.sandbox import APP_PASSWORD, APP_USER, REPO, Sandbox
 from fleet.settings import database_from_url
-from proxyapp.config import parse_config
+from proxyapp.config.document import parse_config
 
 
 def test_healthz() -> None:

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from proxyapp.admin import render_metrics
-from proxyapp.config import ConfigError, parse_config, validate_row
-from proxyapp.mirror import EXECUTE, QUERY, MirrorOp, MirrorUnit, decode_unit, encode_unit, merge_snapshots
-from proxyapp.sessionstate import SessionState
-from proxyapp.variables import ordered_mirror_hostgroups
-from proxyapp.workers import merge_snapshots as merge_worker_snapshots
+from proxyapp.config.document import ConfigError, parse_config, validate_row
+from proxyapp.config.variables import ordered_mirror_hostgroups
+from proxyapp.mirror.mirror import EXECUTE, QUERY, MirrorOp, MirrorUnit, decode_unit, encode_unit, merge_snapshots
+from proxyapp.process.admin import render_metrics
+from proxyapp.process.workers import merge_snapshots as merge_worker_snapshots
+from proxyapp.session.state import SessionState
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,13 @@ from proxyapp import native
 from tests.conftest import REPO
 from tests.harness import StartProxy, rw_split_config
 
-HOT = {"proxyapp.session", "proxyapp.protocol.wire", "proxyapp.pool", "proxyapp.sqlscan", "proxyapp.digest"}
+HOT = {
+    "proxyapp.session.session",
+    "proxyapp.mysql.wire",
+    "proxyapp.backends.pool",
+    "proxyapp.sql.scan",
+    "proxyapp.sql.digest",
+}
 
 
 def loaded_files(env: dict[str, str]) -> dict[str, str]:
@@ -61,6 +67,6 @@ def test_the_stamp_covers_every_compiled_source_and_changes_with_it(
     monkeypatch.setattr(native, "REPO", copy)
     before = native.source_stamp()
     assert before == native.source_stamp()
-    edited = copy / "proxyapp" / "session.py"
+    edited = copy / "proxyapp" / "session" / "session.py"
     edited.write_text(edited.read_text() + "\n# edited\n")
     assert native.source_stamp() != before

@@ -14,8 +14,8 @@ import pytest
 
 from fleet.sandbox import Sandbox, SandboxServer
 from fleet.stack import wait_until
-from proxyapp.backend import BackendConnection, Credentials
-from proxyapp.protocol.packets import ErrPacket
+from proxyapp.mysql.backend import BackendConnection, Credentials
+from proxyapp.mysql.packets import ErrPacket
 from tests.harness import APP_PASSWORD, APP_USER, ProxyProcess, StartProxy
 
 HG = 30

@@ -11,9 +11,9 @@ import pymysql
 import pytest
 
 from fleet.sandbox import Sandbox
-from proxyapp.prepared import MAX_STATEMENTS_PER_CONNECTION
-from proxyapp.protocol.constants import Cap, Command
-from proxyapp.protocol.packets import frame
+from proxyapp.mysql.constants import Cap, Command
+from proxyapp.mysql.packets import frame
+from proxyapp.session.prepared import MAX_STATEMENTS_PER_CONNECTION
 from tests.harness import APP_PASSWORD, APP_USER, ProxyProcess, StartProxy
 from tests.rawclient import (
     APP2_PASSWORD,

@@ -1,6 +1,7 @@
-"""mysql_replication_hostgroups: the runtime view (``proxyapp.topology``) and the writer the monitor keeps, then real
-proxies against a sandbox of their own whose servers' read_only the tests flip: servers move between the writer and
-reader hostgroups live, a second writer is refused, and a write waits for a writer (or fails naming the hostgroup)."""
+"""mysql_replication_hostgroups: the runtime view (``proxyapp.backends.topology``) and the writer the monitor keeps,
+then real proxies against a sandbox of their own whose servers' read_only the tests flip: servers move between the
+writer and reader hostgroups live, a second writer is refused, and a write waits for a writer (or fails naming the
+hostgroup)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ import pymysql
 import pytest
 
 from fleet.sandbox import Sandbox, SandboxServer
-from proxyapp.config import parse_config
-from proxyapp.monitor import Monitor
-from proxyapp.topology import MonitorState, ServerVerdict, runtime_view
+from proxyapp.backends.monitor import Monitor
+from proxyapp.backends.topology import MonitorState, ServerVerdict, runtime_view
+from proxyapp.config.document import parse_config
 from tests.harness import READER_HG, WRITER_HG, ProxyProcess, StartProxy, rw_split_config
 from tests.monitor_support import global_variables, own_sandbox, placement, set_read_only, transitions, wait_for
 

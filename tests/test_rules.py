@@ -6,9 +6,10 @@ from typing import Any
 
 import pytest
 
-from proxyapp.config import parse_config
-from proxyapp.rules import QueryContext, RuleEngine, RuleOutcome, parse_annotations, shadowed_rules
-from proxyapp.tables import MysqlQueryRule, MysqlQueryRuleFastRouting
+from proxyapp.config.document import parse_config
+from proxyapp.config.rulecheck import shadowed_rules
+from proxyapp.config.tables import MysqlQueryRule, MysqlQueryRuleFastRouting
+from proxyapp.rules.engine import QueryContext, RuleEngine, RuleOutcome, parse_annotations
 
 DIGEST = "0x1A2B3C4D5E6F7081"
 

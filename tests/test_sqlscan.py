@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from proxyapp.digest import compute_digest
-from proxyapp.sqllex import (
+from proxyapp.sql.digest import compute_digest
+from proxyapp.sql.lex import (
     TokenKind,
     first_word,
     split_statements,
@@ -18,7 +18,7 @@ from proxyapp.sqllex import (
     unquote,
     user_var_name,
 )
-from proxyapp.sqlscan import Kind, Statement, scan
+from proxyapp.sql.scan import Kind, Statement, scan
 
 T = TokenKind
 

@@ -1,4 +1,4 @@
-"""Digest statistics and global counters (proxyapp.stats)."""
+"""Digest statistics and global counters (proxyapp.report.stats)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import fields
 
 import pytest
 
-from proxyapp.stats import COUNTERS, DIGEST_COLUMNS, DIGEST_ORDER_COLUMNS, DigestStats, GlobalCounters
+from proxyapp.report.stats import COUNTERS, DIGEST_COLUMNS, DIGEST_ORDER_COLUMNS, DigestStats, GlobalCounters
 
 KEY = (10, "shop", "app", "10.0.0.5", "0x00000000000000AA")
 

@@ -12,7 +12,7 @@ import pymysql
 import pytest
 
 from fleet.sandbox import Sandbox
-from proxyapp.digest import compute_digest
+from proxyapp.sql.digest import compute_digest
 from tests.harness import READER_HG, WRITER_HG, ProxyProcess, StartProxy, rw_split_config
 
 _SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})? (?P<value>\S+)$")

@@ -18,7 +18,7 @@ from fleet.core.drafts import save_row
 from fleet.core.models import TABLE_MODELS, AuditEntry, Cluster, ConfigVersion, Hostgroup, ProxyNode
 from fleet.core.models.tables import SECRET_COLUMNS, key_path_of
 from fleet.core.secrets import mask_document, mask_row
-from proxyapp.config import table_columns
+from proxyapp.config.document import table_columns
 
 
 def drf_error(error: DjangoValidationError) -> serializers.ValidationError:

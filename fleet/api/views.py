@@ -30,7 +30,7 @@ from fleet.core.models import AuditEntry, Cluster, ConfigVersion, ProxyNode
 from fleet.core.proxysql_cnf import import_cnf
 from fleet.core.roles import can_admin
 from fleet.core.ruletest import config_of
-from proxyapp.config import ConfigError
+from proxyapp.config.document import ConfigError
 
 CLUSTER_PARAMETER = OpenApiParameter(
     "cluster", str, description="the cluster's name (default: the first cluster by name)"

@@ -19,8 +19,8 @@ from typing import Any
 from fleet.core import publishing
 from fleet.core.drafts import Actor
 from fleet.core.models import Cluster
-from proxyapp.config import Config, ConfigError, parse_config, table_columns
-from proxyapp.variables import VARIABLES
+from proxyapp.config.document import Config, ConfigError, parse_config, table_columns
+from proxyapp.config.variables import VARIABLES
 
 #: Sections holding rows of a table, each a list of groups.
 TABLE_SECTIONS = (

@@ -1,5 +1,5 @@
 """Sending published versions to a cluster's proxy nodes, and recording what the nodes answer (the control plane's
-half of docs/control-plane.md, "Push protocol"; the node's half is ``proxyapp/agent.py``).
+half of docs/control-plane.md, "Push protocol"; the node's half is ``proxyapp/node/agent.py``).
 
 A node is sent ``proxyfleet.node.apply`` on its own queue ``node.<name>``; the message carries the version number,
 its checksum and its document, and applying it is idempotent, so sending it again (reconcile) is always safe.

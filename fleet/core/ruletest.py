@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 
 from fleet.core import publishing
 from fleet.core.models import Cluster, ConfigVersion
-from proxyapp.config import Config, parse_config
-from proxyapp.digest import compute_digest
-from proxyapp.rules import QueryContext, RuleEngine
-from proxyapp.tables import MysqlQueryRule
+from proxyapp.config.document import Config, parse_config
+from proxyapp.config.tables import MysqlQueryRule
+from proxyapp.rules.engine import QueryContext, RuleEngine
+from proxyapp.sql.digest import compute_digest
 
 #: The ``source`` that names a cluster's draft (any other is a published version's number).
 DRAFT = "draft"

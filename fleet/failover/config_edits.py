@@ -19,7 +19,7 @@ from fleet.core import publishing
 from fleet.core.drafts import Actor, delete_row, save_row
 from fleet.core.models import Cluster, ConfigVersion, Server
 from fleet.failover.models import parse_server, server_name
-from proxyapp.config import ConfigError
+from proxyapp.config.document import ConfigError
 
 _IDENTITY = ("hostgroup_id", "hostname", "port", "comment", "status")
 

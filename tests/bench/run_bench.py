@@ -42,7 +42,7 @@ import pymysql
 
 from fleet.bench.engine.sysbench import parse_sysbench
 from fleet.sandbox import Sandbox, SandboxServer, pid_alive
-from proxyapp.variables import VARIABLES
+from proxyapp.config.variables import VARIABLES
 from tests.harness import ProxyProcess, free_port
 
 REPO = Path(__file__).resolve().parents[2]

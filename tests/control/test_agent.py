@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from proxyapp.agent import TOP_DIGESTS, Agent, AgentSettings
-from proxyapp.config import parse_config
-from proxyapp.node import NodeStore, check_node_name, parse_hostgroups
+from proxyapp.config.document import parse_config
+from proxyapp.node.agent import TOP_DIGESTS, Agent, AgentSettings
+from proxyapp.node.node import NodeStore, check_node_name, parse_hostgroups
 from tests.harness import ProxyProcess, rw_split_config
 
 

@@ -16,7 +16,7 @@ from rest_framework.test import APIClient
 from fleet.core import publishing, roles
 from fleet.core.models import AuditEntry, Cluster, Hostgroup, QueryRule, Server, User, Variable
 from fleet.core.proxysql_cnf import CnfError, cnf_to_document, import_cnf, parse_libconfig
-from proxyapp.config import ConfigError
+from proxyapp.config.document import ConfigError
 from tests.control.conftest import LOGIN_PASSWORD, make_account
 
 PROXYSQL_CNF = r"""

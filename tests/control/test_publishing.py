@@ -23,7 +23,7 @@ from fleet.core.models import (
     Variable,
 )
 from fleet.core.models import ReplicationHostgroup as Replication
-from proxyapp.config import ConfigError, parse_config
+from proxyapp.config.document import ConfigError, parse_config
 from tests.control.conftest import MONITOR_SECRET, SECRET, make_cluster, seed_document
 
 pytestmark = pytest.mark.django_db

@@ -17,7 +17,7 @@ from fleet.core import publishing, sealing
 from fleet.core.models import Cluster
 from fleet.core.models.tables import User, Variable
 from fleet.failover.models import FailoverPolicy
-from proxyapp.config import parse_config
+from proxyapp.config.document import parse_config
 from tests.control.conftest import MONITOR_SECRET, SECRET
 
 BENCH_SECRET = "b3nch-target-pw"

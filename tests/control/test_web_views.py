@@ -32,7 +32,7 @@ from fleet.core.models import (
 )
 from fleet.web.pages import TABLE_PAGES
 from fleet.web.views.tables import PAGE_SIZE
-from proxyapp.rules import QueryContext, RuleEngine
+from proxyapp.rules.engine import QueryContext, RuleEngine
 from tests.control.conftest import LOGIN_PASSWORD, MONITOR_SECRET, NO_ROLE, SECRET, make_cluster
 from tests.control.node_messages import digest_row, pool_row, send_ack, send_report, snapshot
 

@@ -32,9 +32,9 @@ from fleet.bench.engine.results import IntervalPoint, RunResult, StepResult
 from fleet.bench.engine.script import Script, Statement
 from fleet.bench.engine.shard import Shard, StepSpec, connect, error_code
 from fleet.bench.engine.targets import Target
-from proxyapp.backend import BackendConnection, BackendError
-from proxyapp.protocol.packets import ProtocolError
-from proxyapp.protocol.wire import PeerClosed
+from proxyapp.mysql.backend import BackendConnection, BackendError
+from proxyapp.mysql.packets import ProtocolError
+from proxyapp.mysql.wire import PeerClosed
 
 REPO = Path(__file__).resolve().parents[3]
 #: Seconds per step when a plan gives neither a time nor a count.

@@ -21,9 +21,9 @@ from typing import Any
 from fleet.bench.engine.recorder import Recorder, portable
 from fleet.bench.engine.script import Script, Statement, parse_script
 from fleet.bench.engine.targets import Target
-from proxyapp.backend import BackendConnection, BackendError, Credentials
-from proxyapp.protocol.packets import ProtocolError
-from proxyapp.protocol.wire import PeerClosed
+from proxyapp.mysql.backend import BackendConnection, BackendError, Credentials
+from proxyapp.mysql.packets import ProtocolError
+from proxyapp.mysql.wire import PeerClosed
 
 #: Handshakes in flight at once while opening a step's connections.
 CONNECT_CONCURRENCY = 32

@@ -1,6 +1,6 @@
 """ProxySQL's tables as Django models, one row per cluster, built from the proxy's own table definitions.
 
-Each model's columns are generated from ``proxyapp.tables`` (names, types, nullability, defaults, choices), and
+Each model's columns are generated from ``proxyapp.config.tables`` (names, types, nullability, defaults, choices), and
 ``clean()`` runs the proxy's ``validate_row`` on the row, so the admin UI, the REST API and a node refuse exactly
 the same rows, naming the same field.
 """
@@ -15,7 +15,7 @@ from django.db import models
 
 from fleet.core.models.nodes import Cluster
 from fleet.core.sealing import SealedIfPasswordVariableField, SealedTextField
-from proxyapp.config import Column, blank_to_null, table_columns, validate_row
+from proxyapp.config.document import Column, blank_to_null, table_columns, validate_row
 
 # String columns that take part in a unique key: bounded so that every database can index them.
 _KEY_STRINGS = {"hostname", "username", "variable_name"}

@@ -10,7 +10,7 @@ from django.shortcuts import render
 
 from fleet.core.proxysql_cnf import import_cnf
 from fleet.web.access import current_cluster, operator_only
-from proxyapp.config import ConfigError
+from proxyapp.config.document import ConfigError
 
 #: The largest cnf file accepted.
 MAX_CNF_BYTES = 10_000_000

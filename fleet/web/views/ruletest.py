@@ -10,7 +10,7 @@ from fleet.core import ruletest
 from fleet.core.models import Cluster, ConfigVersion
 from fleet.core.ruletest import DRAFT, config_of
 from fleet.web.access import current_cluster, viewer_page
-from proxyapp.config import ConfigError
+from proxyapp.config.document import ConfigError
 
 
 class RuleTestForm(forms.Form):

@@ -16,9 +16,9 @@ from fleet.core.models import Cluster, ProxyNode, QueryRule
 from fleet.web.access import current_cluster, operator_only, viewer_page
 from fleet.web.forms import row_form
 from fleet.web.pages import TablePage, table_page
-from proxyapp.config import validate_row
-from proxyapp.rules import shadowed_rules
-from proxyapp.tables import MysqlQueryRule
+from proxyapp.config.document import validate_row
+from proxyapp.config.rulecheck import shadowed_rules
+from proxyapp.config.tables import MysqlQueryRule
 
 #: Rows a table page lists at once (``?page=`` for the rest).
 PAGE_SIZE = 100
@@ -50,7 +50,7 @@ def table_list(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 def shadowed(cluster: Cluster | None) -> dict[int, int]:
-    """rule_id -> the earlier rule that keeps it from ever matching (``proxyapp.rules.shadowed_rules``)."""
+    """rule_id -> the earlier rule that keeps it from ever matching (``proxyapp.config.rulecheck.shadowed_rules``)."""
     rules = []
     for row in QueryRule.objects.filter(cluster=cluster):
         rule, _ = validate_row("mysql_query_rules", row.as_row())

@@ -12,7 +12,7 @@ from django.views.decorators.http import require_POST
 from fleet.core import publishing
 from fleet.core.models import Cluster, ConfigVersion
 from fleet.web.access import current_cluster, operator_action, operator_only, viewer_page
-from proxyapp.config import ConfigError
+from proxyapp.config.document import ConfigError
 
 #: Versions the history lists at once (``?page=`` for older ones).
 PAGE_SIZE = 50

@@ -15,7 +15,7 @@ from fleet.core import publishing
 from fleet.core.management.intermixed import IntermixedCommand
 from fleet.core.models import Cluster
 from fleet.core.proxysql_cnf import import_cnf
-from proxyapp.config import ConfigError
+from proxyapp.config.document import ConfigError
 
 
 class Command(IntermixedCommand):

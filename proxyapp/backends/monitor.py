@@ -1,0 +1,549 @@
+"""The monitor: ProxySQL's connect, ping, read_only and replication lag checks, and what the proxy concludes from them.
+
+One ``Monitor`` runs per proxy node, in the process that owns the admin endpoint: the proxy itself with one worker,
+the supervisor with several (``proxyapp.process.workers``), so that N workers do not check every server N times. Its
+conclusions, a ``proxyapp.backends.topology.MonitorState`` (a verdict per server and the writer of each replication
+pair),
+go to ``publish``, which applies them to the pools (one process) or hands them to every worker (the supervisor);
+every process then routes by the same ``runtime_view``.
+
+Each check runs every ``mysql-monitor_<check>_interval`` ms on all its servers at once, each probe bounded by
+``mysql-monitor_<check>_timeout`` (a server that accepts TCP and never answers times out, it never hangs a check).
+The ping, read_only and lag checks share one persistent connection per server (``mysql-monitor_username``); the
+connect check opens a fresh one. Results go to a bounded log per check with ProxySQL's ``mysql_server_*_log``
+columns (kept ``mysql-monitor_history`` ms, at most ``MAX_LOG_ROWS`` rows).
+
+What the checks decide:
+
+- SHUNNED after ``mysql-monitor_ping_max_failures`` pings (or connect checks) in a row that could not reach the
+  server, or ``mysql-monitor_read_only_max_timeout_count`` such read_only checks (the read_only check runs every
+  second, so a dead server of a replication pair is shunned within about 3 s with the defaults, where ProxySQL's
+  pings take 24 s); back ONLINE at the first check that reaches it once ``mysql-shun_recovery_time_sec`` passed.
+  An error the server answers with (an unknown variable, a missing privilege) is logged, never a reason to shun.
+- SHUNNED when the replication lag exceeds the server's ``max_replication_lag`` (the smallest non-zero one of its
+  rows) ``mysql-monitor_replication_lag_count`` checks in a row; back when it no longer does. A stopped or broken
+  replica (``Seconds_Behind_Master`` NULL) counts as ``mysql-monitor_slave_lag_when_null`` seconds.
+- SHUNNED while its latest ping took longer than its ``max_latency_ms`` (the smallest non-zero one of its rows);
+  back at the first ping within it. ProxySQL leaves such a server ONLINE and silently skips it; here the status
+  and its reason say why no query goes there.
+- The writer of each replication pair: the server reporting ``read_only=0``. The one already the writer stays the
+  writer while it reports so and is not shunned; another server reporting ``read_only=0`` meanwhile is refused as a
+  second writer (logged as an error, kept out of the writer hostgroup). A new writer is picked only when the
+  writer is gone (``read_only=1``, or shunned while another server reports ``read_only=0``): the one the config puts
+  in the writer hostgroup first, then config order, so every node picks the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from proxyapp.backends.pool import OFFLINE_HARD, ONLINE, SHUNNED
+from proxyapp.backends.topology import Address, MonitorState, ServerVerdict, runtime_view, show_address
+from proxyapp.config.document import Config
+from proxyapp.config.variables import Variables
+from proxyapp.mysql.backend import BackendConnection, BackendError, Credentials
+from proxyapp.mysql.constants import Command
+from proxyapp.mysql.packets import ErrPacket, ProtocolError
+from proxyapp.mysql.wire import PeerClosed
+
+log = logging.getLogger("proxyapp.backends.monitor")
+
+#: The checks, in the order the admin endpoint lists them.
+CHECKS = ("connect", "ping", "read_only", "replication_lag")
+#: Each check's log columns: ProxySQL's ``monitor.mysql_server_<check>_log``.
+LOG_COLUMNS: dict[str, tuple[str, ...]] = {
+    "connect": ("hostname", "port", "time_start_us", "connect_success_time_us", "connect_error"),
+    "ping": ("hostname", "port", "time_start_us", "ping_success_time_us", "ping_error"),
+    "read_only": ("hostname", "port", "time_start_us", "success_time_us", "read_only", "error"),
+    "replication_lag": ("hostname", "port", "time_start_us", "success_time_us", "repl_lag", "error"),
+}
+#: The most rows a check's log keeps, however long ``mysql-monitor_history`` is.
+MAX_LOG_ROWS = 10_000
+#: How a check is named in a reason ("ping failed 3 times: ...").
+_CHECK_NAMES = {
+    "connect": "connect check",
+    "ping": "ping",
+    "read_only": "read_only check",
+    "replication_lag": "replication lag check",
+}
+#: BackendError's code when the server could not be reached at all (refused, timed out, broken handshake).
+_NOT_REACHED = 2003
+
+# A SHOW, not a SELECT: the monitor's checks never show up in the servers' Com_select.
+_READ_ONLY_SQL = "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('read_only', 'innodb_read_only', 'super_read_only')"
+
+
+@dataclass(frozen=True, slots=True)
+class MonitorSettings:
+    """The global variables the monitor follows (intervals and timeouts in ms)."""
+
+    enabled: bool
+    username: str
+    password: str
+    intervals: dict[str, int]
+    timeouts: dict[str, int]
+    ping_max_failures: int
+    read_only_max_failures: int
+    lag_count: int
+    lag_when_null: int
+    history_ms: int
+    shun_recovery_time_sec: int
+
+    @classmethod
+    def from_variables(cls, v: Variables) -> MonitorSettings:
+        """Read the ``mysql-monitor_*`` variables (and ``mysql-shun_recovery_time_sec``)."""
+        return cls(
+            enabled=v.flag("mysql-monitor_enabled"),
+            username=v.text("mysql-monitor_username"),
+            password=v.text("mysql-monitor_password"),
+            intervals={check: v.integer(f"mysql-monitor_{check}_interval") for check in CHECKS},
+            timeouts={check: v.integer(f"mysql-monitor_{check}_timeout") for check in CHECKS},
+            ping_max_failures=v.integer("mysql-monitor_ping_max_failures"),
+            read_only_max_failures=v.integer("mysql-monitor_read_only_max_timeout_count"),
+            lag_count=v.integer("mysql-monitor_replication_lag_count"),
+            lag_when_null=v.integer("mysql-monitor_slave_lag_when_null"),
+            history_ms=v.integer("mysql-monitor_history"),
+            shun_recovery_time_sec=v.integer("mysql-shun_recovery_time_sec"),
+        )
+
+
+class _Unreachable(Exception):
+    """A check could not reach the server: it refused, timed out or broke the connection."""
+
+
+@dataclass(slots=True)
+class _Outcome:
+    """One probe: its value (read_only, lag; None for the others) and the error the server answered, if any."""
+
+    value: Any = None
+    error: str | None = None
+
+
+class _Server:
+    """One monitored server: its monitor connection, the latest findings and the counts that decide its status."""
+
+    def __init__(self, address: Address) -> None:
+        self.address = address
+        self.conn: BackendConnection | None = None
+        self.lock = asyncio.Lock()  # one query at a time on the shared connection
+        self.connect_ok: bool | None = None
+        self.ping_ok: bool | None = None
+        self.read_only: bool | None = None
+        self.lag_s: int | None = None
+        self.last_error: str | None = None
+        self.checked_at: float | None = None
+        self.latest: dict[str, tuple[float, int, bool]] = {}  # check -> (time, latency in µs, succeeded)
+        self.failures = {"ping": 0, "read_only": 0}  # checks in a row that could not reach the server
+        self.lag_over = 0  # lag checks in a row over max_replication_lag
+        self.shun_reason: str | None = None  # why it is shunned for being unreachable
+        self.shunned_at = 0.0
+        self.lag_reason: str | None = None  # why it is shunned for its lag
+        self.latency_reason: str | None = None  # why it is shunned for its ping time
+        self.recovered = ""  # how it came back ONLINE the last time
+
+    def verdict(self) -> ServerVerdict:
+        """Its status as the monitor decides it."""
+        reason = self.shun_reason or self.lag_reason or self.latency_reason
+        if reason is not None:
+            return ServerVerdict(SHUNNED, reason, self.read_only)
+        return ServerVerdict(ONLINE, self.recovered, self.read_only)
+
+    def discard(self, conn: BackendConnection | None) -> None:
+        """Close ``conn`` and forget it if it is the shared connection (broken, or in an unknown state)."""
+        if conn is not None:
+            conn.close()
+            if self.conn is conn:
+                self.conn = None
+
+
+class Monitor:
+    """Checks the servers of the running config and publishes what follows from the results."""
+
+    def __init__(self, config: Config, publish: Callable[[MonitorState], None]) -> None:
+        self.config = config
+        self.settings = MonitorSettings.from_variables(config.variables)
+        self.publish = publish
+        self.state = MonitorState()
+        self.logs: dict[str, deque[dict[str, Any]]] = {check: deque(maxlen=MAX_LOG_ROWS) for check in CHECKS}
+        self._servers: dict[Address, _Server] = {}
+        self._writers: dict[int, Address] = {}
+        self._refused: dict[int, frozenset[Address]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._sync_servers()
+
+    # ------------------------------------------------------------------------------------------- lifecycle
+
+    def start(self) -> None:
+        """Start the checks (in the running event loop) if ``mysql-monitor_enabled``."""
+        if self.settings.enabled and not self._tasks:
+            loop = asyncio.get_running_loop()
+            self._tasks = [loop.create_task(self._run(check), name=f"monitor {check}") for check in CHECKS]
+
+    async def stop(self) -> None:
+        """Stop the checks and close the monitor connections."""
+        tasks = self._cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _cancel(self) -> list[asyncio.Task[None]]:
+        """Cancel the checks and close the monitor connections; returns the cancelled tasks."""
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        for server in self._servers.values():
+            server.discard(server.conn)
+        return tasks
+
+    def reconfigure(self, config: Config) -> None:
+        """Follow a new config (in the running event loop): its servers, pairs and variables; the checks start over
+        at once, with what is known of the servers kept."""
+        self._cancel()
+        self.config = config
+        self.settings = MonitorSettings.from_variables(config.variables)
+        self._sync_servers()
+        pairs = {pair.writer_hostgroup for pair in config.mysql_replication_hostgroups}
+        self._writers = {hg: a for hg, a in self._writers.items() if hg in pairs}
+        self._conclude()
+        self.start()
+
+    def _sync_servers(self) -> None:
+        """Monitor every address of the config (except those only OFFLINE_HARD); forget the others."""
+        wanted = {s.address for s in self.config.mysql_servers if s.status != OFFLINE_HARD}
+        for address in list(self._servers):
+            if address not in wanted:
+                gone = self._servers.pop(address)
+                gone.discard(gone.conn)
+        for address in sorted(wanted):
+            self._servers.setdefault(address, _Server(address))
+
+    # ------------------------------------------------------------------------------------------- checking
+
+    async def _run(self, check: str) -> None:
+        """Run ``check`` on its servers every interval."""
+        loop = asyncio.get_running_loop()
+        while True:
+            began = loop.time()
+            targets = self._targets(check)
+            if targets:
+                await asyncio.gather(*(self._check(check, server) for server in targets))
+                try:
+                    self._conclude()
+                except Exception:
+                    log.exception("monitor: cannot apply the %s check's results", check)
+            await asyncio.sleep(max(0.0, self.settings.intervals[check] / 1000 - (loop.time() - began)))
+
+    def _targets(self, check: str) -> list[_Server]:
+        """The servers ``check`` applies to: read_only for servers of replication pairs, lag for servers with a
+        max_replication_lag, the others for every monitored server."""
+        if check == "read_only":
+            addresses = set(self._read_only_sql())
+        elif check == "replication_lag":
+            addresses = set(self._limits("max_replication_lag"))
+        else:
+            addresses = set(self._servers)
+        return [server for address, server in self._servers.items() if address in addresses]
+
+    def _read_only_sql(self) -> dict[Address, str]:
+        """The check_type of each server in a replication pair (the first pair's, for a server in several)."""
+        check_types: dict[Address, str] = {}
+        for pair in self.config.mysql_replication_hostgroups:
+            for hostgroup in (pair.writer_hostgroup, pair.reader_hostgroup):
+                for server in self.config.servers_in(hostgroup):
+                    check_types.setdefault(server.address, pair.check_type)
+        return check_types
+
+    def _limits(self, column: str) -> dict[Address, int]:
+        """Each server's smallest non-zero value of the mysql_servers ``column`` among its rows."""
+        limits: dict[Address, int] = {}
+        for server in self.config.mysql_servers:
+            value = getattr(server, column)
+            if value > 0:
+                old = limits.get(server.address)
+                limits[server.address] = min(old, value) if old else value
+        return limits
+
+    async def _check(self, check: str, server: _Server) -> None:
+        """Probe one server within the check's timeout, log the result and update the server's findings."""
+        timeout_ms = self.settings.timeouts[check]
+        at = time.time()
+        began = time.perf_counter()
+        reached = logged_in = True
+        try:
+            outcome = await asyncio.wait_for(self._probe(check, server, timeout_ms / 1000), timeout_ms / 1000)
+        except TimeoutError:
+            outcome, reached = _Outcome(error=f"{_CHECK_NAMES[check]} timed out after {timeout_ms} ms"), False
+        except BackendError as refused:  # no login: unreachable, or it answered with an error (a wrong password)
+            outcome, reached, logged_in = _Outcome(error=str(refused)), refused.code != _NOT_REACHED, False
+            server.connect_ok = False
+        except _Unreachable as broken:
+            outcome, reached = _Outcome(error=str(broken)), False
+        except Exception as unexpected:  # a reply the monitor cannot read: logged, the checks go on
+            log.exception("monitor: %s of %s failed", check, show_address(server.address))
+            outcome = _Outcome(error=f"unexpected reply: {unexpected}")
+        latency_us = int((time.perf_counter() - began) * 1_000_000)
+        self._log(check, server, at, latency_us if outcome.error is None else 0, outcome)
+        server.latest[check] = (at, latency_us, outcome.error is None)
+        server.checked_at = at
+        server.last_error = outcome.error
+        if check == "connect":
+            server.connect_ok = logged_in
+        else:
+            server.ping_ok = reached and logged_in
+        if reached:
+            self._reached(check, server, outcome)
+            if check == "ping" and outcome.error is None:
+                self._judge_latency(server, latency_us)
+        else:
+            self._unreachable(check, server, outcome.error or "")
+
+    async def _probe(self, check: str, server: _Server, timeout: float) -> _Outcome:
+        host, port = server.address
+        credentials = Credentials(self.settings.username, self.settings.password)
+        if check == "connect":
+            fresh = await BackendConnection.connect(host, port, credentials, None, timeout=timeout)
+            fresh.close()
+            return _Outcome()
+        async with server.lock:
+            kept = server.conn
+            if kept is None or kept.wire.closed is not None:
+                server.discard(kept)
+                kept = server.conn = await BackendConnection.connect(host, port, credentials, None, timeout=timeout)
+                server.connect_ok = True
+            conn = kept
+            try:
+                return await self._query(check, conn, server)
+            except (PeerClosed, ProtocolError, OSError) as broken:
+                server.discard(conn)
+                raise _Unreachable(f"lost the connection to {show_address(server.address)}: {broken}") from None
+            except BaseException:  # a timeout (cancelled): the connection's state is unknown
+                server.discard(conn)
+                raise
+
+    async def _query(self, check: str, conn: BackendConnection, server: _Server) -> _Outcome:
+        if check == "ping":
+            err = await conn.simple_command(bytes((Command.PING,)))
+            return _Outcome(error=_error_text(err) if err is not None else None)
+        if check == "read_only":
+            result = await conn.fetch_named(_READ_ONLY_SQL)
+            if isinstance(result, ErrPacket):
+                return _Outcome(error=_error_text(result))
+            values = {bytes(row[0] or b"").decode(): (row[1] or b"").upper() in (b"ON", b"1") for row in result[1]}
+            return _read_only(self._read_only_sql().get(server.address, "read_only"), values)
+        result = await conn.fetch_named("SHOW SLAVE STATUS")
+        if isinstance(result, ErrPacket):
+            return _Outcome(error=_error_text(result))
+        names, rows = result
+        if not rows or "Seconds_Behind_Master" not in names:
+            return _Outcome()  # not a replica: no lag
+        raw = rows[0][names.index("Seconds_Behind_Master")]
+        return _Outcome(value=int(raw) if raw is not None else -1)  # -1: NULL, replication stopped or broken
+
+    def _log(self, check: str, server: _Server, at: float, latency_us: int, outcome: _Outcome) -> None:
+        host, port = server.address
+        row: dict[str, Any] = {"hostname": host, "port": port, "time_start_us": int(at * 1_000_000)}
+        if check == "connect":
+            row.update(connect_success_time_us=latency_us, connect_error=outcome.error)
+        elif check == "ping":
+            row.update(ping_success_time_us=latency_us, ping_error=outcome.error)
+        elif check == "read_only":
+            value = outcome.value
+            row.update(success_time_us=latency_us, read_only=None if value is None else int(value), error=outcome.error)
+        else:
+            lag = outcome.value
+            row.update(
+                success_time_us=latency_us, repl_lag=None if lag is None or lag < 0 else lag, error=outcome.error
+            )
+        entries = self.logs[check]
+        entries.append(row)
+        oldest = int((at - self.settings.history_ms / 1000) * 1_000_000)
+        while entries and entries[0]["time_start_us"] < oldest:
+            entries.popleft()
+
+    # ------------------------------------------------------------------------------------------- deciding
+
+    def _unreachable(self, check: str, server: _Server, error: str) -> None:
+        counter = "read_only" if check == "read_only" else "ping" if check in ("ping", "connect") else None
+        if counter is None:
+            return
+        server.failures[counter] += 1
+        failures = server.failures[counter]
+        limit = self.settings.read_only_max_failures if counter == "read_only" else self.settings.ping_max_failures
+        if failures >= limit and server.shun_reason is None:
+            server.shun_reason = f"{_CHECK_NAMES[check]} failed {failures} times: {error}"
+            server.shunned_at = time.monotonic()
+
+    def _reached(self, check: str, server: _Server, outcome: _Outcome) -> None:
+        server.failures = {"ping": 0, "read_only": 0}
+        if server.shun_reason is not None:
+            down = time.monotonic() - server.shunned_at
+            if down >= self.settings.shun_recovery_time_sec:
+                server.shun_reason = None
+                server.recovered = f"{_CHECK_NAMES[check]} succeeded again after {down:.0f} s SHUNNED"
+        if outcome.error is not None:
+            return
+        if check == "read_only":
+            server.read_only = outcome.value
+        elif check == "replication_lag":
+            self._judge_lag(server, outcome.value)
+
+    def _judge_lag(self, server: _Server, lag: int | None) -> None:
+        limit = self._limits("max_replication_lag").get(server.address, 0)
+        if lag is not None and lag < 0:
+            counted = self.settings.lag_when_null
+            shown = (
+                f"replication lag unknown (Seconds_Behind_Master is NULL: replication stopped or broken), counted as "
+                f"{counted} s (mysql-monitor_slave_lag_when_null)"
+            )
+        else:
+            counted = lag or 0
+            shown = f"replication lag {counted} s" if lag is not None else "not a replica any more (no lag to measure)"
+        server.lag_s = None if lag is None else counted
+        if limit and lag is not None and counted > limit:
+            server.lag_over += 1
+            if server.lag_over >= self.settings.lag_count and server.lag_reason is None:
+                server.lag_reason = f"{shown} > max_replication_lag {limit}"
+            return
+        server.lag_over = 0
+        if server.lag_reason is not None:
+            server.lag_reason = None
+            server.recovered = f"{shown} <= max_replication_lag {limit}" if lag is not None else shown
+
+    def _judge_latency(self, server: _Server, latency_us: int) -> None:
+        limit = self._limits("max_latency_ms").get(server.address, 0)
+        shown = f"ping took {latency_us / 1000:.1f} ms"
+        if limit and latency_us > limit * 1000:
+            if server.latency_reason is None:
+                server.latency_reason = f"{shown} > max_latency_ms {limit}"
+        elif server.latency_reason is not None:
+            server.latency_reason = None
+            server.recovered = f"{shown} <= max_latency_ms {limit}" if limit else "max_latency_ms lifted"
+
+    def _conclude(self) -> None:
+        """Pick each pair's writer, and publish the state if anything changed."""
+        enabled = self.settings.enabled
+        verdicts = {address: server.verdict() for address, server in self._servers.items()} if enabled else {}
+        writers = self._choose_writers(verdicts)
+        if verdicts == self.state.servers and writers == self.state.writers:
+            return
+        for address, verdict in verdicts.items():
+            before = self.state.servers.get(address)
+            if (before.status if before is not None else ONLINE) != verdict.status:
+                level = logging.WARNING if verdict.status == SHUNNED else logging.INFO
+                shown = show_address(address)
+                log.log(level, "server %s is %s: %s", shown, verdict.status, verdict.reason or "checks succeed")
+        self.state = MonitorState(self.state.seq + 1, verdicts, writers)
+        self.publish(self.state)
+
+    def _choose_writers(self, verdicts: dict[Address, ServerVerdict]) -> dict[int, Address]:
+        chosen: dict[int, Address] = {}
+        for pair in self.config.mysql_replication_hostgroups:
+            writer_hg = pair.writer_hostgroup
+            members: list[Address] = []
+            for hostgroup in (writer_hg, pair.reader_hostgroup):
+                members += [s.address for s in self.config.servers_in(hostgroup) if s.address not in members]
+            claims = [a for a in members if a in verdicts and verdicts[a].read_only is False]
+            live = [a for a in claims if verdicts[a].status == ONLINE]
+            current = self._writers.get(writer_hg)
+            writer: Address | None = None
+            if current in live or (current in claims and not live):
+                writer = current
+            elif live or claims:
+                writer = (live or claims)[0]
+            if writer is None:
+                self._writers.pop(writer_hg, None)
+            else:
+                chosen[writer_hg] = self._writers[writer_hg] = writer
+                if writer != current:
+                    log.log(
+                        logging.INFO if current is None else logging.WARNING,
+                        "hostgroup %d: %s is the writer now (read_only=0; it was %s)",
+                        writer_hg,
+                        show_address(writer),
+                        show_address(current),
+                    )
+            self._note_refused(writer_hg, writer, frozenset(a for a in live if a != writer))
+        return chosen
+
+    def _note_refused(self, writer_hg: int, writer: Address | None, refused: frozenset[Address]) -> None:
+        """Log loudly when servers besides the writer report read_only=0 (and when that ends)."""
+        before = self._refused.get(writer_hg, frozenset())
+        for address in sorted(refused - before):
+            log.error(
+                "TWO WRITERS in hostgroup %d: %s reports read_only=0 while %s is the writer; writes stay on %s and "
+                "%s is kept out of hostgroup %d. Set read_only=1 on the one that is not the primary, or publish a "
+                "config that says which one is.",
+                writer_hg,
+                show_address(address),
+                show_address(writer),
+                show_address(writer),
+                show_address(address),
+                writer_hg,
+            )
+        for address in sorted(before - refused):
+            log.info("hostgroup %d: %s no longer claims to be a writer", writer_hg, show_address(address))
+        self._refused[writer_hg] = refused
+
+    # ------------------------------------------------------------------------------------------- reporting
+
+    def log_rows(self, check: str, limit: int | None = None) -> list[dict[str, Any]]:
+        """A check's log, oldest first (the last ``limit`` rows when given); KeyError for an unknown check."""
+        rows = list(self.logs[check])
+        return rows if limit is None else rows[max(0, len(rows) - limit) :]
+
+    def server_rows(self) -> list[dict[str, Any]]:
+        """One row per server of the runtime view (per hostgroup it is in): its status and the latest findings.
+
+        Empty while the monitor is disabled. Keys: hostgroup, srv_host, srv_port, status, connect_ok, ping_ok,
+        read_only, lag_s, last_error, checked_at (unix time of its latest check).
+        """
+        if not self.settings.enabled:
+            return []
+        rows = []
+        for row in runtime_view(self.config, self.state).servers:
+            server = self._servers.get(row.address)
+            if server is None:
+                continue
+            rows.append(
+                {
+                    "hostgroup": row.hostgroup_id,
+                    "srv_host": row.hostname,
+                    "srv_port": row.port,
+                    "status": row.status,
+                    "connect_ok": server.connect_ok,
+                    "ping_ok": server.ping_ok,
+                    "read_only": server.read_only,
+                    "lag_s": server.lag_s,
+                    "last_error": server.last_error,
+                    "checked_at": server.checked_at,
+                }
+            )
+        return rows
+
+    def check_rows(self) -> list[dict[str, Any]]:
+        """The latest result of each check on each server: check, srv_host, srv_port, ok, latency_us, at."""
+        return [
+            {"check": check, "srv_host": address[0], "srv_port": address[1], "ok": ok, "latency_us": us, "at": at}
+            for address, server in self._servers.items()
+            for check, (at, us, ok) in server.latest.items()
+        ]
+
+
+def _error_text(err: ErrPacket) -> str:
+    return f"{err.code}: {err.message}"
+
+
+def _read_only(check_type: str, values: dict[str, bool]) -> _Outcome:
+    """The read_only verdict of ``check_type`` from the server's variables (ProxySQL's check types)."""
+    needed = check_type.replace("&", "|").split("|")
+    missing = [name for name in needed if name not in values]
+    if missing:
+        return _Outcome(error=f"check_type {check_type}: the server has no variable {missing[0]}")
+    if "&" in check_type:
+        return _Outcome(value=all(values[name] for name in needed))
+    return _Outcome(value=any(values[name] for name in needed))

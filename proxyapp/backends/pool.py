@@ -1,0 +1,683 @@
+"""Hostgroups of weighted servers and their backend connection pools.
+
+One ``ServerPool`` per ``mysql_servers`` row (hostgroup, host, port), as in ProxySQL: the same address in two
+hostgroups has two pools, each with its own ``max_connections``. A session asks a ``Hostgroup`` for a
+connection; the hostgroup picks an ONLINE server by weight among those with room, reuses an idle connection of
+the same user or opens one, and queues the session (first come, first served) when every server is full.
+
+Server status (ONLINE, SHUNNED, OFFLINE_SOFT, OFFLINE_HARD) changes come from the config, the monitor (through the
+runtime view the proxy applies) and the pool's own connect errors; each is logged and kept in
+``PoolManager.transitions``. A writer hostgroup of a replication pair with no usable server makes a query wait up to
+``mysql-no_writer_wait_ms`` for a writer to appear.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import random
+import time
+from collections import deque
+from dataclasses import dataclass
+
+from proxyapp.config.tables import MysqlServer
+from proxyapp.config.variables import Variables
+from proxyapp.mysql.backend import BackendConnection, BackendError, Credentials
+from proxyapp.mysql.constants import Command
+from proxyapp.mysql.packets import ProtocolError
+from proxyapp.mysql.wire import PeerClosed
+from proxyapp.report.stats import GlobalCounters
+
+log = logging.getLogger("proxyapp.backends.pool")
+
+#: How many status transitions ``PoolManager.transitions`` keeps.
+MAX_TRANSITIONS = 200
+
+ONLINE = "ONLINE"
+SHUNNED = "SHUNNED"
+OFFLINE_SOFT = "OFFLINE_SOFT"
+OFFLINE_HARD = "OFFLINE_HARD"
+#: A transition's ``from``/``to`` when the server was not, or is no longer, in the hostgroup.
+ABSENT = "ABSENT"
+
+
+class PoolError(Exception):
+    """No backend connection could be had; the message names the hostgroup and the cause."""
+
+    def __init__(self, message: str, code: int = 9001) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(slots=True)
+class PoolSettings:
+    """The global variables the pools follow."""
+
+    connect_timeout_ms: int = 1000
+    connect_timeout_max_ms: int = 10000
+    connect_retries: int = 10
+    connect_retries_delay_ms: int = 1
+    shun_on_failures: int = 5
+    shun_recovery_time_sec: int = 10
+    free_connections_pct: int = 10
+    connection_max_age_ms: int = 0
+    ping_interval_server_ms: int = 10000
+    ping_timeout_server_ms: int = 200
+    connection_wait_timeout_ms: int = 10000
+    no_writer_wait_ms: int = 5000
+    max_allowed_packet: int = 1 << 26
+
+    @classmethod
+    def from_variables(cls, v: Variables) -> PoolSettings:
+        """Read the settings from the config's global variables."""
+        return cls(
+            connect_timeout_ms=v.integer("mysql-connect_timeout_server"),
+            connect_timeout_max_ms=v.integer("mysql-connect_timeout_server_max"),
+            connect_retries=v.integer("mysql-connect_retries_on_failure"),
+            connect_retries_delay_ms=v.integer("mysql-connect_retries_delay"),
+            shun_on_failures=v.integer("mysql-shun_on_failures"),
+            shun_recovery_time_sec=v.integer("mysql-shun_recovery_time_sec"),
+            free_connections_pct=v.integer("mysql-free_connections_pct"),
+            connection_max_age_ms=v.integer("mysql-connection_max_age_ms"),
+            ping_interval_server_ms=v.integer("mysql-ping_interval_server_msec"),
+            ping_timeout_server_ms=v.integer("mysql-ping_timeout_server"),
+            connection_wait_timeout_ms=v.integer("mysql-connection_wait_timeout"),
+            no_writer_wait_ms=v.integer("mysql-no_writer_wait_ms"),
+            max_allowed_packet=v.integer("mysql-max_allowed_packet"),
+        )
+
+
+class ServerPool:
+    """The connections to one server in one hostgroup, and its ProxySQL-style statistics."""
+
+    __slots__ = (
+        "busy",
+        "bytes_recv",
+        "bytes_sent",
+        "cap",
+        "conn_err",
+        "conn_ok",
+        "connect_errors",
+        "connecting",
+        "hostgroup",
+        "idle",
+        "latency_us",
+        "max_used",
+        "queries",
+        "removed",
+        "server",
+        "shunned_at",
+        "status",
+        "status_reason",
+        "used",
+    )
+
+    def __init__(self, server: MysqlServer, hostgroup: Hostgroup, reason: str = "configured") -> None:
+        self.server = server  # its runtime row: the runtime hostgroup, and the status the config and monitor want
+        self.hostgroup = hostgroup
+        self.cap = hostgroup.manager.share_of(server.max_connections)
+        self.status = server.status
+        self.status_reason = reason
+        self.idle: deque[BackendConnection] = deque()
+        self.busy: set[BackendConnection] = set()  # the connections handed out (``used`` of them)
+        self.used = 0
+        self.connecting = 0
+        self.max_used = 0
+        self.conn_ok = 0
+        self.conn_err = 0
+        self.queries = 0
+        self.bytes_sent = 0
+        self.bytes_recv = 0
+        self.latency_us = 0
+        self.shunned_at = 0.0
+        self.connect_errors: deque[float] = deque()
+        self.removed = False
+
+    @property
+    def has_room(self) -> bool:
+        """Whether a connection can be handed out without waiting."""
+        return bool(self.idle) or self.used + self.connecting < self.cap
+
+    def usable(self, now: float, recovery_s: float) -> bool:
+        """Whether new work may go to this server; a server this pool shunned for its connect errors (while the
+        config and the monitor want it ONLINE) is retried after the recovery time."""
+        if self.status == ONLINE:
+            return True
+        if self.status == SHUNNED and self.server.status == ONLINE and now - self.shunned_at >= recovery_s:
+            self.set_status(ONLINE, f"shun recovery time ({recovery_s:.0f} s) elapsed")
+            return True
+        return False
+
+    def set_status(self, status: str, reason: str) -> None:
+        """Change the runtime status (logged as a transition); leaving ONLINE closes the idle connections
+        (OFFLINE_HARD: all), coming back wakes the queries waiting for a writer."""
+        old = self.status
+        self.status = status
+        self.status_reason = reason
+        if status != old:
+            self.hostgroup.manager.record_transition(self.server, old, status, reason)
+        if status == ONLINE:
+            self.hostgroup.notify_change()
+        if status == SHUNNED:
+            self.shunned_at = time.monotonic()
+        if status != ONLINE:
+            self.close_idle()
+        if status == OFFLINE_HARD:
+            for conn in list(self.busy):
+                conn.close()  # the session using it gets an error naming the server and hostgroup
+
+    def close_idle(self) -> None:
+        """Close every idle connection."""
+        while self.idle:
+            self.idle.pop().close()
+
+    def record_connect_error(self, settings: PoolSettings) -> None:
+        """Count a failed connect; too many within a second shuns the server."""
+        self.conn_err += 1
+        now = time.monotonic()
+        errors = self.connect_errors
+        errors.append(now)
+        while errors and now - errors[0] > 1.0:
+            errors.popleft()
+        if self.status == ONLINE and len(errors) >= settings.shun_on_failures:
+            self.set_status(SHUNNED, f"connect failed {len(errors)} times within 1 s")
+
+    def row(self) -> dict[str, object]:
+        """This pool as a stats_mysql_connection_pool row."""
+        return {
+            "hostgroup": self.server.hostgroup_id,
+            "srv_host": self.server.hostname,
+            "srv_port": self.server.port,
+            "status": self.status,
+            "ConnUsed": self.used,
+            "ConnFree": len(self.idle),
+            "ConnOK": self.conn_ok,
+            "ConnERR": self.conn_err,
+            "MaxConnUsed": self.max_used,
+            "Queries": self.queries,
+            "Bytes_data_sent": self.bytes_sent,
+            "Bytes_data_recv": self.bytes_recv,
+            "Latency_us": self.latency_us,
+        }
+
+
+def _expire(future: asyncio.Future[BackendConnection | None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+@dataclass(slots=True, eq=False)
+class _Waiter:
+    future: asyncio.Future[BackendConnection | None]
+    username: str
+    schema: str | None
+
+
+def _fits(conn: BackendConnection, username: str, schema: str | None) -> bool:
+    """Whether ``conn`` can serve a session of ``username`` with ``schema``: a session that chose no schema must
+    not inherit the one another session left on the connection (no command can unset it; a fresh one has none)."""
+    return conn.username == username and (bool(schema) or not conn.state.schema)
+
+
+def _wake(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+class Hostgroup:
+    """A hostgroup: its server pools, the sessions waiting for a connection and those waiting for a writer."""
+
+    __slots__ = ("change_waiters", "id", "manager", "pools", "waiters")
+
+    def __init__(self, hostgroup_id: int, manager: PoolManager) -> None:
+        self.id = hostgroup_id
+        self.manager = manager
+        self.pools: list[ServerPool] = []
+        self.waiters: deque[_Waiter] = deque()
+        self.change_waiters: list[asyncio.Future[None]] = []
+
+    def _choose(self, now: float) -> tuple[ServerPool | None, bool]:
+        """Pick a server by weight among those with room; returns (pool, whether any server is usable)."""
+        recovery = self.manager.settings.shun_recovery_time_sec
+        pools = self.pools
+        if len(pools) == 1:
+            only = pools[0]
+            if only.server.weight > 0 and only.usable(now, recovery):
+                return (only if only.has_room else None), True
+            return None, False
+        usable = [p for p in pools if p.server.weight > 0 and p.usable(now, recovery)]
+        if not usable:
+            return None, False
+        roomy = [p for p in usable if p.has_room]
+        if not roomy:
+            return None, True
+        if len(roomy) == 1:
+            return roomy[0], True
+        return random.choices(roomy, weights=[p.server.weight for p in roomy])[0], True
+
+    def take_idle(self, username: str, schema: str | None) -> BackendConnection | ServerPool | None:
+        """Without waiting: an idle connection of the server chosen by weight, when it has one and nobody queues.
+
+        Otherwise the chosen server's pool (to pass to ``acquire``, so that the weights are drawn once per
+        borrow: drawing again would favour servers that already have idle connections), or None.
+        """
+        if self.waiters:
+            return None
+        pool, _ = self._choose(time.monotonic())
+        if pool is None:
+            return None
+        conn = self._take_idle(pool, username, schema) if pool.idle else None
+        if conn is None:
+            return pool
+        self.manager.counters.ConnPool_get_conn_immediate += 1
+        return conn
+
+    async def acquire(
+        self, credentials: Credentials, schema: str | None, chosen: ServerPool | None = None
+    ) -> BackendConnection:
+        """Get a connection for ``credentials``; raises PoolError naming this hostgroup and the cause.
+
+        ``chosen`` is the server ``take_idle`` just drew; it is tried first.
+        """
+        settings = self.manager.settings
+        deadline = time.monotonic() + settings.connection_wait_timeout_ms / 1000
+        last_error: BackendError | None = None
+        attempts = 0
+        connect_deadline: float | None = None  # mysql-connect_timeout_server_max, from the first connect attempt
+        writer_deadline: float | None = None  # mysql-no_writer_wait_ms, from the first time no server is usable
+        woken = False
+        while True:
+            now = time.monotonic()
+            pool: ServerPool | None
+            if chosen is not None and chosen.has_room:
+                pool, any_usable = chosen, True
+            else:
+                pool, any_usable = self._choose(now) if woken or not self.waiters else (None, True)
+            chosen = None
+            if not any_usable:
+                cause = f"; last error: {last_error}" if last_error else ""
+                if self.id not in self.manager.reader_of or settings.no_writer_wait_ms <= 0:
+                    raise PoolError(f"hostgroup {self.id} has no ONLINE server{self._states()}{cause}")
+                if writer_deadline is None:
+                    writer_deadline = now + settings.no_writer_wait_ms / 1000
+                if now >= writer_deadline:
+                    self.manager.counters.Writer_wait_timeouts += 1
+                    raise PoolError(
+                        f"hostgroup {self.id} has no writer: none came ONLINE within {settings.no_writer_wait_ms} ms "
+                        f"(mysql-no_writer_wait_ms){self._states()}{cause}"
+                    )
+                await self._await_writer(min(writer_deadline - now, self._until_recovery(now)))
+                deadline = time.monotonic() + settings.connection_wait_timeout_ms / 1000
+                woken = True
+                continue
+            if pool is not None:
+                conn = self._take_idle(pool, credentials.username, schema)
+                if conn is not None:
+                    self.manager.counters.ConnPool_get_conn_immediate += 1
+                    return conn
+                if connect_deadline is None:
+                    connect_deadline = time.monotonic() + settings.connect_timeout_max_ms / 1000
+                try:
+                    return await self._open(pool, credentials, schema)
+                except BackendError as exc:
+                    last_error = exc
+                    attempts += 1
+                    if time.monotonic() >= connect_deadline:
+                        raise PoolError(
+                            f"Max connect timeout ({settings.connect_timeout_max_ms} ms) reached while reaching "
+                            f"hostgroup {self.id} after {attempts} attempts: {exc}",
+                            exc.code if exc.code in (1045, 1044) else 9001,
+                        ) from None
+                    if attempts > settings.connect_retries or time.monotonic() >= deadline:
+                        raise PoolError(
+                            f"cannot connect to any server of hostgroup {self.id} after {attempts} attempts: {exc}",
+                            exc.code if exc.code in (1045, 1044) else 9001,
+                        ) from None
+                    await asyncio.sleep(settings.connect_retries_delay_ms / 1000)
+                    continue
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise PoolError(
+                    f"hostgroup {self.id}: no free backend connection within "
+                    f"{settings.connection_wait_timeout_ms} ms (all {self._capacity()} connections in use)"
+                )
+            conn = await self._wait(credentials.username, schema, remaining)
+            if conn is not None:
+                return conn
+            woken = True
+
+    async def _await_writer(self, timeout: float) -> None:
+        """Wait until this hostgroup's servers change (one may be usable now), at most ``timeout`` seconds."""
+        loop = self.manager.loop()
+        future: asyncio.Future[None] = loop.create_future()
+        self.change_waiters.append(future)
+        counters = self.manager.counters
+        counters.Sessions_waiting_for_writer += 1
+        expiry = loop.call_later(timeout, _wake, future)
+        try:
+            await future
+        finally:
+            expiry.cancel()
+            counters.Sessions_waiting_for_writer -= 1
+            with contextlib.suppress(ValueError):
+                self.change_waiters.remove(future)
+
+    def notify_change(self) -> None:
+        """The hostgroup's servers or their status changed: wake the queries waiting for a writer."""
+        waiting = self.change_waiters
+        self.change_waiters = []
+        for future in waiting:
+            _wake(future)
+
+    def _until_recovery(self, now: float) -> float:
+        """Seconds until a server this hostgroup's pools shunned becomes worth retrying (a long time if none)."""
+        recovery = self.manager.settings.shun_recovery_time_sec
+        waits = [p.shunned_at + recovery - now for p in self.pools if p.status == SHUNNED and p.server.status == ONLINE]
+        return max(0.01, min(waits)) if waits else 3600.0
+
+    def _take_idle(self, pool: ServerPool, username: str, schema: str | None) -> BackendConnection | None:
+        idle = pool.idle
+        for i in range(len(idle) - 1, -1, -1):
+            conn = idle[i]
+            if _fits(conn, username, schema):
+                del idle[i]
+                if conn.wire.closed is not None:
+                    conn.close()
+                    continue
+                self._mark_used(pool, conn)
+                return conn
+        if idle and pool.used + pool.connecting >= pool.cap:
+            idle.popleft().close()  # make room for this user's connection
+        return None
+
+    def _mark_used(self, pool: ServerPool, conn: BackendConnection) -> None:
+        pool.used += 1
+        pool.busy.add(conn)
+        if pool.used > pool.max_used:
+            pool.max_used = pool.used
+
+    async def _open(self, pool: ServerPool, credentials: Credentials, schema: str | None) -> BackendConnection:
+        settings = self.manager.settings
+        pool.connecting += 1
+        try:
+            conn = await BackendConnection.connect(
+                pool.server.hostname,
+                pool.server.port,
+                credentials,
+                schema,
+                timeout=settings.connect_timeout_ms / 1000,
+                max_packet=settings.max_allowed_packet,
+            )
+        except BackendError as exc:
+            pool.connecting -= 1
+            self.manager.counters.Server_Connections_aborted += 1
+            if exc.code not in (1045, 1044):
+                pool.record_connect_error(settings)
+            else:
+                pool.conn_err += 1
+            self._wake_one()
+            raise BackendError(f"{pool.server.hostname}:{pool.server.port}: {exc}", exc.code) from None
+        except BaseException:
+            pool.connecting -= 1
+            self._wake_one()
+            raise
+        pool.connecting -= 1
+        pool.conn_ok += 1
+        if self.manager.backend_version is None:
+            self.manager.backend_version = conn.server_version
+        self.manager.counters.Server_Connections_created += 1
+        conn.pool = pool
+        self._mark_used(pool, conn)
+        return conn
+
+    async def _wait(self, username: str, schema: str | None, timeout: float) -> BackendConnection | None:
+        loop = self.manager.loop()
+        future: asyncio.Future[BackendConnection | None] = loop.create_future()
+        waiter = _Waiter(future, username, schema)
+        self.waiters.append(waiter)
+        expiry = loop.call_later(timeout, _expire, future)
+        try:
+            return await future
+        except asyncio.CancelledError:
+            handed = future.done() and not future.cancelled() and future.result()
+            if handed:  # a connection arrived just as the session was cancelled: give it back
+                assert isinstance(handed.pool, ServerPool)
+                self.release(handed, handed.pool, reusable=True)
+            raise
+        finally:
+            expiry.cancel()
+            if not future.done() or future.cancelled() or future.result() is None:
+                # Timed out or cancelled: still queued (a handed-over waiter was already taken off the queue).
+                with contextlib.suppress(ValueError):
+                    self.waiters.remove(waiter)
+
+    def release(self, conn: BackendConnection, pool: ServerPool, reusable: bool) -> None:
+        """Take a connection back: hand it to a waiting session of the same user, keep it idle, or close it."""
+        settings = self.manager.settings
+        now = time.monotonic()
+        conn.last_used = now
+        too_old = settings.connection_max_age_ms and (now - conn.created_at) * 1000 > settings.connection_max_age_ms
+        if reusable and conn.in_transaction:  # the invariant: another session must never inherit a transaction
+            log.error(
+                "a connection to %s:%d was released inside a transaction (or in an unknown state): closed, not reused",
+                pool.server.hostname,
+                pool.server.port,
+            )
+            reusable = False
+        if not reusable or pool.removed or pool.status != ONLINE or too_old:
+            pool.used -= 1
+            pool.busy.discard(conn)
+            conn.close()
+            self._wake_one()
+            return
+        for waiter in self.waiters:
+            if _fits(conn, waiter.username, waiter.schema) and not waiter.future.done():
+                self.waiters.remove(waiter)
+                waiter.future.set_result(conn)
+                return
+        pool.used -= 1
+        pool.busy.discard(conn)
+        pool.idle.append(conn)  # the excess over free_connections_pct is trimmed by ``tidy``, not on the spot
+        self._wake_one()
+
+    def tidy(self, pool: ServerPool, now: float) -> list[BackendConnection]:
+        """Close ``pool``'s idle connections that broke or passed ``mysql-connection_max_age_ms``, and those beyond
+        ``mysql-free_connections_pct`` unused for ``mysql-ping_interval_server_msec``; the other idle connections
+        unused that long are taken out (as in use) and returned, to be pinged. Least recently used go first."""
+        settings = self.manager.settings
+        max_age = settings.connection_max_age_ms / 1000
+        quiet = settings.ping_interval_server_ms / 1000
+        excess = len(pool.idle) - max(1, math.ceil(pool.cap * settings.free_connections_pct / 100))
+        keep: deque[BackendConnection] = deque()
+        to_ping: list[BackendConnection] = []
+        while pool.idle:
+            conn = pool.idle.popleft()
+            unused = now - conn.last_used >= quiet
+            if conn.wire.closed is not None or (max_age and now - conn.created_at > max_age) or (unused and excess > 0):
+                conn.close()
+                excess -= 1
+            elif unused:
+                self._mark_used(pool, conn)
+                to_ping.append(conn)
+            else:
+                keep.append(conn)
+        pool.idle = keep
+        return to_ping
+
+    async def keep_alive(self, conn: BackendConnection, pool: ServerPool) -> None:
+        """Ping an idle connection taken out by ``tidy`` and take it back (closed if the ping failed)."""
+        timeout = self.manager.settings.ping_timeout_server_ms / 1000
+        try:
+            alive = await asyncio.wait_for(conn.simple_command(bytes((Command.PING,))), timeout) is None
+        except (PeerClosed, ProtocolError, OSError, TimeoutError):
+            alive = False
+        if alive:
+            conn.last_used = time.monotonic()
+        self.release(conn, pool, reusable=alive)
+
+    def _wake_one(self) -> None:
+        while self.waiters:
+            waiter = self.waiters.popleft()
+            if not waiter.future.done():
+                waiter.future.set_result(None)
+                return
+
+    def _capacity(self) -> int:
+        return sum(p.cap for p in self.pools if p.status == ONLINE)
+
+    def _states(self) -> str:
+        if not self.pools:
+            return " (it has no servers)"
+        return " (" + ", ".join(f"{p.server.hostname}:{p.server.port} {p.status}" for p in self.pools) + ")"
+
+
+class PoolManager:
+    """Every hostgroup and server pool of the running config."""
+
+    def __init__(self, counters: GlobalCounters, workers: int = 1) -> None:
+        self.counters = counters
+        self.workers = workers  # worker processes sharing each server's max_connections
+        self.settings = PoolSettings()
+        self.hostgroups: dict[int, Hostgroup] = {}
+        self.reader_of: dict[int, int] = {}  # writer hostgroup -> its reader hostgroup (replication pairs)
+        self.backend_version: str | None = None  # from the first backend greeting, reported to clients
+        #: The latest status changes: rows ``{"at", "hostgroup", "srv_host", "srv_port", "from", "to", "reason"}``,
+        #: ``from``/``to`` ABSENT when the server was not / is no longer in the hostgroup.
+        self.transitions: deque[dict[str, object]] = deque(maxlen=MAX_TRANSITIONS)
+        self._pools: dict[tuple[int, str, int], ServerPool] = {}
+        self._applied = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pings: set[asyncio.Task[None]] = set()  # keep-alive pings of idle connections in flight
+
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The running event loop, kept: ``asyncio.get_running_loop()`` makes a getpid() system call each time."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            loop = self._loop = asyncio.get_running_loop()
+        return loop
+
+    def apply(
+        self,
+        servers: tuple[MysqlServer, ...],
+        settings: PoolSettings,
+        reader_of: dict[int, int] | None = None,
+        placement: dict[tuple[int, str, int], str] | None = None,
+        status_reasons: dict[tuple[int, str, int], str] | None = None,
+    ) -> None:
+        """Adopt a new (runtime) server list: pools of servers that stay keep their connections; removed ones drain.
+
+        ``reader_of`` maps the replication pairs' writer hostgroups to their reader hostgroups; ``placement`` says why
+        a server was added to or removed from a hostgroup, ``status_reasons`` why its status is what it is
+        (``proxyapp.backends.topology.RuntimeView``); each change is recorded as a transition.
+        """
+        placed = placement or {}
+        reasons = status_reasons or {}
+        self.settings = settings
+        self.reader_of = reader_of or {}
+        fresh: dict[tuple[int, str, int], ServerPool] = {}
+        hostgroups: dict[int, Hostgroup] = {}
+        for server in servers:
+            key = server.key
+            hg = hostgroups.get(server.hostgroup_id)
+            if hg is None:
+                hg = self.hostgroups.get(server.hostgroup_id) or Hostgroup(server.hostgroup_id, self)
+                hg.pools = []
+                hostgroups[server.hostgroup_id] = hg
+            pool = self._pools.get(key)
+            if pool is None:
+                why = placed.get(key) or "added by the config"
+                if server.status != ONLINE and reasons.get(key):
+                    why += f"; {reasons[key]}"
+                pool = ServerPool(server, hg, why)
+                if self._applied:
+                    self.record_transition(server, ABSENT, server.status, why)
+            else:
+                wanted = pool.server.status != server.status
+                pool.server = server
+                if wanted:
+                    pool.set_status(server.status, reasons.get(key) or f"set to {server.status} in the config")
+                pool.cap = self.share_of(server.max_connections)
+            hg.pools.append(pool)
+            fresh[key] = pool
+        for key, pool in self._pools.items():
+            if key not in fresh:
+                pool.removed = True
+                pool.close_idle()
+                self.record_transition(pool.server, pool.status, ABSENT, placed.get(key) or "removed from the config")
+        for hg_id, hg in self.hostgroups.items():
+            if hg_id not in hostgroups:
+                # Kept, emptied: queries waiting in it for a writer must be woken when the next config fills it
+                # (a failover publishes a topology whose writer hostgroup is empty for a moment).
+                hg.pools = []
+                hg._wake_one()
+                hostgroups[hg_id] = hg
+        self._pools = fresh
+        self.hostgroups = hostgroups
+        self._applied = True
+        for hg in hostgroups.values():
+            hg.notify_change()
+
+    def record_transition(self, server: MysqlServer, old: str, new: str, reason: str) -> None:
+        """Log a server's status change in a hostgroup (ABSENT: not in it) and keep it in ``transitions``."""
+        where = f"{server.hostname}:{server.port} in hostgroup {server.hostgroup_id}"
+        log.info("server %s: %s -> %s: %s", where, old, new, reason)
+        self.transitions.append(
+            {
+                "at": time.time(),
+                "hostgroup": server.hostgroup_id,
+                "srv_host": server.hostname,
+                "srv_port": server.port,
+                "from": old,
+                "to": new,
+                "reason": reason,
+            }
+        )
+
+    def stand_in(self, hostgroup_id: int) -> int:
+        """Where a statement that only sets session state (SET, USE) runs: ``hostgroup_id``, or its reader hostgroup
+        while it is a writer hostgroup without a usable server, so that clients still connect (drivers send SET
+        NAMES) and read while a writer is missing. The state is replayed on the writer when one is back."""
+        reader = self.reader_of.get(hostgroup_id)
+        if reader is None:
+            return hostgroup_id
+        hg = self.hostgroups.get(hostgroup_id)
+        now = time.monotonic()
+        recovery = self.settings.shun_recovery_time_sec
+        if hg is not None and any(p.server.weight > 0 and p.usable(now, recovery) for p in hg.pools):
+            return hostgroup_id
+        return reader
+
+    def share_of(self, max_connections: int) -> int:
+        """This worker's part of a server's ``max_connections`` (at least 1 unless it is 0)."""
+        if max_connections <= 0:
+            return 0
+        return max(1, max_connections // self.workers)
+
+    def hostgroup(self, hostgroup_id: int) -> Hostgroup:
+        """The hostgroup with this id (an empty one if the config has no servers in it)."""
+        hg = self.hostgroups.get(hostgroup_id)
+        if hg is None:
+            hg = self.hostgroups[hostgroup_id] = Hostgroup(hostgroup_id, self)
+        return hg
+
+    def rows(self) -> list[dict[str, object]]:
+        """stats_mysql_connection_pool rows."""
+        return [pool.row() for hg in sorted(self.hostgroups) for pool in self.hostgroups[hg].pools]
+
+    def housekeeping(self, now: float) -> None:
+        """Tidy every pool's idle connections (``Hostgroup.tidy``) and ping those unused for a while."""
+        loop = self.loop()
+        for pool in list(self._pools.values()):
+            for conn in pool.hostgroup.tidy(pool, now):
+                task = loop.create_task(pool.hostgroup.keep_alive(conn, pool))
+                self._pings.add(task)
+                task.add_done_callback(self._pings.discard)
+
+    def close_all(self) -> None:
+        """Close every idle connection and stop the keep-alive pings (at shutdown)."""
+        for task in list(self._pings):
+            task.cancel()
+        for pool in self._pools.values():
+            pool.close_idle()

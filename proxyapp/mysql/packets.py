@@ -1,0 +1,162 @@
+"""Packet framing and the basic packet shapes: length-encoded values, OK, ERR and EOF packets."""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from proxyapp.mysql.constants import MAX_PACKET, SQLSTATE, Status
+
+_HEADER = struct.Struct("<I")
+
+
+class ProtocolError(Exception):
+    """A peer sent bytes that are not a valid packet of the expected kind."""
+
+
+class PacketTooLarge(ProtocolError):
+    """A peer sent a packet over the allowed size."""
+
+
+def lenenc_int(value: int) -> bytes:
+    """Encode a length-encoded integer."""
+    if value < 251:
+        return bytes((value,))
+    if value < 1 << 16:
+        return b"\xfc" + value.to_bytes(2, "little")
+    if value < 1 << 24:
+        return b"\xfd" + value.to_bytes(3, "little")
+    return b"\xfe" + value.to_bytes(8, "little")
+
+
+def lenenc_str(value: bytes) -> bytes:
+    """Encode a length-encoded string."""
+    return lenenc_int(len(value)) + value
+
+
+def read_lenenc_int(data: bytes | memoryview, pos: int) -> tuple[int | None, int]:
+    """Decode a length-encoded integer at ``pos``; returns (value or None for NULL, next position)."""
+    try:
+        first = data[pos]
+        if first < 251:
+            return first, pos + 1
+        if first == 0xFC:
+            return data[pos + 1] | data[pos + 2] << 8, pos + 3
+        if first == 0xFD:
+            return int.from_bytes(data[pos + 1 : pos + 4], "little"), pos + 4
+        if first == 0xFE:
+            if len(data) < pos + 9:
+                raise ProtocolError("truncated length-encoded integer")
+            return int.from_bytes(data[pos + 1 : pos + 9], "little"), pos + 9
+        if first == 0xFB:
+            return None, pos + 1
+    except IndexError:
+        raise ProtocolError("truncated length-encoded integer") from None
+    raise ProtocolError(f"invalid length-encoded integer prefix 0x{first:02x}")
+
+
+def read_lenenc_str(data: bytes | memoryview, pos: int) -> tuple[bytes | None, int]:
+    """Decode a length-encoded string at ``pos``; returns (bytes or None for NULL, next position)."""
+    length, pos = read_lenenc_int(data, pos)
+    if length is None:
+        return None, pos
+    end = pos + length
+    if end > len(data):
+        raise ProtocolError("truncated length-encoded string")
+    return bytes(data[pos:end]), end
+
+
+def read_nul_str(data: bytes | memoryview, pos: int) -> tuple[bytes, int]:
+    """Decode a NUL-terminated string at ``pos``; a missing NUL takes the rest of the packet."""
+    raw = bytes(data[pos:])
+    end = raw.find(b"\x00")
+    if end < 0:
+        return raw, len(data)
+    return raw[:end], pos + end + 1
+
+
+def frame(payload: bytes, seq: int) -> bytes:
+    """Frame a payload as one or more packets starting at sequence id ``seq``."""
+    length = len(payload)
+    if length < MAX_PACKET:
+        return _HEADER.pack(length | (seq & 0xFF) << 24) + payload
+    parts = []
+    pos = 0
+    while True:
+        chunk = payload[pos : pos + MAX_PACKET]
+        parts.append(_HEADER.pack(len(chunk) | (seq & 0xFF) << 24))
+        parts.append(chunk)
+        seq += 1
+        pos += MAX_PACKET
+        if len(chunk) < MAX_PACKET:
+            break
+    return b"".join(parts)
+
+
+@dataclass(slots=True)
+class OkPacket:
+    """A decoded OK packet (or an EOF packet's status fields)."""
+
+    affected_rows: int = 0
+    last_insert_id: int = 0
+    status: int = Status.AUTOCOMMIT
+    warnings: int = 0
+    info: bytes = b""
+
+
+def ok_packet(
+    affected_rows: int = 0,
+    last_insert_id: int = 0,
+    status: int = Status.AUTOCOMMIT,
+    warnings: int = 0,
+    info: bytes = b"",
+) -> bytes:
+    """Build an OK packet payload."""
+    return (
+        b"\x00" + lenenc_int(affected_rows) + lenenc_int(last_insert_id) + struct.pack("<HH", status, warnings) + info
+    )
+
+
+def parse_ok(payload: bytes) -> OkPacket:
+    """Decode an OK packet payload (first byte 0x00 or 0xFE)."""
+    affected, pos = read_lenenc_int(payload, 1)
+    insert_id, pos = read_lenenc_int(payload, pos)
+    if len(payload) < pos + 4:
+        return OkPacket(affected or 0, insert_id or 0)
+    status, warnings = struct.unpack_from("<HH", payload, pos)
+    return OkPacket(affected or 0, insert_id or 0, status, warnings, payload[pos + 4 :])
+
+
+def eof_packet(status: int = Status.AUTOCOMMIT, warnings: int = 0) -> bytes:
+    """Build an EOF packet payload."""
+    return b"\xfe" + struct.pack("<HH", warnings, status)
+
+
+def eof_status(payload: bytes) -> int:
+    """The status flags of an EOF packet payload."""
+    return payload[3] | payload[4] << 8 if len(payload) >= 5 else 0
+
+
+def err_packet(code: int, message: str, sqlstate: str | None = None) -> bytes:
+    """Build an ERR packet payload."""
+    state = sqlstate or SQLSTATE.get(code, "HY000")  # type: ignore[call-overload]  # plain int codes too
+    return b"\xff" + struct.pack("<H", code) + b"#" + state.encode("ascii") + message.encode("utf-8", "replace")
+
+
+@dataclass(slots=True)
+class ErrPacket:
+    """A decoded ERR packet."""
+
+    code: int
+    sqlstate: str
+    message: str
+
+
+def parse_err(payload: bytes) -> ErrPacket:
+    """Decode an ERR packet payload (first byte 0xFF)."""
+    if len(payload) < 3:
+        return ErrPacket(0, "HY000", "malformed error packet")
+    code = payload[1] | payload[2] << 8
+    if payload[3:4] == b"#":
+        return ErrPacket(code, payload[4:9].decode("ascii", "replace"), payload[9:].decode("utf-8", "replace"))
+    return ErrPacket(code, "HY000", payload[3:].decode("utf-8", "replace"))

@@ -1,0 +1,415 @@
+"""Buffered packet I/O over an asyncio stream, and the reader of a whole command response.
+
+A backend's response is relayed to the client byte for byte: the reader walks the packets in its buffer only far
+enough to find where the response ends and what it says (status flags, rows, affected rows, errors), then hands
+the raw bytes on in large writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+from mypy_extensions import mypyc_attr
+
+from proxyapp.mysql.compression import Compression
+from proxyapp.mysql.constants import MAX_PACKET, Status
+from proxyapp.mysql.packets import (
+    ErrPacket,
+    PacketTooLarge,
+    ProtocolError,
+    frame,
+    parse_err,
+    parse_ok,
+    read_lenenc_int,
+)
+
+FLUSH_AT = 1 << 20
+PAUSE_READING_AT = 8 << 20
+# Plain ints: IntFlag arithmetic is slow on the per-packet path.
+_MORE_RESULTS = int(Status.MORE_RESULTS_EXISTS)
+_CURSOR_EXISTS = int(Status.CURSOR_EXISTS)
+#: A response's status when it did not tell one: an ERR packet carries no status flags, so after an error the
+#: server's transaction state must be asked (``BackendConnection.settle``). All bits set: read as "in a transaction".
+STATUS_UNKNOWN = -1
+
+
+@mypyc_attr(native_class=False)  # mypyc cannot compile a subclass of a built-in exception other than Exception
+class PeerClosed(ConnectionError):
+    """The peer closed the connection (or it broke) before a whole packet arrived."""
+
+
+class WireProtocol(asyncio.Protocol):
+    """Feeds a transport's bytes straight into a ``Wire``'s buffer (no stream layer in between)."""
+
+    __slots__ = ("wire",)
+
+    def __init__(self) -> None:
+        self.wire: Wire | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Attach a new wire to the transport."""
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.wire = Wire(transport)  # type: ignore[arg-type]  # uvloop's transports are not asyncio.Transport
+
+    def data_received(self, data: bytes) -> None:
+        """Append to the buffer and wake the reader."""
+        wire = self.wire
+        assert wire is not None
+        if wire.compression is not None:
+            try:
+                data = wire.compression.unpack(data)
+            except ProtocolError as malformed:  # the session's next read ends it with this reason
+                wire.closed = f"malformed compressed packet: {malformed}"
+                wire.transport.close()
+                wire.wake()
+                return
+        wire.buf += data
+        if len(wire.buf) - wire.mark > PAUSE_READING_AT and not wire.reading_paused:
+            wire.reading_paused = True
+            wire.transport.pause_reading()
+        wire.wake()
+
+    def eof_received(self) -> bool:
+        """The peer will send no more."""
+        if self.wire is not None:
+            self.wire.closed = "connection closed by peer"
+            self.wire.wake()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """The transport is gone: fail pending reads and drains."""
+        wire = self.wire
+        if wire is None:
+            return
+        wire.closed = str(exc) if exc else (wire.closed or "connection closed")
+        wire.wake()
+        wire.resume_writing()
+
+    def pause_writing(self) -> None:
+        """The transport's write buffer is over its high-water mark."""
+        if self.wire is not None:
+            self.wire.writing_paused = True
+
+    def resume_writing(self) -> None:
+        """The transport's write buffer has drained."""
+        if self.wire is not None:
+            self.wire.resume_writing()
+
+
+async def open_wire(host: str, port: int) -> Wire:
+    """Connect to ``host:port`` and return the connection's wire."""
+    loop = asyncio.get_running_loop()
+    _, protocol = await loop.create_connection(WireProtocol, host, port)
+    assert protocol.wire is not None
+    return protocol.wire
+
+
+class Wire:
+    """One side of a MySQL connection: a read buffer of whole packets, and the transport to write to."""
+
+    __slots__ = (
+        "buf",
+        "bytes_out",
+        "closed",
+        "compression",
+        "drain_waiter",
+        "loop",
+        "mark",
+        "max_packet",
+        "pos",
+        "reading_paused",
+        "seq",
+        "transport",
+        "waiter",
+        "writing_paused",
+    )
+
+    def __init__(self, transport: asyncio.Transport, max_packet: int = 1 << 30) -> None:
+        self.transport = transport
+        # Kept: asyncio.get_running_loop() makes a getpid() system call each time (its fork check).
+        self.loop = asyncio.get_running_loop()
+        self.buf = bytearray()
+        self.pos = 0
+        self.mark = 0  # bytes before the mark may be discarded; [mark, pos) is read but not yet relayed
+        self.seq = 0
+        self.max_packet = max_packet
+        self.bytes_out = 0
+        self.closed: str | None = None
+        self.waiter: asyncio.Future[None] | None = None
+        self.drain_waiter: asyncio.Future[None] | None = None
+        self.reading_paused = False
+        self.writing_paused = False
+        self.compression: Compression | None = None  # the compressed protocol, once the client's login enabled it
+
+    def compress(self) -> None:
+        """From now on, read and write in compressed frames (after the login's OK, for a client that asked)."""
+        self.compression = Compression(self.max_packet)
+
+    def wake(self) -> None:
+        """Wake the task waiting for data."""
+        waiter = self.waiter
+        if waiter is not None:
+            self.waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def resume_writing(self) -> None:
+        """Wake the task waiting for the write buffer to drain."""
+        self.writing_paused = False
+        waiter = self.drain_waiter
+        if waiter is not None:
+            self.drain_waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def _fill(self) -> None:
+        """Wait for more bytes, first discarding those before the mark."""
+        if self.mark:
+            del self.buf[: self.mark]
+            self.pos -= self.mark
+            self.mark = 0
+        # We only get here when the packet being read is not all in: resume even over PAUSE_READING_AT, or a
+        # packet larger than that (up to 16 MiB per part) could never complete and the session would hang.
+        if self.reading_paused:
+            self.reading_paused = False
+            self.transport.resume_reading()
+        size = len(self.buf)
+        while len(self.buf) == size:
+            if self.closed is not None:
+                raise PeerClosed(self.closed)
+            waiter = self.waiter = self.loop.create_future()
+            await waiter
+
+    def part(self) -> tuple[int, int] | None:
+        """The next wire packet if it is all in the buffer: (payload start, payload length); else None."""
+        buf = self.buf
+        pos = self.pos
+        avail = len(buf) - pos
+        if avail < 4:
+            return None
+        length = buf[pos] | buf[pos + 1] << 8 | buf[pos + 2] << 16
+        if avail < 4 + length:
+            if length > self.max_packet:
+                raise PacketTooLarge(f"packet of {length} bytes is over the limit")
+            return None
+        self.seq = buf[pos + 3]
+        self.pos = pos + 4 + length
+        return pos + 4, length
+
+    async def next_part(self) -> tuple[int, int]:
+        """Advance over one wire packet, waiting for it; returns (payload start, payload length) in ``self.buf``.
+
+        Hot loops call ``part() or await next_part()``: no coroutine is made while the buffer has packets.
+        """
+        while True:
+            found = self.part()
+            if found is not None:
+                return found
+            await self._fill()
+
+    async def read_payload(self) -> bytes:
+        """Read one logical packet (joining 16 MiB parts) and return a copy of its payload."""
+        start, length = await self.next_part()
+        payload = bytes(self.buf[start : start + length])
+        if length == MAX_PACKET:
+            parts = [payload]
+            total = length
+            while length == MAX_PACKET:
+                start, length = await self.next_part()
+                total += length
+                if total > self.max_packet:
+                    raise PacketTooLarge(f"packet over the {self.max_packet}-byte limit")
+                parts.append(bytes(self.buf[start : start + length]))
+            payload = b"".join(parts)
+        self.mark = self.pos
+        return payload
+
+    async def read_available(self) -> bytes:
+        """Whatever bytes have arrived and were not read yet (waiting for some); for raw forwarding."""
+        if self.pos >= len(self.buf):
+            await self._fill()
+        raw = bytes(self.buf[self.pos :])
+        self.pos = self.mark = len(self.buf)
+        return raw
+
+    def take(self) -> bytes:
+        """Return the raw bytes read since the mark and move the mark."""
+        raw = bytes(self.buf[self.mark : self.pos])
+        self.mark = self.pos
+        return raw
+
+    def discard(self) -> None:
+        """Forget the bytes read since the mark."""
+        self.mark = self.pos
+
+    def send(self, payload: bytes, seq: int) -> None:
+        """Frame and write one payload; PeerClosed if the connection is closed (uvloop raises RuntimeError)."""
+        self.write(frame(payload, seq))
+
+    def write(self, raw: bytes) -> None:
+        """Write already framed bytes; PeerClosed if the connection is closed."""
+        if self.transport.is_closing():
+            raise PeerClosed(self.closed or "connection closed")
+        self.bytes_out += len(raw)
+        if self.compression is not None:
+            raw = self.compression.pack(raw)
+        self.transport.write(raw)
+
+    async def drain(self) -> None:
+        """Wait until the transport's write buffer is below its high-water mark."""
+        while self.writing_paused:
+            if self.closed is not None:
+                raise PeerClosed(self.closed)
+            waiter = self.drain_waiter = self.loop.create_future()
+            await waiter
+        if self.closed is not None:
+            raise PeerClosed(self.closed)
+
+    def peer(self) -> tuple[str, int]:
+        """The peer's address."""
+        return self.transport.get_extra_info("peername") or ("", 0)
+
+    def local(self) -> tuple[str, int]:
+        """Our side's address."""
+        return self.transport.get_extra_info("sockname") or ("", 0)
+
+    def close(self) -> None:
+        """Close the transport without waiting."""
+        self.transport.close()
+
+
+class Sink(Protocol):
+    """Where a relayed response goes: the client's wire, or a wrapper around it."""
+
+    def write(self, raw: bytes) -> None:
+        """Write framed bytes."""
+
+    async def drain(self) -> None:
+        """Wait for the peer to take what was written."""
+
+
+class Response:
+    """What a command's response said, summed over all its result sets.
+
+    ``status`` is the server status of the last OK or EOF, or ``STATUS_UNKNOWN`` when the response ended in an
+    error (which may have ended a transaction, or come after statements of a batch that opened one).
+
+    A plain class, not a dataclass: mypyc compiles its ``__init__`` (one is made per query).
+    """
+
+    __slots__ = ("affected_rows", "cursor", "error", "last_insert_id", "result_sets", "rows", "status", "warnings")
+
+    def __init__(self, status: int = STATUS_UNKNOWN, error: ErrPacket | None = None) -> None:
+        self.status = status
+        self.error = error
+        self.affected_rows = 0
+        self.last_insert_id = 0
+        self.warnings = 0
+        self.rows = 0
+        self.result_sets = 0
+        self.cursor = False
+
+
+#: Relays a LOCAL INFILE exchange: given the backend wire, sends the client's file to it.
+InfileRelay = Callable[["Wire"], Awaitable[None]]
+
+
+async def read_response(
+    backend: Wire,
+    client: Sink | None,
+    *,
+    relay_infile: InfileRelay | None = None,
+    binary: bool = False,
+) -> Response:
+    """Read one whole response to a query or execute command from ``backend``.
+
+    With a ``client`` the raw packets are relayed to it (in large writes); without, they are discarded.
+    ``relay_infile`` answers a LOCAL INFILE request; without it the request is refused with an empty file.
+    """
+    result = Response()
+    buf = backend.buf
+    while True:
+        start, length = backend.part() or await backend.next_part()
+        buf = backend.buf
+        first = buf[start] if length else 0
+        if first == 0x00 and length >= 7:
+            ok = parse_ok(bytes(buf[start : start + length]))
+            result.status = ok.status
+            result.affected_rows += ok.affected_rows
+            if ok.last_insert_id:
+                result.last_insert_id = ok.last_insert_id
+            result.warnings = ok.warnings
+        elif first == 0xFF:
+            result.error = parse_err(bytes(buf[start : start + length]))
+            result.status = STATUS_UNKNOWN
+            break
+        elif first == 0xFB and not binary:
+            if client is not None:
+                client.write(backend.take())
+            if relay_infile is not None:
+                await relay_infile(backend)
+            else:
+                backend.discard()
+                backend.send(b"", backend.seq + 1)
+            continue
+        else:
+            await _read_result_set(backend, client, result, start, length)
+        if not result.status & _MORE_RESULTS or result.error is not None or result.cursor:
+            break
+        if client is not None and backend.pos - backend.mark > FLUSH_AT:
+            client.write(backend.take())
+            await client.drain()
+    if client is not None:
+        client.write(backend.take())
+    else:
+        backend.discard()
+    return result
+
+
+async def _read_result_set(backend: Wire, client: Sink | None, result: Response, start: int, length: int) -> None:
+    count, _ = read_lenenc_int(bytes(backend.buf[start : start + min(length, 9)]), 0)
+    if not count:
+        raise ProtocolError("result set with no columns")
+    result.result_sets += 1
+    for _ in range(count):
+        await _skip_logical(backend)
+    start, length = backend.part() or await backend.next_part()
+    buf = backend.buf
+    if not (length and buf[start] == 0xFE and length < 9):
+        raise ProtocolError("expected EOF after column definitions")
+    status = buf[start + 3] | buf[start + 4] << 8 if length >= 5 else 0
+    if status & _CURSOR_EXISTS:
+        result.status = status
+        result.cursor = True
+        return
+    rows = 0
+    while True:
+        start, length = backend.part() or await backend.next_part()
+        buf = backend.buf
+        first = buf[start] if length else 0
+        if first == 0xFE and length < 9:
+            result.status = buf[start + 3] | buf[start + 4] << 8 if length >= 5 else 0
+            result.warnings = buf[start + 1] | buf[start + 2] << 8 if length >= 3 else 0
+            break
+        if first == 0xFF and length < MAX_PACKET:
+            result.error = parse_err(bytes(buf[start : start + length]))
+            result.status = STATUS_UNKNOWN
+            break
+        rows += 1
+        while length == MAX_PACKET:
+            start, length = backend.part() or await backend.next_part()
+        if client is not None and backend.pos - backend.mark > FLUSH_AT:
+            client.write(backend.take())
+            await client.drain()
+    result.rows += rows
+
+
+async def _skip_logical(backend: Wire) -> None:
+    _, length = backend.part() or await backend.next_part()
+    while length == MAX_PACKET:
+        _, length = backend.part() or await backend.next_part()

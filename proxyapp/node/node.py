@@ -1,0 +1,191 @@
+"""Node mode (``python -m proxyapp run --node NAME``): a proxy of a fleet, with its agent beside it.
+
+A node keeps its state in its own directory, so that it starts and serves without the control plane:
+
+- ``config.json``: the last config document the agent applied (the proxy's config file: the node starts from it,
+  and ``kill -HUP`` re-reads it); ``{}`` (no servers, no users) until the first version arrives;
+- ``applied.json``: which version that is: ``{"cluster", "version", "checksum", "applied_at"}``.
+
+The agent (``proxyapp.node.agent``) runs as a child process of the proxy, started and restarted by ``serve_node``: its
+blocking Celery consumer never shares the proxy's event loop, and a crash or a hang of the agent (a broker outage,
+say) never touches client sessions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import re
+import signal
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("proxyapp.node.node")
+
+#: What a node's name may be (the control plane's ``ProxyNode.name`` follows the same rule).
+NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+#: Seconds between restarts of an agent that exited.
+AGENT_RESTART_DELAY = 2.0
+
+
+@dataclass(frozen=True)
+class AppliedVersion:
+    """The version a node's ``config.json`` holds, as the control plane numbered it."""
+
+    cluster: str
+    version: int
+    checksum: str
+    applied_at: str
+    cluster_uid: str = ""  # the cluster's identity: a control plane made anew numbers its versions from 1 again
+
+
+class NodeStore:
+    """A node's state directory: its last applied config document and which version it is."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.config_path = directory / "config.json"
+        self.applied_path = directory / "applied.json"
+
+    def prepare(self) -> Path:
+        """Create the directory, and an empty config when there is none yet; returns the config file's path."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        if not self.config_path.exists():
+            _write_atomically(self.config_path, "{}\n")
+        return self.config_path
+
+    def applied(self) -> AppliedVersion | None:
+        """The recorded version, or None when none was ever applied (or the record is unreadable)."""
+        try:
+            raw = json.loads(self.applied_path.read_text(encoding="utf-8"))
+            return AppliedVersion(
+                cluster=str(raw["cluster"]),
+                version=int(raw["version"]),
+                checksum=str(raw["checksum"]),
+                applied_at=str(raw["applied_at"]),
+                cluster_uid=str(raw.get("cluster_uid", "")),
+            )
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.error("%s is unreadable, treating the node as unversioned: %s", self.applied_path, exc)
+            return None
+
+    def save(self, document: dict[str, Any], applied: AppliedVersion) -> None:
+        """Record an applied document: the config first, then its version, each replaced atomically.
+
+        A crash in between leaves a config whose checksum differs from the recorded one; the agent then reports
+        no version for it, and the control plane re-sends the version.
+        """
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.directory.chmod(0o700)  # the config holds the backends' passwords: nobody else on the host reads it
+        _write_atomically(self.config_path, json.dumps(document, indent=1, sort_keys=True) + "\n")
+        _write_atomically(self.applied_path, json.dumps(asdict(applied), indent=1) + "\n")
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` (owner-only, 0600): a temporary file in the same directory, synced, renamed
+    over it."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def check_node_name(name: str) -> str:
+    """``name`` if it can name a node (it is part of the queue name ``node.<name>``); ValueError otherwise."""
+    if not NODE_NAME.fullmatch(name):
+        raise ValueError(f"--node: {name!r} is not a node name (letters, digits, '.', '_' and '-', at most 63)")
+    return name
+
+
+def parse_hostgroups(text: str) -> frozenset[int]:
+    """``"10,20"`` -> {10, 20}; ValueError naming the bad item."""
+    found = set()
+    for item in text.split(","):
+        item = item.strip()
+        if not item.isdigit():
+            raise ValueError(f"--allowed-hostgroups: {item!r} is not a hostgroup number (use a list like 10,20)")
+        found.add(int(item))
+    return frozenset(found)
+
+
+class AgentProcess:
+    """The agent child process: started, restarted when it exits, stopped with the proxy."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.argv = argv
+        self.proc: asyncio.subprocess.Process | None = None
+
+    async def keep_running(self) -> None:
+        """Run the agent until cancelled, restarting it whenever it exits."""
+        while True:
+            # Its own session: a terminal's Ctrl-C reaches the proxy, which then stops the agent itself.
+            self.proc = await asyncio.create_subprocess_exec(*self.argv, start_new_session=True)
+            code = await self.proc.wait()
+            log.error("the node agent exited with status %s; restarting it in %.0f s", code, AGENT_RESTART_DELAY)
+            await asyncio.sleep(AGENT_RESTART_DELAY)
+
+    async def stop(self) -> None:
+        """Stop the agent: SIGTERM (it finishes the apply in progress), SIGKILL after 15 s."""
+        proc = self.proc
+        if proc is None or proc.returncode is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(proc.wait(), 15)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+
+
+def agent_argv(
+    node: str,
+    broker: str,
+    admin: tuple[str, int],
+    state_dir: Path,
+    *,
+    allowed_hostgroups: str | None,
+    report_interval: float,
+    log_level: str,
+) -> list[str]:
+    """The command line of the agent child of this process."""
+    argv = [sys.executable, "-m", "proxyapp", "agent", "--node", node, "--broker", broker]
+    argv += ["--admin", f"{admin[0]}:{admin[1]}", "--state-dir", str(state_dir)]
+    argv += ["--report-interval", str(report_interval), "--parent-pid", str(os.getpid()), "--log-level", log_level]
+    if allowed_hostgroups is not None:
+        argv += ["--allowed-hostgroups", allowed_hostgroups]
+    return argv
+
+
+async def serve_node(
+    store: NodeStore, listen: tuple[str, int] | None, admin: tuple[str, int], agent_command: list[str]
+) -> None:
+    """Serve the node's last applied config (``store``) with the agent beside it, until SIGINT/SIGTERM."""
+    from proxyapp.main import serve
+
+    config_path = store.prepare()
+    agent = AgentProcess(agent_command)
+    keeper = asyncio.get_running_loop().create_task(agent.keep_running())
+    try:
+        await serve(config_path, listen, admin)
+    finally:
+        keeper.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await keeper
+        await agent.stop()

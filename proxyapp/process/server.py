@@ -1,0 +1,347 @@
+"""The proxy process: the MySQL listener, the admin endpoint, atomic config reloads, and the servers it routes by
+(the config's, as the monitor's findings rearrange them: ``proxyapp.backends.topology``)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from proxyapp.backends.monitor import Monitor
+from proxyapp.backends.pool import PoolManager, PoolSettings
+from proxyapp.backends.topology import MonitorState, runtime_view, server_row
+from proxyapp.config.document import Config, ConfigError, load_config_file, parse_config
+from proxyapp.mirror.mirror import Mirror
+from proxyapp.mysql.constants import ErrorCode
+from proxyapp.mysql.wire import Wire, WireProtocol
+from proxyapp.native import compiled_modules
+from proxyapp.process.admin import AdminServer
+from proxyapp.report.eventslog import EventsLog
+from proxyapp.report.stats import DigestStats, GlobalCounters
+from proxyapp.rules.cache import QueryCache
+from proxyapp.rules.runtime import Runtime
+from proxyapp.session.kill import forward_kill, outcome, unknown_thread, worker_of
+from proxyapp.session.services import SessionServices
+from proxyapp.session.session import Session
+
+log = logging.getLogger("proxyapp")
+
+
+class _ClientProtocol(WireProtocol):
+    """A client connection: the wire, and the session serving it."""
+
+    __slots__ = ("proxy",)
+
+    def __init__(self, proxy: Proxy) -> None:
+        super().__init__()
+        self.proxy = proxy
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Start the session."""
+        super().connection_made(transport)
+        assert self.wire is not None
+        self.proxy.start_session(self.wire)
+
+
+def parse_address(text: str, default_port: int) -> tuple[str, int]:
+    """'host:port', ':port' or 'host' -> (host, port)."""
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        return text or "127.0.0.1", default_port
+    try:
+        return host.strip("[]") or "127.0.0.1", int(port)
+    except ValueError:
+        raise ValueError(f"bad address {text!r}: the port must be a number") from None
+
+
+class Proxy(SessionServices):
+    """A running proxy: one config, its pools and statistics, the listener and the admin endpoint; its sessions see
+    it as ``SessionServices``."""
+
+    def __init__(self, config: Config, config_path: Path | None = None, worker: int = 0, workers: int = 1) -> None:
+        self.config_path = config_path
+        self.worker = worker
+        self.workers = workers
+        self.counters = GlobalCounters()
+        self.digests = DigestStats()
+        self.pools = PoolManager(self.counters, workers)
+        self.runtime = Runtime.build(config, str(config_path or "document"))
+        #: The monitor's latest findings, from this process's own monitor or (a worker) from the supervisor's.
+        self.monitor_state = MonitorState()
+        #: The monitor, when this process runs it: with one worker process (else the supervisor does).
+        self.monitor: Monitor | None = None
+        self._apply_servers()
+        self.cache = QueryCache(config.variables.integer("mysql-query_cache_size_MB") << 20, self.counters)
+        self.events = EventsLog(self.runtime.settings.eventslog_filename)
+        self.mirror = Mirror(self.counters, self.pools, worker, workers)
+        self.mirror.configure(config, config_path)
+        self.listener = self.mirror
+        self.background: set[asyncio.Task[None]] = set()
+        self.started = time.monotonic()
+        self.listen_address: tuple[str, int] = ("127.0.0.1", 0)
+        self.admin: AdminServer | None = None
+        self._server: Any = None  # asyncio's Server, or uvloop's (whose sockets are a list, not a tuple)
+        self._next_session = worker + 1  # ids stay unique across worker processes
+        self._sessions: set[asyncio.Task[None]] = set()
+        self.clients: dict[asyncio.Task[None], Session] = {}
+        #: Each worker process's admin port, by worker index (from the supervisor): where a KILL of a session
+        #: in another worker goes.
+        self.worker_admin_ports: list[int] = []
+
+    async def start(
+        self, listen: tuple[str, int], admin: tuple[str, int] | None, sock: socket.socket | None = None
+    ) -> None:
+        """Open the MySQL listener (or serve ``sock``) and the admin endpoint; port 0 picks a free port."""
+        loop = asyncio.get_running_loop()
+        if sock is not None:
+            self._server = await loop.create_server(self._client_protocol, sock=sock, backlog=4096)
+        else:
+            self._server = await loop.create_server(self._client_protocol, listen[0], listen[1], backlog=4096)
+        self.listen_address = self._server.sockets[0].getsockname()[:2]
+        sweeper = loop.create_task(self._housekeeping())
+        self.background.add(sweeper)  # type: ignore[arg-type]
+        await self.mirror.start()
+        if self.workers == 1:
+            monitor = self.monitor = Monitor(self.runtime.config, self._adopt_monitor_state)
+            monitor.start()
+        if admin is not None:
+            self.admin = AdminServer(self, admin[0], admin[1])
+            await self.admin.start()
+        log.info(
+            "ProxyFleet listening on %s:%d (admin %s), config %s",
+            *self.listen_address,
+            f"{self.admin.host}:{self.admin.port}" if self.admin else "off",
+            self.runtime.config.checksum[:12],
+        )
+        for warning in self.runtime.config.warnings:
+            log.warning("config: %s", warning)
+
+    def _client_protocol(self) -> WireProtocol:
+        """A protocol for a new client connection; its session starts once the transport is there."""
+        return _ClientProtocol(self)
+
+    def start_session(self, wire: Wire) -> None:
+        """Serve a new client connection."""
+        session_id = self._next_session
+        self._next_session += self.workers
+        session = Session(self, wire, session_id)
+        task = asyncio.get_running_loop().create_task(session.run())
+        self._sessions.add(task)
+        self.clients[task] = session
+        task.add_done_callback(self._session_done)
+
+    def _session_done(self, task: asyncio.Task[None]) -> None:
+        self._sessions.discard(task)
+        self.clients.pop(task, None)
+
+    async def _housekeeping(self) -> None:
+        """Every second: disconnect clients idle for longer than ``mysql-wait_timeout``, as a server would, and
+        tidy the pools' idle backend connections (``PoolManager.housekeeping``)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(1)
+            settings = self.runtime.settings
+            limit = settings.wait_timeout_ms / 1000
+            longest = settings.max_transaction_time_ms / 1000
+            longest_idle = settings.max_transaction_idle_time_ms / 1000
+            now = loop.time()
+            for session in list(self.clients.values()):
+                idle = now - session.idle_since if session.idle_since else 0.0
+                if session.killed:
+                    continue
+                if session.in_transaction and now - session.transaction_since > longest:
+                    self._end(session, f"its transaction ran for over mysql-max_transaction_time ({longest:g} s)")
+                elif session.in_transaction and idle > longest_idle:
+                    why = f"idle in a transaction for over mysql-max_transaction_idle_time ({longest_idle:g} s)"
+                    self._end(session, why)
+                elif idle > limit:
+                    log.info("session %d: idle for over mysql-wait_timeout, disconnecting", session.id)
+                    session.client.close()
+            self.pools.housekeeping(time.monotonic())
+
+    def _end(self, session: Session, why: str) -> None:
+        """Kill ``session`` (its running statement, its connection; its transaction is rolled back)."""
+        log.warning("session %d of %s@%s killed: %s", session.id, session.username, session.client_addr, why)
+        task = asyncio.get_running_loop().create_task(session.kill(False))
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
+
+    async def stop(self) -> None:
+        """Stop listening, end the sessions and close the pools."""
+        if self._server is not None:
+            self._server.close()
+        if self.admin is not None:
+            await self.admin.stop()
+        for task in list(self._sessions) + list(self.background):
+            task.cancel()
+        if self._sessions:
+            await asyncio.wait(list(self._sessions), timeout=5)
+        await self.mirror.stop()
+        monitor = self.monitor
+        if monitor is not None:
+            await monitor.stop()
+        self.pools.close_all()
+
+    # --------------------------------------------------------------------------------------- reloads
+
+    def apply(self, config: Config, source: str) -> None:
+        """Swap in a validated config: new sessions and new commands use it, commands in flight finish as they are."""
+        self.runtime = Runtime.build(config, source)
+        self._apply_servers()
+        monitor = self.monitor
+        if monitor is not None:
+            monitor.reconfigure(config)
+        self.cache.max_bytes = config.variables.integer("mysql-query_cache_size_MB") << 20
+        self.mirror.configure(config, self.config_path)
+        if self.events.path != self.runtime.settings.eventslog_filename:
+            self.events.close()
+            self.events = EventsLog(self.runtime.settings.eventslog_filename)
+        self.cache.clear()
+        log.info("config %s loaded from %s", config.checksum[:12], source)
+        for warning in config.warnings:
+            log.warning("config: %s", warning)
+
+    def _apply_servers(self) -> None:
+        """Give the pools the runtime view of the config's servers under the monitor's latest findings."""
+        config = self.runtime.config
+        view = runtime_view(config, self.monitor_state)
+        settings = PoolSettings.from_variables(config.variables)
+        self.pools.apply(view.servers, settings, view.reader_of, view.placement, view.status_reasons)
+
+    def _adopt_monitor_state(self, state: MonitorState) -> None:
+        """The monitor's findings changed: route by them."""
+        self.monitor_state = state
+        self._apply_servers()
+
+    def reload_file(self) -> dict[str, object]:
+        """Re-read the config file; a broken file is refused and the running config stays."""
+        if self.config_path is None:
+            return {
+                "ok": False,
+                "checksum": self.runtime.config.checksum,
+                "errors": ["the proxy was not started from a config file"],
+                "warnings": [],
+            }
+        try:
+            config = load_config_file(self.config_path)
+        except ConfigError as exc:
+            log.error("reload refused, keeping config %s:\n%s", self.runtime.config.checksum[:12], exc)
+            return {
+                "ok": False,
+                "checksum": self.runtime.config.checksum,
+                "errors": exc.errors,
+                "warnings": [],
+            }
+        self.apply(config, str(self.config_path))
+        return {"ok": True, "checksum": config.checksum, "errors": [], "warnings": list(config.warnings)}
+
+    # --------------------------------------------------------------------------------------- admin provider
+
+    async def reload(self, document: dict | None) -> dict:
+        """Admin call: load ``document`` (or re-read the file when None)."""
+        if document is None:
+            return self.reload_file()
+        try:
+            config = parse_config(document)
+        except ConfigError as exc:
+            return {
+                "ok": False,
+                "checksum": self.runtime.config.checksum,
+                "errors": exc.errors,
+                "warnings": [],
+            }
+        self.apply(config, "admin")
+        return {"ok": True, "checksum": config.checksum, "errors": [], "warnings": list(config.warnings)}
+
+    async def config_document(self) -> dict:
+        """The running config as a document."""
+        return self.runtime.config.to_document()
+
+    async def reset_query_digest(self) -> list[dict]:
+        """Admin call: the digest rows, then an empty digest table."""
+        return self.digests.reset()
+
+    async def stats_snapshot(self) -> dict:
+        """Everything the admin endpoint reports."""
+        rt = self.runtime
+        mirror = self.mirror.snapshot()  # first: it refreshes the Mirror_* gauges
+        counters = self.counters.snapshot()
+        snapshot = {
+            "global": counters,
+            "connection_pool": self.pools.rows(),
+            "query_digest": self.digests.rows(),
+            "query_digest_overflow": self.digests.overflow,
+            "query_rules": [{"rule_id": k, "hits": v} for k, v in sorted(rt.rules.hits.items())],
+            "config": {"checksum": rt.config.checksum, "loaded_at": rt.loaded_at, "source": rt.source},
+            "native": compiled_modules(),
+            "mirror": mirror,
+            "server_transitions": list(self.pools.transitions),
+        }
+        monitor = self.monitor
+        if monitor is not None:
+            snapshot["monitor"] = monitor.server_rows()
+            snapshot["monitor_checks"] = monitor.check_rows()
+        return snapshot
+
+    async def monitor_log(self, check: str, limit: int | None) -> list[dict]:
+        """A monitor check's log (``proxyapp.backends.monitor.CHECKS``); LookupError when this process runs no
+        monitor."""
+        monitor = self.monitor
+        if monitor is None:
+            raise LookupError("this worker runs no monitor: ask the supervisor's admin endpoint")
+        return monitor.log_rows(check, limit)
+
+    async def runtime_servers(self) -> list[dict]:
+        """The runtime mysql_servers this process routes by: every column, the status and why it has it."""
+        return [
+            server_row(pool.server, pool.status, pool.status_reason)
+            for hostgroup in sorted(self.pools.hostgroups)
+            for pool in self.pools.hostgroups[hostgroup].pools
+        ]
+
+    async def processlist(self) -> list[dict]:
+        """The client sessions, a row each (ProxySQL's stats_mysql_processlist), oldest first."""
+        now = asyncio.get_running_loop().time()
+        return [session.process_row(now) for session in sorted(self.clients.values(), key=lambda s: s.id)]
+
+    async def kill_session(self, target: int, query_only: bool, username: str | None) -> dict:
+        """KILL [QUERY] of session ``target``: ``username`` may kill only its own sessions (None: the admin may
+        kill any). A session of another worker process is that worker's to kill."""
+        if target < 1:
+            return unknown_thread(target)
+        owner = worker_of(target, self.workers)
+        if owner != self.worker:
+            ports = self.worker_admin_ports
+            if owner >= len(ports) or not ports[owner]:
+                return unknown_thread(target)
+            return await forward_kill(ports[owner], target, query_only, username)
+        session = next((s for s in self.clients.values() if s.id == target), None)
+        if session is None:
+            return unknown_thread(target)
+        if username is not None and session.username != username:
+            return outcome(False, ErrorCode.KILL_DENIED, f"You are not owner of thread {target}")
+        await session.kill(query_only)
+        return outcome(True)
+
+    async def set_worker_ports(self, ports: list[int]) -> None:
+        """The supervisor's list of every worker's admin port (by worker index)."""
+        self.worker_admin_ports = list(ports)
+
+    async def monitor_seq(self) -> int:
+        """The number of the monitor findings this process routes by."""
+        return self.monitor_state.seq
+
+    async def apply_monitor_state(self, document: dict) -> dict:
+        """The supervisor's monitor state (a worker's admin call): routed by unless an equal or newer one was."""
+        if self.monitor is not None:
+            return {"ok": False, "error": "this process runs its own monitor"}
+        try:
+            state = MonitorState.from_json(document)
+        except ValueError as exc:
+            return {"ok": False, "error": f"bad monitor state: {exc}"}
+        if state.seq > self.monitor_state.seq:
+            self._adopt_monitor_state(state)
+        return {"ok": True, "seq": self.monitor_state.seq}

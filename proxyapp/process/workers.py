@@ -1,0 +1,380 @@
+"""Several worker processes on one listening socket, so that the proxy uses every core.
+
+``mysql-threads`` (capped at the number of CPUs) worker processes share the listening socket; the kernel spreads
+new clients among them and each session lives in one worker. Each worker holds its share of every server's
+``max_connections``. The supervisor (the process that was started) owns the admin endpoint: it merges the
+workers' statistics, validates reloads once and hands the new config to every worker, and restarts a worker
+that dies. It also runs the node's one monitor (``proxyapp.backends.monitor``) and hands each change of its findings to
+every worker (``POST /runtime/monitor``; a restarted worker gets the latest before it serves), so that the servers
+are checked once per node, not once per worker, and every worker routes by the same findings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from proxyapp.backends.monitor import Monitor
+from proxyapp.backends.topology import MonitorState
+from proxyapp.config.document import Config, ConfigError, load_config_file, parse_config
+from proxyapp.mirror.mirror import merge_snapshots as merge_mirror_snapshots
+from proxyapp.process.admin import AdminServer
+from proxyapp.session.kill import forward_kill, unknown_thread, worker_of
+
+log = logging.getLogger("proxyapp.process.workers")
+
+_SUMMED_POOL = (
+    "ConnUsed",
+    "ConnFree",
+    "ConnOK",
+    "ConnERR",
+    "MaxConnUsed",
+    "Queries",
+    "Bytes_data_sent",
+    "Bytes_data_recv",
+)
+_SUMMED_DIGEST = ("count_star", "sum_time", "sum_rows_affected", "sum_rows_sent")
+_DIGEST_KEY = ("hostgroup", "schemaname", "username", "client_address", "digest")
+
+
+def digest_key(row: dict[str, Any]) -> tuple[Any, ...]:
+    """A digest row's key (stats_mysql_query_digest's): rows with the same key are one digest."""
+    return tuple(row[k] for k in _DIGEST_KEY)
+
+
+_MAXED_COUNTERS = ("ProxySQL_Uptime", "Mirror_oldest_entry_age_ms")  # the others are summed
+_TRANSITION_KEY = ("hostgroup", "srv_host", "srv_port", "from", "to", "reason")
+#: Workers record the same transition when they apply the same monitor state: within this many seconds, one row.
+SAME_TRANSITION_SECONDS = 5.0
+
+
+def worker_count(config: Config) -> int:
+    """How many worker processes to run: ``mysql-threads``, at most one per CPU."""
+    return max(1, min(config.variables.integer("mysql-threads"), os.cpu_count() or 1))
+
+
+class _Worker:
+    """A worker process and its private admin port."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.proc: asyncio.subprocess.Process | None = None
+        self.admin_port = 0
+
+
+class Supervisor:
+    """Starts the workers, serves the merged admin endpoint, drives reloads."""
+
+    def __init__(self, config: Config, config_path: Path, workers: int) -> None:
+        self.config = config
+        self.config_path = config_path
+        self.workers = [_Worker(i) for i in range(workers)]
+        self.sock: socket.socket | None = None
+        self.admin: AdminServer | None = None
+        self.monitor: Monitor | None = None
+        self._http: aiohttp.ClientSession | None = None
+        self._stopping = False
+        self._pushes: set[asyncio.Task[None]] = set()
+
+    async def run(self, listen: tuple[str, int], admin: tuple[str, int] | None) -> None:
+        """Serve until SIGINT/SIGTERM; SIGHUP reloads the config file."""
+        self.sock = socket.create_server(listen, backlog=4096, reuse_port=False)
+        self.sock.set_inheritable(True)
+        self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
+        try:
+            await asyncio.gather(*(self._spawn(w) for w in self.workers))
+            self.monitor = Monitor(self.config, self._relay_state)
+            self.monitor.start()
+            if admin is not None:
+                self.admin = AdminServer(self, admin[0], admin[1])
+                await self.admin.start()
+            log.info(
+                "ProxyFleet listening on %s:%d with %d worker processes (admin %s), config %s",
+                *self.sock.getsockname()[:2],
+                len(self.workers),
+                f"{self.admin.host}:{self.admin.port}" if self.admin else "off",
+                self.config.checksum[:12],
+            )
+            loop = asyncio.get_running_loop()
+            stop = asyncio.Event()
+            loop.add_signal_handler(signal.SIGHUP, lambda: loop.create_task(self.reload(None)))
+            loop.add_signal_handler(signal.SIGTERM, stop.set)
+            loop.add_signal_handler(signal.SIGINT, stop.set)
+            watchers = [loop.create_task(self._watch(w)) for w in self.workers]
+            await stop.wait()
+            self._stopping = True
+            for task in watchers:
+                task.cancel()
+        finally:
+            if self.monitor is not None:
+                await self.monitor.stop()
+            await self._stop_workers()
+            if self.admin is not None:
+                await self.admin.stop()
+            await self._http.close()
+            self.sock.close()
+
+    async def _spawn(self, worker: _Worker) -> None:
+        assert self.sock is not None
+        fd = self.sock.fileno()
+        worker.proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "proxyapp",
+            "worker",
+            "--listen-fd",
+            str(fd),
+            "--index",
+            str(worker.index),
+            "--count",
+            str(len(self.workers)),
+            "--config-path",
+            str(self.config_path),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            pass_fds=(fd,),
+        )
+        assert worker.proc.stdin is not None and worker.proc.stdout is not None
+        worker.proc.stdin.write(json.dumps(self.config.to_document()).encode())
+        worker.proc.stdin.close()
+        line = await asyncio.wait_for(worker.proc.stdout.readline(), 30)
+        if not line.startswith(b"ADMIN_PORT "):
+            raise RuntimeError(f"worker {worker.index} did not start (it said {line!r})")
+        worker.admin_port = int(line.split()[1])
+        if self.monitor is not None and self.monitor.state.seq:  # a restarted worker: the monitor's findings first
+            await self._push(worker, self.monitor.state)
+        await self._share_ports()
+
+    async def _share_ports(self) -> None:
+        """Tell every running worker every worker's admin port (a KILL of a sibling's session goes there)."""
+        assert self._http is not None
+        ports = {"admin_ports": [w.admin_port for w in self.workers]}
+
+        async def share(worker: _Worker) -> None:
+            url = f"http://127.0.0.1:{worker.admin_port}/runtime/workers"
+            try:
+                async with self._http.post(url, json=ports) as response:  # type: ignore[union-attr]
+                    await response.read()
+            except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+                log.warning("worker %d did not take the workers' admin ports: %s", worker.index, exc)
+
+        await asyncio.gather(*(share(w) for w in self.workers if w.admin_port))
+
+    def _relay_state(self, state: MonitorState) -> None:
+        """The monitor's findings changed: hand them to every worker."""
+        task = asyncio.get_running_loop().create_task(self._push_all(state))
+        self._pushes.add(task)
+        task.add_done_callback(self._pushes.discard)
+
+    async def _push_all(self, state: MonitorState) -> None:
+        await asyncio.gather(*(self._push(w, state) for w in self.workers))
+
+    async def _push(self, worker: _Worker, state: MonitorState) -> None:
+        """Send ``state`` to one worker; a worker that is down gets the latest state when it is restarted."""
+        assert self._http is not None
+        url = f"http://127.0.0.1:{worker.admin_port}/runtime/monitor"
+        try:
+            async with self._http.post(url, json=state.to_json()) as response:
+                answer = await response.json()
+            if not answer.get("ok"):
+                log.error("worker %d refused the monitor state %d: %s", worker.index, state.seq, answer.get("error"))
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            log.warning("worker %d did not take the monitor state %d: %s", worker.index, state.seq, exc)
+
+    async def _watch(self, worker: _Worker) -> None:
+        """Restart the worker when it dies."""
+        while not self._stopping:
+            assert worker.proc is not None
+            code = await worker.proc.wait()
+            if self._stopping:
+                return
+            log.error("worker %d exited with status %s; restarting it", worker.index, code)
+            await asyncio.sleep(0.5)
+            try:
+                await self._spawn(worker)
+            except (OSError, RuntimeError, TimeoutError) as exc:
+                log.error("worker %d could not be restarted: %s", worker.index, exc)
+
+    async def _stop_workers(self) -> None:
+        for worker in self.workers:
+            if worker.proc is not None and worker.proc.returncode is None:
+                worker.proc.send_signal(signal.SIGTERM)
+        for worker in self.workers:
+            if worker.proc is not None:
+                try:
+                    await asyncio.wait_for(worker.proc.wait(), 10)
+                except TimeoutError:
+                    worker.proc.kill()
+
+    async def _each(self, method: str, path: str, body: Any = None) -> list[Any]:
+        """Call every worker's admin endpoint; returns their JSON answers."""
+        assert self._http is not None
+        http = self._http
+
+        async def call(worker: _Worker) -> Any:
+            url = f"http://127.0.0.1:{worker.admin_port}{path}"
+            async with http.request(method, url, json=body) as response:
+                return await response.json()
+
+        return list(await asyncio.gather(*(call(w) for w in self.workers)))
+
+    # ------------------------------------------------------------------------------------------ admin provider
+
+    async def stats_snapshot(self) -> dict[str, Any]:
+        """The workers' statistics, merged as if one process had them, and the monitor's findings."""
+        merged = merge_snapshots(await self._each("GET", "/stats"))
+        if self.monitor is not None:
+            merged["monitor"] = self.monitor.server_rows()
+            merged["monitor_checks"] = self.monitor.check_rows()
+        return merged
+
+    async def monitor_log(self, check: str, limit: int | None) -> list[dict[str, Any]]:
+        """A monitor check's log."""
+        if self.monitor is None:
+            raise LookupError("the monitor has not started yet")
+        return self.monitor.log_rows(check, limit)
+
+    async def runtime_servers(self) -> list[dict[str, Any]]:
+        """The workers' runtime servers, merged: a server one worker has shunned shows as that worker has it."""
+        merged: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for rows in await self._each("GET", "/runtime/servers"):
+            for row in rows:
+                key = (row["hostgroup_id"], row["hostname"], row["port"])
+                if key not in merged or merged[key]["status"] == "ONLINE":
+                    merged[key] = row
+        return [merged[key] for key in sorted(merged)]
+
+    async def processlist(self) -> list[dict[str, Any]]:
+        """Every worker's sessions, by session id."""
+        rows = [row for answer in await self._each("GET", "/processlist") for row in answer]
+        return sorted(rows, key=lambda row: row["SessionID"])
+
+    async def kill_session(self, target: int, query_only: bool, username: str | None) -> dict[str, Any]:
+        """Kill session ``target`` in the worker that serves it."""
+        if target < 1:
+            return unknown_thread(target)
+        worker = self.workers[worker_of(target, len(self.workers))]
+        return await forward_kill(worker.admin_port, target, query_only, username)
+
+    async def set_worker_ports(self, ports: list[int]) -> None:
+        """Only workers take the list."""
+        raise LookupError("the supervisor knows its workers' ports itself")
+
+    async def monitor_seq(self) -> int:
+        """The number of the monitor's findings."""
+        return self.monitor.state.seq if self.monitor is not None else 0
+
+    async def apply_monitor_state(self, document: dict[str, Any]) -> dict[str, Any]:
+        """Refused: the supervisor runs the monitor itself."""
+        return {"ok": False, "error": "this process runs its own monitor"}
+
+    async def config_document(self) -> dict[str, Any]:
+        """The running config."""
+        return self.config.to_document()
+
+    async def reset_query_digest(self) -> list[dict[str, Any]]:
+        """Every worker's digest rows, merged, then empty tables."""
+        return merge_digest_rows(
+            [row for rows in await self._each("POST", "/stats/query_digest/reset") for row in rows]
+        )
+
+    async def reload(self, document: dict[str, Any] | None) -> dict[str, Any]:
+        """Validate once (the file when ``document`` is None), then load the config in every worker."""
+        try:
+            config = load_config_file(self.config_path) if document is None else parse_config(document)
+        except ConfigError as exc:
+            log.error("reload refused, keeping config %s:\n%s", self.config.checksum[:12], exc)
+            return {"ok": False, "checksum": self.config.checksum, "errors": exc.errors, "warnings": []}
+        results = await self._each("POST", "/reload", config.to_document())
+        failed = [r for r in results if not r.get("ok")]
+        if failed:
+            return {
+                "ok": False,
+                "checksum": self.config.checksum,
+                "errors": failed[0].get("errors", []),
+                "warnings": [],
+            }
+        self.config = config
+        if self.monitor is not None:
+            self.monitor.reconfigure(config)
+        log.info("config %s loaded in %d workers", config.checksum[:12], len(self.workers))
+        return {"ok": True, "checksum": config.checksum, "errors": [], "warnings": list(config.warnings)}
+
+
+def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
+    """One snapshot from several workers': counters and pool figures summed, digests merged by key."""
+    first = snapshots[0]
+    counters: dict[str, int] = {}
+    for snap in snapshots:
+        for name, value in snap["global"].items():
+            counters[name] = (
+                max(counters.get(name, 0), value) if name in _MAXED_COUNTERS else counters.get(name, 0) + value
+            )
+    pools: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for snap in snapshots:
+        for row in snap["connection_pool"]:
+            key = (row["hostgroup"], row["srv_host"], row["srv_port"])
+            merged = pools.get(key)
+            if merged is None:
+                pools[key] = dict(row)
+                continue
+            for name in _SUMMED_POOL:
+                merged[name] += row[name]
+            merged["Latency_us"] = max(merged["Latency_us"], row["Latency_us"])
+    hits: dict[int, int] = {}
+    for snap in snapshots:
+        for row in snap["query_rules"]:
+            hits[row["rule_id"]] = hits.get(row["rule_id"], 0) + row["hits"]
+    out = dict(first)
+    out["global"] = counters
+    out["connection_pool"] = list(pools.values())
+    out["query_digest"] = merge_digest_rows([row for snap in snapshots for row in snap["query_digest"]])
+    out["query_digest_overflow"] = sum(snap.get("query_digest_overflow", 0) for snap in snapshots)
+    out["query_rules"] = [{"rule_id": k, "hits": v} for k, v in sorted(hits.items())]
+    transitions = [row for snap in snapshots for row in snap.get("server_transitions", [])]
+    out["server_transitions"] = merge_transitions(transitions)
+    if all("mirror" in snap for snap in snapshots):
+        out["mirror"] = merge_mirror_snapshots([snap["mirror"] for snap in snapshots])
+    out["workers"] = len(snapshots)
+    return out
+
+
+def merge_transitions(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Transition rows of several workers in time order, the same transition recorded by several workers within
+    ``SAME_TRANSITION_SECONDS`` (they all apply the monitor's findings) kept once."""
+    merged: list[dict[str, Any]] = []
+    last_seen: dict[tuple[Any, ...], float] = {}
+    for row in sorted(rows, key=lambda r: r["at"]):
+        key = tuple(row[k] for k in _TRANSITION_KEY)
+        if key in last_seen and row["at"] - last_seen[key] <= SAME_TRANSITION_SECONDS:
+            continue
+        last_seen[key] = row["at"]
+        merged.append(row)
+    return merged
+
+
+def merge_digest_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Digest rows with the same key (from different workers) combined into one."""
+    merged: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row in rows:
+        key = digest_key(row)
+        into = merged.get(key)
+        if into is None:
+            merged[key] = dict(row)
+            continue
+        for name in _SUMMED_DIGEST:
+            into[name] += row[name]
+        into["min_time"] = min(into["min_time"], row["min_time"])
+        into["max_time"] = max(into["max_time"], row["max_time"])
+        into["first_seen"] = min(into["first_seen"], row["first_seen"])
+        into["last_seen"] = max(into["last_seen"], row["last_seen"])
+    return list(merged.values())

@@ -1,0 +1,84 @@
+"""KILL through the proxy: the thread id a client sees (the handshake's) is a proxy session's, not a backend's.
+
+A client's ``KILL [CONNECTION | QUERY] N`` and COM_PROCESS_KILL name a proxy session, as in ProxySQL. Passed on to
+a backend they would kill whichever backend thread happens to carry that number: another client's, since every
+session of a user shares that user's backend connections. The mysql and mariadb clients send ``KILL QUERY N`` on a
+new connection when the user presses Ctrl-C. Sessions live in several worker processes; the id says which one
+(``Proxy.start_session``), and a worker hands a KILL for another worker's session to that worker's admin endpoint.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from proxyapp.mysql.constants import ErrorCode
+
+_LEADING_COMMENTS = re.compile(r"\A(?:\s+|/\*.*?\*/|(?:--\s|#)[^\n]*(?:\n|\Z))*", re.S)
+_KILL = re.compile(
+    r"KILL\s+(?:(?:HARD|SOFT)\s+)?(?:(?P<kind>CONNECTION|QUERY)\s+)?(?P<id>ID\s+)?(?P<target>.*?)\s*;?\s*\Z",
+    re.I | re.S,
+)
+
+
+class KillRefused(ValueError):
+    """A KILL the proxy does not carry out; the message says why."""
+
+
+@dataclass(frozen=True)
+class KillRequest:
+    """What a KILL asks: end session ``target`` (``query_only``: only interrupt its running statement)."""
+
+    target: int
+    query_only: bool
+
+
+def parse_kill(sql: str) -> KillRequest:
+    """The request of a ``KILL`` statement; KillRefused for a form that names no proxy session."""
+    match = _KILL.match(sql, _LEADING_COMMENTS.match(sql).end())  # type: ignore[union-attr]  # it always matches
+    if match is None:
+        raise KillRefused("ProxyFleet: not a KILL statement")
+    target = match["target"]
+    if match["id"]:
+        raise KillRefused("ProxyFleet: KILL QUERY ID names a backend's query id; use KILL QUERY <thread id>")
+    if target.upper().startswith("USER"):
+        raise KillRefused("ProxyFleet: KILL USER is not supported through the proxy; use KILL <thread id>")
+    if not target.isdigit():
+        raise KillRefused(
+            f"ProxyFleet: KILL takes the thread id a client got at connect time (a number), not {target!r}"
+        )
+    return KillRequest(int(target), (match["kind"] or "").upper() == "QUERY")
+
+
+def worker_of(session_id: int, workers: int) -> int:
+    """The index of the worker process that serves session ``session_id`` (``Proxy.start_session`` numbers them)."""
+    return (session_id - 1) % workers
+
+
+def outcome(ok: bool, code: int = 0, error: str = "") -> dict[str, Any]:
+    """A kill's answer, as the admin endpoint and the workers pass it on."""
+    return {"ok": True} if ok else {"ok": False, "code": int(code), "error": error}
+
+
+def unknown_thread(target: int) -> dict[str, Any]:
+    """The answer for an id no session has."""
+    return outcome(False, ErrorCode.NO_SUCH_THREAD, f"Unknown thread id: {target}")
+
+
+async def forward_kill(admin_port: int, target: int, query_only: bool, username: str | None) -> dict[str, Any]:
+    """Ask the worker whose admin endpoint listens on ``admin_port`` to kill its session ``target``."""
+    url = f"http://127.0.0.1:{admin_port}/processlist/{target}/kill"
+    body = {"query_only": query_only, "username": username}
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http,
+            http.post(url, json=body) as response,
+        ):
+            answer: dict[str, Any] = await response.json()
+    except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as exc:
+        why = f"Thread id {target} belongs to another worker process, which did not answer: {exc}"
+        return outcome(False, ErrorCode.NO_SUCH_THREAD, why)
+    return answer

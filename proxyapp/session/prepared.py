@@ -1,0 +1,106 @@
+"""Prepared statements that outlive any one backend connection.
+
+The client sees statement ids the proxy hands out. Each backend connection keeps its own statements, prepared
+once per connection and query text; an execute is rewritten for whichever connection runs it, carrying the
+parameter types the client last bound so that a connection that never saw them still decodes the values.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+from proxyapp.mysql.backend import BackendConnection, PreparedOnBackend
+from proxyapp.mysql.constants import Command
+from proxyapp.mysql.packets import ErrPacket, ProtocolError, parse_err
+from proxyapp.mysql.wire import Wire
+from proxyapp.rules.engine import RuleOutcome
+from proxyapp.sql.digest import Digest
+from proxyapp.sql.scan import Statement
+
+MAX_STATEMENTS_PER_CONNECTION = 256
+
+
+@dataclass(slots=True)
+class ClientStatement:
+    """A statement as the client knows it."""
+
+    client_id: int
+    sql: str
+    statements: list[Statement]
+    hostgroup: int
+    num_params: int
+    num_columns: int
+    digest: Digest  # of ``sql``, for the digest statistics of every execute
+    param_types: bytes | None = None
+    long_data: list[bytes] = field(default_factory=list)  # COM_STMT_SEND_LONG_DATA payloads, replayed at execute
+    cursor: bool = False
+    mirror: RuleOutcome | None = None  # the prepare's rule verdict when it asks for a mirror (proxyapp.mirror.mirror)
+
+
+async def read_prepare_response(wire: Wire) -> tuple[PreparedOnBackend | ErrPacket, bytes]:
+    """Read a COM_STMT_PREPARE response; returns (what was prepared or the error, the raw framed bytes)."""
+    start, length = await wire.next_part()
+    buf = wire.buf
+    if length and buf[start] == 0xFF:
+        return parse_err(bytes(buf[start : start + length])), wire.take()
+    if length < 12 or buf[start] != 0x00:
+        raise ProtocolError("malformed prepare response")
+    stmt_id, num_columns, num_params = struct.unpack_from("<IHH", buf, start + 1)
+    for count in (num_params, num_columns):
+        if count:
+            for _ in range(count + 1):  # definitions, then EOF
+                await wire.next_part()
+    return PreparedOnBackend(stmt_id, num_params, num_columns), wire.take()
+
+
+def with_client_id(raw: bytes, client_id: int) -> bytes:
+    """A prepare response with the backend's statement id replaced by the client's."""
+    return raw[:5] + struct.pack("<I", client_id) + raw[9:]
+
+
+async def ensure_prepared(conn: BackendConnection, stmt: ClientStatement) -> PreparedOnBackend | ErrPacket:
+    """The statement on ``conn``, preparing it there first if it is new to that connection."""
+    return await prepare_on(conn, stmt.sql)
+
+
+async def prepare_on(conn: BackendConnection, sql: str) -> PreparedOnBackend | ErrPacket:
+    """``sql`` prepared on ``conn``: the statement it already has, or a new one (closing the oldest at the cap)."""
+    prepared = conn.prepared.get(sql)
+    if prepared is not None:
+        return prepared
+    if len(conn.prepared) >= MAX_STATEMENTS_PER_CONNECTION:
+        oldest_sql = next(iter(conn.prepared))
+        oldest = conn.prepared.pop(oldest_sql)
+        conn.wire.send(bytes((Command.STMT_CLOSE,)) + struct.pack("<I", oldest.stmt_id), 0)
+    conn.wire.send(bytes((Command.STMT_PREPARE,)) + sql.encode("utf-8", "surrogateescape"), 0)
+    result, _ = await read_prepare_response(conn.wire)
+    if isinstance(result, PreparedOnBackend):
+        conn.prepared[sql] = result
+    return result
+
+
+def rewrite_execute(payload: bytes, backend_id: int, stmt: ClientStatement) -> bytes:
+    """An execute for the backend statement ``backend_id``, with the parameter types always bound.
+
+    Remembers the types when the client binds new ones; raises ProtocolError on a malformed packet.
+    """
+    n = stmt.num_params
+    if len(payload) < 10:
+        raise ProtocolError("truncated COM_STMT_EXECUTE")
+    head = payload[:1] + struct.pack("<I", backend_id) + payload[5:10]
+    if n == 0:
+        return head + payload[10:]
+    bitmap_end = 10 + (n + 7) // 8
+    if len(payload) < bitmap_end + 1:
+        raise ProtocolError("truncated COM_STMT_EXECUTE parameter block")
+    bound = payload[bitmap_end]
+    if bound == 1:
+        types_end = bitmap_end + 1 + 2 * n
+        if len(payload) < types_end:
+            raise ProtocolError("truncated COM_STMT_EXECUTE parameter types")
+        stmt.param_types = payload[bitmap_end + 1 : types_end]
+        return head + payload[10:]
+    if stmt.param_types is None:
+        raise ProtocolError("COM_STMT_EXECUTE without parameter types on its first execution")
+    return head + payload[10:bitmap_end] + b"\x01" + stmt.param_types + payload[bitmap_end + 1 :]

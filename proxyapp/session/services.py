@@ -1,0 +1,34 @@
+"""What a session may use of the proxy that runs it, and nothing more: counters and digest stats, the pools, the
+loaded config (``runtime``, replaced by a reload), the query cache, the events log, the listener that hears its
+commands, the task set for background work, the start time, and KILL. ``server.Proxy`` provides it; a session
+never sees the rest of the proxy (its listener, admin endpoint, monitor, other sessions).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from proxyapp.backends.pool import PoolManager
+from proxyapp.report.eventslog import EventsLog
+from proxyapp.report.stats import DigestStats, GlobalCounters
+from proxyapp.rules.cache import QueryCache
+from proxyapp.rules.runtime import Runtime
+from proxyapp.session.events import SessionListener
+
+
+class SessionServices:
+    """The proxy as its sessions see it (a concrete base class: mypyc compiles the calls directly)."""
+
+    counters: GlobalCounters
+    digests: DigestStats
+    pools: PoolManager
+    runtime: Runtime
+    cache: QueryCache
+    events: EventsLog
+    listener: SessionListener
+    background: set[asyncio.Task[None]]
+    started: float  # monotonic time the proxy started
+
+    async def kill_session(self, target: int, query_only: bool, username: str | None) -> dict:
+        """KILL [QUERY] of session ``target`` on behalf of ``username`` (None: the admin); the outcome."""
+        raise NotImplementedError

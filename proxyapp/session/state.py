@@ -1,0 +1,167 @@
+"""What a client session has set, what pins it to one backend connection, and how to replay it elsewhere.
+
+The session is the source of truth: every backend connection it borrows is brought to the session's state
+(schema, character set, autocommit, multi-statement option, session variables) before the session's command
+runs, with as few round trips as the differences need.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from proxyapp.mysql.backend import AppliedState, BackendConnection
+from proxyapp.mysql.constants import COLLATIONS, DEFAULT_COLLATION_ID, Command, FieldType, names_for_collation
+from proxyapp.mysql.packets import ErrPacket
+
+
+class Pin(enum.Enum):
+    """Why a session must keep its backend connection (ProxySQL's multiplexing rules, made releasable)."""
+
+    TRANSACTION = "transaction"
+    USER_VARIABLES = "user variables"
+    TEMPORARY_TABLES = "temporary tables"
+    GET_LOCK = "GET_LOCK"
+    LOCK_TABLES = "LOCK TABLES"
+    FOUND_ROWS = "SQL_CALC_FOUND_ROWS"
+    TEXT_PREPARE = "text-protocol PREPARE"
+    SQL_LOG_BIN = "sql_log_bin=0"
+    CURSOR = "open cursor"
+    RULE = "query rule multiplex=0"
+    LOCKED_SET = "unparsable SET"
+    WARNINGS = "warnings to read"
+    FAILED_BATCH = "multi-statement batch that failed part-way"
+
+
+#: Pins that leave state on the connection which only a reset can clear before another session may use it.
+DIRTY_PINS = frozenset(
+    {
+        Pin.USER_VARIABLES,
+        Pin.TEMPORARY_TABLES,
+        Pin.GET_LOCK,
+        Pin.LOCK_TABLES,
+        Pin.TEXT_PREPARE,
+        Pin.SQL_LOG_BIN,
+        Pin.CURSOR,
+        Pin.LOCKED_SET,
+        Pin.FAILED_BATCH,
+    }
+)
+
+
+@dataclass(slots=True)
+class SessionState:
+    """The state a client session has established."""
+
+    schema: str | None = None
+    names: str = field(default_factory=lambda: names_for_collation(DEFAULT_COLLATION_ID))
+    autocommit: bool = True
+    multi_statements: bool = True
+    variables: dict[str, str] = field(default_factory=dict)
+    user_variables: dict[str, str] = field(default_factory=dict)  # name -> SQL literal, captured after each SET
+    temp_tables: set[str] = field(default_factory=set)
+    locks_held: int = 0
+    pins: set[Pin] = field(default_factory=set)
+
+    def matches(self, applied: AppliedState) -> bool:
+        """Whether a connection already has this state (the common case: nothing to send)."""
+        return (
+            applied.schema == self.schema
+            and applied.names == self.names
+            and applied.autocommit == self.autocommit
+            and applied.multi_statements == self.multi_statements
+            and applied.variables == self.variables
+            and applied.user_variables == self.user_variables
+        )
+
+    def set_statement(self, applied: AppliedState) -> str | None:
+        """One ``SET`` bringing a connection's character set, autocommit and variables to this state."""
+        parts = []
+        if applied.names != self.names:
+            parts.append(f"NAMES {self.names}")
+        for name, expr in self.variables.items():
+            if applied.variables.get(name) != expr:
+                parts.append(_assignment(name, expr))
+        parts.extend(f"{name} = DEFAULT" for name in applied.variables if name not in self.variables)
+        for name, literal in self.user_variables.items():
+            if applied.user_variables.get(name) != literal:
+                parts.append(f"{user_variable(name)} = {literal}")
+        # Another session's user variables on this connection read as NULL, as if never set.
+        parts.extend(
+            f"{user_variable(name)} = NULL" for name in applied.user_variables if name not in self.user_variables
+        )
+        if applied.autocommit != self.autocommit:
+            parts.append(f"autocommit = {int(self.autocommit)}")
+        return "SET " + ", ".join(parts) if parts else None
+
+    def adopt(self, applied: AppliedState) -> None:
+        """Record on ``applied`` that the connection now has this state's SET-able parts."""
+        applied.names = self.names
+        applied.autocommit = self.autocommit
+        applied.variables = dict(self.variables)
+        applied.user_variables = dict(self.user_variables)
+
+
+async def bring(conn: BackendConnection, state: SessionState) -> ErrPacket | None:
+    """Bring ``conn`` to ``state``, the one way the session and the mirror both replay a session: one ``SET`` (the
+    character set first, so that the server reads the schema's name in it), the schema (the bytes the client sent,
+    valid UTF-8 or not), the multi-statement option; the backend's error if it refused a step (``conn`` then has
+    the steps before it)."""
+    applied = conn.state
+    if state.matches(applied):
+        return None
+    statement = state.set_statement(applied)
+    if statement is not None:
+        response = await conn.query(statement)
+        if response.error is not None:
+            return response.error
+        state.adopt(applied)
+    if state.schema and applied.schema != state.schema:
+        err = await conn.simple_command(bytes((Command.INIT_DB,)) + state.schema.encode("utf-8", "surrogateescape"))
+        if err is not None:
+            return err
+        applied.schema = state.schema
+    if applied.multi_statements != state.multi_statements:
+        err = await conn.simple_command(bytes((Command.SET_OPTION, 0 if state.multi_statements else 1, 0)))
+        if err is not None:
+            return err
+        applied.multi_statements = state.multi_statements
+    return None
+
+
+def user_variable(name: str) -> str:
+    """``@name`` quoted for SQL."""
+    return "@`" + name.replace("`", "``") + "`"
+
+
+_NUMERIC_TYPES = frozenset(
+    {
+        FieldType.DECIMAL,
+        FieldType.TINY,
+        FieldType.SHORT,
+        FieldType.LONG,
+        FieldType.FLOAT,
+        FieldType.DOUBLE,
+        FieldType.LONGLONG,
+        FieldType.INT24,
+        FieldType.YEAR,
+        FieldType.NEWDECIMAL,
+    }
+)
+
+
+def value_literal(value: bytes | None, field_type: int, charset_id: int) -> str:
+    """A SQL literal that recreates a user variable's value (type and character set included)."""
+    if value is None:
+        return "NULL"
+    if field_type in _NUMERIC_TYPES:
+        return value.decode("ascii")
+    hexed = f"X'{value.hex()}'"
+    if charset_id == 63:  # binary
+        return hexed
+    charset = COLLATIONS.get(charset_id, COLLATIONS[DEFAULT_COLLATION_ID])[0]
+    return f"CONVERT({hexed} USING {charset})"
+
+
+def _assignment(name: str, expr: str) -> str:
+    return f"@@session.{name} = {expr}"

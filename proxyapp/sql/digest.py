@@ -1,0 +1,175 @@
+"""ProxySQL-style query digests: the query with its literals replaced, and a stable 64-bit hash of that.
+
+Normalization keeps the query's own text (keywords keep their case) except that:
+
+- string and number literals (hex and bit literals included, and a sign right before a number where the
+  sign can't be subtraction: ``id = -5``) become ``?``; NULL stays NULL;
+- comments disappear (the content of executable comments ``/*! ... */`` is SQL and stays) and every run of
+  whitespace and comments becomes one space; there is no space between ``(`` or ``,`` and a ``?``, or
+  between a ``?`` and ``,`` or ``)``, so ``IN ( 1 , 2 )`` and ``IN (1,2)`` agree; trailing ``;`` go;
+- ``IN (?,?,?)`` becomes ``IN (?,...)`` and ``VALUES (?,?),(?,?)`` becomes ``VALUES (?,?),...``;
+- the text is cut to ``max_length`` characters, and only the first ``MAX_QUERY_LENGTH`` characters of a
+  query are read (ProxySQL's ``mysql-query_digests_max_query_length``).
+
+The hash is BLAKE2b (8 bytes) of the digest text's UTF-8 bytes, as ``'0x'`` and 16 uppercase hex digits:
+the same in every process, unlike ``hash()``. Digests of queries up to ``CACHEABLE_LENGTH`` characters are
+kept in an LRU cache of ``CACHE_SIZE`` entries, since applications (and prepared statements) repeat text.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+from dataclasses import dataclass
+
+from proxyapp.sql.lex import TokenKind, tokenize
+
+MAX_QUERY_LENGTH = 65000
+CACHE_SIZE = 4096
+CACHEABLE_LENGTH = 2048
+
+
+@dataclass(frozen=True, slots=True)
+class Digest:
+    """A query's digest: ``hash`` ('0x' + 16 uppercase hex digits) and the normalized ``text``."""
+
+    hash: str
+    text: str
+
+
+def compute_digest(sql: str, max_length: int = 2048) -> Digest:
+    """The digest of ``sql`` (see the module docstring), its text at most ``max_length`` characters."""
+    if len(sql) <= CACHEABLE_LENGTH:
+        # When only bare numbers can be literals, digest the query's shape, which the cache has seen.
+        return _cached_digest(simple_shape(sql) or sql, max_length)
+    return _digest(sql, max_length)
+
+
+#: Characters after which a run of digits is part of a name or number, not a literal of its own.
+_NUMBER_GLUE = frozenset("_.$?")
+#: Quotes, comments, signs and escapes: with any of them a literal may be more than a bare number.
+_NOT_SIMPLE = frozenset("'\"`#/\\+-")
+
+
+def simple_shape(sql: str) -> str | None:
+    """``sql`` with each bare number literal replaced by '?', when bare numbers are its only literals; else None.
+
+    None when the text holds a quote, a comment, a sign, a backslash or an exponent (a digit followed by
+    ``e``/``E``). A bare number is a run of decimal digits, with an optional fraction, that does not follow a
+    word character, '.', '$' or '?' and is not followed by a word character or '.': so ``t1``, ``0x1F`` and
+    ``1.2.3`` are left alone. One pass over the text (a regex pair did this at three times the cost).
+    """
+    n = len(sql)
+    parts: list[str] = []
+    copied = 0
+    glued = False  # the previous character is a word character or in _NUMBER_GLUE
+    i = 0
+    while i < n:
+        c = sql[i]
+        if c in _NOT_SIMPLE:
+            return None
+        if not c.isdecimal():
+            glued = c.isalnum() or c in _NUMBER_GLUE
+            i += 1
+            continue
+        end = _digits_end(sql, i + 1, n)
+        if end < 0:
+            return None
+        if not glued and end + 1 < n and sql[end] == "." and sql[end + 1].isdecimal():
+            end = _digits_end(sql, end + 1, n)
+            if end < 0:
+                return None
+        if not glued and (end >= n or not (sql[end].isalnum() or sql[end] == "_" or sql[end] == ".")):
+            parts.append(sql[copied:i])
+            parts.append("?")
+            copied = end
+        glued = True  # a digit is a word character
+        i = end
+    if not parts:
+        return sql
+    parts.append(sql[copied:])
+    return "".join(parts)
+
+
+def _digits_end(sql: str, i: int, n: int) -> int:
+    """The end of the run of decimal digits at ``i``; -1 if an exponent (``e``/``E``) follows it."""
+    while i < n and sql[i].isdecimal():
+        i += 1
+    if i < n and (sql[i] == "e" or sql[i] == "E"):
+        return -1
+    return i
+
+
+def digest_text(sql: str) -> str:
+    """The normalized text of ``sql``, uncut."""
+    tokens = tokenize(sql[:MAX_QUERY_LENGTH])
+    if not tokens.kinds:
+        return ""
+    out: list[str] = []
+    append = out.append
+    string, number, placeholder = _STRING, _NUMBER, _PLACEHOLDER
+    prev = ""  # the previous token as emitted ('?' for a literal)
+    prev_kind: TokenKind | None = None
+    before, before_kind = "", prev_kind  # the token before that one
+    prev_end = tokens.starts[0]
+    for kind, text, start, end in zip(tokens.kinds, tokens.texts, tokens.starts, tokens.ends, strict=False):
+        spaced = start != prev_end
+        if kind is string or kind is number or kind is placeholder:
+            signed = (prev == "-" or prev == "+") and not spaced and kind is not placeholder
+            if signed and _unary(before_kind, before):
+                spaced = out.pop()[0] == " "  # the sign belongs to the number
+                prev, prev_kind = before, before_kind
+            text = "?"
+            if prev == "(" or prev == ",":
+                spaced = False
+        elif prev == "?" and (text == "," or text == ")"):
+            spaced = False
+        append(" " + text if spaced else text)
+        before, before_kind = prev, prev_kind
+        prev, prev_kind, prev_end = text, kind, end
+    while out and out[-1].lstrip() == ";":
+        out.pop()
+    text = "".join(out)
+    if "?," in text:
+        text = _IN_LIST.sub("(?,...)", text)
+    if "?)," in text or "?) ," in text:
+        text = _VALUES_ROWS.sub(r"\1,...", text)
+    return text
+
+
+_STRING, _NUMBER, _PLACEHOLDER, _OPERATOR, _WORD = (
+    TokenKind.STRING,
+    TokenKind.NUMBER,
+    TokenKind.PLACEHOLDER,
+    TokenKind.OPERATOR,
+    TokenKind.WORD,
+)
+_CLOSERS = frozenset({")", "]", "}"})
+# Keywords after which a '-' or '+' is a sign, not subtraction or addition.
+_UNARY_AFTER_WORDS = frozenset(
+    {"SELECT", "WHERE", "AND", "OR", "NOT", "XOR", "ON", "HAVING", "WHEN", "THEN", "ELSE", "CASE", "IN", "IS"}
+    | {"LIKE", "BETWEEN", "LIMIT", "OFFSET", "INTERVAL", "RETURN", "SET", "VALUES", "VALUE", "DEFAULT"}
+)
+# Both start with '(' so that the regex engine can jump between parentheses; the keyword is looked behind.
+_IN_LIST = re.compile(r"\((?:(?<=(?i:\bIN) \()|(?<=(?i:\bIN)\())\?(?:,\?)+\)")
+_ROW = r"\(\?(?:,\?)*\)"
+_AFTER_VALUES = r"(?:(?<=(?i:\bVALUES) \()|(?<=(?i:\bVALUES)\()|(?<=(?i:\bVALUE) \()|(?<=(?i:\bVALUE)\())"
+# Rows of placeholders after VALUES; a row cut off by MAX_QUERY_LENGTH at the very end goes too.
+_VALUES_ROWS = re.compile(rf"(\({_AFTER_VALUES}\?(?:,\?)*\))(?: ?, ?{_ROW})+(?: ?,(?: ?\((?:\?,?)*)?\Z)?")
+
+
+def _unary(kind: TokenKind | None, text: str) -> bool:
+    """Whether a sign after the token ``kind``/``text`` (None at the start) is unary."""
+    if kind is _OPERATOR:
+        return text not in _CLOSERS
+    return kind is None or (kind is _WORD and text.upper() in _UNARY_AFTER_WORDS)
+
+
+def _digest(sql: str, max_length: int) -> Digest:
+    text = digest_text(sql)[:max_length]
+    raw = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+    return Digest("0x" + raw.upper(), text)
+
+
+_cached_digest = functools.lru_cache(maxsize=CACHE_SIZE)(_digest)
