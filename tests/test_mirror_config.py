@@ -3,15 +3,31 @@ several workers' counters, and how /metrics shows them."""
 
 from __future__ import annotations
 
+import json
+import struct
 from typing import Any
 
 import pytest
 
 from proxyapp.config.document import ConfigError, parse_config, validate_row
 from proxyapp.config.variables import ordered_mirror_hostgroups
-from proxyapp.mirror.mirror import EXECUTE, QUERY, MirrorOp, MirrorUnit, decode_unit, encode_unit, merge_snapshots
+from proxyapp.mirror.mirror import (
+    EXECUTE,
+    IDLE,
+    LANE_STATES,
+    QUERY,
+    READY,
+    RUNNING,
+    WAITING,
+    Lane,
+    LaneStateError,
+    MirrorOp,
+    MirrorUnit,
+    decode_unit,
+    encode_unit,
+)
 from proxyapp.process.admin import render_metrics
-from proxyapp.process.workers import merge_snapshots as merge_worker_snapshots
+from proxyapp.report.merge import merge_mirror_sections, merge_snapshots
 from proxyapp.session.state import SessionState
 
 
@@ -67,7 +83,7 @@ def test_the_memory_bound_is_checked_like_any_variable() -> None:
 def test_a_unit_survives_the_disk_format() -> None:
     ctx = SessionState(schema="app", names="utf8mb4", variables={"sql_mode": "'STRICT_ALL_TABLES'"})
     ctx.user_variables["tag"] = "CONVERT(X'6869' USING utf8mb4)"
-    other = SessionState(schema=None)
+    other = SessionState(schema="caf\udce9", multi_statements=False)  # a latin1 client's b"caf\xe9"
     ops = [
         MirrorOp(QUERY, 700, b"\x03INSERT INTO t VALUES (1)", "", [], 41, True, ctx),
         MirrorOp(EXECUTE, 700, b"\x17\0\0\0\0\0\1\0\0\0\0\1\x08\0", "UPDATE t SET a = ?", [b"\x18x"], 0, False, ctx),
@@ -87,9 +103,39 @@ def test_a_unit_survives_the_disk_format() -> None:
         ctx.variables,
         ctx.user_variables,
     )
-    assert third.schema is None
+    assert (first.multi_statements, third.schema, third.multi_statements) == (True, "caf\udce9", False)
     with pytest.raises(ValueError, match="unit 17 is damaged"):
         decode_unit(encode_unit(unit)[:-3], 17, 0.0, "app")
+
+
+def test_a_unit_spilled_before_the_multi_statement_option_was_kept_reads_with_it_on() -> None:
+    ctx = SessionState(schema="app", multi_statements=False)
+    unit = MirrorUnit(3, [MirrorOp(QUERY, 700, b"\x03DO 1", "", [], 0, True, ctx)], False, 1.0, "app", 9)
+    body = encode_unit(unit)
+    (length,) = struct.unpack_from("<I", body, 16)  # after the unit's header (6 bytes) and the op's kind, id, plain
+    new = json.loads(body[20 : 20 + length])
+    assert new[-1] is False
+    old = json.dumps(new[:4]).encode()  # the context as an older proxy wrote it: four items
+    body = body[:16] + struct.pack("<I", len(old)) + old + body[20 + length :]
+    (op,) = decode_unit(body, 3, 1.0, "app").ops
+    assert (op.ctx.schema, op.ctx.multi_statements, op.payload) == ("app", True, b"\x03DO 1")
+
+
+MOVES = {(IDLE, READY), (READY, RUNNING), (RUNNING, READY), (RUNNING, IDLE), (RUNNING, WAITING), (WAITING, READY)}
+
+
+@pytest.mark.parametrize("start", [IDLE, READY, RUNNING, WAITING])
+@pytest.mark.parametrize("to", [IDLE, READY, RUNNING, WAITING])
+def test_a_lane_moves_only_as_its_state_allows(start: int, to: int) -> None:
+    lane = Lane("w0.1.700", 700)
+    lane.state = start
+    if (start, to) in MOVES:
+        lane.move(to)
+        assert lane.state == to
+    else:
+        with pytest.raises(LaneStateError, match=f"{LANE_STATES[start]} -> {LANE_STATES[to]} is not a move"):
+            lane.move(to)
+        assert lane.state == start
 
 
 def _mirror_section(**values: Any) -> dict[str, Any]:
@@ -121,7 +167,7 @@ def _mirror_section(**values: Any) -> dict[str, Any]:
 def test_workers_counters_are_merged() -> None:
     one = _mirror_section()
     two = _mirror_section(failed={"1062": 2, "2013": 1}, dropped={}, oldest_age_s=3.0, last_error="lost it")
-    merged = merge_snapshots([one, two])
+    merged = merge_mirror_sections([one, two])
     assert (merged["mirrored"], merged["completed"], merged["max_concurrency"]) == (20, 14, 16)
     assert merged["failed"] == {"1062": 3, "2013": 1}
     assert merged["dropped"] == {"queue_full": 2}
@@ -140,7 +186,7 @@ def _snapshot(age_ms: int, mirror: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_the_oldest_age_of_several_workers_is_the_largest_not_the_sum() -> None:
-    merged = merge_worker_snapshots([_snapshot(400, _mirror_section()), _snapshot(900, _mirror_section())])
+    merged = merge_snapshots([_snapshot(400, _mirror_section()), _snapshot(900, _mirror_section())])
     assert merged["global"]["Mirror_oldest_entry_age_ms"] == 900
     assert merged["global"]["Mirror_queries_dropped"] == 4
     assert merged["mirror"]["dropped"] == {"queue_full": 4}

@@ -28,11 +28,11 @@ savepoints inside a multi-statement packet), and exactly-once across a lost mirr
 ``COMMIT`` was sent when the connection broke is run again (counted in ``retried``), so a statement that is not
 idempotent may apply twice; with explicit keys or replayed ``insert_id`` the second run fails as a duplicate.
 
-Counters (``snapshot()``, merged over workers by ``merge_snapshots``): statements ``mirrored`` (handed over; in
-ordered mode once committed), ``completed``, ``failed`` by error code (2013: the mirror connection broke; 9001: no
-mirror connection), ``dropped`` by reason, ``retried`` units, the queue (ProxySQL queue, ordered in memory and on
-disk), concurrency, and the age of the oldest waiting statement; the ProxySQL-style gauges and totals are kept in
-``GlobalCounters`` (``Mirror_*``).
+Counters (``snapshot()``, merged over workers by ``report.merge.merge_mirror_sections``): statements ``mirrored``
+(handed over; in ordered mode once committed), ``completed``, ``failed`` by error code (2013: the mirror connection
+broke; 9001: no mirror connection), ``dropped`` by reason, ``retried`` units, the queue (ProxySQL queue, ordered in
+memory and on disk), concurrency, and the age of the oldest waiting statement; the ProxySQL-style gauges and totals
+are kept in ``GlobalCounters`` (``Mirror_*``).
 """
 
 from __future__ import annotations
@@ -151,10 +151,24 @@ class _Entry:
         self.created = time.time()
 
 
+# A lane's states. IDLE: nothing to run, or its units wait for a push; READY: in line for a runner; RUNNING: a runner
+# applies its units; WAITING: its last unit failed, it tries again after its backoff.
 IDLE = 0
 READY = 1
 RUNNING = 2
 WAITING = 3
+LANE_STATES = ("IDLE", "READY", "RUNNING", "WAITING")
+#: The moves a lane may make, by state: everything else is a bug, refused by ``Lane.move``.
+LANE_MOVES: tuple[tuple[int, ...], ...] = (
+    (READY,),  # IDLE: work was pushed
+    (RUNNING,),  # READY: a runner took it
+    (READY, IDLE, WAITING),  # RUNNING: more to do after its turn, done, or a unit failed
+    (READY,),  # WAITING: its backoff ran out
+)
+
+
+class LaneStateError(Exception):
+    """A lane was asked to make a move its state does not allow."""
 
 
 class Lane:
@@ -190,6 +204,14 @@ class Lane:
         self.state = IDLE
         self.backoff = BACKOFF_FIRST
         self.error = ""
+
+    def move(self, to: int) -> None:
+        """Move to state ``to``: the one way a lane's state changes; LaneStateError for a move ``LANE_MOVES``
+        does not allow."""
+        if to not in LANE_MOVES[self.state]:
+            move = f"{LANE_STATES[self.state]} -> {LANE_STATES[to]}"
+            raise LaneStateError(f"mirror lane {self.key}: {move} is not a move")
+        self.state = to
 
     def has_work(self) -> bool:
         """Whether units wait, in memory or on disk."""
@@ -748,7 +770,7 @@ class Mirror(SessionListener):
         )
 
     def _make_ready(self, lane: Lane) -> None:
-        lane.state = READY
+        lane.move(READY)
         self.ready.append(lane)
         self._kick()
 
@@ -821,11 +843,12 @@ class Mirror(SessionListener):
             log.exception("mirror: lane %s failed", lane.key)
             lane.error = self.last_error = f"internal error: {exc!r} (see the proxy log)"
             self._release(lane, reusable=False)
-            self._wait(lane)
+            if lane.state == RUNNING:  # it failed applying a unit: try again later (after its turn: it is done)
+                self._wait(lane)
 
     async def _run_lane(self, lane: Lane) -> None:
         """A lane's turn: up to ``LANE_TURN`` units in order; then it waits in line again, or is done."""
-        lane.state = RUNNING
+        lane.move(RUNNING)
         turn = 0
         while turn < LANE_TURN and not self.stopping:
             if not lane.units:
@@ -851,10 +874,10 @@ class Mirror(SessionListener):
                 self.store.delete(unit.seq)
             turn += 1
         if lane.has_work() and not self.stopping:
-            lane.state = READY
+            lane.move(READY)
             self.ready.append(lane)
             return
-        lane.state = IDLE
+        lane.move(IDLE)
         if lane.closed and not lane.has_work():
             self._retire(lane)
         elif lane.conn is not None and not lane.dirty:
@@ -862,7 +885,7 @@ class Mirror(SessionListener):
 
     def _wait(self, lane: Lane) -> None:
         """The lane cannot go on now: it tries again after its backoff, which doubles each time."""
-        lane.state = WAITING
+        lane.move(WAITING)
         self.pools.loop().call_later(lane.backoff, self._wake, lane)
         lane.backoff = min(BACKOFF_LAST, lane.backoff * 2)
 
@@ -1157,38 +1180,3 @@ def decode_unit(body: bytes, seq: int, created: float, username: str) -> MirrorU
 
 
 # ---------------------------------------------------------------------------------------------- several workers
-
-
-_SUMMED = (
-    "mirrored",
-    "completed",
-    "retried",
-    "concurrency",
-    "max_concurrency",
-    "queue_length",
-    "queue_proxysql",
-    "queue_memory",
-    "queue_disk",
-    "memory_bytes",
-    "memory_limit",
-    "lanes",
-    "lanes_waiting",
-)
-
-
-def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
-    """One ``mirror`` section from several workers': counts summed, by-code and by-reason counts merged, the
-    oldest age the largest, the first error found."""
-    merged: dict[str, Any] = dict(snapshots[0])
-    for name in _SUMMED:
-        merged[name] = sum(int(s.get(name, 0)) for s in snapshots)
-    for name in ("failed", "dropped"):
-        totals: dict[str, int] = {}
-        for s in snapshots:
-            for key, n in s.get(name, {}).items():
-                totals[key] = totals.get(key, 0) + int(n)
-        merged[name] = dict(sorted(totals.items()))
-    merged["oldest_age_s"] = max(float(s.get("oldest_age_s", 0)) for s in snapshots)
-    merged["last_error"] = next((s["last_error"] for s in snapshots if s.get("last_error")), "")
-    merged["spill_path"] = next((s["spill_path"] for s in snapshots if s.get("spill_path")), "")
-    return merged

@@ -26,35 +26,11 @@ import aiohttp
 from proxyapp.backends.monitor import Monitor
 from proxyapp.backends.topology import MonitorState
 from proxyapp.config.document import Config, ConfigError, load_config_file, parse_config
-from proxyapp.mirror.mirror import merge_snapshots as merge_mirror_snapshots
 from proxyapp.process.admin import AdminServer
+from proxyapp.report.merge import merge_digest_rows, merge_snapshots
 from proxyapp.session.kill import forward_kill, unknown_thread, worker_of
 
 log = logging.getLogger("proxyapp.process.workers")
-
-_SUMMED_POOL = (
-    "ConnUsed",
-    "ConnFree",
-    "ConnOK",
-    "ConnERR",
-    "MaxConnUsed",
-    "Queries",
-    "Bytes_data_sent",
-    "Bytes_data_recv",
-)
-_SUMMED_DIGEST = ("count_star", "sum_time", "sum_rows_affected", "sum_rows_sent")
-_DIGEST_KEY = ("hostgroup", "schemaname", "username", "client_address", "digest")
-
-
-def digest_key(row: dict[str, Any]) -> tuple[Any, ...]:
-    """A digest row's key (stats_mysql_query_digest's): rows with the same key are one digest."""
-    return tuple(row[k] for k in _DIGEST_KEY)
-
-
-_MAXED_COUNTERS = ("ProxySQL_Uptime", "Mirror_oldest_entry_age_ms")  # the others are summed
-_TRANSITION_KEY = ("hostgroup", "srv_host", "srv_port", "from", "to", "reason")
-#: Workers record the same transition when they apply the same monitor state: within this many seconds, one row.
-SAME_TRANSITION_SECONDS = 5.0
 
 
 def worker_count(config: Config) -> int:
@@ -308,73 +284,3 @@ class Supervisor:
             self.monitor.reconfigure(config)
         log.info("config %s loaded in %d workers", config.checksum[:12], len(self.workers))
         return {"ok": True, "checksum": config.checksum, "errors": [], "warnings": list(config.warnings)}
-
-
-def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
-    """One snapshot from several workers': counters and pool figures summed, digests merged by key."""
-    first = snapshots[0]
-    counters: dict[str, int] = {}
-    for snap in snapshots:
-        for name, value in snap["global"].items():
-            counters[name] = (
-                max(counters.get(name, 0), value) if name in _MAXED_COUNTERS else counters.get(name, 0) + value
-            )
-    pools: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for snap in snapshots:
-        for row in snap["connection_pool"]:
-            key = (row["hostgroup"], row["srv_host"], row["srv_port"])
-            merged = pools.get(key)
-            if merged is None:
-                pools[key] = dict(row)
-                continue
-            for name in _SUMMED_POOL:
-                merged[name] += row[name]
-            merged["Latency_us"] = max(merged["Latency_us"], row["Latency_us"])
-    hits: dict[int, int] = {}
-    for snap in snapshots:
-        for row in snap["query_rules"]:
-            hits[row["rule_id"]] = hits.get(row["rule_id"], 0) + row["hits"]
-    out = dict(first)
-    out["global"] = counters
-    out["connection_pool"] = list(pools.values())
-    out["query_digest"] = merge_digest_rows([row for snap in snapshots for row in snap["query_digest"]])
-    out["query_digest_overflow"] = sum(snap.get("query_digest_overflow", 0) for snap in snapshots)
-    out["query_rules"] = [{"rule_id": k, "hits": v} for k, v in sorted(hits.items())]
-    transitions = [row for snap in snapshots for row in snap.get("server_transitions", [])]
-    out["server_transitions"] = merge_transitions(transitions)
-    if all("mirror" in snap for snap in snapshots):
-        out["mirror"] = merge_mirror_snapshots([snap["mirror"] for snap in snapshots])
-    out["workers"] = len(snapshots)
-    return out
-
-
-def merge_transitions(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Transition rows of several workers in time order, the same transition recorded by several workers within
-    ``SAME_TRANSITION_SECONDS`` (they all apply the monitor's findings) kept once."""
-    merged: list[dict[str, Any]] = []
-    last_seen: dict[tuple[Any, ...], float] = {}
-    for row in sorted(rows, key=lambda r: r["at"]):
-        key = tuple(row[k] for k in _TRANSITION_KEY)
-        if key in last_seen and row["at"] - last_seen[key] <= SAME_TRANSITION_SECONDS:
-            continue
-        last_seen[key] = row["at"]
-        merged.append(row)
-    return merged
-
-
-def merge_digest_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Digest rows with the same key (from different workers) combined into one."""
-    merged: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for row in rows:
-        key = digest_key(row)
-        into = merged.get(key)
-        if into is None:
-            merged[key] = dict(row)
-            continue
-        for name in _SUMMED_DIGEST:
-            into[name] += row[name]
-        into["min_time"] = min(into["min_time"], row["min_time"])
-        into["max_time"] = max(into["max_time"], row["max_time"])
-        into["first_seen"] = min(into["first_seen"], row["first_seen"])
-        into["last_seen"] = max(into["last_seen"], row["last_seen"])
-    return list(merged.values())

@@ -12,7 +12,7 @@ from django.views.decorators.http import require_POST
 from fleet.core import audit, nodeadmin
 from fleet.core.models import AuditEntry, Cluster, ProxyNode
 from fleet.web.access import current_cluster, operator_only, viewer_page
-from proxyapp.process.workers import digest_key, merge_digest_rows
+from proxyapp.report.merge import digest_key, merge_digest_rows
 
 #: How many digests the page lists.
 TOP = 50
