@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
 
-.PHONY: deps sysdeps lint build test run bench bench-failover txmodel clean
+.PHONY: deps sysdeps lint build test test-unit run bench bench-failover txmodel clean
 
 # The virtualenv with requirements.txt installed, and the Debian packages.
 deps: sysdeps $(STAMP)
@@ -28,6 +28,11 @@ build: deps
 
 test: deps lint build
 	PROXYFLEET_REQUIRE_NATIVE=1 $(VENV)/bin/pytest
+
+# The tests that need nothing outside the test process (no sandbox, proxy process, web server or browser): under a
+# minute, for the edit-test loop; `make test` runs everything.
+test-unit: deps
+	$(VENV)/bin/pytest -q -m "not live"
 
 run: deps build
 	$(PY) deploy/run_demo.py

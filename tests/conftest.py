@@ -25,6 +25,21 @@ def pytest_configure(config: pytest.Config) -> None:
         settings.SECRET_KEY = "test-insecure-" + secrets.token_hex(16)
 
 
+#: Fixtures that start or reach something outside the test process (MariaDB servers, a proxy process, a live web
+#: server, a browser, the whole stack): a test that uses one, directly or through another fixture, is ``live``.
+LIVE_FIXTURES = frozenset(
+    {"sandbox", "primary_conn", "start_proxy", "rw_proxy", "live_server", "browser", "live_stack"}
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that needs a live part ``live`` (a sandbox test is one too), so that ``make test-unit``
+    (``-m "not live"``) runs the rest in seconds."""
+    for item in items:
+        if item.get_closest_marker("sandbox") or LIVE_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.live)
+
+
 def _down_abandoned_sandboxes() -> None:
     """Take down the test sandboxes of earlier runs whose pytest process is gone (a run that was killed): the run's
     own (``<pid>``) and those its test modules made (``<pid>-<label>``, see ``module_sandbox_dir``)."""

@@ -422,6 +422,7 @@ def test_connector_change_user_with_a_wrong_password_is_refused(proxy: ProxyProc
 
 
 @pytest.mark.parametrize("mode", CONNECTOR_MODES)
+@pytest.mark.live  # its proxy comes from request.getfixturevalue
 @pytest.mark.parametrize("server_plugin", ["mysql_native_password", "caching_sha2_password"])
 @pytest.mark.parametrize("client_plugin", ["mysql_native_password", "caching_sha2_password"])
 @pytest.mark.parametrize(("user", "password"), [(APP_USER, APP_PASSWORD), (HASH_USER, HASH_PASSWORD)])

@@ -106,6 +106,7 @@ def test_status_command_json(sandbox: Sandbox) -> None:
     ]
 
 
+@pytest.mark.live  # servers of its own
 def test_command_semi_sync_up_kill_and_down(tmp_path: Path) -> None:
     base = tmp_path / "box"
     out = io.StringIO()
@@ -157,6 +158,7 @@ def test_down_leaves_alone_a_process_that_reused_a_recorded_pid(tmp_path: Path) 
         stranger.wait()
 
 
+@pytest.mark.live  # servers of its own
 def test_up_restarts_what_stopped_and_keeps_data_and_ports(tmp_path: Path) -> None:
     """make run's restart: a member that died is started again without rebuilding the healthy one, and a sandbox
     stopped whole comes back on its ports with its data."""
