@@ -12,6 +12,7 @@ import pymysql
 import pytest
 
 from fleet.sandbox import Sandbox
+from proxyapp.report.reader import read_counters, read_mirror, read_monitor, read_pools, read_transitions
 from proxyapp.sql.digest import compute_digest
 from tests.harness import READER_HG, WRITER_HG, ProxyProcess, StartProxy, rw_split_config
 
@@ -211,3 +212,13 @@ def test_global_counters(proxy: ProxyProcess) -> None:
     assert metric(samples, "proxyfleet_client_connections_created_total") == created + 5
     assert metric(samples, "proxyfleet_client_connections_aborted_total") == stat("Client_Connections_aborted")
     assert metric(samples, "proxyfleet_active_transactions") == 0
+
+
+def test_a_live_report_reads_section_by_section(proxy: ProxyProcess) -> None:
+    """What a real proxy reports is what the reader the control plane uses reads (``proxyapp.report.reader``)."""
+    with proxy.connect(database="app", autocommit=True) as conn, conn.cursor() as cur:
+        cur.execute("SELECT 1")
+    stats = proxy.stats()
+    assert read_counters(stats)["Questions"] >= 1
+    assert {(row.hostgroup, row.status) for row in read_pools(stats)} >= {(READER_HG, "ONLINE")}
+    read_mirror(stats), read_monitor(stats), read_transitions(stats)

@@ -13,7 +13,7 @@ where the rollups end.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import groupby
@@ -23,6 +23,7 @@ from django.db import models
 from django.utils import timezone
 
 from fleet.core.models import MirrorSample, NodeSample, ProxyNode, Resolution, ServerSample
+from proxyapp.report.reader import PoolRow, ReportError, read_counters, read_mirror, read_pools
 
 #: How long points of each resolution are kept.
 RETENTION = {
@@ -51,20 +52,6 @@ _FINER = {Resolution.HOUR: Resolution.MINUTE, Resolution.MINUTE: Resolution.RAW}
 
 
 @dataclass(frozen=True)
-class ServerFigures:
-    """A ``connection_pool`` row of a report, as far as the history keeps it."""
-
-    hostgroup: int
-    server: str
-    status: str
-    conn_used: int
-    conn_free: int
-    conn_err: int
-    queries: int
-    latency_us: float
-
-
-@dataclass(frozen=True)
 class MirrorFigures:
     """A report's ``mirror`` section, as far as the history keeps it (failures and drops summed)."""
 
@@ -84,83 +71,49 @@ class Figures:
 
     questions: int
     client_connections: int
-    servers: tuple[ServerFigures, ...]
+    servers: tuple[PoolRow, ...]
     mirror: MirrorFigures | None = None  # None: the report has no ``mirror`` section
 
 
-def _number(row: Mapping[str, Any], key: str, where: str) -> int | float:
-    value = row.get(key) if isinstance(row, Mapping) else None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise ValueError(f"{where}.{key}: expected a number of 0 or more, not {value!r}")
-    return value
+def figures(snapshot: object) -> Figures:
+    """The figures of a report's ``stats`` (the proxy's ``/stats`` snapshot, read by ``proxyapp.report.reader``);
+    ReportError (a ValueError) naming what is wrong."""
+    counters = read_counters(snapshot)
+    for name in ("Questions", "Client_Connections_connected"):
+        if counters.get(name, -1) < 0:
+            raise ReportError(f"stats.global.{name}: expected a number of 0 or more, not {counters.get(name)!r}")
+    mirror = read_mirror(snapshot)
+    return Figures(
+        questions=int(counters["Questions"]),
+        client_connections=int(counters["Client_Connections_connected"]),
+        servers=tuple(read_pools(snapshot)),
+        mirror=None
+        if mirror is None
+        else MirrorFigures(
+            mirrored=mirror.mirrored,
+            completed=mirror.completed,
+            failed=sum(mirror.failed.values()),
+            dropped=sum(mirror.dropped.values()),
+            queue_length=mirror.queue_length,
+            queue_disk=mirror.queue_disk,
+            concurrency=mirror.concurrency,
+            oldest_age_s=mirror.oldest_age_s,
+        ),
+    )
+
+
+def pools_of(report: object) -> list[PoolRow]:
+    """The ``connection_pool`` rows of a node's last report (``ProxyNode.last_report``); none when it has no report,
+    or one that does not read (a report is checked when it arrives: only one written by hand gets here)."""
+    try:
+        return read_pools(report)
+    except ReportError:
+        return []
 
 
 def server_name(host: object, port: object) -> str:
     """``host:port`` as the history and the dashboards name a backend server."""
     return f"{host}:{port}"
-
-
-def figures(snapshot: object) -> Figures:
-    """The figures of a report's ``stats`` (the proxy's ``/stats`` snapshot); ValueError naming what is wrong."""
-    if not isinstance(snapshot, Mapping):
-        raise ValueError(f"stats: expected an object, not {type(snapshot).__name__}")
-    counters = snapshot.get("global")
-    if not isinstance(counters, Mapping):
-        raise ValueError("stats.global: expected an object of counters")
-    pools = snapshot.get("connection_pool")
-    if not isinstance(pools, list):
-        raise ValueError("stats.connection_pool: expected a list of rows")
-    servers = []
-    for index, row in enumerate(pools):
-        where = f"stats.connection_pool[{index}]"
-        if not isinstance(row, Mapping):
-            raise ValueError(f"{where}: expected an object")
-        for key in ("srv_host", "status"):
-            if not isinstance(row.get(key), str):
-                raise ValueError(f"{where}.{key}: expected text, not {row.get(key)!r}")
-        servers.append(
-            ServerFigures(
-                hostgroup=int(_number(row, "hostgroup", where)),
-                server=server_name(row["srv_host"], int(_number(row, "srv_port", where))),
-                status=row["status"],
-                conn_used=int(_number(row, "ConnUsed", where)),
-                conn_free=int(_number(row, "ConnFree", where)),
-                conn_err=int(_number(row, "ConnERR", where)),
-                queries=int(_number(row, "Queries", where)),
-                latency_us=float(_number(row, "Latency_us", where)),
-            )
-        )
-    return Figures(
-        questions=int(_number(counters, "Questions", "stats.global")),
-        client_connections=int(_number(counters, "Client_Connections_connected", "stats.global")),
-        servers=tuple(servers),
-        mirror=_mirror_figures(snapshot.get("mirror")),
-    )
-
-
-def _mirror_figures(section: object) -> MirrorFigures | None:
-    """A report's ``mirror`` section (None when there is none); ValueError naming what is wrong."""
-    if section is None:
-        return None
-    where = "stats.mirror"
-    if not isinstance(section, Mapping):
-        raise ValueError(f"{where}: expected an object")
-    totals = {}
-    for key, by in (("failed", "error code"), ("dropped", "reason")):
-        counts = section.get(key)
-        if not isinstance(counts, Mapping):
-            raise ValueError(f"{where}.{key}: expected an object of counts by {by}, not {counts!r}")
-        totals[key] = sum(int(_number(counts, name, f"{where}.{key}")) for name in counts)
-    return MirrorFigures(
-        mirrored=int(_number(section, "mirrored", where)),
-        completed=int(_number(section, "completed", where)),
-        failed=totals["failed"],
-        dropped=totals["dropped"],
-        queue_length=int(_number(section, "queue_length", where)),
-        queue_disk=int(_number(section, "queue_disk", where)),
-        concurrency=int(_number(section, "concurrency", where)),
-        oldest_age_s=float(_number(section, "oldest_age_s", where)),
-    )
 
 
 def _rate(current: int, previous: int | None, seconds: float) -> float | None:

@@ -9,107 +9,38 @@ never enough, and a node that stopped reporting cannot vote.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from fleet.core.models import ProxyNode
-from fleet.failover.models import server_name
+from proxyapp.report.reader import MonitorRow, read_monitor
 
 #: A report older than this does not vote (nodes report every 5 s by default: this misses two reports).
 REPORT_FRESH = timedelta(seconds=15)
 DOWN, SUSPECT, UP, UNKNOWN = "down", "suspect", "up", "unknown"
-_STATUSES = ("ONLINE", "SHUNNED", "OFFLINE_SOFT", "OFFLINE_HARD")
 
 
-@dataclass(frozen=True)
-class MonitorRow:
-    """One row of a node's ``stats["monitor"]``: a server of a hostgroup and its latest checks."""
-
-    hostgroup: int
-    server: str
-    status: str
-    connect_ok: bool | None
-    ping_ok: bool | None
-    read_only: bool | None
-    lag_s: float | None
-    last_error: str
-    checked_at: datetime | None
-
-    @property
-    def verdict(self) -> tuple[str, str]:
-        """(DOWN, SUSPECT, UP or UNKNOWN, the reason in words) from this row alone: down once the monitor shunned
-        the server for failed checks (``mysql-monitor_ping_max_failures`` or ``_read_only_max_timeout_count`` in a
-        row), suspect while its latest check failed but it is not shunned (yet)."""
-        failed = [name for name, ok in (("connect", self.connect_ok), ("ping", self.ping_ok)) if ok is False]
-        error = f": {self.last_error}" if self.last_error else ""
-        if failed and self.status == "SHUNNED":
-            return DOWN, f"SHUNNED, {' and '.join(failed)} failed{error}"
-        if failed:
-            return SUSPECT, f"{self.status}, {' and '.join(failed)} failed{error} (not shunned yet)"
-        if self.connect_ok or self.ping_ok:
-            return UP, f"{self.status}, checks pass"
-        return UNKNOWN, f"{self.status}, not checked yet"
-
-
-def _optional(row: Mapping[str, Any], key: str, kinds: tuple[type, ...], where: str) -> Any:
-    value = row.get(key)
-    if value is not None and (not isinstance(value, kinds) or (bool not in kinds and isinstance(value, bool))):
-        raise ValueError(f"{where}.{key}: expected {' or '.join(k.__name__ for k in kinds)} or null, not {value!r}")
-    return value
-
-
-def moment(value: object, where: str) -> datetime | None:
-    """A report's time: ISO 8601 with its offset, or seconds since the epoch; None when missing."""
-    if value is None:
-        return None
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return datetime.fromtimestamp(value, UTC)
-    if isinstance(value, str):
-        try:
-            at = datetime.fromisoformat(value)
-        except ValueError:
-            pass
-        else:
-            return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
-    raise ValueError(f"{where}: expected an ISO 8601 time or seconds since the epoch, not {value!r}")
+def row_verdict(row: MonitorRow) -> tuple[str, str]:
+    """(DOWN, SUSPECT, UP or UNKNOWN, the reason in words) from one monitor row alone: down once the monitor shunned
+    the server for failed checks (``mysql-monitor_ping_max_failures`` or ``_read_only_max_timeout_count`` in a row),
+    suspect while its latest check failed but it is not shunned (yet)."""
+    failed = [name for name, ok in (("connect", row.connect_ok), ("ping", row.ping_ok)) if ok is False]
+    error = f": {row.last_error}" if row.last_error else ""
+    if failed and row.status == "SHUNNED":
+        return DOWN, f"SHUNNED, {' and '.join(failed)} failed{error}"
+    if failed:
+        return SUSPECT, f"{row.status}, {' and '.join(failed)} failed{error} (not shunned yet)"
+    if row.connect_ok or row.ping_ok:
+        return UP, f"{row.status}, checks pass"
+    return UNKNOWN, f"{row.status}, not checked yet"
 
 
 def monitor_rows(stats: object) -> list[MonitorRow] | None:
-    """The monitor rows of a report's ``stats`` (None when it has none); ValueError naming the bad field."""
-    if not isinstance(stats, Mapping) or "monitor" not in stats:
-        return None
-    rows = stats["monitor"]
-    if not isinstance(rows, list):
-        raise ValueError("stats.monitor: expected a list of rows")
-    parsed = []
-    for index, row in enumerate(rows):
-        where = f"stats.monitor[{index}]"
-        if not isinstance(row, Mapping):
-            raise ValueError(f"{where}: expected an object")
-        for key in ("hostgroup", "srv_port"):
-            if isinstance(row.get(key), bool) or not isinstance(row.get(key), int):
-                raise ValueError(f"{where}.{key}: expected a number, not {row.get(key)!r}")
-        if not isinstance(row.get("srv_host"), str) or not row["srv_host"]:
-            raise ValueError(f"{where}.srv_host: expected a host name, not {row.get('srv_host')!r}")
-        if row.get("status") not in _STATUSES:
-            raise ValueError(f"{where}.status: expected one of {', '.join(_STATUSES)}, not {row.get('status')!r}")
-        lag = _optional(row, "lag_s", (int, float), where)
-        parsed.append(
-            MonitorRow(
-                hostgroup=row["hostgroup"],
-                server=server_name(row["srv_host"], row["srv_port"]),
-                status=row["status"],
-                connect_ok=_optional(row, "connect_ok", (bool,), where),
-                ping_ok=_optional(row, "ping_ok", (bool,), where),
-                read_only=_optional(row, "read_only", (bool,), where),
-                lag_s=float(lag) if lag is not None else None,
-                last_error=_optional(row, "last_error", (str,), where) or "",
-                checked_at=moment(row.get("checked_at"), f"{where}.checked_at"),
-            )
-        )
-    return parsed
+    """The monitor rows of a report's ``stats`` (None when it has none), read by ``proxyapp.report.reader``;
+    ReportError (a ValueError) naming the bad field."""
+    return read_monitor(stats)
 
 
 @dataclass(frozen=True)
@@ -149,7 +80,7 @@ def node_verdict(node: ProxyNode, server: str, hostgroups: Iterable[int], now: d
     checked = [row.checked_at for row in mine if row.checked_at is not None]
     if checked and now - max(checked) > REPORT_FRESH:
         return NodeVerdict(node.name, UNKNOWN, f"its last check of {server} was at {max(checked):%H:%M:%S}", at, mine)
-    verdicts = [row.verdict for row in mine]
+    verdicts = [row_verdict(row) for row in mine]
     for verdict in (DOWN, SUSPECT, UP):
         reasons = list(dict.fromkeys(reason for kind, reason in verdicts if kind == verdict))
         if reasons:

@@ -4,15 +4,16 @@ reports, ``{"at", "hostgroup", "srv_host", "srv_port", "from", "to", "reason"}``
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from django.db.models import Max
 from django.utils import timezone
 
 from fleet.core.models import ProxyNode
-from fleet.failover.detection import REPORT_FRESH, moment
+from fleet.failover.detection import REPORT_FRESH
 from fleet.failover.models import BackendTransition, server_name
+from proxyapp.report.reader import read_transitions
 
 log = logging.getLogger("fleet.failover")
 
@@ -20,40 +21,20 @@ RETENTION = timedelta(days=30)
 
 
 def transitions(node: ProxyNode, stats: object) -> list[BackendTransition]:
-    """The transitions in a report's ``stats`` (none when it has none), unsaved; ValueError naming the bad field."""
-    if not isinstance(stats, Mapping) or "server_transitions" not in stats:
-        return []
-    rows = stats["server_transitions"]
-    if not isinstance(rows, list):
-        raise ValueError("stats.server_transitions: expected a list of rows")
-    parsed = []
-    for index, row in enumerate(rows):
-        where = f"stats.server_transitions[{index}]"
-        if not isinstance(row, Mapping):
-            raise ValueError(f"{where}: expected an object")
-        for key in ("hostgroup", "srv_port"):
-            if isinstance(row.get(key), bool) or not isinstance(row.get(key), int) or row[key] < 0:
-                raise ValueError(f"{where}.{key}: expected a number, not {row.get(key)!r}")
-        for key in ("srv_host", "from", "to"):
-            if not isinstance(row.get(key), str):
-                raise ValueError(f"{where}.{key}: expected text, not {row.get(key)!r}")
-        if not isinstance(row.get("reason", ""), str):
-            raise ValueError(f"{where}.reason: expected text, not {row.get('reason')!r}")
-        at = moment(row.get("at"), f"{where}.at")
-        if at is None:
-            raise ValueError(f"{where}.at: missing")
-        parsed.append(
-            BackendTransition(
-                node=node,
-                at=at,
-                hostgroup=row["hostgroup"],
-                server=server_name(row["srv_host"], row["srv_port"])[:300],
-                from_status=row["from"][:16],
-                to_status=row["to"][:16],
-                reason=row.get("reason", ""),
-            )
+    """The transitions in a report's ``stats`` (none when it has none), unsaved, read by ``proxyapp.report.reader``;
+    ReportError (a ValueError) naming the bad field."""
+    return [
+        BackendTransition(
+            node=node,
+            at=row.at,
+            hostgroup=row.hostgroup,
+            server=server_name(row.srv_host, row.srv_port)[:300],
+            from_status=row.from_status[:16],
+            to_status=row.to_status[:16],
+            reason=row.reason,
         )
-    return parsed
+        for row in read_transitions(stats)
+    ]
 
 
 def ingest(nodes: Iterable[ProxyNode], now: datetime) -> int:

@@ -121,7 +121,8 @@ def test_a_malformed_monitor_row_makes_the_node_unknown_naming_the_field(cluster
     assert verdict.verdict == "unknown"
     assert (
         verdict.reason
-        == "its report's monitor rows are malformed: stats.monitor[0].srv_port: expected a number, not '3306'"
+        == "its report's monitor rows are malformed: stats.monitor[0].srv_port: expected a whole number of 0 or more, "
+        "not '3306'"
     )
 
 

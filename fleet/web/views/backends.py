@@ -61,19 +61,19 @@ def backend_rows(cluster: Cluster | None) -> list[BackendRow]:
     rates = _latest_rates(cluster)
     rows = []
     for node in ProxyNode.objects.filter(cluster=cluster).only("name", "last_report"):
-        for pool in (node.last_report or {}).get("connection_pool", []):
-            server = stats.server_name(pool["srv_host"], pool["srv_port"])
+        for pool in stats.pools_of(node.last_report):
+            server = pool.server
             rows.append(
                 BackendRow(
                     node=node.name,
-                    hostgroup=pool["hostgroup"],
+                    hostgroup=pool.hostgroup,
                     server=server,
-                    status=pool.get("status", ""),
-                    conn_used=pool.get("ConnUsed", 0),
-                    conn_free=pool.get("ConnFree", 0),
-                    conn_err=pool.get("ConnERR", 0),
-                    latency_us=pool.get("Latency_us", 0),
-                    queries_per_s=rates.get((node.pk, pool["hostgroup"], server)),
+                    status=pool.status,
+                    conn_used=pool.conn_used,
+                    conn_free=pool.conn_free,
+                    conn_err=pool.conn_err,
+                    latency_us=pool.latency_us,
+                    queries_per_s=rates.get((node.pk, pool.hostgroup, server)),
                 )
             )
     return sorted(rows, key=lambda r: (r.hostgroup, r.server, r.node))

@@ -9,6 +9,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 
+from fleet.core import stats
 from fleet.core.health import ControlPlane, control_plane
 from fleet.core.models import Cluster, ConfigVersion, ProxyNode
 from fleet.core.push import STALE_AFTER
@@ -47,8 +48,8 @@ class NodeStatus:
     @property
     def backends(self) -> tuple[int, int]:
         """How many of the servers in the node's last report are ONLINE, and how many it reports."""
-        pools = (self.node.last_report or {}).get("connection_pool", [])
-        return sum(pool.get("status") == "ONLINE" for pool in pools), len(pools)
+        pools = stats.pools_of(self.node.last_report)
+        return sum(pool.status == "ONLINE" for pool in pools), len(pools)
 
 
 @dataclass(frozen=True)

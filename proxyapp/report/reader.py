@@ -1,0 +1,263 @@
+"""Reading a proxy's stats report back (the second seam, beside ``proxyapp.config``): what ``GET /stats`` answers
+and what a node's agent sends the control plane, read section by section into typed rows. A malformed report is
+refused with ``ReportError`` naming the bad path (``stats.connection_pool[3].srv_port: ...``); each section is read
+on its own, so a bad section never hides the good ones.
+
+Sections: ``global`` (counters), ``connection_pool`` (``PoolRow``), ``mirror`` (``MirrorCounts``), ``monitor``
+(``MonitorRow``) and ``server_transitions`` (``TransitionRow``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+SERVER_STATUSES = ("ONLINE", "SHUNNED", "OFFLINE_SOFT", "OFFLINE_HARD")
+
+
+class ReportError(ValueError):
+    """A report that is not what a proxy sends; the message names the bad path."""
+
+
+@dataclass(frozen=True, slots=True)
+class PoolRow:
+    """A ``connection_pool`` row (stats_mysql_connection_pool), as far as the control plane reads it."""
+
+    hostgroup: int
+    srv_host: str
+    srv_port: int
+    status: str
+    conn_used: int
+    conn_free: int
+    conn_err: int
+    queries: int
+    latency_us: float
+
+    @property
+    def server(self) -> str:
+        """``host:port``, as the control plane names a backend server."""
+        return f"{self.srv_host}:{self.srv_port}"
+
+
+@dataclass(frozen=True, slots=True)
+class MirrorCounts:
+    """A report's ``mirror`` section: statements mirrored, completed, failed by error code and dropped by reason,
+    and the queue."""
+
+    mirrored: int
+    completed: int
+    failed: dict[str, int]
+    dropped: dict[str, int]
+    queue_length: int
+    queue_disk: int
+    concurrency: int
+    oldest_age_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class MonitorRow:
+    """A ``monitor`` row: a server of a hostgroup, its status and its latest checks (None: not checked)."""
+
+    hostgroup: int
+    srv_host: str
+    srv_port: int
+    status: str
+    connect_ok: bool | None
+    ping_ok: bool | None
+    read_only: bool | None
+    lag_s: float | None
+    last_error: str
+    checked_at: datetime | None
+
+    @property
+    def server(self) -> str:
+        """``host:port``, as the control plane names a backend server."""
+        return f"{self.srv_host}:{self.srv_port}"
+
+
+@dataclass(frozen=True, slots=True)
+class TransitionRow:
+    """A ``server_transitions`` row: a server's status change on the node and why."""
+
+    at: datetime
+    hostgroup: int
+    srv_host: str
+    srv_port: int
+    from_status: str
+    to_status: str
+    reason: str
+
+
+def read_counters(stats: object) -> dict[str, int | float]:
+    """The ``global`` counters."""
+    section = _section(stats, "global", dict)
+    return {str(name): _number(section, name, "stats.global", negative=True) for name in section}
+
+
+def read_pools(stats: object) -> list[PoolRow]:
+    """The ``connection_pool`` rows."""
+    rows = []
+    for where, row in _rows(stats, "connection_pool"):
+        rows.append(
+            PoolRow(
+                hostgroup=int(_number(row, "hostgroup", where)),
+                srv_host=_text(row, "srv_host", where),
+                srv_port=int(_number(row, "srv_port", where)),
+                status=_text(row, "status", where),
+                conn_used=int(_number(row, "ConnUsed", where)),
+                conn_free=int(_number(row, "ConnFree", where)),
+                conn_err=int(_number(row, "ConnERR", where)),
+                queries=int(_number(row, "Queries", where)),
+                latency_us=float(_number(row, "Latency_us", where)),
+            )
+        )
+    return rows
+
+
+def read_mirror(stats: object) -> MirrorCounts | None:
+    """The ``mirror`` section; None when the report has none (the node mirrors nothing)."""
+    if not isinstance(stats, Mapping) or stats.get("mirror") is None:
+        _section(stats, "", dict)  # a report that is not an object is refused all the same
+        return None
+    where = "stats.mirror"
+    section = _section(stats, "mirror", dict)
+    counts = {}
+    for key, by in (("failed", "error code"), ("dropped", "reason")):
+        values = section.get(key)
+        if not isinstance(values, Mapping):
+            raise ReportError(f"{where}.{key}: expected an object of counts by {by}, not {values!r}")
+        counts[key] = {str(name): int(_number(values, name, f"{where}.{key}")) for name in values}
+    return MirrorCounts(
+        mirrored=int(_number(section, "mirrored", where)),
+        completed=int(_number(section, "completed", where)),
+        failed=counts["failed"],
+        dropped=counts["dropped"],
+        queue_length=int(_number(section, "queue_length", where)),
+        queue_disk=int(_number(section, "queue_disk", where)),
+        concurrency=int(_number(section, "concurrency", where)),
+        oldest_age_s=float(_number(section, "oldest_age_s", where)),
+    )
+
+
+def read_monitor(stats: object) -> list[MonitorRow] | None:
+    """The ``monitor`` rows; None when the report has none (the node runs no monitor)."""
+    if not isinstance(stats, Mapping) or "monitor" not in stats:
+        _section(stats, "", dict)
+        return None
+    rows = []
+    for where, row in _rows(stats, "monitor"):
+        status = row.get("status")
+        if status not in SERVER_STATUSES:
+            raise ReportError(f"{where}.status: expected one of {', '.join(SERVER_STATUSES)}, not {status!r}")
+        lag = _optional(row, "lag_s", (int, float), where)
+        rows.append(
+            MonitorRow(
+                hostgroup=_integer(row, "hostgroup", where),
+                srv_host=_text(row, "srv_host", where, empty=False),
+                srv_port=_integer(row, "srv_port", where),
+                status=str(status),
+                connect_ok=_optional(row, "connect_ok", (bool,), where),
+                ping_ok=_optional(row, "ping_ok", (bool,), where),
+                read_only=_optional(row, "read_only", (bool,), where),
+                lag_s=float(lag) if lag is not None else None,
+                last_error=_optional(row, "last_error", (str,), where) or "",
+                checked_at=read_moment(row.get("checked_at"), f"{where}.checked_at"),
+            )
+        )
+    return rows
+
+
+def read_transitions(stats: object) -> list[TransitionRow]:
+    """The ``server_transitions`` rows (none when the report has none)."""
+    if not isinstance(stats, Mapping) or "server_transitions" not in stats:
+        _section(stats, "", dict)
+        return []
+    rows = []
+    for where, row in _rows(stats, "server_transitions"):
+        at = read_moment(row.get("at"), f"{where}.at")
+        if at is None:
+            raise ReportError(f"{where}.at: missing")
+        rows.append(
+            TransitionRow(
+                at=at,
+                hostgroup=_integer(row, "hostgroup", where),
+                srv_host=_text(row, "srv_host", where),
+                srv_port=_integer(row, "srv_port", where),
+                from_status=_text(row, "from", where),
+                to_status=_text(row, "to", where),
+                reason=_text({"reason": row.get("reason", "")}, "reason", where),
+            )
+        )
+    return rows
+
+
+def read_moment(value: object, where: str) -> datetime | None:
+    """A report's time: ISO 8601 with its offset, or seconds since the epoch; None when missing."""
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return datetime.fromtimestamp(value, UTC)
+    if isinstance(value, str):
+        try:
+            at = datetime.fromisoformat(value)
+        except ValueError:
+            pass
+        else:
+            return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+    raise ReportError(f"{where}: expected an ISO 8601 time or seconds since the epoch, not {value!r}")
+
+
+def _section(stats: object, key: str, kind: type) -> Any:
+    """``stats[key]`` (``stats`` itself for ""), refused unless of ``kind``."""
+    if not isinstance(stats, Mapping):
+        raise ReportError(f"stats: expected an object, not {type(stats).__name__}")
+    if not key:
+        return stats
+    value = stats.get(key)
+    if kind is dict and not isinstance(value, Mapping):
+        raise ReportError(f"stats.{key}: expected an object, not {value!r}")
+    if kind is list and not isinstance(value, list):
+        raise ReportError(f"stats.{key}: expected a list of rows, not {value!r}")
+    return value
+
+
+def _rows(stats: object, key: str) -> list[tuple[str, Mapping[str, Any]]]:
+    """The rows of the list ``stats[key]`` with their paths, each refused unless an object."""
+    rows = []
+    for index, row in enumerate(_section(stats, key, list)):
+        where = f"stats.{key}[{index}]"
+        if not isinstance(row, Mapping):
+            raise ReportError(f"{where}: expected an object, not {row!r}")
+        rows.append((where, row))
+    return rows
+
+
+def _number(row: Mapping[str, Any], key: str, where: str, negative: bool = False) -> int | float:
+    value = row.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float) or (value < 0 and not negative):
+        raise ReportError(f"{where}.{key}: expected a number{'' if negative else ' of 0 or more'}, not {value!r}")
+    return value
+
+
+def _integer(row: Mapping[str, Any], key: str, where: str) -> int:
+    value = row.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ReportError(f"{where}.{key}: expected a whole number of 0 or more, not {value!r}")
+    return value
+
+
+def _text(row: Mapping[str, Any], key: str, where: str, empty: bool = True) -> str:
+    value = row.get(key)
+    if not isinstance(value, str) or (not empty and not value):
+        raise ReportError(f"{where}.{key}: expected text, not {value!r}")
+    return value
+
+
+def _optional(row: Mapping[str, Any], key: str, kinds: tuple[type, ...], where: str) -> Any:
+    value = row.get(key)
+    if value is not None and (not isinstance(value, kinds) or (bool not in kinds and isinstance(value, bool))):
+        names = " or ".join(k.__name__ for k in kinds)
+        raise ReportError(f"{where}.{key}: expected {names} or null, not {value!r}")
+    return value
