@@ -6,16 +6,15 @@ from __future__ import annotations
 import copy
 import json
 import signal
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from typing import Any
 
 import pymysql
 import pytest
 
 from fleet.sandbox import Sandbox, SandboxServer
+from fleet.stack import wait_until
 from tests.harness import APP_PASSWORD, APP_USER, READER_HG, WRITER_HG, ProxyProcess, StartProxy
 
 _ROOT: dict[int, pymysql.Connection] = {}
@@ -73,15 +72,6 @@ def checksum(proxy: ProxyProcess) -> str:
     return proxy.admin("GET", "/config")["checksum"]
 
 
-def wait_for(predicate: Callable[[], bool], what: str, timeout: float = 5) -> None:
-    """Poll until ``predicate`` holds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
-
-
 def test_sighup_applies_the_edited_file(sandbox: Sandbox, start_proxy: StartProxy) -> None:
     proxy = start_proxy(make_config(sandbox, WRITER_HG))
     before = checksum(proxy)
@@ -89,7 +79,7 @@ def test_sighup_applies_the_edited_file(sandbox: Sandbox, start_proxy: StartProx
         assert selects_land_on(sandbox, conn) == "primary"
         proxy.write_config(make_config(sandbox, READER_HG))
         proxy.signal(signal.SIGHUP)
-        wait_for(lambda: checksum(proxy) != before, "the reload")
+        wait_until(lambda: checksum(proxy) != before, "the reload", 30)
         assert selects_land_on(sandbox, conn) == "replica"  # the open session follows the new rules
     with proxy.connect(autocommit=True) as conn:
         assert selects_land_on(sandbox, conn) == "replica"
@@ -118,7 +108,7 @@ def test_sighup_refuses_a_broken_file(sandbox: Sandbox, start_proxy: StartProxy)
         for n, (what, config, words) in enumerate(broken_configs(sandbox), start=1):
             proxy.write_config(config)
             proxy.signal(signal.SIGHUP)
-            wait_for(lambda n=n: proxy.log().count("reload refused") >= n, f"the refusal of the {what}")
+            wait_until(lambda n=n: proxy.log().count("reload refused") >= n, f"the refusal of the {what}", 30)
             refusal = proxy.log().split("reload refused")[n]
             for word in words:
                 assert word in refusal, f"{what}: {word!r} not in the log: {refusal}"
@@ -127,7 +117,7 @@ def test_sighup_refuses_a_broken_file(sandbox: Sandbox, start_proxy: StartProxy)
     # A good file is taken again afterwards.
     proxy.write_config(make_config(sandbox, READER_HG))
     proxy.signal(signal.SIGHUP)
-    wait_for(lambda: checksum(proxy) != running, "the good reload")
+    wait_until(lambda: checksum(proxy) != running, "the good reload", 30)
     with proxy.connect(autocommit=True) as conn:
         assert selects_land_on(sandbox, conn) == "replica"
 
@@ -186,7 +176,7 @@ def test_a_transaction_open_across_reloads_commits(sandbox: Sandbox, start_proxy
         changed["mysql_query_rules"] = []
         proxy.write_config(changed)
         proxy.signal(signal.SIGHUP)
-        wait_for(lambda: checksum(proxy) != before, "the SIGHUP reload")
+        wait_until(lambda: checksum(proxy) != before, "the SIGHUP reload", 30)
         cur.execute("SELECT CONNECTION_ID(), @@in_transaction, COUNT(*) FROM reload_tx")
         assert cur.fetchall() == ((backend, 1, 2),)  # the same connection, the same transaction
         assert proxy.stats()["global"]["Active_Transactions"] == 1

@@ -5,13 +5,13 @@ from __future__ import annotations
 import re
 import socket
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pymysql
 import pytest
 
 from fleet.sandbox import Sandbox
+from fleet.stack import wait_until
 from proxyapp.report.reader import read_counters, read_mirror, read_monitor, read_pools, read_transitions
 from proxyapp.sql.digest import compute_digest
 from tests.harness import READER_HG, WRITER_HG, ProxyProcess, StartProxy, rw_split_config
@@ -61,15 +61,6 @@ def metric(samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: s
 def pool_rows(proxy: ProxyProcess) -> dict[int, dict[str, Any]]:
     """hostgroup -> its (only) connection pool row."""
     return {row["hostgroup"]: row for row in proxy.admin("GET", "/stats/connection_pool")}
-
-
-def wait_for(predicate: Callable[[], bool], what: str, timeout: float = 5) -> None:
-    """Poll until ``predicate`` holds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def test_query_digest_rows_after_known_queries(proxy: ProxyProcess) -> None:
@@ -198,12 +189,12 @@ def test_global_counters(proxy: ProxyProcess) -> None:
     finally:
         for conn in conns:
             conn.close()
-    wait_for(lambda: stat("Client_Connections_connected") == 0, "the sessions to end")
+    wait_until(lambda: stat("Client_Connections_connected") == 0, "the sessions to end", 30)
     assert stat("Client_Connections_aborted") == 0
     # A client that drops the connection in the middle of the handshake is an aborted connection.
     with socket.create_connection(("127.0.0.1", proxy.port)) as raw:
         assert raw.recv(4)  # the greeting starts
-    wait_for(lambda: stat("Client_Connections_aborted") == 1, "the aborted connection")
+    wait_until(lambda: stat("Client_Connections_aborted") == 1, "the aborted connection", 30)
     assert stat("Client_Connections_created") == created + 4 and stat("Client_Connections_connected") == 0
     with pytest.raises(pymysql.err.OperationalError):
         proxy.connect(password="wrong")
