@@ -16,7 +16,8 @@ from rest_framework import serializers
 from fleet.core import audit, roles
 from fleet.core.drafts import save_row
 from fleet.core.models import TABLE_MODELS, AuditEntry, Cluster, ConfigVersion, Hostgroup, ProxyNode
-from fleet.core.models.tables import SECRET_COLUMNS, key_path_of
+from fleet.core.models.tables import key_path_of
+from fleet.core.sealing import SECRET_COLUMNS
 from fleet.core.secrets import mask_document, mask_row
 from proxyapp.config.document import table_columns
 

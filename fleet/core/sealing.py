@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 
 PREFIX = "sealed:"
 _SECRET_VARIABLE_SUFFIX = "_password"
+#: Table columns that hold a password: never shown or returned once written, sealed at rest.
+SECRET_COLUMNS = frozenset({"password"})
 
 
 class SealingError(RuntimeError):
@@ -39,6 +41,14 @@ class SealingError(RuntimeError):
 def is_secret_variable(name: object) -> bool:
     """Whether a global variable named ``name`` holds a password (``mysql-monitor_password``)."""
     return str(name or "").endswith(_SECRET_VARIABLE_SUFFIX)
+
+
+def is_secret(table: str, row: Mapping[str, Any], column: str) -> bool:
+    """Whether ``row[column]`` of ``table`` is a credential (a user's password, a password variable's value): the
+    one answer for masking (``fleet.core.secrets``) and for sealing."""
+    if column in SECRET_COLUMNS:
+        return True
+    return table == "global_variables" and column == "variable_value" and is_secret_variable(row.get("variable_name"))
 
 
 def key_file() -> Path:
@@ -68,11 +78,23 @@ def _read_or_make_keys(path: Path) -> list[str]:
 
 
 def configured_keys() -> list[str]:
-    """The keys, the sealing one first: ``FLEET_SEALING_KEY`` (comma-separated) if set, else the key file's."""
+    """The keys, the sealing one first: ``FLEET_SEALING_KEY`` (comma-separated) if set, else the key file's (read
+    again only when the file changed: a rotation takes effect at once, a page of passwords reads it once)."""
     given = settings.FLEET_SEALING_KEY
     if given:
         return [k.strip() for k in given.split(",") if k.strip()]
-    return _read_or_make_keys(key_file())
+    path = key_file()
+    try:
+        seen = path.stat()
+    except FileNotFoundError:
+        return _read_or_make_keys(path)
+    return list(_file_keys(str(path), seen.st_mtime_ns, seen.st_size))
+
+
+@cache
+def _file_keys(path: str, mtime_ns: int, size: int) -> tuple[str, ...]:
+    """The keys of the file at ``path`` as it was at that modification time and size."""
+    return tuple(_read_or_make_keys(Path(path)))
 
 
 @cache
@@ -84,7 +106,7 @@ def _box(keys: tuple[str, ...]) -> MultiFernet:
 
 
 def box() -> MultiFernet:
-    """The Fernet set for the configured keys (re-read on every call, so a rotated file takes effect)."""
+    """The Fernet set for the configured keys."""
     return _box(tuple(configured_keys()))
 
 
@@ -124,14 +146,9 @@ def map_document_secrets(document: Any, change: Callable[[Any], Any]) -> Any:
 
 def _map_rows(table: str, rows: list[Any], change: Callable[[Any], Any]) -> Iterator[Any]:
     for row in rows:
-        if not isinstance(row, Mapping):
-            yield row
-        elif table == "mysql_users" and "password" in row:
-            yield {**row, "password": change(row["password"])}
-        elif table == "global_variables" and is_secret_variable(row.get("variable_name")):
-            yield {**row, "variable_value": change(row.get("variable_value"))}
-        else:
-            yield row
+        if isinstance(row, Mapping):
+            row = {k: change(v) if is_secret(table, row, k) else v for k, v in row.items()}
+        yield row
 
 
 class _Opens:

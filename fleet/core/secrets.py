@@ -11,17 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from fleet.core.models.tables import SECRET_COLUMNS
-from fleet.core.sealing import is_secret_variable
+from fleet.core.sealing import is_secret
 
 MASK = "********"
-
-
-def is_secret(table: str, row: Mapping[str, Any], column: str) -> bool:
-    """Whether ``row[column]`` is a credential that no user may see (a user's password, a password variable)."""
-    if column in SECRET_COLUMNS:
-        return True
-    return table == "global_variables" and column == "variable_value" and is_secret_variable(row.get("variable_name"))
 
 
 def mask_row(table: str, row: Mapping[str, Any]) -> dict[str, Any]:

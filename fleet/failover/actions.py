@@ -19,13 +19,14 @@ from django.utils import timezone
 
 from fleet.core.drafts import Actor
 from fleet.core.models import Cluster, ProxyNode
-from fleet.failover import detection, gtid, procedures
+from fleet.failover import gtid, procedures
 from fleet.failover.config_edits import PublishRefused, publish_edit, remove_row, set_status
 from fleet.failover.detection import REPORT_FRESH
 from fleet.failover.fences import release
 from fleet.failover.models import Event, FailoverPolicy, Fence, Step
 from fleet.failover.servers import Account, Server, ServerError
 from fleet.failover.topology import Topology, find
+from proxyapp.report.reader import read_monitor
 
 #: How long the old primary's open write transactions may take to finish once writes are stopped.
 DRAIN_S = 2.0
@@ -136,7 +137,7 @@ def _monitors_seeing_read_only(cluster: Cluster, server: str) -> tuple[list[str]
         if node.last_heartbeat is None or now - node.last_heartbeat > REPORT_FRESH:
             continue
         try:
-            rows = [row for row in detection.monitor_rows(node.last_report) or [] if row.server == server]
+            rows = [row for row in read_monitor(node.last_report) or [] if row.server == server]
         except ValueError:
             rows = []
         (seeing if rows and all(row.read_only is True for row in rows) else waiting).append(node.name)

@@ -37,12 +37,6 @@ def row_verdict(row: MonitorRow) -> tuple[str, str]:
     return UNKNOWN, f"{row.status}, not checked yet"
 
 
-def monitor_rows(stats: object) -> list[MonitorRow] | None:
-    """The monitor rows of a report's ``stats`` (None when it has none), read by ``proxyapp.report.reader``;
-    ReportError (a ValueError) naming the bad field."""
-    return read_monitor(stats)
-
-
 @dataclass(frozen=True)
 class NodeVerdict:
     """One node's view of one server."""
@@ -68,7 +62,7 @@ def node_verdict(node: ProxyNode, server: str, hostgroups: Iterable[int], now: d
         since = f"since {at:%H:%M:%S}" if at is not None else "yet"
         return NodeVerdict(node.name, UNKNOWN, f"no fresh report ({'none ' + since})", at)
     try:
-        rows = monitor_rows(node.last_report)
+        rows = read_monitor(node.last_report)
     except ValueError as error:
         return NodeVerdict(node.name, UNKNOWN, f"its report's monitor rows are malformed: {error}", at)
     if rows is None:

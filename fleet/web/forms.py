@@ -9,11 +9,11 @@ from django import forms
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import models
 
-from fleet.core.secrets import is_secret
+from fleet.core.sealing import is_secret
 
 
 class RowForm(forms.ModelForm):
-    """A row's form. A secret field (as ``secrets.is_secret`` decides, for the stored row or the submitted one)
+    """A row's form. A secret field (as ``sealing.is_secret`` decides, for the stored row or the submitted one)
     is a password input that never shows a value; left blank, it keeps the stored value."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

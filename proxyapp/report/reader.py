@@ -118,8 +118,7 @@ def read_pools(stats: object) -> list[PoolRow]:
 
 def read_mirror(stats: object) -> MirrorCounts | None:
     """The ``mirror`` section; None when the report has none (the node mirrors nothing)."""
-    if not isinstance(stats, Mapping) or stats.get("mirror") is None:
-        _section(stats, "", dict)  # a report that is not an object is refused all the same
+    if _report(stats).get("mirror") is None:
         return None
     where = "stats.mirror"
     section = _section(stats, "mirror", dict)
@@ -143,8 +142,7 @@ def read_mirror(stats: object) -> MirrorCounts | None:
 
 def read_monitor(stats: object) -> list[MonitorRow] | None:
     """The ``monitor`` rows; None when the report has none (the node runs no monitor)."""
-    if not isinstance(stats, Mapping) or "monitor" not in stats:
-        _section(stats, "", dict)
+    if "monitor" not in _report(stats):
         return None
     rows = []
     for where, row in _rows(stats, "monitor"):
@@ -171,8 +169,7 @@ def read_monitor(stats: object) -> list[MonitorRow] | None:
 
 def read_transitions(stats: object) -> list[TransitionRow]:
     """The ``server_transitions`` rows (none when the report has none)."""
-    if not isinstance(stats, Mapping) or "server_transitions" not in stats:
-        _section(stats, "", dict)
+    if "server_transitions" not in _report(stats):
         return []
     rows = []
     for where, row in _rows(stats, "server_transitions"):
@@ -187,7 +184,7 @@ def read_transitions(stats: object) -> list[TransitionRow]:
                 srv_port=_integer(row, "srv_port", where),
                 from_status=_text(row, "from", where),
                 to_status=_text(row, "to", where),
-                reason=_text({"reason": row.get("reason", "")}, "reason", where),
+                reason=_text(row, "reason", where) if "reason" in row else "",
             )
         )
     return rows
@@ -209,13 +206,16 @@ def read_moment(value: object, where: str) -> datetime | None:
     raise ReportError(f"{where}: expected an ISO 8601 time or seconds since the epoch, not {value!r}")
 
 
-def _section(stats: object, key: str, kind: type) -> Any:
-    """``stats[key]`` (``stats`` itself for ""), refused unless of ``kind``."""
+def _report(stats: object) -> Mapping[str, Any]:
+    """``stats`` itself, refused unless an object."""
     if not isinstance(stats, Mapping):
         raise ReportError(f"stats: expected an object, not {type(stats).__name__}")
-    if not key:
-        return stats
-    value = stats.get(key)
+    return stats
+
+
+def _section(stats: object, key: str, kind: type) -> Any:
+    """``stats[key]``, refused unless of ``kind`` (dict or list)."""
+    value = _report(stats).get(key)
     if kind is dict and not isinstance(value, Mapping):
         raise ReportError(f"stats.{key}: expected an object, not {value!r}")
     if kind is list and not isinstance(value, list):

@@ -14,13 +14,11 @@ from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import models
 
 from fleet.core.models.nodes import Cluster
-from fleet.core.sealing import SealedIfPasswordVariableField, SealedTextField
+from fleet.core.sealing import SECRET_COLUMNS, SealedIfPasswordVariableField, SealedTextField
 from proxyapp.config.document import Column, blank_to_null, table_columns, validate_row
 
 # String columns that take part in a unique key: bounded so that every database can index them.
 _KEY_STRINGS = {"hostname", "username", "variable_name"}
-# Columns never shown or returned once written, and sealed at rest.
-SECRET_COLUMNS = {"password"}
 
 
 def proxysql_field(column: Column) -> models.Field:
