@@ -861,12 +861,12 @@ class Session:
         the session too (its client is disconnected; a transaction it had open is rolled back by the reset of its
         backend connection)."""
         conn = self.running
-        if conn is not None:
-            await self._kill_backend_query(conn, f"the query of session {self.id} (KILL)")
-        if not query_only:
+        if not query_only:  # the client is gone before its statement's interruption could reach it as an answer
             log.info("session %d: killed", self.id)
             self.killed = True
             self.client.close()
+        if conn is not None:
+            await self._kill_backend_query(conn, f"the query of session {self.id} (KILL)")
 
     async def _com_process_kill(self, payload: bytes) -> None:
         if len(payload) < 5:
