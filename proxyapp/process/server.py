@@ -24,6 +24,7 @@ from proxyapp.report.stats import DigestStats, GlobalCounters
 from proxyapp.rules.cache import QueryCache
 from proxyapp.rules.runtime import Runtime
 from proxyapp.session.kill import forward_kill, outcome, unknown_thread, worker_of
+from proxyapp.session.limits import DISCONNECT, KILL, overstay
 from proxyapp.session.services import SessionServices
 from proxyapp.session.session import Session
 
@@ -144,27 +145,22 @@ class Proxy(SessionServices):
         while True:
             await asyncio.sleep(1)
             settings = self.runtime.settings
-            limit = settings.wait_timeout_ms / 1000
-            longest = settings.max_transaction_time_ms / 1000
-            longest_idle = settings.max_transaction_idle_time_ms / 1000
             now = loop.time()
             for session in list(self.clients.values()):
-                idle = now - session.idle_since if session.idle_since else 0.0
                 if session.killed:
                     continue
-                if session.in_transaction and now - session.transaction_since > longest:
-                    self._end(session, f"its transaction ran for over mysql-max_transaction_time ({longest:g} s)")
-                elif session.in_transaction and idle > longest_idle:
-                    why = f"idle in a transaction for over mysql-max_transaction_idle_time ({longest_idle:g} s)"
+                since = session.transaction_since
+                action, why = overstay(session.in_transaction, since, session.idle_since, now, settings)
+                if action == KILL:
                     self._end(session, why)
-                elif idle > limit:
-                    log.info("session %d: idle for over mysql-wait_timeout, disconnecting", session.id)
-                    session.client.close()
+                elif action == DISCONNECT:
+                    log.info("session %d: %s, disconnecting", session.id, why)
+                    session.wire.close()
             self.pools.housekeeping(time.monotonic())
 
     def _end(self, session: Session, why: str) -> None:
         """Kill ``session`` (its running statement, its connection; its transaction is rolled back)."""
-        log.warning("session %d of %s@%s killed: %s", session.id, session.username, session.client_addr, why)
+        log.warning("session %d of %s@%s killed: %s", session.id, session.username, session.client.addr, why)
         task = asyncio.get_running_loop().create_task(session.kill(False))
         self.background.add(task)
         task.add_done_callback(self.background.discard)

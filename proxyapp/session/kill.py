@@ -16,6 +16,8 @@ from typing import Any
 import aiohttp
 
 from proxyapp.mysql.constants import ErrorCode
+from proxyapp.session.client import Client, SessionEnd
+from proxyapp.session.services import SessionServices
 
 _LEADING_COMMENTS = re.compile(r"\A(?:\s+|/\*.*?\*/|(?:--\s|#)[^\n]*(?:\n|\Z))*", re.S)
 _KILL = re.compile(
@@ -82,3 +84,21 @@ async def forward_kill(admin_port: int, target: int, query_only: bool, username:
         why = f"Thread id {target} belongs to another worker process, which did not answer: {exc}"
         return outcome(False, ErrorCode.NO_SUCH_THREAD, why)
     return answer
+
+
+async def carry_out(
+    request: KillRequest, session_id: int, client: Client, services: SessionServices, status: int
+) -> None:
+    """Carry out a client's KILL (from session ``session_id``, whose server status is ``status``) on a proxy
+    session and answer the client."""
+    if request.target == session_id:
+        if request.query_only:  # nothing of this session runs but the KILL itself, which it interrupts
+            client.send_error(ErrorCode.QUERY_INTERRUPTED, "Query execution was interrupted", 1)
+            return
+        client.send_error(ErrorCode.CONNECTION_KILLED, "Connection was killed", 1)
+        raise SessionEnd
+    answer = await services.kill_session(request.target, request.query_only, client.username)
+    if answer.get("ok"):
+        client.send_ok(status)
+    else:
+        client.send_error(int(answer.get("code") or ErrorCode.NO_SUCH_THREAD), str(answer.get("error")), 1)

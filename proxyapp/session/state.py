@@ -94,6 +94,17 @@ class SessionState:
             parts.append(f"autocommit = {int(self.autocommit)}")
         return "SET " + ", ".join(parts) if parts else None
 
+    def reset(self, names: str) -> None:
+        """Back to a new session's state in character set ``names`` (COM_RESET_CONNECTION, COM_CHANGE_USER); the
+        schema and the multi-statement option stay."""
+        self.names = names
+        self.autocommit = True
+        self.variables = {}
+        self.user_variables = {}
+        self.temp_tables = set()
+        self.locks_held = 0
+        self.pins = set()
+
     def adopt(self, applied: AppliedState) -> None:
         """Record on ``applied`` that the connection now has this state's SET-able parts."""
         applied.names = self.names

@@ -1,0 +1,34 @@
+"""Which sessions have outstayed a limit: a pure function of a session's times and the settings, given the time.
+
+The proxy's housekeeping asks it once a second for every session with the loop's clock; tests ask it with any
+clock they like (``tests/test_limits.py``), so no test waits for a limit to pass.
+"""
+
+from __future__ import annotations
+
+from proxyapp.rules.runtime import SessionSettings
+
+#: Nothing to do.
+STAY = 0
+#: Kill the session: its running statement, its connection, its transaction (rolled back).
+KILL = 1
+#: Close the client connection, as a server does past ``wait_timeout``.
+DISCONNECT = 2
+
+
+def overstay(
+    in_transaction: bool, transaction_since: float, idle_since: float, now: float, settings: SessionSettings
+) -> tuple[int, str]:
+    """What to do with a session at time ``now`` (its times on the same clock; ``idle_since`` 0 while a command
+    runs), and why."""
+    idle = now - idle_since if idle_since else 0.0
+    if in_transaction:
+        longest = settings.max_transaction_time_ms / 1000
+        if now - transaction_since > longest:
+            return KILL, f"its transaction ran for over mysql-max_transaction_time ({longest:g} s)"
+        longest_idle = settings.max_transaction_idle_time_ms / 1000
+        if idle > longest_idle:
+            return KILL, f"idle in a transaction for over mysql-max_transaction_idle_time ({longest_idle:g} s)"
+    if idle > settings.wait_timeout_ms / 1000:
+        return DISCONNECT, "idle for over mysql-wait_timeout"
+    return STAY, ""

@@ -1,0 +1,347 @@
+"""A session's link to its backends: borrow a connection, bring it to the session's state, run a command and relay
+its response, retry a read on a lost connection, enforce the query timeout, then keep or release the connection.
+
+The link owns the connection a session keeps while pinned and the session's transaction as the server reports it.
+What a statement changed is decided by ``track`` (a pure function); the link carries the decision out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from proxyapp.backends.pool import Hostgroup, PoolError, ServerPool
+from proxyapp.mysql.backend import BackendConnection, BackendError
+from proxyapp.mysql.constants import Command, ErrorCode
+from proxyapp.mysql.packets import ErrPacket, ProtocolError
+from proxyapp.mysql.wire import STATUS_UNKNOWN, PeerClosed, Response
+from proxyapp.rules.engine import RuleOutcome
+from proxyapp.session.client import Client, SessionEnd
+from proxyapp.session.relay import InfileAbandoned, Relay, Runner
+from proxyapp.session.route import Situation, beside_transaction
+from proxyapp.session.services import SessionServices
+from proxyapp.session.state import DIRTY_PINS, SessionState, bring, user_variable, value_literal
+from proxyapp.session.track import APPLIED, DIRTY, KEEP, track
+from proxyapp.sql.scan import Statement
+
+log = logging.getLogger("proxyapp.session.link")
+
+_NO_TIMEOUT_MS = 86_400_000
+
+#: The query cache's key: user, schema, statement bytes.
+CacheKey = tuple[str, str, bytes]
+
+
+class BackendLink:
+    """The backend side of one session."""
+
+    def __init__(self, services: SessionServices, client: Client, state: SessionState, session_id: int) -> None:
+        self.services = services
+        self.client = client
+        self.state = state
+        self.session_id = session_id
+        self.conn: BackendConnection | None = None  # the connection the session keeps while pinned
+        self.hostgroup = 0  # the hostgroup of ``conn``
+        self.running: BackendConnection | None = None  # the connection a command runs on right now
+        self.last_pool: ServerPool | None = None  # the server the last command ran on
+        self.last_insert_id = 0
+        self.in_transaction = False
+        self.busy_since = 0.0  # loop time the current (or last) command arrived
+        self.transaction_since = 0.0  # loop time the command that opened the current transaction arrived
+        self.killed = False  # a KILL ended the session: a command still waiting for a connection must not run
+
+    def situation(self) -> Situation:
+        """The session's situation as routing sees it."""
+        client = self.client
+        return Situation(
+            client.default_hostgroup,
+            client.transaction_persistent,
+            self.state.autocommit,
+            self.services.runtime.settings.autocommit_false_is_transaction,
+            self.hostgroup if self.conn is not None else None,
+            self.state.pins,
+        )
+
+    async def execute(
+        self,
+        hostgroup: int,
+        run: Runner,
+        statements: list[Statement],
+        outcome: RuleOutcome | None,
+        cache_key: CacheKey | None = None,
+    ) -> Response | None:
+        """Run one command on a backend of ``hostgroup`` and relay the response; None if an error was sent."""
+        rt = self.services.runtime
+        retries = outcome.retries if outcome is not None and outcome.retries is not None else None
+        if retries is None:
+            retries = rt.settings.query_retries_on_failure
+        safe_to_retry = bool(statements) and all(s.is_read for s in statements)
+        timeout_ms = rt.settings.default_query_timeout_ms
+        if outcome is not None and outcome.timeout:
+            timeout_ms = outcome.timeout
+        # A read routed away from the kept connection's transaction runs on another one (route.beside_transaction).
+        beside = self.conn is not None and beside_transaction(statements, hostgroup, self.situation())
+        while True:
+            kept = self.conn is not None and not beside
+            conn = self.conn if kept else None
+            if conn is None:
+                conn = await self.borrow(hostgroup)
+                if conn is None:
+                    return None
+            elif not self.state.matches(conn.state):
+                err = await self._sync_safely(conn)
+                if err is not None:
+                    self.client.send_error(err.code, err.message)
+                    return None
+            if self.killed:  # killed while it waited for the connection: the statement must not run
+                if not kept:
+                    release(conn)
+                raise SessionEnd
+            pool = conn.pool
+            assert isinstance(pool, ServerPool)
+            relay = Relay(self.client.wire, cache_key is not None)
+            timer = None
+            if timeout_ms < _NO_TIMEOUT_MS:
+                timer = self.client.wire.loop.call_later(timeout_ms / 1000, self._on_query_timeout, conn)
+            sent_before = conn.wire.bytes_out
+            began = time.perf_counter()
+            self.running = conn
+            try:
+                response = await run(conn, relay)
+            except (PeerClosed, ProtocolError, OSError) as exc:
+                lost: BaseException | None = exc
+            except InfileAbandoned as abandoned:
+                # As the server does: the statement is abandoned with its connection (closed mid-file, the server
+                # rolls the load back), the client's stray packet is answered with 1156, and the session ends.
+                self.lose(conn, pool)
+                self.client.send_error(ErrorCode.PACKETS_OUT_OF_ORDER, "Got packets out of order", abandoned.seq + 1)
+                raise SessionEnd from None
+            else:
+                lost = None
+            finally:
+                self.running = None
+                if timer is not None:
+                    timer.cancel()
+            if lost is not None:
+                self.lose(conn, pool)
+                what = f"{pool.server.hostname}:{pool.server.port} (hostgroup {pool.server.hostgroup_id})"
+                if relay.written == 0 and not kept and safe_to_retry and retries > 0:
+                    retries -= 1
+                    log.info("session %d: retrying a read after losing %s: %s", self.session_id, what, lost)
+                    continue
+                sent = "" if safe_to_retry else " (not retried: the statement may have run)"
+                self.client.send_error(
+                    ErrorCode.BACKEND_LOST,
+                    f"Lost connection to backend {what} during query: {lost}{sent}",
+                    conn.wire.seq + 1 if relay.written else 1,
+                )
+                return None
+            pool.queries += 1
+            # Latency_us: a moving average of the backend's response time (first byte to last), in µs.
+            pool.latency_us += (int((time.perf_counter() - began) * 1_000_000) - pool.latency_us) >> 3
+            self.last_pool = pool
+            pool.bytes_sent += conn.wire.bytes_out - sent_before
+            pool.bytes_recv += relay.written
+            if response.status != STATUS_UNKNOWN:  # the common case, without a coroutine
+                conn.status = response.status
+            else:
+                await conn.settle(response)
+            captured = True
+            if response.error is None and not (len(statements) == 1 and statements[0].plain):
+                assigned = [name for st in statements for name in st.user_vars_assigned]
+                if assigned:
+                    captured = await self._capture_user_variables(conn, assigned)
+                if any(st.sets_last_insert_id for st in statements):
+                    await self._capture_last_insert_id(conn)
+            if cache_key is not None and outcome is not None and response.error is None:
+                empty_too = outcome.cache_empty_result
+                if empty_too is None:
+                    empty_too = rt.settings.query_cache_stores_empty_result
+                if response.rows or empty_too:
+                    self.services.cache.put(cache_key, b"".join(relay.parts), outcome.cache_ttl or 0)
+            if beside:
+                release(conn)
+                return response
+            self._after(conn, hostgroup, statements, response, outcome, captured)
+            return response
+
+    def _after(
+        self,
+        conn: BackendConnection,
+        hostgroup: int,
+        statements: list[Statement],
+        response: Response,
+        outcome: RuleOutcome | None,
+        captured: bool,
+    ) -> None:
+        """Carry out what ``track`` decided the statements changed: the connection's applied state, the
+        transaction, and whether the session keeps the connection."""
+        state = self.state
+        in_trans = conn.in_transaction
+        multiplex = outcome.multiplex if outcome is not None else None
+        multiplexing = self.services.runtime.settings.multiplexing
+        flags = track(state, statements, response, in_trans, multiplex, captured, multiplexing)
+        if flags & APPLIED:
+            state.adopt(conn.state)
+            conn.state.schema = state.schema
+        if response.last_insert_id:
+            self.last_insert_id = response.last_insert_id
+        if in_trans != self.in_transaction:
+            self.in_transaction = in_trans
+            self.transaction_since = self.busy_since
+            self.services.counters.Active_Transactions += 1 if in_trans else -1
+        if flags & DIRTY:
+            conn.dirty = True
+        if flags & KEEP:
+            self.conn = conn
+            self.hostgroup = hostgroup
+        elif self.conn is conn or self.conn is None:
+            self.conn = None
+            if conn.dirty:
+                self.conn = conn
+                task = self.client.wire.loop.create_task(self.drop(reset=True))
+                self.services.background.add(task)
+                task.add_done_callback(self.services.background.discard)
+            else:
+                release(conn)
+
+    async def borrow(self, hostgroup: int) -> BackendConnection | None:
+        """A connection from ``hostgroup`` brought to the session's state, or None after sending the error."""
+        hg: Hostgroup = self.services.pools.hostgroup(hostgroup)
+        conn = hg.take_idle(self.client.credentials.username, self.state.schema)
+        if not isinstance(conn, BackendConnection):
+            try:
+                conn = await hg.acquire(self.client.credentials, self.state.schema, conn)
+            except PoolError as exc:
+                self.services.counters.ConnPool_get_conn_failure += 1
+                self.client.send_error(exc.code, f"ProxyFleet: {exc}", 1)
+                return None
+        self.services.counters.ConnPool_get_conn_success += 1
+        if self.state.matches(conn.state):
+            return conn
+        err = await self._sync_safely(conn)
+        if err is not None:
+            release(conn, reusable=False)
+            self.client.send_error(err.code, err.message)
+            return None
+        return conn
+
+    async def _sync_safely(self, conn: BackendConnection) -> ErrPacket | None:
+        try:
+            return await bring(conn, self.state)
+        except (PeerClosed, ProtocolError, OSError) as exc:
+            pool = conn.pool
+            assert isinstance(pool, ServerPool)
+            self.lose(conn, pool)
+            return ErrPacket(
+                ErrorCode.BACKEND_LOST,
+                "HY000",
+                f"ProxyFleet: lost backend {pool.server.hostname}:{pool.server.port} "
+                f"(hostgroup {pool.server.hostgroup_id}) while restoring session state: {exc}",
+            )
+
+    def lose(self, conn: BackendConnection, pool: ServerPool) -> None:
+        """Forget a broken connection; a transaction or pinned state on it is gone with it."""
+        if self.conn is conn:
+            self.conn = None
+            self.state.pins.clear()
+            self.state.temp_tables.clear()
+            self.state.locks_held = 0
+            self.end_transaction()
+        pool.hostgroup.release(conn, pool, reusable=False)
+
+    def end_transaction(self) -> None:
+        """The session is no longer in a transaction (its connection is gone, reset or the session ends)."""
+        if self.in_transaction:
+            self.in_transaction = False
+            self.services.counters.Active_Transactions -= 1
+
+    async def maybe_release(self) -> None:
+        """Give the kept connection back if nothing pins it any more (reset first if it holds state)."""
+        if self.conn is not None and not self.state.pins and self.services.runtime.settings.multiplexing:
+            conn = self.conn
+            self.conn = None
+            if conn.dirty:
+                self.conn = conn
+                await self.drop(reset=True)
+            else:
+                release(conn)
+
+    async def drop(self, reset: bool) -> None:
+        """Give up the kept backend connection, resetting it first when the session left state on it."""
+        conn = self.conn
+        if conn is None:
+            return
+        self.conn = None
+        pool = conn.pool
+        assert isinstance(pool, ServerPool)
+        reusable = True
+        if reset and (conn.dirty or conn.in_transaction or self.state.pins & DIRTY_PINS):
+            try:
+                err = await asyncio.wait_for(conn.simple_command(bytes((Command.RESET_CONNECTION,))), 2)
+                reusable = err is None and not conn.in_transaction
+                conn.reset_state()
+            except (PeerClosed, ProtocolError, TimeoutError, OSError):
+                reusable = False
+        pool.hostgroup.release(conn, pool, reusable)
+
+    def _on_query_timeout(self, conn: BackendConnection) -> None:
+        """The query timeout fired: kill the running query from a separate connection."""
+        task = asyncio.get_running_loop().create_task(self.kill_query(conn, "a timed-out query"))
+        self.services.background.add(task)
+        task.add_done_callback(self.services.background.discard)
+
+    async def kill_query(self, conn: BackendConnection, what: str) -> None:
+        """``KILL QUERY`` the statement running on ``conn``, from a separate connection to its server."""
+        pool = conn.pool
+        assert isinstance(pool, ServerPool)
+        try:
+            killer = await BackendConnection.connect(
+                pool.server.hostname, pool.server.port, self.client.credentials, None, timeout=2
+            )
+        except BackendError as exc:
+            log.warning("session %d: cannot kill %s: %s", self.session_id, what, exc)
+            return
+        try:
+            await killer.query(f"KILL QUERY {conn.thread_id}")
+            self.services.counters.mysql_killed_backend_queries += 1
+        except (PeerClosed, ProtocolError, OSError) as exc:
+            log.warning("session %d: cannot kill %s: %s", self.session_id, what, exc)
+        finally:
+            killer.close()
+
+    async def _capture_user_variables(self, conn: BackendConnection, names: list[str]) -> bool:
+        """Read back the user variables a statement assigned, so they can follow the session to any connection.
+
+        ProxySQL pins a session for good once it touches a user variable (its issue #1250); we replay the
+        values instead. Returns False when they could not be read (the session is then pinned).
+        """
+        unique = list(dict.fromkeys(names))
+        try:
+            result = await conn.fetch_row("SELECT " + ", ".join(user_variable(n) for n in unique))
+        except (PeerClosed, ProtocolError, OSError):
+            return False
+        if isinstance(result, ErrPacket):
+            return False
+        columns, values = result
+        for name, (field_type, charset), value in zip(unique, columns, values, strict=True):
+            literal = value_literal(value, field_type, charset)
+            self.state.user_variables[name] = conn.state.user_variables[name] = literal
+        return True
+
+    async def _capture_last_insert_id(self, conn: BackendConnection) -> None:
+        """After ``LAST_INSERT_ID(expr)`` (no OK packet tells it), read the session's insert id back."""
+        try:
+            result = await conn.fetch_row("SELECT LAST_INSERT_ID()")
+        except (PeerClosed, ProtocolError, OSError):
+            return
+        if not isinstance(result, ErrPacket) and result[1] and result[1][0] is not None:
+            self.last_insert_id = int(result[1][0])
+
+
+def release(conn: BackendConnection, reusable: bool = True) -> None:
+    """Give ``conn`` back to its pool (``reusable``: another session may use it as it is)."""
+    pool = conn.pool
+    assert isinstance(pool, ServerPool)
+    pool.hostgroup.release(conn, pool, reusable)

@@ -1,0 +1,255 @@
+"""The COM_QUERY pipeline: analyze (scan + digest), apply the query rules, answer from the proxy when it can (rule
+errors and OK messages, KILL, LAST_INSERT_ID, the cache), route (``route.route``, a pure function), run through the
+link, then tell the listener, record the digest statistics and log the event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from proxyapp.mysql.backend import BackendConnection
+from proxyapp.mysql.constants import ErrorCode, FieldType
+from proxyapp.mysql.resultset import result_set
+from proxyapp.mysql.wire import Response, Wire, read_response
+from proxyapp.report.eventslog import query_event
+from proxyapp.rules.engine import QueryContext, RuleOutcome
+from proxyapp.session.client import Client, server_status
+from proxyapp.session.events import QueryDone
+from proxyapp.session.kill import KillRefused, carry_out, parse_kill
+from proxyapp.session.link import BackendLink, CacheKey
+from proxyapp.session.prepared import ClientStatement
+from proxyapp.session.relay import InfileAbandoned, Relay
+from proxyapp.session.route import route
+from proxyapp.session.services import SessionServices
+from proxyapp.session.state import Pin, SessionState
+from proxyapp.sql.digest import Digest, compute_digest
+from proxyapp.sql.scan import Statement, scan
+
+_WARNING_QUERIES = ("SHOW WARNINGS", "SHOW ERRORS", "SHOW COUNT")
+#: The verdict when no rule can apply (shared: never modified).
+NO_RULES = RuleOutcome()
+
+
+class QueryPipeline:
+    """COM_QUERY for one session, and the steps COM_STMT_PREPARE and COM_STMT_EXECUTE share with it."""
+
+    def __init__(
+        self, services: SessionServices, client: Client, state: SessionState, link: BackendLink, session_id: int
+    ) -> None:
+        self.services = services
+        self.client = client
+        self.state = state
+        self.link = link
+        self.session_id = session_id
+        self.flag_in = 0  # the rules' flagIN for the next statement (a rule's next_query_flagIN sets it)
+        self.followed = False  # the listener hears every command of this session (it said so)
+
+    async def com_query(self, payload: bytes) -> None:
+        """Serve a COM_QUERY."""
+        services = self.services
+        client = self.client
+        link = self.link
+        rt = services.runtime
+        services.counters.Questions += 1
+        started = time.perf_counter()
+        raw = payload[1:]
+        sql = raw.decode("utf-8", "surrogateescape")
+        statements = scan(sql)
+        if not statements:
+            client.send_error(1065, "Query was empty", 1)
+            return
+        digest = compute_digest(sql, rt.settings.max_digest_length)
+        schema = self.state.schema or ""
+        outcome = self.apply_rules(sql, digest)
+        if outcome.next_query_flagIN is not None:  # ProxySQL: it stays the session's flagIN until a rule changes it
+            self.flag_in = outcome.next_query_flagIN
+        if outcome.error_msg is not None:
+            client.send_error(ErrorCode.RULE_BLOCKED, outcome.error_msg, 1)
+            self.record(-1, digest, started, 0, 0)
+            return
+        if outcome.OK_msg is not None:
+            client.send_ok(self.status(), outcome.OK_msg.encode())
+            self.record(-1, digest, started, 0, 0)
+            return
+        if outcome.query is not None:
+            sql = outcome.query
+            raw = sql.encode("utf-8", "surrogateescape")
+            payload = b"\x03" + raw
+            statements = scan(sql) or statements
+        delay = outcome.delay if outcome.delay is not None else rt.settings.default_query_delay_ms
+        if delay:
+            await asyncio.sleep(delay / 1000)
+        if Pin.WARNINGS in self.state.pins and not sql.lstrip().upper().startswith(_WARNING_QUERIES):
+            self.state.pins.discard(Pin.WARNINGS)
+            await link.maybe_release()
+        first = statements[0]
+        if first.keyword == "KILL" and len(statements) == 1:
+            try:
+                request = parse_kill(sql)
+            except KillRefused as refused:
+                client.send_error(ErrorCode.NOT_SUPPORTED, str(refused), 1)
+                return
+            await carry_out(request, self.session_id, client, services, self.status())
+            self.record(-1, digest, started, 0, 0)
+            return
+        if not (client.local_files and rt.settings.local_infile) and any(s.load_local for s in statements):
+            # Refused here, as MariaDB refuses it: the backend would ask this client for a file it cannot send.
+            client.send_error(
+                ErrorCode.LOCAL_INFILE_DISABLED,
+                "The used command is not allowed because the MariaDB server or client has disabled the local "
+                "infile capability",
+                1,
+            )
+            return
+        if len(statements) == 1 and first.last_insert_id_only and link.conn is None:
+            client.wire.write(result_set([("LAST_INSERT_ID()", FieldType.LONGLONG)], [[link.last_insert_id]]))
+            self.record(-1, digest, started, 1, 0)
+            return
+        cache_key: CacheKey | None = None
+        if outcome.cache_ttl and link.conn is None and all(s.is_read for s in statements):
+            cache_key = (client.username, schema, raw)
+            hit = services.cache.get(cache_key)
+            if hit is not None:
+                client.wire.write(hit)
+                self.record(-1, digest, started, 0, 0)
+                return
+        hostgroup = self.route(statements, outcome)
+        relay_infile = self._relay_infile
+
+        async def run(conn: BackendConnection, relay: Relay) -> Response:
+            conn.wire.send(payload, 0)
+            return await read_response(conn.wire, relay, relay_infile=relay_infile)
+
+        response = await link.execute(hostgroup, run, statements, outcome, cache_key)
+        if outcome.mirror_hostgroup is not None or outcome.mirror_flagOUT is not None or self.followed:
+            self.tell(payload, statements, outcome, response, None)
+        if response is not None:
+            self.record(hostgroup, digest, started, response.rows, response.affected_rows)
+        if outcome.log or (outcome.log is None and rt.settings.eventslog_default_log):
+            self._log_event(hostgroup, digest.hash, sql, started, response)
+
+    def status(self) -> int:
+        """The session's server status flags, for the proxy's own answers."""
+        return server_status(self.state, self.link.in_transaction)
+
+    def apply_rules(self, sql: str, digest: Digest) -> RuleOutcome:
+        """The query rules' verdict on ``sql`` for this session, from its current flagIN."""
+        rules = self.services.runtime.rules
+        if not rules.active and "/*" not in sql:  # no rule and no annotation can apply: the shared empty verdict
+            return NO_RULES
+        client = self.client
+        return rules.evaluate(
+            QueryContext(
+                client.username,
+                self.state.schema or "",
+                client.addr,
+                client.proxy_addr,
+                client.proxy_port,
+                sql,
+                digest.hash,
+                digest.text,
+            ),
+            self.flag_in,
+        )
+
+    def route(self, statements: list[Statement], outcome: RuleOutcome) -> int:
+        """The hostgroup ``statements`` run in (``route.route`` for this session, its stand-in resolved)."""
+        services = self.services
+        situation = self.link.situation()
+        hostgroup, stand_in = route(statements, outcome.destination_hostgroup, services.runtime.writer_of, situation)
+        return services.pools.stand_in(hostgroup) if stand_in else hostgroup
+
+    def tell(
+        self,
+        payload: bytes,
+        statements: list[Statement],
+        outcome: RuleOutcome | None,
+        response: Response | None,
+        prepared: ClientStatement | None,
+    ) -> None:
+        """Tell the listener that a command ran (``prepared``: an execution of it)."""
+        client = self.client
+        done = QueryDone(
+            self.session_id,
+            client.username,
+            client.credentials,
+            client.addr,
+            client.proxy_addr,
+            client.proxy_port,
+            client.default_hostgroup,
+            self.state,
+            self.link.in_transaction,
+            self.services.runtime.rules,
+            payload,
+            statements,
+            outcome,
+            response,
+            prepared,
+        )
+        self.followed = self.services.listener.query_done(done)
+
+    def record(self, hostgroup: int, digest: Digest, started: float, rows: int, affected: int) -> None:
+        """Count a statement in the digest statistics (and as slow, past ``mysql-long_query_time``)."""
+        elapsed_us = int((time.perf_counter() - started) * 1_000_000)
+        services = self.services
+        if elapsed_us > services.runtime.settings.long_query_time_ms * 1000:
+            services.counters.Slow_queries += 1
+        if services.runtime.settings.query_digests:
+            services.digests.record(
+                hostgroup,
+                self.state.schema or "",
+                self.client.username,
+                self.client.addr,
+                digest.hash,
+                digest.text,
+                elapsed_us,
+                rows,
+                affected,
+            )
+
+    def _log_event(self, hostgroup: int, digest: str, sql: str, started: float, response: Response | None) -> None:
+        """Append this query to the events log (rule ``log=1`` or ``mysql-eventslog_default_log``)."""
+        error = None
+        if response is None:
+            error = "ProxyFleet error (sent to the client)"
+        elif response.error is not None:
+            error = f"{response.error.code}: {response.error.message}"
+        last = self.link.last_pool
+        self.services.events.write(
+            query_event(
+                username=self.client.username,
+                schemaname=self.state.schema or "",
+                client=f"{self.client.addr}",
+                hostgroup=hostgroup,
+                server=f"{last.server.hostname}:{last.server.port}" if last is not None else "",
+                digest=digest,
+                query=sql,
+                thread_id=self.session_id,
+                started=time.time() - (time.perf_counter() - started),
+                rows_sent=response.rows if response else 0,
+                rows_affected=response.affected_rows if response else 0,
+                last_insert_id=self.link.last_insert_id,
+                error=error,
+            )
+        )
+
+    async def _relay_infile(self, backend: Wire) -> None:
+        """Relay a LOAD DATA LOCAL INFILE: the client's file packets go to the backend until the empty one."""
+        if not (self.client.local_files and self.services.runtime.settings.local_infile):
+            backend.send(b"", backend.seq + 1)
+            return
+        client = self.client.wire
+        await client.drain()
+        expected = (backend.seq + 1) & 0xFF  # the file's packets continue the request's numbering
+        while True:
+            _, length = await client.next_part()
+            if client.seq != expected:  # not a file packet: the client gave up (its file is missing) and moved on
+                raise InfileAbandoned(client.seq)
+            expected = (expected + 1) & 0xFF
+            backend.write(client.take())
+            if length == 0:
+                break
+            if backend.transport.get_write_buffer_size() > 1 << 20:
+                await backend.drain()
+        backend.seq = client.seq

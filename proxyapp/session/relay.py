@@ -1,0 +1,91 @@
+"""Running a command on a backend connection and relaying its response to the client.
+
+A *runner* sends a command on a backend connection and relays the response into a ``Relay`` (the client, with a
+copy kept for the query cache when asked); the link (``proxyapp.session.link``) calls it once it holds a
+connection in the session's state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from proxyapp.mysql.backend import BackendConnection
+from proxyapp.mysql.packets import ErrPacket, parse_err, parse_ok
+from proxyapp.mysql.wire import STATUS_UNKNOWN, Response, Sink, Wire
+
+
+class InfileAbandoned(Exception):
+    """During a LOAD DATA LOCAL the client sent a packet out of the file's sequence (``seq``): it gave up."""
+
+    def __init__(self, seq: int) -> None:
+        super().__init__(f"packet {seq} out of order during LOAD DATA LOCAL")
+        self.seq = seq
+
+
+class Relay:
+    """Collects what a response relay writes, for the query cache, and passes it on to the client."""
+
+    __slots__ = ("capture", "client", "parts", "written")
+
+    def __init__(self, client: Wire, capture: bool = False) -> None:
+        self.client = client
+        self.capture = capture
+        self.parts: list[bytes] = []
+        self.written = 0
+
+    def write(self, raw: bytes) -> None:
+        """Relay ``raw`` to the client (and keep a copy when capturing)."""
+        if self.capture:
+            self.parts.append(raw)
+        self.written += len(raw)
+        self.client.write(raw)
+
+    async def drain(self) -> None:
+        """Wait for the client to take what was written."""
+        await self.client.drain()
+
+
+Runner = Callable[[BackendConnection, Relay], Awaitable[Response]]
+
+
+def simple_runner(payload: bytes, reader: Callable[[Wire, Relay], Awaitable[Response]]) -> Runner:
+    """A runner that sends ``payload`` as it is and reads the response with ``reader``."""
+
+    async def run(conn: BackendConnection, relay: Relay) -> Response:
+        conn.wire.send(payload, 0)
+        return await reader(conn.wire, relay)
+
+    return run
+
+
+async def read_single(backend: Wire, client: Relay) -> Response:
+    """The one-packet response of COM_INIT_DB and similar commands, relayed."""
+    start, length = await backend.next_part()
+    payload = bytes(backend.buf[start : start + length])
+    client.write(backend.take())
+    if payload[:1] == b"\xff":
+        return Response(error=parse_err(payload))
+    if payload[:1] == b"\x00":
+        return Response(status=parse_ok(payload).status)
+    return Response()
+
+
+async def read_field_list(backend: Wire, client: Relay) -> Response:
+    """A COM_FIELD_LIST response (column definitions up to EOF, or ERR), relayed."""
+    status, error = await relay_until_eof(backend, client)
+    return Response(status, error)
+
+
+async def relay_until_eof(backend: Wire, client: Sink) -> tuple[int, ErrPacket | None]:
+    """Relay packets up to an EOF or ERR (COM_FIELD_LIST, COM_STMT_FETCH); returns (EOF status, error)."""
+    while True:
+        start, length = backend.part() or await backend.next_part()
+        first = backend.buf[start] if length else 0
+        if first == 0xFF:
+            error = parse_err(bytes(backend.buf[start : start + length]))
+            client.write(backend.take())
+            return STATUS_UNKNOWN, error
+        if first == 0xFE and length < 9:
+            status = backend.buf[start + 3] | backend.buf[start + 4] << 8 if length >= 5 else 0
+            client.write(backend.take())
+            return status, None

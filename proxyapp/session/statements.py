@@ -1,0 +1,196 @@
+"""The binary protocol's commands (COM_STMT_PREPARE, EXECUTE, SEND_LONG_DATA, CLOSE, RESET, FETCH) for one session.
+
+The client's statements live here with the ids the proxy gave them; ``proxyapp.session.prepared`` prepares them on
+whichever backend connection an execute runs on.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+
+from proxyapp.mysql.backend import BackendConnection
+from proxyapp.mysql.constants import Command, ErrorCode, Status
+from proxyapp.mysql.packets import ErrPacket, ProtocolError, err_packet, frame
+from proxyapp.mysql.wire import Response, read_response
+from proxyapp.session.client import Client
+from proxyapp.session.link import BackendLink
+from proxyapp.session.prepared import (
+    MAX_STATEMENTS_PER_CONNECTION,
+    ClientStatement,
+    ensure_prepared,
+    read_prepare_response,
+    rewrite_execute,
+    with_client_id,
+)
+from proxyapp.session.query import NO_RULES, QueryPipeline
+from proxyapp.session.relay import Relay, relay_until_eof
+from proxyapp.session.services import SessionServices
+from proxyapp.session.state import Pin, SessionState
+from proxyapp.sql.digest import compute_digest
+from proxyapp.sql.scan import scan
+
+
+class PreparedStatements:
+    """A session's prepared statements and the commands on them."""
+
+    def __init__(
+        self,
+        services: SessionServices,
+        client: Client,
+        state: SessionState,
+        link: BackendLink,
+        queries: QueryPipeline,
+    ) -> None:
+        self.services = services
+        self.client = client
+        self.state = state
+        self.link = link
+        self.queries = queries
+        self.statements: dict[int, ClientStatement] = {}
+        self.next_id = 1
+
+    def clear(self) -> None:
+        """Forget every statement (COM_RESET_CONNECTION, COM_CHANGE_USER)."""
+        self.statements.clear()
+
+    async def prepare(self, payload: bytes) -> None:
+        """COM_STMT_PREPARE: the rules apply (block, rewrite, route, mirror) as to a COM_QUERY of the same text."""
+        rt = self.services.runtime
+        self.services.counters.Questions += 1
+        sql = payload[1:].decode("utf-8", "surrogateescape")
+        statements = scan(sql)
+        digest = compute_digest(sql, rt.settings.max_digest_length)
+        outcome = self.queries.apply_rules(sql, digest)
+        if outcome.error_msg is not None:
+            self.client.send_error(ErrorCode.RULE_BLOCKED, outcome.error_msg, 1)
+            return
+        if outcome.query is not None:
+            sql = outcome.query
+            statements = scan(sql) or statements
+            digest = compute_digest(sql, rt.settings.max_digest_length)
+        hostgroup = self.queries.route(statements, outcome) if statements else self.client.default_hostgroup
+        stmt = ClientStatement(self.next_id, sql, statements, hostgroup, 0, 0, digest)
+
+        async def run(conn: BackendConnection, relay: Relay) -> Response:
+            conn.wire.send(b"\x16" + sql.encode("utf-8", "surrogateescape"), 0)
+            result, raw = await read_prepare_response(conn.wire)
+            if isinstance(result, ErrPacket):
+                relay.write(raw)
+                return Response(status=conn.status, error=result)
+            # Close what this prepare replaces (the same text prepared before) or pushes over the per-connection
+            # cap: a backend statement nobody can reach again would stay open until max_prepared_stmt_count.
+            old = conn.prepared.pop(sql, None)
+            if old is None and len(conn.prepared) >= MAX_STATEMENTS_PER_CONNECTION:
+                old = conn.prepared.pop(next(iter(conn.prepared)))
+            if old is not None and old.stmt_id != result.stmt_id:
+                conn.wire.send(bytes((Command.STMT_CLOSE,)) + struct.pack("<I", old.stmt_id), 0)
+            conn.prepared[sql] = result
+            stmt.num_params = result.num_params
+            stmt.num_columns = result.num_columns
+            relay.write(with_client_id(raw, stmt.client_id))
+            return Response(status=conn.status)
+
+        response = await self.link.execute(hostgroup, run, [], None)
+        if response is not None and response.error is None:
+            if outcome.mirror_hostgroup is not None or outcome.mirror_flagOUT is not None:
+                stmt.mirror = outcome
+            self.statements[stmt.client_id] = stmt
+            self.next_id += 1
+
+    async def execute(self, payload: bytes) -> None:
+        """COM_STMT_EXECUTE, on whichever connection the statement's route gives (prepared there if need be)."""
+        self.services.counters.Questions += 1
+        started = time.perf_counter()
+        stmt = self._statement(payload)
+        if stmt is None:
+            return
+        try:  # a malformed execute is the client's error: not a lost backend (and its transaction)
+            rewrite_execute(payload, 0, stmt)
+        except ProtocolError as exc:
+            self.client.send_error(1835, f"Malformed communication packet: {exc}", 1)  # ER_MALFORMED_PACKET
+            return
+        if len(payload) > 5 and payload[5] and stmt.num_columns:
+            stmt.cursor = True
+        queries = self.queries
+        hostgroup = queries.route(stmt.statements, NO_RULES) if stmt.statements else stmt.hostgroup
+        if self.link.conn is None and self.state.autocommit:
+            hostgroup = stmt.hostgroup
+
+        async def run(conn: BackendConnection, relay: Relay) -> Response:
+            prepared = await ensure_prepared(conn, stmt)
+            if isinstance(prepared, ErrPacket):
+                relay.write(frame(err_packet(prepared.code, prepared.message, prepared.sqlstate), 1))
+                return Response(status=conn.status, error=prepared)
+            for chunk in stmt.long_data:
+                conn.wire.send(chunk[:1] + struct.pack("<I", prepared.stmt_id) + chunk[5:], 0)
+            conn.wire.send(rewrite_execute(payload, prepared.stmt_id, stmt), 0)
+            return await read_response(conn.wire, relay, binary=True)
+
+        try:
+            response = await self.link.execute(hostgroup, run, stmt.statements, None)
+            if stmt.mirror is not None or queries.followed:
+                queries.tell(payload, stmt.statements, stmt.mirror, response, stmt)
+        finally:
+            stmt.long_data.clear()
+        if response is not None:
+            queries.record(hostgroup, stmt.digest, started, response.rows, response.affected_rows)
+
+    def _statement(self, payload: bytes) -> ClientStatement | None:
+        if len(payload) < 5:
+            raise ProtocolError("truncated statement command")
+        client_id = struct.unpack_from("<I", payload, 1)[0]
+        stmt = self.statements.get(client_id)
+        if stmt is None and payload[0] not in (Command.STMT_CLOSE, Command.STMT_SEND_LONG_DATA):
+            self.client.send_error(
+                ErrorCode.UNKNOWN_STMT_HANDLER,
+                f"Unknown prepared statement handler ({client_id}) given to mysqld_stmt_execute",
+                1,
+            )
+        return stmt
+
+    async def send_long_data(self, payload: bytes) -> None:
+        """COM_STMT_SEND_LONG_DATA: kept until the next execute (which sends it to its connection)."""
+        stmt = self._statement(payload)
+        if stmt is not None:
+            stmt.long_data.append(payload)
+
+    async def close(self, payload: bytes) -> None:
+        """COM_STMT_CLOSE (no answer)."""
+        stmt = self._statement(payload)
+        if stmt is not None:
+            del self.statements[stmt.client_id]
+
+    async def reset(self, payload: bytes) -> None:
+        """COM_STMT_RESET: long data dropped, an open cursor closed on its connection."""
+        stmt = self._statement(payload)
+        if stmt is None:
+            return
+        stmt.long_data.clear()
+        conn = self.link.conn
+        if stmt.cursor and conn is not None:
+            prepared = conn.prepared.get(stmt.sql)
+            if prepared is not None:
+                err = await conn.simple_command(payload[:1] + struct.pack("<I", prepared.stmt_id))
+                if err is not None:
+                    self.client.send_error(err.code, err.message)
+                    return
+            stmt.cursor = False
+            self.state.pins.discard(Pin.CURSOR)
+        self.client.send_ok(self.queries.status())
+
+    async def fetch(self, payload: bytes) -> None:
+        """COM_STMT_FETCH from the statement's open cursor, on the connection that keeps it."""
+        stmt = self._statement(payload)
+        if stmt is None:
+            return
+        conn = self.link.conn
+        prepared = conn.prepared.get(stmt.sql) if conn is not None else None
+        if conn is None or prepared is None:
+            self.client.send_error(ErrorCode.UNKNOWN_STMT_HANDLER, "The statement has no open cursor", 1)
+            return
+        conn.wire.send(payload[:1] + struct.pack("<I", prepared.stmt_id) + payload[5:], 0)
+        status, error = await relay_until_eof(conn.wire, self.client.wire)
+        await conn.settle(Response(status, error))
+        if error is None and status & Status.LAST_ROW_SENT:
+            stmt.cursor = False

@@ -1,0 +1,129 @@
+"""What a statement changed in its session: a pure function from the statement and the server's answer to the
+session's new state and pins, and to what happens to the backend connection.
+
+``track`` touches no connection, counter or socket; it updates the ``SessionState`` it is given and answers with
+flags, which the session carries out (``tests/test_track.py`` walks its table case by case).
+"""
+
+from __future__ import annotations
+
+from proxyapp.mysql.wire import Response
+from proxyapp.session.state import DIRTY_PINS, Pin, SessionState
+from proxyapp.sql.scan import Kind, Statement
+
+#: The session keeps the connection (a pin holds it, or multiplexing is off).
+KEEP = 1
+#: The connection holds state only a reset clears before another session may use it.
+DIRTY = 2
+#: The statements changed SET-able state or the schema on the connection as in the session: record it as applied.
+APPLIED = 4
+
+_ISOLATION = {
+    "READ UNCOMMITTED": "'READ-UNCOMMITTED'",
+    "READ COMMITTED": "'READ-COMMITTED'",
+    "REPEATABLE READ": "'REPEATABLE-READ'",
+    "SERIALIZABLE": "'SERIALIZABLE'",
+}
+
+
+def track(
+    state: SessionState,
+    statements: list[Statement],
+    response: Response,
+    in_transaction: bool,
+    multiplex: int | None,
+    user_variables_captured: bool,
+    multiplexing: bool,
+) -> int:
+    """Update ``state`` for ``statements`` the server answered with ``response``, leaving the connection
+    ``in_transaction`` or not (``multiplex``: the rules' verdict, None if they
+    said nothing; ``user_variables_captured``: the values they assigned were read back; ``multiplexing``:
+    ``mysql-multiplexing``); returns ``KEEP | DIRTY | APPLIED`` flags."""
+    pins = state.pins
+    ok = response.error is None
+    flags = 0
+    for s in statements:
+        if s.plain:
+            continue
+        if s.kind is Kind.SET and ok:
+            _track_set(state, s)
+            flags |= APPLIED
+        elif s.kind is Kind.USE and ok and s.schema:
+            state.schema = s.schema
+            flags |= APPLIED
+        if s.user_vars_assigned and not user_variables_captured:
+            pins.add(Pin.USER_VARIABLES)
+        if s.temp_tables_created and ok:
+            state.temp_tables.update(t.lower() for t in s.temp_tables_created)
+        if s.tables_dropped and ok:
+            state.temp_tables.difference_update(t.lower() for t in s.tables_dropped)
+        if s.get_lock:
+            state.locks_held += 1
+        if s.release_lock:
+            state.locks_held = max(0, state.locks_held - 1)
+        if s.lock_tables:
+            pins.add(Pin.LOCK_TABLES)
+        elif s.unlock_tables or s.kind is Kind.BEGIN:
+            pins.discard(Pin.LOCK_TABLES)
+        if s.calc_found_rows:
+            pins.add(Pin.FOUND_ROWS)
+        elif s.found_rows:
+            pins.discard(Pin.FOUND_ROWS)  # FOUND_ROWS() read: the pin has served its purpose
+        if s.prepare_name:
+            pins.add(Pin.TEXT_PREPARE)
+        if s.unparsable_set:
+            pins.add(Pin.LOCKED_SET)
+    if not ok and len(statements) > 1 and not all(s.plain for s in statements):
+        pins.add(Pin.FAILED_BATCH)  # which of its SETs, USEs, variables... ran before the error is unknown
+    if pins or state.temp_tables or state.locks_held:  # else there is nothing to add or remove
+        _toggle(pins, Pin.TEMPORARY_TABLES, bool(state.temp_tables))
+        _toggle(pins, Pin.GET_LOCK, state.locks_held > 0)
+    if multiplex is not None:
+        _toggle(pins, Pin.RULE, multiplex == 0)
+    if response.cursor:
+        pins.add(Pin.CURSOR)
+    if response.warnings and not pins:
+        pins.add(Pin.WARNINGS)
+    if in_transaction or pins:
+        _toggle(pins, Pin.TRANSACTION, in_transaction)
+    if pins and not pins.isdisjoint(DIRTY_PINS):
+        flags |= DIRTY
+    if pins or not multiplexing:
+        flags |= KEEP
+    return flags
+
+
+def transaction_settings(expr: str) -> list[tuple[str, str]]:
+    """Session variables equivalent to ``SET SESSION TRANSACTION <expr>``."""
+    upper = " ".join(expr.upper().split())
+    out = []
+    for level, value in _ISOLATION.items():
+        if f"ISOLATION LEVEL {level}" in upper:
+            out.append(("tx_isolation", value))
+    if "READ ONLY" in upper:
+        out.append(("tx_read_only", "1"))
+    elif "READ WRITE" in upper:
+        out.append(("tx_read_only", "0"))
+    return out
+
+
+def _track_set(state: SessionState, s: Statement) -> None:
+    for name, expr in s.session_vars:
+        if name == "autocommit":
+            state.autocommit = expr.strip().strip("'\"").lower() in ("1", "on", "true")
+        elif name in ("names", "character set"):
+            state.names = expr
+        elif name == "session transaction":
+            for var, setting in transaction_settings(expr):
+                state.variables[var] = setting
+        elif name != "next transaction":
+            state.variables[name] = expr
+    if s.sql_log_bin is not None:
+        _toggle(state.pins, Pin.SQL_LOG_BIN, not s.sql_log_bin)
+
+
+def _toggle(pins: set[Pin], pin: Pin, on: bool) -> None:
+    if on:
+        pins.add(pin)
+    else:
+        pins.discard(pin)

@@ -1,0 +1,53 @@
+"""The session limits on a clock the test holds (``proxyapp.session.limits.overstay``): no test waits for time."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from proxyapp.config.document import parse_config
+from proxyapp.rules.runtime import Runtime, SessionSettings
+from proxyapp.session.limits import DISCONNECT, KILL, STAY, overstay
+
+
+def settings(transaction_ms: int = 60_000, idle_transaction_ms: int = 10_000, wait_ms: int = 30_000) -> SessionSettings:
+    loaded = Runtime.build(parse_config({}), "test").settings
+    return dataclasses.replace(
+        loaded,
+        max_transaction_time_ms=transaction_ms,
+        max_transaction_idle_time_ms=idle_transaction_ms,
+        wait_timeout_ms=wait_ms,
+    )
+
+
+NOW = 10_000.0
+
+CASES = [
+    # in a transaction, transaction since, idle since (0: a command runs), action, why contains
+    (False, 0.0, 0.0, STAY, ""),  # running a command, no transaction
+    (False, 0.0, NOW - 29.9, STAY, ""),
+    (False, 0.0, NOW - 30.1, DISCONNECT, "mysql-wait_timeout"),
+    (True, NOW - 59.0, 0.0, STAY, ""),  # a long transaction, busy: within the limit
+    (True, NOW - 61.0, 0.0, KILL, "mysql-max_transaction_time (60 s)"),  # busy is no excuse
+    (True, NOW - 61.0, NOW - 1.0, KILL, "mysql-max_transaction_time"),
+    (True, NOW - 20.0, NOW - 9.0, STAY, ""),
+    (True, NOW - 20.0, NOW - 11.0, KILL, "mysql-max_transaction_idle_time (10 s)"),
+    (False, NOW - 100.0, NOW - 11.0, STAY, ""),  # idle, not in a transaction: only wait_timeout applies
+    (True, NOW - 20.0, NOW - 40.0, KILL, "max_transaction_idle_time"),  # the transaction's limit comes first
+]
+
+
+@pytest.mark.parametrize(("in_transaction", "since", "idle_since", "action", "why"), CASES)
+def test_overstay(in_transaction: bool, since: float, idle_since: float, action: int, why: str) -> None:
+    got, reason = overstay(in_transaction, since, idle_since, NOW, settings())
+    assert got == action
+    assert why in reason and (reason == "") == (action == STAY)
+
+
+def test_the_limits_follow_the_settings() -> None:
+    tight = settings(transaction_ms=1000, idle_transaction_ms=500, wait_ms=2000)
+    assert overstay(True, NOW - 1.5, 0.0, NOW, tight)[0] == KILL
+    assert overstay(True, NOW - 0.9, NOW - 0.6, NOW, tight)[0] == KILL
+    assert overstay(False, 0.0, NOW - 2.5, NOW, tight)[0] == DISCONNECT
+    assert overstay(False, 0.0, NOW - 1.5, NOW, tight)[0] == STAY
