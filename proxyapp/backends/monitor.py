@@ -31,6 +31,9 @@ What the checks decide:
   second writer (logged as an error, kept out of the writer hostgroup). A new writer is picked only when the
   writer is gone (``read_only=1``, or shunned while another server reports ``read_only=0``): the one the config puts
   in the writer hostgroup first, then config order, so every node picks the same.
+
+Why one file of this size: the four checks share the check connections, their schedule and the verdict rules
+(shun, recover, lag) they feed, which ``topology.py`` turns into the runtime view.
 """
 
 from __future__ import annotations

@@ -9,6 +9,9 @@ Server status (ONLINE, SHUNNED, OFFLINE_SOFT, OFFLINE_HARD) changes come from th
 runtime view the proxy applies) and the pool's own connect errors; each is logged and kept in
 ``PoolManager.transitions``. A writer hostgroup of a replication pair with no usable server makes a query wait up to
 ``mysql-no_writer_wait_ms`` for a writer to appear.
+
+Why one file of this size: the three layers (``ServerPool``, ``Hostgroup``, ``PoolManager``) keep one invariant
+together (a connection is idle, lent or handed straight to a waiter, never two of them) and are compiled as one unit.
 """
 
 from __future__ import annotations

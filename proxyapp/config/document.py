@@ -5,6 +5,9 @@ objects keyed by column name. Omitted tables are empty and omitted columns take 
 checked one at a time by ``validate_row``, which is driven by the table dataclasses' fields and metadata so the
 control plane's forms apply the very same checks, then across rows (unique keys, replication pairs). Every
 problem is collected before ``ConfigError`` is raised, each message naming its table, row, key and column.
+
+Why one file of this size: the checks across tables (keys, replication pairs, rules that can never match) read the
+same parsed rows as the per-row checks, and the canonical form and checksum must follow the parser exactly.
 """
 
 from __future__ import annotations

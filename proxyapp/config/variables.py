@@ -4,6 +4,9 @@ Names are written as ProxySQL writes them (``mysql-connect_timeout_server``, ``a
 defaults are ProxySQL 2.7's unless a variable's help says that ProxyFleet differs on purpose. The value checks
 and message helpers here (``parse_int``, ``check_range``, ``show_value``, ``did_you_mean``) are shared with the
 config parser, so a variable and a table column are judged and reported alike.
+
+Why one file of this size: most of it is the registry itself, a table of ProxySQL's variables one entry each;
+splitting it would split a table.
 """
 
 from __future__ import annotations

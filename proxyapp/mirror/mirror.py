@@ -33,6 +33,10 @@ Counters (``snapshot()``, merged over workers by ``report.merge.merge_mirror_sec
 broke; 9001: no mirror connection), ``dropped`` by reason, ``retried`` units, the queue (ProxySQL queue, ordered in
 memory and on disk), concurrency, and the age of the oldest waiting statement; the ProxySQL-style gauges and totals
 are kept in ``GlobalCounters`` (``Mirror_*``).
+
+Why one file of this size: its two modes share the rules' verdict, the mirror hostgroup's pools, the stats and the
+listeners' bookkeeping, and the ordered mode's taps, lanes and runner are one state machine (``LANE_MOVES``) whose
+moves are easier to check side by side; the spill queue, its only independent part, has its own module.
 """
 
 from __future__ import annotations

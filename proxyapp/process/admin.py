@@ -25,6 +25,8 @@ POST   /processlist/{id}/kill        end session ``id`` (ProxySQL's KILL CONNECT
 POST   /runtime/monitor              (internal) the supervisor hands a worker its monitor's state
 POST   /runtime/workers              (internal) the supervisor hands a worker every worker's admin port
 =====  ============================  ============================================================================
+
+Why one file of this size: one handler per endpoint in the table above, each short, sharing the request checks.
 """
 
 from __future__ import annotations

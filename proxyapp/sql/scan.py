@@ -9,6 +9,9 @@ first keyword followed by one pass over its expressions (user variables, lock fu
 
 Statements returned by the fast path are shared between calls: callers must treat every Statement as
 read-only.
+
+Why one file of this size: one scanner, a handler per first keyword, each a few lines; the handlers share the
+token cursor and the ``Statement`` they fill, and the fast path must stay beside the slow one it short-cuts.
 """
 
 from __future__ import annotations
