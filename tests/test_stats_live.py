@@ -10,8 +10,8 @@ from typing import Any
 import pymysql
 import pytest
 
-from fleet.sandbox import Sandbox
-from fleet.stack import wait_until
+from devstack.sandbox import Sandbox
+from devstack.stack import wait_until
 from proxyapp.report.reader import read_counters, read_mirror, read_monitor, read_pools, read_transitions
 from proxyapp.sql.digest import compute_digest
 from tests.harness import READER_HG, WRITER_HG, ProxyProcess, StartProxy, rw_split_config
