@@ -11,10 +11,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from fleet.api.views import CLUSTER_PARAMETER, resolve_cluster
+from fleet.api.common import CLUSTER_PARAMETER, resolve_cluster
 from fleet.core import stats
 from fleet.core.models import ProxyNode
-from fleet.web.views.backends import SPANS
 
 
 class MirrorView(APIView):
@@ -47,7 +46,9 @@ class MirrorHistoryView(APIView):
         parameters=[
             CLUSTER_PARAMETER,
             OpenApiParameter("metric", str, enum=list(stats.MIRROR_METRICS), description="what to draw"),
-            OpenApiParameter("span", str, enum=list(SPANS), description=f"how far back (default {next(iter(SPANS))})"),
+            OpenApiParameter(
+                "span", str, enum=list(stats.SPANS), description=f"how far back (default {next(iter(stats.SPANS))})"
+            ),
             OpenApiParameter("node", str, description="only this node"),
         ],
         responses=OpenApiTypes.OBJECT,
@@ -57,14 +58,14 @@ class MirrorHistoryView(APIView):
         metric = request.query_params.get("metric", "queue_length")
         if metric not in stats.MIRROR_METRICS:
             raise ValidationError({"metric": [f"{metric!r} is not one of {', '.join(stats.MIRROR_METRICS)}"]})
-        span = request.query_params.get("span", next(iter(SPANS)))
-        if span not in SPANS:
-            raise ValidationError({"span": [f"{span!r} is not one of {', '.join(SPANS)}"]})
+        span = request.query_params.get("span", next(iter(stats.SPANS)))
+        if span not in stats.SPANS:
+            raise ValidationError({"span": [f"{span!r} is not one of {', '.join(stats.SPANS)}"]})
         nodes = ProxyNode.objects.filter(cluster=cluster).only("name").order_by("name")
         if "node" in request.query_params:
             nodes = nodes.filter(name=request.query_params["node"])
         now = timezone.now()
-        since = now - SPANS[span]
+        since = now - stats.SPANS[span]
         series = [
             {"node": node.name, "points": [[at, value] for at, value in stats.mirror_series(node, metric, since)]}
             for node in nodes

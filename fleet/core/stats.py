@@ -31,6 +31,8 @@ RETENTION = {
     Resolution.MINUTE: timedelta(days=2),
     Resolution.HOUR: timedelta(days=30),
 }
+#: The spans the charts offer (the web's and the API's ``?span=``), the first the default.
+SPANS = {"1h": timedelta(hours=1), "6h": timedelta(hours=6), "24h": timedelta(days=1), "7d": timedelta(days=7)}
 #: The longest span drawn at each resolution (at most 1,440 points per series: a report every 5 s).
 SPAN_LIMITS = ((timedelta(hours=2), Resolution.RAW), (timedelta(days=1), Resolution.MINUTE))
 #: Two reports further apart than this give no rate (the node was away).

@@ -13,7 +13,7 @@ from django.utils import timezone
 from fleet.core import stats
 from fleet.core.models import Cluster, ProxyNode
 from fleet.web.access import current_cluster, viewer_page
-from fleet.web.views.backends import SPANS, _span
+from fleet.web.views.backends import chosen_span
 
 #: The charts: metric (``stats.MIRROR_METRICS``) -> title.
 CHARTS = {
@@ -97,7 +97,7 @@ _COUNTS = (
 def mirror(request: HttpRequest) -> HttpResponse:
     """The dashboard: the live table and the charts over ``?span=``."""
     cluster = current_cluster(request)
-    context = {"cluster": cluster, "charts": CHARTS, "span": _span(request), "spans": SPANS}
+    context = {"cluster": cluster, "charts": CHARTS, "span": chosen_span(request), "spans": stats.SPANS}
     return render(request, "web/mirror.html", {**context, "rows": mirror_rows(cluster)})
 
 
@@ -114,7 +114,7 @@ def mirror_chart(request: HttpRequest, metric: str) -> JsonResponse:
     if metric not in CHARTS:
         raise Http404(f"no chart {metric!r}")
     now = timezone.now()
-    since = now - SPANS[_span(request)]
+    since = now - stats.SPANS[chosen_span(request)]
     series: list[dict[str, Any]] = [
         {
             "node": node.name,
