@@ -14,7 +14,8 @@ from django.views.decorators.http import require_POST
 from fleet.core.drafts import delete_row, save_row
 from fleet.core.models import Cluster, ProxyNode, QueryRule
 from fleet.web.access import current_cluster, operator_only, viewer_page
-from fleet.web.forms import row_form
+from fleet.web.forms import show_model_errors
+from fleet.web.forms.rows import row_form
 from fleet.web.pages import TablePage, table_page
 from proxyapp.config.document import validate_row
 from proxyapp.config.rulecheck import shadowed_rules
@@ -86,7 +87,7 @@ def row_edit(request: HttpRequest, slug: str, pk: int | None = None) -> HttpResp
         try:
             row = save_row(form.save(commit=False), request.user)
         except ValidationError as error:
-            form.add_model_errors(error)
+            show_model_errors(form, error)
         else:
             messages.success(request, f"Saved {row} in the draft.")
             return redirect("web:table_list", slug=slug)
