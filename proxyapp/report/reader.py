@@ -242,10 +242,8 @@ def read_monitor(stats: object) -> list[MonitorRow] | None:
 
 def read_transitions(stats: object) -> list[TransitionRow]:
     """The ``server_transitions`` rows (none when the report has none)."""
-    if "server_transitions" not in _report(stats):
-        return []
     rows = []
-    for where, row in _rows(stats, "server_transitions"):
+    for where, row in _rows(stats, "server_transitions", optional=True):
         at = read_moment(row.get("at"), f"{where}.at")
         if at is None:
             raise ReportError(f"{where}.at: missing")
@@ -265,10 +263,8 @@ def read_transitions(stats: object) -> list[TransitionRow]:
 
 def read_digests(stats: object) -> list[DigestRow]:
     """The ``query_digest`` rows (none when the report has none)."""
-    if "query_digest" not in _report(stats):
-        return []
     rows = []
-    for where, row in _rows(stats, "query_digest"):
+    for where, row in _rows(stats, "query_digest", optional=True):
         hostgroup = row.get("hostgroup")
         if isinstance(hostgroup, bool) or not isinstance(hostgroup, int):
             raise ReportError(f"{where}.hostgroup: expected a whole number, not {hostgroup!r}")
@@ -295,11 +291,9 @@ def read_digests(stats: object) -> list[DigestRow]:
 
 def read_rule_hits(stats: object) -> list[RuleHits]:
     """The ``query_rules`` rows (none when the report has none)."""
-    if "query_rules" not in _report(stats):
-        return []
     return [
         RuleHits(rule_id=_integer(row, "rule_id", where), hits=_integer(row, "hits", where))
-        for where, row in _rows(stats, "query_rules")
+        for where, row in _rows(stats, "query_rules", optional=True)
     ]
 
 
@@ -349,8 +343,11 @@ def _section(stats: object, key: str, kind: type) -> Any:
     return value
 
 
-def _rows(stats: object, key: str) -> list[tuple[str, Mapping[str, Any]]]:
-    """The rows of the list ``stats[key]`` with their paths, each refused unless an object."""
+def _rows(stats: object, key: str, optional: bool = False) -> list[tuple[str, Mapping[str, Any]]]:
+    """The rows of the list ``stats[key]`` with their paths, each refused unless an object; none when ``optional``
+    and the report has no ``key``."""
+    if optional and key not in _report(stats):
+        return []
     rows = []
     for index, row in enumerate(_section(stats, key, list)):
         where = f"stats.{key}[{index}]"

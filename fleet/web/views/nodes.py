@@ -32,7 +32,8 @@ KEY_COUNTERS = (
 def node_page(request: HttpRequest, name: str) -> HttpResponse:
     """One node of any cluster, by name."""
     node = get_object_or_404(ProxyNode.objects.select_related("cluster"), name=name)
-    report, problems = node.last_report, []
+    report = node.last_report
+    problems: list[str] = []
     counters = read_section(read_counters, report, {}, problems)
     ordered = [(k, counters[k]) for k in KEY_COUNTERS if k in counters]
     ordered += sorted((k, v) for k, v in counters.items() if k not in KEY_COUNTERS)
