@@ -35,7 +35,7 @@ test-unit: deps
 	$(VENV)/bin/pytest -q -m "not live"
 
 run: deps build
-	$(PY) deploy/run_demo.py
+	$(PY) -m devstack.run_demo
 
 bench: deps build
 	$(PY) -m tests.bench.run_bench $(BENCH_ARGS)

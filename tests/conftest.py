@@ -12,7 +12,7 @@ import pymysql
 import pytest
 from django.conf import settings
 
-from fleet.sandbox import REPO, Sandbox, pid_alive
+from devstack.sandbox import REPO, Sandbox, pid_alive
 from tests.harness import ProxyProcess, rw_split_config
 
 TEST_SANDBOX_ROOT = REPO / "var" / "test-sandbox"

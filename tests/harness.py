@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pymysql
 
 if TYPE_CHECKING:
-    from fleet.sandbox import SandboxServer
+    from devstack.sandbox import SandboxServer
 
 REPO = Path(__file__).resolve().parent.parent
 APP_USER = "app"

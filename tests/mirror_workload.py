@@ -20,7 +20,7 @@ from typing import Any
 import mysql.connector
 import pymysql
 
-from fleet.mirrorcheck import Endpoint, TableCheck, compare
+from fleet.core.mirrorcheck import Endpoint, TableCheck, compare
 
 SCHEMA = "mirrortest"
 _MID_COLUMNS = (

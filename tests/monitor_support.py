@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from fleet.sandbox import Sandbox, SandboxServer
-from fleet.stack import wait_until
+from devstack.sandbox import Sandbox, SandboxServer
+from devstack.stack import wait_until
 from tests.conftest import module_sandbox_dir
 from tests.harness import ProxyProcess
 

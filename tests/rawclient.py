@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fleet.sandbox import Sandbox
+from devstack.sandbox import Sandbox
 from proxyapp.mysql import auth
 from proxyapp.mysql.constants import MAX_PACKET, PROXY_CAPABILITIES, Cap, Command, FieldType
 from proxyapp.mysql.handshake import ClientLogin, ServerGreeting, parse_auth_switch

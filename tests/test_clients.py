@@ -15,7 +15,7 @@ import pymysql
 import pytest
 from pymysql.constants import CLIENT
 
-from fleet.sandbox import Sandbox
+from devstack.sandbox import Sandbox
 from tests.harness import APP_PASSWORD, APP_USER, ProxyProcess
 from tests.rawclient import (
     APP2_PASSWORD,

@@ -15,7 +15,7 @@ import MySQLdb
 import pymysql
 import pytest
 
-from fleet.sandbox import Sandbox
+from devstack.sandbox import Sandbox
 from tests.harness import APP_PASSWORD, APP_USER, ProxyProcess, StartProxy, small_pool_config
 
 Connect = Callable[..., Any]

@@ -11,9 +11,9 @@ import pytest
 from django.conf import settings
 from django.test import Client
 
+from devstack.demo import READER_HOSTGROUP, WRITER_HOSTGROUP, demo_config
+from devstack.sandbox import APP_PASSWORD, APP_USER, REPO, Sandbox
 from fleet.celery import app as celery_app
-from fleet.demo import READER_HOSTGROUP, WRITER_HOSTGROUP, demo_config
-from fleet.sandbox import APP_PASSWORD, APP_USER, REPO, Sandbox
 from fleet.settings import database_from_url
 from proxyapp.config.document import parse_config
 

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from fleet.sandbox import Sandbox
+from devstack.sandbox import Sandbox
 from proxyapp.mysql.constants import Command
 from tests.harness import APP_PASSWORD, APP_USER, ProxyProcess
 from tests.rawclient import (

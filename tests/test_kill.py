@@ -14,8 +14,8 @@ from typing import Any
 import pymysql
 import pytest
 
-from fleet.sandbox import Sandbox
-from fleet.stack import wait_until
+from devstack.sandbox import Sandbox
+from devstack.stack import wait_until
 from tests.harness import ProxyProcess, backend_thread, rw_split_config
 
 OTHER_USER, OTHER_PASSWORD = "kill-other", "kill-other-pass"

@@ -24,8 +24,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from pymysql.constants import CLIENT
 
-from fleet.mirrorcheck import Endpoint
-from fleet.sandbox import REPO, Sandbox, pid_alive
+from devstack.sandbox import REPO, Sandbox, pid_alive
+from fleet.core.mirrorcheck import Endpoint
 from proxyapp import native
 from tests.harness import APP_PASSWORD, APP_USER, ProxyProcess, StartProxy
 from tests.mirror_workload import (

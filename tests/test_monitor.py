@@ -15,7 +15,7 @@ from contextlib import contextmanager
 import pymysql
 import pytest
 
-from fleet.sandbox import Sandbox, SandboxServer
+from devstack.sandbox import Sandbox, SandboxServer
 from tests.harness import ProxyProcess, StartProxy, free_port, rw_split_config
 from tests.monitor_support import (
     global_variables,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet.sandbox import Sandbox
+from devstack.sandbox import Sandbox
 from proxyapp import native
 from tests.conftest import REPO
 from tests.harness import StartProxy, rw_split_config

@@ -12,8 +12,8 @@ from typing import Any
 import pymysql
 import pytest
 
-from fleet.sandbox import Sandbox, SandboxServer
-from fleet.stack import wait_until
+from devstack.sandbox import Sandbox, SandboxServer
+from devstack.stack import wait_until
 from proxyapp.mysql.backend import BackendConnection, Credentials
 from proxyapp.mysql.packets import ErrPacket
 from tests.harness import APP_PASSWORD, APP_USER, ProxyProcess, StartProxy

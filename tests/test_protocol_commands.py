@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pymysql
 import pytest
 
-from fleet.sandbox import Sandbox
+from devstack.sandbox import Sandbox
 from proxyapp.mysql.constants import Cap, Command
 from proxyapp.mysql.packets import frame
 from proxyapp.session.prepared import MAX_STATEMENTS_PER_CONNECTION

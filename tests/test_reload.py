@@ -13,8 +13,8 @@ from typing import Any
 import pymysql
 import pytest
 
-from fleet.sandbox import Sandbox, SandboxServer
-from fleet.stack import wait_until
+from devstack.sandbox import Sandbox, SandboxServer
+from devstack.stack import wait_until
 from tests.harness import APP_PASSWORD, APP_USER, READER_HG, WRITER_HG, ProxyProcess, StartProxy
 
 _ROOT: dict[int, pymysql.Connection] = {}

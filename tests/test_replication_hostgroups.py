@@ -13,7 +13,7 @@ from typing import Any
 import pymysql
 import pytest
 
-from fleet.sandbox import Sandbox, SandboxServer
+from devstack.sandbox import Sandbox, SandboxServer
 from proxyapp.backends.monitor import Monitor
 from proxyapp.backends.topology import MonitorState, ServerVerdict, runtime_view
 from proxyapp.config.document import parse_config

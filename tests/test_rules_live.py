@@ -15,7 +15,7 @@ from typing import Any
 import pymysql
 import pytest
 
-from fleet.sandbox import Sandbox, SandboxServer
+from devstack.sandbox import Sandbox, SandboxServer
 from tests.harness import APP_PASSWORD, APP_USER, READER_HG, WRITER_HG, ProxyProcess, StartProxy, backend_thread
 
 OTHER_USER = "reporter"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fleet.sandbox import Sandbox, SandboxServer
+from devstack.sandbox import Sandbox, SandboxServer
 from tests.harness import ProxyProcess
 
 

@@ -12,7 +12,7 @@ import pymysql
 import pytest
 from django.core.management import call_command
 
-from fleet.sandbox import (
+from devstack.sandbox import (
     APP_PASSWORD,
     APP_USER,
     MONITOR_PASSWORD,

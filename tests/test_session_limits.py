@@ -11,8 +11,8 @@ from typing import Any
 import pymysql
 import pytest
 
-from fleet.sandbox import Sandbox
-from fleet.stack import wait_until
+from devstack.sandbox import Sandbox
+from devstack.stack import wait_until
 from tests.harness import ProxyProcess, rw_split_config
 
 TABLE = "app.limits_rows"

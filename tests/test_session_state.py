@@ -16,7 +16,7 @@ import mysql.connector
 import pymysql
 import pytest
 
-from fleet.sandbox import Sandbox
+from devstack.sandbox import Sandbox
 from tests.harness import APP_PASSWORD, APP_USER, WRITER_HG, ProxyProcess, StartProxy
 
 SQL_MODES = [

@@ -1,8 +1,8 @@
-"""The supervisor's restart policy (``fleet.stack.RestartPolicy``), with time given as data."""
+"""The supervisor's restart policy (``devstack.stack.RestartPolicy``), with time given as data."""
 
 from __future__ import annotations
 
-from fleet.stack import RestartPolicy
+from devstack.stack import RestartPolicy
 
 
 def test_a_child_is_restarted_until_it_loops() -> None:

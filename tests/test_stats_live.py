@@ -10,9 +10,18 @@ from typing import Any
 import pymysql
 import pytest
 
-from fleet.sandbox import Sandbox
-from fleet.stack import wait_until
-from proxyapp.report.reader import read_counters, read_mirror, read_monitor, read_pools, read_transitions
+from devstack.sandbox import Sandbox
+from devstack.stack import wait_until
+from proxyapp.report.reader import (
+    read_config,
+    read_counters,
+    read_digests,
+    read_mirror,
+    read_monitor,
+    read_pools,
+    read_rule_hits,
+    read_transitions,
+)
 from proxyapp.sql.digest import compute_digest
 from tests.harness import READER_HG, WRITER_HG, ProxyProcess, StartProxy, rw_split_config
 
@@ -212,4 +221,7 @@ def test_a_live_report_reads_section_by_section(proxy: ProxyProcess) -> None:
     stats = proxy.stats()
     assert read_counters(stats)["Questions"] >= 1
     assert {(row.hostgroup, row.status) for row in read_pools(stats)} >= {(READER_HG, "ONLINE")}
-    read_mirror(stats), read_monitor(stats), read_transitions(stats)
+    read_mirror(stats), read_monitor(stats), read_transitions(stats), read_rule_hits(stats)
+    assert any(row.digest_text == "SELECT ?" for row in read_digests(stats))
+    config = read_config(stats)
+    assert config is not None and config.checksum and config.loaded_at is not None

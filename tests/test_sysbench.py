@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet.sandbox import Sandbox, SandboxServer
+from devstack.sandbox import Sandbox, SandboxServer
 from tests.harness import APP_PASSWORD, APP_USER, ProxyProcess, rw_split_config
 
 TABLES = 2

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fleet.sandbox import Sandbox
+from devstack.sandbox import Sandbox
 from tests.harness import StartProxy
 from tests.txmodel import model_config, run_model
 

@@ -15,7 +15,7 @@ from typing import Any
 import pymysql
 import pytest
 
-from fleet.sandbox import Sandbox
+from devstack.sandbox import Sandbox
 from tests.harness import ProxyProcess, StartProxy, open_transactions, small_pool_config
 
 TABLE = "app.tx_integrity"

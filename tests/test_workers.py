@@ -8,7 +8,7 @@ from typing import Any
 import pymysql
 import pytest
 
-from fleet.sandbox import Sandbox
+from devstack.sandbox import Sandbox
 from tests.harness import ProxyProcess, rw_split_config
 
 

@@ -532,7 +532,7 @@ def main(argv: list[str] | None = None) -> int:
     """A long run on a sandbox of its own."""
     from pathlib import Path
 
-    from fleet.sandbox import Sandbox
+    from devstack.sandbox import Sandbox
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--walkers", type=int, default=12)

@@ -19,7 +19,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from fleet.api.serializers import drf_error
+from fleet.api.common import drf_error
 from fleet.bench import editing, export, service
 from fleet.bench.engine.plans import workload_names
 from fleet.bench.models import BenchJob, BenchRun, BenchTarget, RunStep

@@ -22,8 +22,7 @@ from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from fleet.api.serializers import drf_error
-from fleet.api.views import CLUSTER_PARAMETER, ClusterScoped
+from fleet.api.common import CLUSTER_PARAMETER, ClusterScoped, drf_error
 from fleet.failover import actions
 from fleet.failover.models import BackendTransition, Event, FailoverPolicy, Step
 from fleet.failover.policies import EDITABLE, save_policy

@@ -8,11 +8,11 @@ from typing import Any
 
 from django.contrib.auth import get_user_model, password_validation
 from django.contrib.auth.models import AbstractUser, Group
-from django.core.exceptions import NON_FIELD_ERRORS
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import models
 from rest_framework import serializers
 
+from fleet.api.common import drf_error
 from fleet.core import audit, roles
 from fleet.core.drafts import save_row
 from fleet.core.models import TABLE_MODELS, AuditEntry, Cluster, ConfigVersion, Hostgroup, ProxyNode
@@ -20,15 +20,6 @@ from fleet.core.models.tables import key_path_of
 from fleet.core.sealing import SECRET_COLUMNS
 from fleet.core.secrets import mask_document, mask_row
 from proxyapp.config.document import table_columns
-
-
-def drf_error(error: DjangoValidationError) -> serializers.ValidationError:
-    """A model validation error as DRF's ``{field: [messages]}`` (whole-row errors under ``non_field_errors``)."""
-    if not hasattr(error, "error_dict"):
-        return serializers.ValidationError({"non_field_errors": error.messages})
-    return serializers.ValidationError(
-        {("non_field_errors" if k == NON_FIELD_ERRORS else k): v for k, v in error.message_dict.items()}
-    )
 
 
 class SavedThroughDrafts:

@@ -4,7 +4,6 @@ cluster by name)."""
 
 from __future__ import annotations
 
-from functools import cached_property
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -16,70 +15,28 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema
 from rest_framework import serializers, status, viewsets
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from fleet.api import serializers as api
 from fleet.api import tokens
+from fleet.api.common import (
+    CLUSTER_PARAMETER,
+    SECRETS_PARAMETER,
+    ClusterScoped,
+    refused,
+    resolve_cluster,
+    wants_secrets,
+)
 from fleet.api.permissions import AdminPermission, ViewerPermission
 from fleet.core import audit, publishing, ruletest
 from fleet.core.drafts import delete_row
 from fleet.core.models import AuditEntry, Cluster, ConfigVersion, ProxyNode
 from fleet.core.proxysql_cnf import import_cnf
-from fleet.core.roles import can_admin
 from fleet.core.ruletest import config_of
 from proxyapp.config.document import ConfigError
-
-CLUSTER_PARAMETER = OpenApiParameter(
-    "cluster", str, description="the cluster's name (default: the first cluster by name)"
-)
-SECRETS_PARAMETER = OpenApiParameter(
-    "secrets", bool, description="admins only: 1 to get the real passwords (for re-import), else they are masked"
-)
-
-
-def resolve_cluster(request: Request) -> Cluster:
-    """The cluster named by ``?cluster=``, or the first one by name; 404 naming what is missing."""
-    name = request.query_params.get("cluster")
-    if name:
-        cluster = Cluster.objects.filter(name=name).first()
-        if cluster is None:
-            raise NotFound(f"no cluster named {name!r}")
-        return cluster
-    cluster = Cluster.objects.order_by("name").first()
-    if cluster is None:
-        raise NotFound("there is no cluster yet; create one with POST /api/v1/clusters/")
-    return cluster
-
-
-def wants_secrets(request: Request) -> bool:
-    """Whether the request asks for real passwords (``?secrets=1``); 403 unless an admin asks."""
-    if request.query_params.get("secrets", "").lower() not in ("1", "true", "yes"):
-        return False
-    if not can_admin(request.user):
-        raise PermissionDenied("only admins may read passwords (secrets=1)")
-    return True
-
-
-def refused(errors: list[str]) -> Response:
-    """A 400 listing why a publish, rollback or import was refused."""
-    return Response({"errors": errors}, status=status.HTTP_400_BAD_REQUEST)
-
-
-class ClusterScoped:
-    """A view working on one cluster: ``?cluster=NAME`` or the first one."""
-
-    request: Request
-
-    def cluster(self) -> Cluster:
-        """The cluster this request works on (looked up once)."""
-        return self._cluster
-
-    @cached_property
-    def _cluster(self) -> Cluster:
-        return resolve_cluster(self.request)
 
 
 @extend_schema_view(

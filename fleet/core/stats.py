@@ -13,11 +13,11 @@ where the rollups end.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import groupby
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import models
 from django.utils import timezone
@@ -31,6 +31,8 @@ RETENTION = {
     Resolution.MINUTE: timedelta(days=2),
     Resolution.HOUR: timedelta(days=30),
 }
+#: The spans the charts offer (the web's and the API's ``?span=``), the first the default.
+SPANS = {"1h": timedelta(hours=1), "6h": timedelta(hours=6), "24h": timedelta(days=1), "7d": timedelta(days=7)}
 #: The longest span drawn at each resolution (at most 1,440 points per series: a report every 5 s).
 SPAN_LIMITS = ((timedelta(hours=2), Resolution.RAW), (timedelta(days=1), Resolution.MINUTE))
 #: Two reports further apart than this give no rate (the node was away).
@@ -109,6 +111,22 @@ def pools_of(report: object) -> list[PoolRow]:
         return read_pools(report)
     except ReportError:
         return []
+
+
+T = TypeVar("T")
+
+
+def read_section(read: Callable[[object], T], report: object, default: T, problems: list[str], node: str = "") -> T:
+    """A section of a node's last report, read with ``read`` (a ``proxyapp.report.reader`` function) for a page to
+    show; ``default`` when the node has not reported yet, or when the section does not read: then the ReportError
+    (after ``node``'s name when given) is added to ``problems``, for the page to say what it leaves out."""
+    if not report:
+        return default
+    try:
+        return read(report)
+    except ReportError as error:
+        problems.append(f"{node}: {error}" if node else str(error))
+        return default
 
 
 def server_name(host: object, port: object) -> str:

@@ -4,7 +4,8 @@ refused with ``ReportError`` naming the bad path (``stats.connection_pool[3].srv
 on its own, so a bad section never hides the good ones.
 
 Sections: ``global`` (counters), ``connection_pool`` (``PoolRow``), ``mirror`` (``MirrorCounts``), ``monitor``
-(``MonitorRow``) and ``server_transitions`` (``TransitionRow``).
+(``MonitorRow``), ``server_transitions`` (``TransitionRow``), ``query_digest`` (``DigestRow``), ``query_rules``
+(``RuleHits``) and ``config`` (``ReportedConfig``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class PoolRow:
     status: str
     conn_used: int
     conn_free: int
+    conn_ok: int
     conn_err: int
     queries: int
     latency_us: float
@@ -44,7 +46,8 @@ class PoolRow:
 @dataclass(frozen=True, slots=True)
 class MirrorCounts:
     """A report's ``mirror`` section: statements mirrored, completed, failed by error code and dropped by reason,
-    and the queue."""
+    the queue and its parts, the sessions (lanes) of ordered hostgroups and their mode (hostgroup -> lossless or
+    lossy). The fields after ``oldest_age_s`` are 0 or empty when a report leaves them out."""
 
     mirrored: int
     completed: int
@@ -54,6 +57,17 @@ class MirrorCounts:
     queue_disk: int
     concurrency: int
     oldest_age_s: float
+    retried: int
+    max_concurrency: int
+    queue_proxysql: int
+    queue_memory: int
+    memory_bytes: int
+    memory_limit: int
+    lanes: int
+    lanes_waiting: int
+    last_error: str
+    ordered_hostgroups: dict[str, str]
+    spill_path: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +104,56 @@ class TransitionRow:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class DigestRow:
+    """A ``query_digest`` row (stats_mysql_query_digest); times in microseconds, ``first_seen`` and ``last_seen`` in
+    seconds since the epoch."""
+
+    hostgroup: int
+    schemaname: str
+    username: str
+    client_address: str
+    digest: str
+    digest_text: str
+    count_star: int
+    first_seen: int
+    last_seen: int
+    sum_time: int
+    min_time: int
+    max_time: int
+    sum_rows_affected: int
+    sum_rows_sent: int
+
+
+@dataclass(frozen=True, slots=True)
+class RuleHits:
+    """A ``query_rules`` row (stats_mysql_query_rules): how many queries a rule matched."""
+
+    rule_id: int
+    hits: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReportedConfig:
+    """The ``config`` section: the checksum of the config the node runs, when it loaded it and from where."""
+
+    checksum: str
+    loaded_at: datetime | None
+    source: str
+
+
+_MIRROR_EXTRA_COUNTS = (
+    "retried",
+    "max_concurrency",
+    "queue_proxysql",
+    "queue_memory",
+    "memory_bytes",
+    "memory_limit",
+    "lanes",
+    "lanes_waiting",
+)
+
+
 def read_counters(stats: object) -> dict[str, int | float]:
     """The ``global`` counters."""
     section = _section(stats, "global", dict)
@@ -108,6 +172,7 @@ def read_pools(stats: object) -> list[PoolRow]:
                 status=_text(row, "status", where),
                 conn_used=int(_number(row, "ConnUsed", where)),
                 conn_free=int(_number(row, "ConnFree", where)),
+                conn_ok=int(_number(row, "ConnOK", where)),
                 conn_err=int(_number(row, "ConnERR", where)),
                 queries=int(_number(row, "Queries", where)),
                 latency_us=float(_number(row, "Latency_us", where)),
@@ -128,6 +193,10 @@ def read_mirror(stats: object) -> MirrorCounts | None:
         if not isinstance(values, Mapping):
             raise ReportError(f"{where}.{key}: expected an object of counts by {by}, not {values!r}")
         counts[key] = {str(name): int(_number(values, name, f"{where}.{key}")) for name in values}
+    modes = section.get("ordered_hostgroups", {})
+    if not isinstance(modes, Mapping) or not all(mode in ("lossless", "lossy") for mode in modes.values()):
+        raise ReportError(f"{where}.ordered_hostgroups: expected an object of lossless or lossy, not {modes!r}")
+    extra = {key: int(_number(section, key, where)) if key in section else 0 for key in _MIRROR_EXTRA_COUNTS}
     return MirrorCounts(
         mirrored=int(_number(section, "mirrored", where)),
         completed=int(_number(section, "completed", where)),
@@ -137,6 +206,10 @@ def read_mirror(stats: object) -> MirrorCounts | None:
         queue_disk=int(_number(section, "queue_disk", where)),
         concurrency=int(_number(section, "concurrency", where)),
         oldest_age_s=float(_number(section, "oldest_age_s", where)),
+        **extra,
+        last_error=_text(section, "last_error", where) if "last_error" in section else "",
+        ordered_hostgroups={str(hostgroup): str(mode) for hostgroup, mode in modes.items()},
+        spill_path=_text(section, "spill_path", where) if "spill_path" in section else "",
     )
 
 
@@ -169,10 +242,8 @@ def read_monitor(stats: object) -> list[MonitorRow] | None:
 
 def read_transitions(stats: object) -> list[TransitionRow]:
     """The ``server_transitions`` rows (none when the report has none)."""
-    if "server_transitions" not in _report(stats):
-        return []
     rows = []
-    for where, row in _rows(stats, "server_transitions"):
+    for where, row in _rows(stats, "server_transitions", optional=True):
         at = read_moment(row.get("at"), f"{where}.at")
         if at is None:
             raise ReportError(f"{where}.at: missing")
@@ -188,6 +259,55 @@ def read_transitions(stats: object) -> list[TransitionRow]:
             )
         )
     return rows
+
+
+def read_digests(stats: object) -> list[DigestRow]:
+    """The ``query_digest`` rows (none when the report has none)."""
+    rows = []
+    for where, row in _rows(stats, "query_digest", optional=True):
+        hostgroup = row.get("hostgroup")
+        if isinstance(hostgroup, bool) or not isinstance(hostgroup, int):
+            raise ReportError(f"{where}.hostgroup: expected a whole number, not {hostgroup!r}")
+        rows.append(
+            DigestRow(
+                hostgroup=hostgroup,
+                schemaname=_text(row, "schemaname", where),
+                username=_text(row, "username", where),
+                client_address=_text(row, "client_address", where),
+                digest=_text(row, "digest", where),
+                digest_text=_text(row, "digest_text", where),
+                count_star=_integer(row, "count_star", where),
+                first_seen=_integer(row, "first_seen", where),
+                last_seen=_integer(row, "last_seen", where),
+                sum_time=_integer(row, "sum_time", where),
+                min_time=_integer(row, "min_time", where),
+                max_time=_integer(row, "max_time", where),
+                sum_rows_affected=_integer(row, "sum_rows_affected", where),
+                sum_rows_sent=_integer(row, "sum_rows_sent", where),
+            )
+        )
+    return rows
+
+
+def read_rule_hits(stats: object) -> list[RuleHits]:
+    """The ``query_rules`` rows (none when the report has none)."""
+    return [
+        RuleHits(rule_id=_integer(row, "rule_id", where), hits=_integer(row, "hits", where))
+        for where, row in _rows(stats, "query_rules", optional=True)
+    ]
+
+
+def read_config(stats: object) -> ReportedConfig | None:
+    """The ``config`` section; None when the report has none."""
+    if _report(stats).get("config") is None:
+        return None
+    where = "stats.config"
+    section = _section(stats, "config", dict)
+    return ReportedConfig(
+        checksum=_text(section, "checksum", where),
+        loaded_at=read_moment(section.get("loaded_at"), f"{where}.loaded_at"),
+        source=_text(section, "source", where) if "source" in section else "",
+    )
 
 
 def read_moment(value: object, where: str) -> datetime | None:
@@ -223,8 +343,11 @@ def _section(stats: object, key: str, kind: type) -> Any:
     return value
 
 
-def _rows(stats: object, key: str) -> list[tuple[str, Mapping[str, Any]]]:
-    """The rows of the list ``stats[key]`` with their paths, each refused unless an object."""
+def _rows(stats: object, key: str, optional: bool = False) -> list[tuple[str, Mapping[str, Any]]]:
+    """The rows of the list ``stats[key]`` with their paths, each refused unless an object; none when ``optional``
+    and the report has no ``key``."""
+    if optional and key not in _report(stats):
+        return []
     rows = []
     for index, row in enumerate(_section(stats, key, list)):
         where = f"stats.{key}[{index}]"

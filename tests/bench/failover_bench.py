@@ -26,8 +26,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from fleet import stack
-from fleet.sandbox import REPO, Sandbox
+from devstack import stack
+from devstack.sandbox import REPO, Sandbox
 from tests.bench.run_bench import write_report
 from tests.control.failover_sandbox import address, ids
 from tests.control.failover_stack import NODES, TABLE, TIMEOUT, Fleet, Writer, running_fleet

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox
 from fleet.bench.engine.plot import draw
 from fleet.bench.engine.results import RunResult, sweep_table
-from fleet.sandbox import APP_PASSWORD, APP_USER, Sandbox
 from tests.bench.run_bench import write_report
 from tests.harness import ProxyProcess
 

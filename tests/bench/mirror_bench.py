@@ -39,8 +39,8 @@ from typing import Any
 
 import pymysql
 
-from fleet.mirrorcheck import Endpoint
-from fleet.sandbox import Sandbox
+from devstack.sandbox import Sandbox
+from fleet.core.mirrorcheck import Endpoint
 from tests.bench.run_bench import CpuSnapshot, descendants, write_report
 from tests.harness import APP_PASSWORD, APP_USER, ProxyProcess
 from tests.mirror_workload import SCHEMA, TABLES, create_schema, insert_one, table_checks

@@ -40,8 +40,8 @@ from typing import Any
 
 import pymysql
 
+from devstack.sandbox import Sandbox, SandboxServer, pid_alive
 from fleet.bench.engine.sysbench import parse_sysbench
-from fleet.sandbox import Sandbox, SandboxServer, pid_alive
 from proxyapp.config.variables import VARIABLES
 from tests.harness import ProxyProcess, free_port
 
@@ -775,7 +775,7 @@ def render_markdown(doc: dict[str, Any], command: str) -> str:
         f"- Noise: during the runs other processes used {_noise(doc['runs'])} of the machine's CPU (100 % = "
         f"every CPU busy; a quiet machine shows ~0 %); load average {m.get('loadavg_before')} (1/5/15 min) "
         "before the bench (it counts runnable threads, a just-finished bench's 1,000 sysbench threads too)",
-        f"- MariaDB {m.get('mariadb')} (sandbox primary, `fleet/sandbox.py` settings) · {m.get('sysbench')} · "
+        f"- MariaDB {m.get('mariadb')} (sandbox primary, `devstack/sandbox.py` settings) · {m.get('sysbench')} · "
         f"{m.get('haproxy')} (defaults: one thread per CPU) · Python {m.get('python')} · ProxyFleet "
         f"{m.get('revision')}, {m.get('proxy_processes')}, uvloop: {m.get('uvloop')}",
         f"- Data: {s['tables']} tables x {s['table_size']:,} rows; {s['rounds']} interleaved round(s) "

@@ -8,11 +8,11 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Browser, BrowserContext, expect
 
+from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox
 from fleet.bench import editing, service
 from fleet.bench.models import BenchJob, BenchRun, BenchTarget
 from fleet.core import roles
 from fleet.core.models import Cluster, ProxyNode
-from fleet.sandbox import APP_PASSWORD, APP_USER, Sandbox
 from tests.control.test_browser import browser, log_in  # noqa: F401  (the module's Chromium fixture)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.sandbox]

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from fleet import stack
-from fleet.sandbox import APP_PASSWORD, APP_USER, Sandbox
+from devstack import stack
+from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox
 from tests.api_client import ApiClient
 
 pytestmark = pytest.mark.sandbox

@@ -17,11 +17,11 @@ from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 from rest_framework.test import APIClient
 
+from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox
 from fleet.bench import service
 from fleet.bench.models import BenchJob, BenchRun, BenchTarget, RunPoint
 from fleet.core import roles
 from fleet.core.models import AuditEntry, Cluster, ProxyNode
-from fleet.sandbox import APP_PASSWORD, APP_USER, Sandbox
 from tests.control.conftest import LOGIN_PASSWORD
 from tests.control.test_api import client_for
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pymysql
 
-from fleet.sandbox import SandboxServer
+from devstack.sandbox import SandboxServer
 from tests.harness import APP_PASSWORD, APP_USER
 
 

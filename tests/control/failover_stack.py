@@ -17,8 +17,8 @@ from typing import Any
 
 import pymysql
 
-from fleet import stack
-from fleet.sandbox import REPL_PASSWORD, REPL_USER, Sandbox, SandboxServer
+from devstack import stack
+from devstack.sandbox import REPL_PASSWORD, REPL_USER, Sandbox, SandboxServer
 from tests.api_client import ApiClient
 from tests.control.failover_sandbox import address, ha_document, query
 from tests.harness import APP_PASSWORD, APP_USER

@@ -3,7 +3,7 @@
 Publishing runs against a live Django server, the proxy nodes played by the test: what a node would send (its acks
 and reports) goes through the control plane's own ingestion, the task functions of ``fleet.core.tasks`` called directly
 (``tests/control/node_messages.py``); the version is stored and pushed to each node's queue on the real Redis (the
-queues are removed afterwards). The backend dashboard runs against the whole product instead (``fleet.stack``): a
+queues are removed afterwards). The backend dashboard runs against the whole product instead (``devstack.stack``): a
 private redis-server, gunicorn and a Celery worker on a file SQLite database, and a real proxy node with its agent in
 front of a sandbox MariaDB of the module's own; the server the test kills shows SHUNNED on the live page because that
 node's monitor saw it down and its agent reported it.
@@ -28,10 +28,10 @@ from django.contrib.auth.models import User as Account
 from django.utils import timezone
 from playwright.sync_api import Browser, BrowserContext, Locator, Page, expect, sync_playwright
 
-from fleet import stack
+from devstack import stack
+from devstack.sandbox import Sandbox
 from fleet.core import roles
 from fleet.core.models import Cluster, ConfigVersion, ProxyNode
-from fleet.sandbox import Sandbox
 from tests.control.conftest import LOGIN_PASSWORD, make_account
 from tests.control.node_messages import pool_row, send_ack, send_report, snapshot
 from tests.harness import APP_PASSWORD, APP_USER

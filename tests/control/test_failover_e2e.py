@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from fleet import stack
+from devstack import stack
 from tests.control.failover_sandbox import address, ids, query, read_only
 from tests.control.failover_stack import TABLE, TIMEOUT, Fleet, Writer, running_fleet
 from tests.monitor_support import own_sandbox

@@ -12,6 +12,7 @@ import pymysql
 import pytest
 from django.utils import timezone
 
+from devstack.sandbox import REPL_PASSWORD, REPL_USER, Sandbox
 from fleet.core import publishing
 from fleet.core.models import Cluster, ProxyNode
 from fleet.failover import actions
@@ -19,7 +20,6 @@ from fleet.failover.evaluate import evaluate
 from fleet.failover.fences import CHECK_EVERY
 from fleet.failover.models import Event, FailoverPolicy, Fence
 from fleet.failover.topology import find
-from fleet.sandbox import REPL_PASSWORD, REPL_USER, Sandbox
 from tests.control.conftest import make_cluster
 from tests.control.failover_fixtures import monitor_row, send_monitor_report
 from tests.control.failover_sandbox import address, ha_document, ids, query, read_only

@@ -9,9 +9,9 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
+from devstack.sandbox import Sandbox
 from fleet.core import roles
 from fleet.core.models import AuditEntry, Cluster, ProxyNode
-from fleet.sandbox import Sandbox
 from tests.control.conftest import LOGIN_PASSWORD, make_account
 from tests.harness import StartProxy, free_port, rw_split_config
 

@@ -25,8 +25,8 @@ import pymysql
 import pytest
 import redis
 
-from fleet import stack
-from fleet.sandbox import Sandbox
+from devstack import stack
+from devstack.sandbox import Sandbox
 from tests.api_client import ApiClient
 from tests.harness import APP_PASSWORD, APP_USER, READER_HG, WRITER_HG
 

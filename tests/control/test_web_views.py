@@ -638,6 +638,54 @@ def test_digests_show_their_hash_each_nodes_share_and_make_a_rule(published: Clu
     assert re.search(r'name="digest" value="0x1"', form)
 
 
+def test_the_node_page_shows_its_last_report(published: Cluster, viewer: Client) -> None:
+    monitor = {"hostgroup": 10, "srv_host": "127.0.0.1", "srv_port": 3306, "status": "SHUNNED", "connect_ok": False}
+    monitor |= {"ping_ok": None, "read_only": True, "lag_s": 1.5, "last_error": "Connection refused"}
+    moved = {"at": 1.5, "hostgroup": 10, "srv_host": "127.0.0.1", "srv_port": 3306, "from": "ONLINE", "to": "SHUNNED"}
+    report = snapshot([pool_row("127.0.0.1", 3306, 10, ConnOK=4, Latency_us=420.5)], questions=12)
+    report |= {"monitor": [monitor], "server_transitions": [{**moved, "reason": "ping failed"}]}
+    report |= {"config": {"checksum": "feedface" * 8, "loaded_at": 1.5, "source": "agent"}}
+    ProxyNode.objects.create(cluster=published, name="reported-node", last_report=report)
+    page = html.unescape(viewer.get(reverse("web:node", args=["reported-node"])).content.decode())
+    assert '<code>Questions</code></td><td class="num">12<' in page and "<code>feedfacefeedface</code>" in page
+    assert "from agent" in page and '<td class="num">4</td>' in page and "420.5" in page  # ConnOK, Latency_us
+    assert "<td>failed</td><td>\N{EN DASH}</td><td>yes</td>" in page and "1.5" in page and "Connection refused" in page
+    assert "ONLINE → SHUNNED</td><td>ping failed" in page and "Left out" not in page
+
+
+def test_a_report_that_does_not_read_is_named_on_its_pages(published: Cluster, viewer: Client) -> None:
+    report = {
+        "global": {"Questions": "12"},
+        "connection_pool": [{"srv_host": 1}],
+        "monitor": [{"status": "UP"}],
+        "server_transitions": "none",
+        "config": [],
+        "mirror": {"failed": {}, "dropped": {}, "mirrored": -1},
+        "query_digest": [{"digest": 5}],
+        "query_rules": [{"rule_id": "1", "hits": 2}],
+    }
+    ProxyNode.objects.create(cluster=published, name="odd-node", last_report=report)  # stored as is (not a proxy's)
+    page = html.unescape(viewer.get(reverse("web:node", args=["odd-node"])).content.decode())
+    for said in (
+        "stats.global.Questions: expected a number, not '12'",
+        "stats.connection_pool[0].hostgroup: expected a number",
+        "stats.monitor[0].status: expected one of ONLINE",
+        "stats.server_transitions: expected a list of rows, not 'none'",
+        "stats.config: expected an object, not []",
+    ):
+        assert said in page
+    digests = html.unescape(viewer.get(reverse("web:digests")).content.decode())
+    assert "odd-node: stats.query_digest[0].hostgroup: expected a whole number" in digests and "SELECT ?" in digests
+    rules = html.unescape(viewer.get(reverse("web:table_list", args=["query-rules"])).content.decode())
+    assert "odd-node: stats.query_rules[0].rule_id: expected a whole number of 0 or more, not '1'" in rules
+    mirror = html.unescape(viewer.get(reverse("web:mirror_table")).content.decode())
+    assert "odd-node: stats.mirror.mirrored: expected a number of 0 or more, not -1" in mirror
+    (entry,) = [n for n in viewer.get("/api/v1/mirror/").json()["nodes"] if n["node"] == "odd-node"]
+    assert entry["mirror"] is None and entry["error"].startswith("stats.mirror.mirrored: expected a number")
+    for name in ("web:backends", "web:overview", "web:mirror"):
+        assert viewer.get(reverse(name)).status_code == 200
+
+
 def test_the_audit_log_filters_and_pages_with_its_filters(cluster: Cluster, operator: Client) -> None:
     for port in range(3400, 3460):
         save_row(Server(cluster=cluster, hostgroup_id=30, hostname="10.0.3.1", port=port), None)

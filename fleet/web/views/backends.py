@@ -15,8 +15,6 @@ from fleet.core import stats
 from fleet.core.models import Cluster, Hostgroup, ProxyNode, Resolution, ServerSample
 from fleet.web.access import current_cluster, viewer_page
 
-#: The spans the charts offer (``?span=``), the first the default.
-SPANS = {"1h": timedelta(hours=1), "6h": timedelta(hours=6), "24h": timedelta(days=1), "7d": timedelta(days=7)}
 #: A server's queries/s shown in the table is its latest point no older than this.
 RATE_WINDOW = timedelta(minutes=2)
 #: The charts: metric -> title, for the cluster's nodes and for one server.
@@ -88,16 +86,17 @@ def _table_context(cluster: Cluster | None, hostgroup: int | None = None, server
     return {"rows": rows, "hostgroup_names": names}
 
 
-def _span(request: HttpRequest) -> str:
+def chosen_span(request: HttpRequest) -> str:
+    """The span a page's charts draw: ``?span=`` when it is one of ``stats.SPANS``, else the first."""
     span = request.GET.get("span", "")
-    return span if span in SPANS else next(iter(SPANS))
+    return span if span in stats.SPANS else next(iter(stats.SPANS))
 
 
 @viewer_page
 def backends(request: HttpRequest) -> HttpResponse:
     """The dashboard: the live table and the nodes' charts over ``?span=``."""
     cluster = current_cluster(request)
-    context = {"cluster": cluster, "charts": NODE_CHARTS, "span": _span(request), "spans": SPANS}
+    context = {"cluster": cluster, "charts": NODE_CHARTS, "span": chosen_span(request), "spans": stats.SPANS}
     return render(request, "web/backends.html", {**context, **_table_context(cluster)})
 
 
@@ -121,8 +120,8 @@ def server_page(request: HttpRequest, hostgroup: int, server: str) -> HttpRespon
         "hostgroup": hostgroup,
         "server": server,
         "charts": SERVER_CHARTS,
-        "span": _span(request),
-        "spans": SPANS,
+        "span": chosen_span(request),
+        "spans": stats.SPANS,
     }
     return render(request, "web/server.html", context)
 
@@ -142,7 +141,7 @@ def chart_data(request: HttpRequest, metric: str) -> JsonResponse:
     if server and not hostgroup.isdigit():
         raise Http404("hostgroup: expected a number")
     now = timezone.now()
-    since = now - SPANS[_span(request)]
+    since = now - stats.SPANS[chosen_span(request)]
 
     def points(node: ProxyNode) -> list[tuple[Any, float]]:
         if server:

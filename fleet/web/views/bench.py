@@ -14,7 +14,8 @@ from django.views.decorators.http import require_POST
 from fleet.bench import editing, export, service
 from fleet.bench.models import BenchJob, BenchRun, BenchTarget
 from fleet.web.access import operator_action, operator_only, viewer_page
-from fleet.web.bench_forms import JobForm, TargetForm, show_errors
+from fleet.web.forms import show_model_errors
+from fleet.web.forms.bench import JobForm, TargetForm
 
 #: Runs the jobs page and a job's page list.
 RECENT_RUNS = 25
@@ -44,7 +45,7 @@ def job_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse:
         try:
             saved = editing.save_job(form.save(commit=False), form.cleaned_data["targets"], request.user)
         except ValidationError as error:
-            show_errors(form, error)
+            show_model_errors(form, error)
         else:
             messages.success(request, f"Saved job {saved.name}.")
             return redirect("web:bench_job", pk=saved.pk)
@@ -160,7 +161,7 @@ def target_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse:
         try:
             saved = editing.save_target(form.save(commit=False), request.user)
         except ValidationError as error:
-            show_errors(form, error)
+            show_model_errors(form, error)
         else:
             messages.success(request, f"Saved target {saved.name}.")
             return redirect("web:bench_targets")

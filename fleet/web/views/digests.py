@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from django.contrib import messages
@@ -11,8 +12,10 @@ from django.views.decorators.http import require_POST
 
 from fleet.core import audit, nodeadmin
 from fleet.core.models import AuditEntry, Cluster, ProxyNode
+from fleet.core.stats import read_section
 from fleet.web.access import current_cluster, operator_only, viewer_page
 from proxyapp.report.merge import digest_key, merge_digest_rows
+from proxyapp.report.reader import read_digests
 
 #: How many digests the page lists.
 TOP = 50
@@ -21,14 +24,15 @@ SORTS = {"count": "count_star", "sum": "sum_time", "avg": "avg_time", "max": "ma
 DEFAULT_SORT = "sum"
 
 
-def top_digests(cluster: Cluster | None, sort: str) -> list[dict[str, Any]]:
+def top_digests(cluster: Cluster | None, sort: str, problems: list[str]) -> list[dict[str, Any]]:
     """The cluster's digests merged across nodes, each with ``avg_time`` and ``nodes`` (each node's count), the
-    ``TOP`` largest by ``sort``."""
+    ``TOP`` largest by ``sort``; a node whose digests do not read is left out, named in ``problems``."""
     reports = ProxyNode.objects.filter(cluster=cluster).order_by("name").values_list("name", "last_report")
     per_node: dict[tuple[Any, ...], list[tuple[str, int]]] = {}
     every: list[dict[str, Any]] = []
     for name, report in reports:
-        for row in merge_digest_rows(list((report or {}).get("query_digest", []))):
+        digests = read_section(read_digests, report, [], problems, name)
+        for row in merge_digest_rows([asdict(digest) for digest in digests]):
             per_node.setdefault(digest_key(row), []).append((name, row["count_star"]))
             every.append(row)
     rows = merge_digest_rows(every)
@@ -45,7 +49,10 @@ def digests(request: HttpRequest) -> HttpResponse:
     if sort not in SORTS:
         sort = DEFAULT_SORT
     cluster = current_cluster(request)
-    return render(request, "web/digests.html", {"cluster": cluster, "rows": top_digests(cluster, sort), "sort": sort})
+    problems: list[str] = []
+    rows = top_digests(cluster, sort, problems)
+    context = {"cluster": cluster, "rows": rows, "sort": sort, "report_problems": problems}
+    return render(request, "web/digests.html", context)
 
 
 @require_POST

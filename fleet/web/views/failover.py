@@ -4,9 +4,6 @@ timelines (acknowledge); the backend status history the nodes' monitors reported
 
 from __future__ import annotations
 
-from typing import Any
-
-from django import forms
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
@@ -17,41 +14,16 @@ from django.views.decorators.http import require_POST
 
 from fleet.core.models import Cluster
 from fleet.failover import actions
-from fleet.failover.models import BackendTransition, Event, FailoverPolicy
-from fleet.failover.policies import EDITABLE, save_policy
+from fleet.failover.models import BackendTransition, Event
+from fleet.failover.policies import save_policy
 from fleet.failover.status import HostgroupStatus, cluster_status
 from fleet.failover.tasks import queue_switchover
 from fleet.web.access import current_cluster, operator_only, viewer_page
+from fleet.web.forms import show_model_errors
+from fleet.web.forms.failover import PolicyForm
 
 #: Events and transitions a page lists at once.
 PAGE_SIZE = 50
-
-
-class PolicyForm(forms.ModelForm):
-    """A hostgroup's failover settings; the passwords are write-only (left blank, they keep their value)."""
-
-    class Meta:
-        model = FailoverPolicy
-        fields = list(EDITABLE)
-        widgets = {
-            "admin_password": forms.PasswordInput(render_value=False),
-            "replication_password": forms.PasswordInput(render_value=False),
-            "promotion_order": forms.TextInput,
-        }
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        for name in FailoverPolicy.SECRETS:
-            self.fields[name].required = False
-            self.fields[name].help_text = "write-only; leave blank to keep the current value"
-
-    def clean(self) -> dict[str, Any]:
-        """Blank passwords keep the stored ones."""
-        cleaned = super().clean()
-        for name in FailoverPolicy.SECRETS:
-            if not cleaned.get(name):
-                cleaned[name] = getattr(self.instance, name)
-        return cleaned
 
 
 def _hostgroup(cluster: Cluster | None, writer_hostgroup: int) -> HostgroupStatus:
@@ -85,8 +57,7 @@ def policy(request: HttpRequest, writer_hostgroup: int) -> HttpResponse:
         try:
             save_policy(form.save(commit=False), request.user)
         except ValidationError as error:
-            for name, problems in error.message_dict.items():
-                form.add_error(name if name in form.fields else None, problems)
+            show_model_errors(form, error)
         else:
             messages.success(request, f"Saved the failover settings of hostgroup {writer_hostgroup}.")
             return redirect("web:failover")

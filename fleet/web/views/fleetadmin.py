@@ -11,28 +11,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from fleet.core.drafts import save_row
 from fleet.core.models import Cluster, ProxyNode
 from fleet.web.access import operator_only, viewer_page
-from fleet.web.forms import RowForm
-
-
-class ClusterForm(RowForm):
-    """A cluster's name and comment."""
-
-    class Meta:
-        model = Cluster
-        fields = ["name", "comment"]
-
-
-class NodeForm(RowForm):
-    """A node's name (fixed once it exists: it names the node's queue), cluster and addresses."""
-
-    class Meta:
-        model = ProxyNode
-        fields = ["name", "cluster", "mysql_address", "admin_address"]
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        if self.instance.pk:
-            self.fields["name"].disabled = True
+from fleet.web.forms import show_model_errors
+from fleet.web.forms.rows import ClusterForm, NodeForm, RowForm
 
 
 @viewer_page
@@ -62,7 +42,7 @@ def _edit(request: HttpRequest, form_class: type[RowForm], instance: Cluster | P
         try:
             saved = save_row(form.save(commit=False), request.user)
         except ValidationError as error:
-            form.add_model_errors(error)
+            show_model_errors(form, error)
         else:
             messages.success(request, f"Saved {what} {saved}.")
             return redirect("web:fleet")

@@ -10,32 +10,8 @@ from django.shortcuts import render
 
 from fleet.core.proxysql_cnf import import_cnf
 from fleet.web.access import current_cluster, operator_only
+from fleet.web.forms.tools import CnfForm
 from proxyapp.config.document import ConfigError
-
-#: The largest cnf file accepted.
-MAX_CNF_BYTES = 10_000_000
-
-
-class CnfForm(forms.Form):
-    """A cnf file, uploaded or pasted."""
-
-    file = forms.FileField(required=False)
-    text = forms.CharField(widget=forms.Textarea(attrs={"rows": 12, "cols": 100}), required=False)
-    force = forms.BooleanField(required=False, label="drop what ProxyFleet lacks even if routing changes")
-
-    def cnf(self) -> str:
-        """The cnf's text (the file wins); ValidationError when there is none or it is not UTF-8 text."""
-        upload = self.cleaned_data.get("file")
-        if upload is not None:
-            if upload.size > MAX_CNF_BYTES:
-                raise forms.ValidationError(f"the file is over {MAX_CNF_BYTES} bytes")
-            try:
-                return upload.read().decode("utf-8")
-            except UnicodeDecodeError:
-                raise forms.ValidationError("the file is not UTF-8 text") from None
-        if not self.cleaned_data.get("text", "").strip():
-            raise forms.ValidationError("upload a proxysql.cnf or paste its text")
-        return self.cleaned_data["text"]
 
 
 @operator_only

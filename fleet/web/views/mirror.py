@@ -13,7 +13,8 @@ from django.utils import timezone
 from fleet.core import stats
 from fleet.core.models import Cluster, ProxyNode
 from fleet.web.access import current_cluster, viewer_page
-from fleet.web.views.backends import SPANS, _span
+from fleet.web.views.backends import chosen_span
+from proxyapp.report.reader import MirrorCounts, read_mirror
 
 #: The charts: metric (``stats.MIRROR_METRICS``) -> title.
 CHARTS = {
@@ -31,80 +32,47 @@ class MirrorRow:
     """A node's mirror as its last report has it."""
 
     node: str
-    mirrored: int
-    completed: int
-    failed: dict[str, int]
-    dropped: dict[str, int]
-    retried: int
-    queue_length: int
-    queue_memory: int
-    queue_disk: int
-    concurrency: int
-    max_concurrency: int
-    oldest_age_s: float
-    lanes: int
-    lanes_waiting: int
-    last_error: str
-    ordered_hostgroups: dict[str, str]
+    counts: MirrorCounts
 
     @property
     def failed_total(self) -> int:
         """Failures of every error code."""
-        return sum(self.failed.values())
+        return sum(self.counts.failed.values())
 
     @property
     def dropped_total(self) -> int:
         """Drops of every reason."""
-        return sum(self.dropped.values())
+        return sum(self.counts.dropped.values())
 
 
-def mirror_rows(cluster: Cluster | None) -> list[MirrorRow]:
-    """Every node of the cluster whose last report has a ``mirror`` section, by name."""
+def mirror_rows(cluster: Cluster | None, problems: list[str]) -> list[MirrorRow]:
+    """Every node of the cluster whose last report has a ``mirror`` section, by name; a section that does not read
+    is left out, named in ``problems``."""
     rows = []
     for node in ProxyNode.objects.filter(cluster=cluster).only("name", "last_report").order_by("name"):
-        section = (node.last_report or {}).get("mirror")
-        if not isinstance(section, dict):
-            continue
-        rows.append(
-            MirrorRow(
-                node=node.name,
-                **{name: int(section.get(name, 0)) for name in _COUNTS},
-                failed=dict(section.get("failed", {})),
-                dropped=dict(section.get("dropped", {})),
-                oldest_age_s=float(section.get("oldest_age_s", 0.0)),
-                last_error=str(section.get("last_error", "")),
-                ordered_hostgroups=dict(section.get("ordered_hostgroups", {})),
-            )
-        )
+        counts = stats.read_section(read_mirror, node.last_report, None, problems, node.name)
+        if counts is not None:
+            rows.append(MirrorRow(node.name, counts))
     return rows
 
 
-_COUNTS = (
-    "mirrored",
-    "completed",
-    "retried",
-    "queue_length",
-    "queue_memory",
-    "queue_disk",
-    "concurrency",
-    "max_concurrency",
-    "lanes",
-    "lanes_waiting",
-)
+def _table_context(cluster: Cluster | None) -> dict[str, Any]:
+    problems: list[str] = []
+    return {"rows": mirror_rows(cluster, problems), "report_problems": problems}
 
 
 @viewer_page
 def mirror(request: HttpRequest) -> HttpResponse:
     """The dashboard: the live table and the charts over ``?span=``."""
     cluster = current_cluster(request)
-    context = {"cluster": cluster, "charts": CHARTS, "span": _span(request), "spans": SPANS}
-    return render(request, "web/mirror.html", {**context, "rows": mirror_rows(cluster)})
+    context = {"cluster": cluster, "charts": CHARTS, "span": chosen_span(request), "spans": stats.SPANS}
+    return render(request, "web/mirror.html", {**context, **_table_context(cluster)})
 
 
 @viewer_page
 def mirror_table(request: HttpRequest) -> HttpResponse:
     """The live table (htmx polls it)."""
-    return render(request, "web/partials/mirror_table.html", {"rows": mirror_rows(current_cluster(request))})
+    return render(request, "web/partials/mirror_table.html", _table_context(current_cluster(request)))
 
 
 @viewer_page
@@ -114,7 +82,7 @@ def mirror_chart(request: HttpRequest, metric: str) -> JsonResponse:
     if metric not in CHARTS:
         raise Http404(f"no chart {metric!r}")
     now = timezone.now()
-    since = now - SPANS[_span(request)]
+    since = now - stats.SPANS[chosen_span(request)]
     series: list[dict[str, Any]] = [
         {
             "node": node.name,

@@ -10,7 +10,9 @@ from django.views.decorators.http import require_POST
 
 from fleet.core import audit, nodeadmin
 from fleet.core.models import AuditEntry, ProxyNode
+from fleet.core.stats import read_section
 from fleet.web.access import operator_only, viewer_page
+from proxyapp.report.reader import read_config, read_counters, read_monitor, read_pools, read_transitions
 
 #: The global counters the page shows first (the rest follow, by name).
 KEY_COUNTERS = (
@@ -30,8 +32,9 @@ KEY_COUNTERS = (
 def node_page(request: HttpRequest, name: str) -> HttpResponse:
     """One node of any cluster, by name."""
     node = get_object_or_404(ProxyNode.objects.select_related("cluster"), name=name)
-    report = node.last_report or {}
-    counters = report.get("global") or {}
+    report = node.last_report
+    problems: list[str] = []
+    counters = read_section(read_counters, report, {}, problems)
     ordered = [(k, counters[k]) for k in KEY_COUNTERS if k in counters]
     ordered += sorted((k, v) for k, v in counters.items() if k not in KEY_COUNTERS)
     sessions: list[dict[str, object]] = []
@@ -43,10 +46,11 @@ def node_page(request: HttpRequest, name: str) -> HttpResponse:
     context = {
         "node": node,
         "counters": ordered,
-        "pools": report.get("connection_pool") or [],
-        "monitor": report.get("monitor") or [],
-        "transitions": list(reversed(report.get("server_transitions") or []))[:20],
-        "config": report.get("config") or {},
+        "pools": read_section(read_pools, report, [], problems),
+        "monitor": read_section(read_monitor, report, None, problems) or [],
+        "transitions": list(reversed(read_section(read_transitions, report, [], problems)))[:20],
+        "config": read_section(read_config, report, None, problems),
+        "report_problems": problems,
         "sessions": sessions,
         "unreachable": unreachable,
     }

@@ -2,32 +2,14 @@
 
 from __future__ import annotations
 
-from django import forms
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from fleet.core import ruletest
-from fleet.core.models import Cluster, ConfigVersion
-from fleet.core.ruletest import DRAFT, config_of
+from fleet.core.ruletest import config_of
 from fleet.web.access import current_cluster, viewer_page
+from fleet.web.forms.tools import RuleTestForm
 from proxyapp.config.document import ConfigError
-
-
-class RuleTestForm(forms.Form):
-    """What to try: the query, the session it comes from, and which config's rules."""
-
-    query = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "cols": 80}), max_length=100_000)
-    username = forms.CharField(max_length=255)
-    schemaname = forms.CharField(max_length=255, required=False)
-    client_addr = forms.CharField(max_length=255, required=False, initial="127.0.0.1")
-    flag_in = forms.IntegerField(min_value=0, initial=0, required=False)
-    source = forms.ChoiceField(choices=[(DRAFT, "the draft")])
-
-    def __init__(self, *args: object, cluster: Cluster | None = None, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        if cluster is not None:
-            numbers = ConfigVersion.objects.filter(cluster=cluster).order_by("-number").values_list("number", flat=True)
-            self.fields["source"].choices = [(DRAFT, "the draft"), *((str(n), f"version {n}") for n in numbers[:50])]
 
 
 @viewer_page

@@ -13,12 +13,15 @@ from django.views.decorators.http import require_POST
 
 from fleet.core.drafts import delete_row, save_row
 from fleet.core.models import Cluster, ProxyNode, QueryRule
+from fleet.core.stats import read_section
 from fleet.web.access import current_cluster, operator_only, viewer_page
-from fleet.web.forms import row_form
+from fleet.web.forms import show_model_errors
+from fleet.web.forms.rows import row_form
 from fleet.web.pages import TablePage, table_page
 from proxyapp.config.document import validate_row
 from proxyapp.config.rulecheck import shadowed_rules
 from proxyapp.config.tables import MysqlQueryRule
+from proxyapp.report.reader import read_rule_hits
 
 #: Rows a table page lists at once (``?page=`` for the rest).
 PAGE_SIZE = 100
@@ -37,14 +40,16 @@ def table_list(request: HttpRequest, slug: str) -> HttpResponse:
     search = request.GET.get("q", "")
     rows = page.search(page.model.objects.filter(cluster=cluster), search)
     rows = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
+    problems: list[str] = []
     context = {
         "page": page,
         "cluster": cluster,
         "rows": rows,
         "search": search,
         "query": urlencode({"q": search}) if search else "",
-        "rule_hits": rule_hits(cluster) if page.model is QueryRule else None,
+        "rule_hits": rule_hits(cluster, problems) if page.model is QueryRule else None,
         "shadowed": shadowed(cluster) if page.model is QueryRule else {},
+        "report_problems": problems,
     }
     return render(request, "web/table_list.html", context)
 
@@ -59,13 +64,13 @@ def shadowed(cluster: Cluster | None) -> dict[int, int]:
     return dict(shadowed_rules(rules))
 
 
-def rule_hits(cluster: Cluster | None) -> dict[int, list[tuple[str, int]]]:
-    """rule_id -> [(node, hits)] from each node's last report (ProxySQL's stats_mysql_query_rules, per node)."""
+def rule_hits(cluster: Cluster | None, problems: list[str]) -> dict[int, list[tuple[str, int]]]:
+    """rule_id -> [(node, hits)] from each node's last report (ProxySQL's stats_mysql_query_rules, per node); a node
+    whose hits do not read is left out, named in ``problems``."""
     hits: dict[int, list[tuple[str, int]]] = {}
     for name, report in ProxyNode.objects.filter(cluster=cluster).order_by("name").values_list("name", "last_report"):
-        for row in (report or {}).get("query_rules", []):
-            if isinstance(row, dict) and isinstance(row.get("rule_id"), int) and isinstance(row.get("hits"), int):
-                hits.setdefault(row["rule_id"], []).append((name, row["hits"]))
+        for row in read_section(read_rule_hits, report, [], problems, name):
+            hits.setdefault(row.rule_id, []).append((name, row.hits))
     return hits
 
 
@@ -86,7 +91,7 @@ def row_edit(request: HttpRequest, slug: str, pk: int | None = None) -> HttpResp
         try:
             row = save_row(form.save(commit=False), request.user)
         except ValidationError as error:
-            form.add_model_errors(error)
+            show_model_errors(form, error)
         else:
             messages.success(request, f"Saved {row} in the draft.")
             return redirect("web:table_list", slug=slug)

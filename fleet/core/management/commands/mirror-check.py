@@ -11,7 +11,7 @@ from typing import Any
 import pymysql
 from django.core.management.base import BaseCommand, CommandError
 
-from fleet.mirrorcheck import Endpoint, compare, report
+from fleet.core.mirrorcheck import Endpoint, compare, report
 
 
 class Command(BaseCommand):

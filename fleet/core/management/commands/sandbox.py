@@ -12,8 +12,8 @@ from typing import Any
 
 from django.core.management.base import CommandError
 
+from devstack.sandbox import Sandbox, SandboxError, SandboxServer
 from fleet.core.management.intermixed import IntermixedCommand
-from fleet.sandbox import Sandbox, SandboxError, SandboxServer
 
 
 class Command(IntermixedCommand):

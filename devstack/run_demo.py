@@ -1,11 +1,11 @@
-"""`make run`: the whole product on one machine, until Ctrl-C.
+"""`make run` (``python -m devstack.run_demo``): the whole product on one machine, until Ctrl-C.
 
 A MariaDB sandbox (primary + replica, ``var/sandbox``); Redis (the one answering at ``REDIS_URL``, default
 127.0.0.1:6379, or else a private ``redis-server`` on a free port); the control plane on ``DATABASE_URL`` (default
 SQLite ``var/fleet.sqlite3``, schema by ``migrate``): gunicorn on 127.0.0.1:8000, a Celery worker, the
 benchmark jobs' worker (queue ``bench``) and Celery beat; two proxy nodes, ``node1`` (127.0.0.1:6033, admin
 6070) and ``node2`` (6034, admin 6071), each with
-its agent; the cluster ``demo`` with the demo config (``fleet/demo.py``) published to both. The admin account's
+its agent; the cluster ``demo`` with the demo config (``devstack/demo.py``) published to both. The admin account's
 password is kept in ``var/demo/admin-password``; every process logs to ``var/demo/logs/``.
 
 A restart keeps what the last run left: the sandbox's data and ports (it is stopped, not thrown away), the draft
@@ -21,13 +21,11 @@ import sys
 import time
 from pathlib import Path
 
+from devstack import stack
+from devstack.demo import demo_config
+from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from fleet import stack  # noqa: E402
-from fleet.demo import demo_config  # noqa: E402
-from fleet.sandbox import APP_PASSWORD, APP_USER, Sandbox  # noqa: E402
-
 DEMO = REPO / "var" / "demo"
 LOGS = DEMO / "logs"
 WEB = "127.0.0.1:8000"

@@ -5,18 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+from django.core.exceptions import ValidationError
 
 from fleet.bench.engine.plans import workload_names
 from fleet.bench.engine.workloads import BUILTINS
 from fleet.bench.models import BenchJob, BenchTarget
-
-
-def show_errors(form: forms.BaseForm, error: ValidationError) -> None:
-    """Put a model's ValidationError next to its fields (the rest above the form)."""
-    by_field = error.message_dict if hasattr(error, "error_dict") else {NON_FIELD_ERRORS: error.messages}
-    for name, messages in by_field.items():
-        form.add_error(name if name in form.fields else None, messages)
 
 
 class TargetForm(forms.ModelForm):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleet.sandbox import APP_PASSWORD, APP_USER, Sandbox
+from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox
 
 WRITER_HOSTGROUP = 10
 READER_HOSTGROUP = 20

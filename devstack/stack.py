@@ -1,4 +1,4 @@
-"""The whole product as child processes on one machine, for ``make run`` (``deploy/run_demo.py``) and the end-to-end
+"""The whole product as child processes on one machine, for ``make run`` (``devstack/run_demo.py``) and the end-to-end
 tests: Redis, the control plane (gunicorn, a Celery worker, Celery beat) and proxy nodes with their agents.
 
 Each process is a ``Service`` writing to its own log file; ``wait_until`` turns a process that died or never became

@@ -1,4 +1,5 @@
-"""Forms for table rows, generated from the models; secrets (passwords, password variables) are write-only."""
+"""Forms for what is saved through ``fleet.core.drafts.save_row``: table rows (generated from the models), clusters
+and nodes; secrets (passwords, password variables) are write-only."""
 
 from __future__ import annotations
 
@@ -6,9 +7,9 @@ from functools import cache
 from typing import Any
 
 from django import forms
-from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import models
 
+from fleet.core.models import Cluster, ProxyNode
 from fleet.core.sealing import is_secret
 
 
@@ -37,12 +38,6 @@ class RowForm(forms.ModelForm):
                 cleaned[name] = getattr(self.instance, name)
         return cleaned
 
-    def add_model_errors(self, error: ValidationError) -> None:
-        """Show ``error`` (from the model's full_clean) next to its fields, the rest above the form."""
-        by_field = error.message_dict if hasattr(error, "error_dict") else {NON_FIELD_ERRORS: error.messages}
-        for name, messages in by_field.items():
-            self.add_error(name if name in self.fields else None, messages)
-
 
 def _form_field(field: models.Field, **kwargs: Any) -> forms.Field | None:
     """One-line inputs for free-text columns; a blank nullable field is null (as the proxy reads a blank)."""
@@ -57,3 +52,24 @@ def _form_field(field: models.Field, **kwargs: Any) -> forms.Field | None:
 def row_form(model: type[models.Model]) -> type[RowForm]:
     """The form class for ``model``'s rows: every column except the cluster (the page's cluster)."""
     return forms.modelform_factory(model, form=RowForm, exclude=["cluster"], formfield_callback=_form_field)
+
+
+class ClusterForm(RowForm):
+    """A cluster's name and comment."""
+
+    class Meta:
+        model = Cluster
+        fields = ["name", "comment"]
+
+
+class NodeForm(RowForm):
+    """A node's name (fixed once it exists: it names the node's queue), cluster and addresses."""
+
+    class Meta:
+        model = ProxyNode
+        fields = ["name", "cluster", "mysql_address", "admin_address"]
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        if self.instance.pk:
+            self.fields["name"].disabled = True
