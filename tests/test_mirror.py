@@ -13,7 +13,6 @@ import os
 import re
 import signal
 import sqlite3
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from django.core.management import CommandError, call_command
 from pymysql.constants import CLIENT
 
 from devstack.sandbox import REPO, Sandbox, pid_alive
+from devstack.stack import wait_until
 from fleet.core.mirrorcheck import Endpoint
 from proxyapp import native
 from tests.harness import APP_PASSWORD, APP_USER, ProxyProcess, StartProxy
@@ -108,15 +108,15 @@ def connector(proxy: ProxyProcess) -> Callable[[], Any]:
 
 
 def wait_for(proxy: ProxyProcess, done: Callable[[dict[str, Any]], bool], what: str, timeout: float = 240) -> dict:
-    """Poll the proxy's /stats until ``done(stats)``; the stats then. Fails naming ``what`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        stats = proxy.stats()
-        if done(stats):
-            return stats
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} did not happen within {timeout} s; mirror stats: {stats['mirror']}")
-        time.sleep(0.2)
+    """Poll the proxy's /stats with ``wait_until`` until ``done(stats)``; the stats then."""
+    seen: list[dict] = []
+
+    def check() -> bool:
+        seen[:] = [proxy.stats()]
+        return done(seen[0])
+
+    wait_until(check, what, timeout)
+    return seen[0]
 
 
 def drained(stats: dict[str, Any]) -> bool:

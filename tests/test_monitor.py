@@ -216,20 +216,24 @@ class SlowRelay:
 def test_a_server_slower_than_its_max_latency_ms_is_shunned_until_it_answers_in_time(
     box: Sandbox, start_proxy: StartProxy
 ) -> None:
+    # The thresholds are decided exactly in tests/test_monitor_decisions.py on a clock the test holds; here the
+    # margins are wide (a 600 ms delay against a 300 ms limit, a fast ping well under it even on a loaded machine) so
+    # that only the wiring is tested: the relay's delay reaches the monitor, its verdict the pools.
     relay = SlowRelay(box.replicas()[0].port)
     try:
-        document = rw_split_config(box.primary().port, [], global_variables=global_variables())
+        variables = global_variables({"mysql-monitor_ping_timeout": 3000, "mysql-monitor_connect_timeout": 3000})
+        document = rw_split_config(box.primary().port, [], global_variables=variables)
         slow = {"hostgroup_id": 30, "hostname": "127.0.0.1", "port": relay.listener.getsockname()[1]}
-        document["mysql_servers"].append({**slow, "max_latency_ms": 40})
+        document["mysql_servers"].append({**slow, "max_latency_ms": 300})
         proxy = start_proxy(document)
         wait_for(lambda: len(proxy.admin("GET", "/monitor/ping")) >= 2, "the first pings", proxy)
         assert status_of(proxy, slow["port"]) == ["ONLINE"]
 
-        relay.delay = 0.1
+        relay.delay = 0.6
         wait_for(lambda: status_of(proxy, slow["port"]) == ["SHUNNED"], "the slow server shunned", proxy)
         shun = transitions(proxy, slow["port"])[-1]
-        over = re.fullmatch(r"ping took (\d+\.\d) ms > max_latency_ms 40", shun["reason"])
-        assert over is not None and float(over.group(1)) >= 100, shun
+        over = re.fullmatch(r"ping took (\d+\.\d) ms > max_latency_ms 300", shun["reason"])
+        assert over is not None and float(over.group(1)) >= 600, shun
         with proxy.connect(autocommit=True) as client, pytest.raises(pymysql.err.OperationalError) as failed:
             query(client, "/* hostgroup=30 */ SELECT 1")
         assert failed.value.args[0] == 9001 and "hostgroup 30" in failed.value.args[1]
@@ -237,7 +241,7 @@ def test_a_server_slower_than_its_max_latency_ms_is_shunned_until_it_answers_in_
         relay.delay = 0
         wait_for(lambda: status_of(proxy, slow["port"]) == ["ONLINE"], "the server back once fast", proxy)
         back = transitions(proxy, slow["port"])[-1]
-        assert re.fullmatch(r"ping took \d+\.\d ms <= max_latency_ms 40", back["reason"]), back
+        assert re.fullmatch(r"ping took \d+\.\d ms <= max_latency_ms 300", back["reason"]), back
         with proxy.connect(autocommit=True) as client:
             assert query(client, "/* hostgroup=30 */ SELECT @@server_id") == ((server_id(box.replicas()[0]),),)
     finally:

@@ -127,7 +127,7 @@ def decide(
         server = monitor._servers[address]
         server.read_only = value
         server.shun_reason = "ping failed 3 times: Connection refused" if address in down else None
-    monitor._conclude()
+    monitor.conclude()
     return monitor.state.writers.get(10)
 
 

@@ -121,8 +121,8 @@ class _Unreachable(Exception):
 
 
 @dataclass(slots=True)
-class _Outcome:
-    """One probe: its value (read_only, lag; None for the others) and the error the server answered, if any."""
+class Outcome:
+    """One probe's answer: its value (read_only, lag; None for the others) and the error the server answered, if any."""
 
     value: Any = None
     error: str | None = None
@@ -168,8 +168,11 @@ class _Server:
 class Monitor:
     """Checks the servers of the running config and publishes what follows from the results."""
 
-    def __init__(self, config: Config, publish: Callable[[MonitorState], None]) -> None:
+    def __init__(
+        self, config: Config, publish: Callable[[MonitorState], None], clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.config = config
+        self.clock = clock  # what shunning and recovery count time with (tests hold their own)
         self.settings = MonitorSettings.from_variables(config.variables)
         self.publish = publish
         self.state = MonitorState()
@@ -212,7 +215,7 @@ class Monitor:
         self._sync_servers()
         pairs = {pair.writer_hostgroup for pair in config.mysql_replication_hostgroups}
         self._writers = {hg: a for hg, a in self._writers.items() if hg in pairs}
-        self._conclude()
+        self.conclude()
         self.start()
 
     def _sync_servers(self) -> None:
@@ -236,7 +239,7 @@ class Monitor:
             if targets:
                 await asyncio.gather(*(self._check(check, server) for server in targets))
                 try:
-                    self._conclude()
+                    self.conclude()
                 except Exception:
                     log.exception("monitor: cannot apply the %s check's results", check)
             await asyncio.sleep(max(0.0, self.settings.intervals[check] / 1000 - (loop.time() - began)))
@@ -280,16 +283,34 @@ class Monitor:
         try:
             outcome = await asyncio.wait_for(self._probe(check, server, timeout_ms / 1000), timeout_ms / 1000)
         except TimeoutError:
-            outcome, reached = _Outcome(error=f"{_CHECK_NAMES[check]} timed out after {timeout_ms} ms"), False
+            outcome, reached = Outcome(error=f"{_CHECK_NAMES[check]} timed out after {timeout_ms} ms"), False
         except BackendError as refused:  # no login: unreachable, or it answered with an error (a wrong password)
-            outcome, reached, logged_in = _Outcome(error=str(refused)), refused.code != _NOT_REACHED, False
+            outcome, reached, logged_in = Outcome(error=str(refused)), refused.code != _NOT_REACHED, False
             server.connect_ok = False
         except _Unreachable as broken:
-            outcome, reached = _Outcome(error=str(broken)), False
+            outcome, reached = Outcome(error=str(broken)), False
         except Exception as unexpected:  # a reply the monitor cannot read: logged, the checks go on
             log.exception("monitor: %s of %s failed", check, show_address(server.address))
-            outcome = _Outcome(error=f"unexpected reply: {unexpected}")
+            outcome = Outcome(error=f"unexpected reply: {unexpected}")
         latency_us = int((time.perf_counter() - began) * 1_000_000)
+        self.record(check, server.address, at, latency_us, outcome, reached, logged_in)
+
+    def record(
+        self,
+        check: str,
+        address: Address,
+        at: float,
+        latency_us: int,
+        outcome: Outcome,
+        reached: bool = True,
+        logged_in: bool = True,
+    ) -> None:
+        """Take in one probe of ``check`` on the server at ``address`` (started at wall time ``at``, answered in
+        ``latency_us``; ``reached``: the server answered at all, ``logged_in``: it let the monitor user in) and update
+        the findings that decide its status; ``conclude`` then publishes what follows."""
+        server = self._servers.get(address)
+        if server is None:  # no longer in the config: a probe that finished after a reload
+            return
         self._log(check, server, at, latency_us if outcome.error is None else 0, outcome)
         server.latest[check] = (at, latency_us, outcome.error is None)
         server.checked_at = at
@@ -305,13 +326,13 @@ class Monitor:
         else:
             self._unreachable(check, server, outcome.error or "")
 
-    async def _probe(self, check: str, server: _Server, timeout: float) -> _Outcome:
+    async def _probe(self, check: str, server: _Server, timeout: float) -> Outcome:
         host, port = server.address
         credentials = Credentials(self.settings.username, self.settings.password)
         if check == "connect":
             fresh = await BackendConnection.connect(host, port, credentials, None, timeout=timeout)
             fresh.close()
-            return _Outcome()
+            return Outcome()
         async with server.lock:
             kept = server.conn
             if kept is None or kept.wire.closed is not None:
@@ -328,26 +349,26 @@ class Monitor:
                 server.discard(conn)
                 raise
 
-    async def _query(self, check: str, conn: BackendConnection, server: _Server) -> _Outcome:
+    async def _query(self, check: str, conn: BackendConnection, server: _Server) -> Outcome:
         if check == "ping":
             err = await conn.simple_command(bytes((Command.PING,)))
-            return _Outcome(error=_error_text(err) if err is not None else None)
+            return Outcome(error=_error_text(err) if err is not None else None)
         if check == "read_only":
             result = await conn.fetch_named(_READ_ONLY_SQL)
             if isinstance(result, ErrPacket):
-                return _Outcome(error=_error_text(result))
+                return Outcome(error=_error_text(result))
             values = {bytes(row[0] or b"").decode(): (row[1] or b"").upper() in (b"ON", b"1") for row in result[1]}
             return _read_only(self._read_only_sql().get(server.address, "read_only"), values)
         result = await conn.fetch_named("SHOW SLAVE STATUS")
         if isinstance(result, ErrPacket):
-            return _Outcome(error=_error_text(result))
+            return Outcome(error=_error_text(result))
         names, rows = result
         if not rows or "Seconds_Behind_Master" not in names:
-            return _Outcome()  # not a replica: no lag
+            return Outcome()  # not a replica: no lag
         raw = rows[0][names.index("Seconds_Behind_Master")]
-        return _Outcome(value=int(raw) if raw is not None else -1)  # -1: NULL, replication stopped or broken
+        return Outcome(value=int(raw) if raw is not None else -1)  # -1: NULL, replication stopped or broken
 
-    def _log(self, check: str, server: _Server, at: float, latency_us: int, outcome: _Outcome) -> None:
+    def _log(self, check: str, server: _Server, at: float, latency_us: int, outcome: Outcome) -> None:
         host, port = server.address
         row: dict[str, Any] = {"hostname": host, "port": port, "time_start_us": int(at * 1_000_000)}
         if check == "connect":
@@ -379,12 +400,12 @@ class Monitor:
         limit = self.settings.read_only_max_failures if counter == "read_only" else self.settings.ping_max_failures
         if failures >= limit and server.shun_reason is None:
             server.shun_reason = f"{_CHECK_NAMES[check]} failed {failures} times: {error}"
-            server.shunned_at = time.monotonic()
+            server.shunned_at = self.clock()
 
-    def _reached(self, check: str, server: _Server, outcome: _Outcome) -> None:
+    def _reached(self, check: str, server: _Server, outcome: Outcome) -> None:
         server.failures = {"ping": 0, "read_only": 0}
         if server.shun_reason is not None:
-            down = time.monotonic() - server.shunned_at
+            down = self.clock() - server.shunned_at
             if down >= self.settings.shun_recovery_time_sec:
                 server.shun_reason = None
                 server.recovered = f"{_CHECK_NAMES[check]} succeeded again after {down:.0f} s SHUNNED"
@@ -427,7 +448,7 @@ class Monitor:
             server.latency_reason = None
             server.recovered = f"{shown} <= max_latency_ms {limit}" if limit else "max_latency_ms lifted"
 
-    def _conclude(self) -> None:
+    def conclude(self) -> None:
         """Pick each pair's writer, and publish the state if anything changed."""
         enabled = self.settings.enabled
         verdicts = {address: server.verdict() for address, server in self._servers.items()} if enabled else {}
@@ -541,12 +562,12 @@ def _error_text(err: ErrPacket) -> str:
     return f"{err.code}: {err.message}"
 
 
-def _read_only(check_type: str, values: dict[str, bool]) -> _Outcome:
+def _read_only(check_type: str, values: dict[str, bool]) -> Outcome:
     """The read_only verdict of ``check_type`` from the server's variables (ProxySQL's check types)."""
     needed = check_type.replace("&", "|").split("|")
     missing = [name for name in needed if name not in values]
     if missing:
-        return _Outcome(error=f"check_type {check_type}: the server has no variable {missing[0]}")
+        return Outcome(error=f"check_type {check_type}: the server has no variable {missing[0]}")
     if "&" in check_type:
-        return _Outcome(value=all(values[name] for name in needed))
-    return _Outcome(value=any(values[name] for name in needed))
+        return Outcome(value=all(values[name] for name in needed))
+    return Outcome(value=any(values[name] for name in needed))
