@@ -608,3 +608,18 @@ def test_a_config_without_fast_routing_keeps_its_document_and_checksum() -> None
     assert routed.to_document()["mysql_query_rules_fast_routing"][0]["destination_hostgroup"] == 3
     assert routed.checksum != plain.checksum
     assert "hostgroup 3 has no servers" in " ".join(routed.warnings)
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("/* hostgroup = 2; max_lag_ms=5,x=1 y query_delay_ms= */ SELECT 1", {"hostgroup": "2", "max_lag_ms": "5"}),
+        ("/* =hostgroup=3 */ SELECT 1", {"hostgroup": "3"}),
+        ("/* hostgroup = = 4 */ SELECT 1", {"hostgroup": ""}),
+        ("/*! hostgroup=5 */ SELECT 1 /* hostgroup=6 */", {"hostgroup": "6"}),  # an executable comment is SQL
+        ("SELECT '/* hostgroup=7 */' /* hostgroup=8 */", {"hostgroup": "8"}),
+        ("/* hostgroup=9", {}),  # never closed: not a comment
+    ],
+)
+def test_annotation_pairs_are_read_in_one_pass(query: str, expected: dict[str, str]) -> None:
+    assert parse_annotations(query) == expected

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from proxyapp.config.tables import MysqlQueryRule, MysqlQueryRuleFastRouting
+from proxyapp.sql.lex import first_block_comment
 
 #: The first-comment annotation keys ProxySQL knows (``query_parser_first_comment``).
 ANNOTATION_KEYS = frozenset(
@@ -70,17 +71,6 @@ _OUTPUT_COLUMNS = (
     "gtid_from_hostgroup",
 )
 
-# Lexemes that can hide a "/*": string literals, quoted identifiers, line comments; then the block comment.
-_LEXEME = re.compile(
-    r"""'[^'\\]*(?:\\.[^'\\]*)*'"""
-    r'''|"[^"\\]*(?:\\.[^"\\]*)*"'''
-    r"|`[^`]*`"
-    r"|\#[^\n]*"
-    r"|--(?=\s|$)[^\n]*"
-    r"|/\*(.*?)\*/",
-    re.DOTALL,
-)
-_PAIR = re.compile(r"([^\s;,=]+)\s*=\s*([^\s;,=]*)")
 _REWRITE_ESCAPE = re.compile(r"\\(.?)", re.DOTALL)
 
 
@@ -272,26 +262,48 @@ def parse_annotations(query: str) -> dict[str, str]:
     ``=``; keys are lowercased and unknown keys dropped; a repeated key keeps its last value. Comments inside
     string literals, quoted identifiers and ``#``/``--`` comments are not the first comment.
     """
-    comment = _first_comment(query)
+    comment = first_block_comment(query)
     if comment is None:
         return {}
     annotations: dict[str, str] = {}
-    for key, value in _PAIR.findall(comment):
+    for key, value in _pairs(comment):
         key = key.lower()
         if key in ANNOTATION_KEYS:
             annotations[key] = value
     return annotations
 
 
-def _first_comment(query: str) -> str | None:
-    """The body of the query's first block comment, or None."""
-    if "/*" not in query:
-        return None
-    for lexeme in _LEXEME.finditer(query):
-        body = lexeme.group(1)
-        if body is not None:
-            return body
-    return None
+_PAIR_STOP = frozenset(" \t\n\r\f\v;,=")
+_BLANK = frozenset(" \t\n\r\f\v")
+
+
+def _pairs(comment: str) -> list[tuple[str, str]]:
+    """The ``key=value`` pairs of an annotation comment, in one pass: a key is a run of characters other than
+    whitespace, ``;``, ``,`` and ``=``, then ``=`` (spaces around it allowed) and the value, a run of the same
+    characters, maybe empty. Anything else is skipped."""
+    pairs: list[tuple[str, str]] = []
+    n = len(comment)
+    i = 0
+    while i < n:
+        start = i
+        while i < n and comment[i] not in _PAIR_STOP:
+            i += 1
+        if i == start:  # a separator or a stray '='
+            i += 1
+            continue
+        key_end = i
+        while i < n and comment[i] in _BLANK:
+            i += 1
+        if i == n or comment[i] != "=":
+            continue  # a word without '=': no pair starts inside it either
+        i += 1
+        while i < n and comment[i] in _BLANK:
+            i += 1
+        value_start = i
+        while i < n and comment[i] not in _PAIR_STOP:
+            i += 1
+        pairs.append((comment[start:key_end], comment[value_start:i]))
+    return pairs
 
 
 def _override(outcome: RuleOutcome, annotations: dict[str, str]) -> None:

@@ -173,6 +173,18 @@ def strip_quoted(sql: str) -> str:
     return _QUOTED_RE.sub(" ", sql)
 
 
+def first_block_comment(sql: str) -> str | None:
+    """The body of the first ``/* ... */`` comment outside strings, quoted names and line comments (executable
+    comments are SQL, not comments); None if there is none or it is never closed. Linear in ``sql``."""
+    if "/*" not in sql:
+        return None
+    for match in _QUOTED_RE.finditer(sql):
+        text = match.group()
+        if text.startswith("/*"):
+            return text[2:-2] if text.endswith("*/") and len(text) >= 4 else None
+    return None
+
+
 def unquote(text: str) -> str:
     """A name or string token's value: delimiters removed, doubled delimiters and backslash escapes undone."""
     if len(text) >= 2 and text[0] in "`'\"" and text[-1] == text[0]:
