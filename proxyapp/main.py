@@ -7,7 +7,6 @@ other.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import signal
@@ -15,7 +14,7 @@ import socket
 import sys
 from pathlib import Path
 
-from proxyapp.config.document import load_config_file, parse_config
+from proxyapp.config.document import load_config_file, parse_config, read_json
 from proxyapp.process.server import Proxy, parse_address
 from proxyapp.process.workers import Supervisor, worker_count
 
@@ -51,7 +50,7 @@ async def serve(config_path: Path, listen: tuple[str, int] | None, admin: tuple[
 
 async def serve_worker(listen_fd: int, index: int, count: int, config_path: Path) -> None:
     """A worker process: the config document comes on stdin, the admin port goes to stdout."""
-    config = parse_config(json.loads(sys.stdin.read()))
+    config = parse_config(read_json(sys.stdin.read()))
     proxy = Proxy(config, config_path, worker=index, workers=count)
     sock = socket.socket(fileno=listen_fd)
     await proxy.start(("", 0), ("127.0.0.1", 0), sock=sock)

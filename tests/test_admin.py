@@ -294,6 +294,7 @@ def test_reload_with_a_document_loads_it() -> None:
     ("body", "needle"),
     [
         (b'{"mysql_servers": [', "not valid JSON"),
+        (b'{"mysql_users": [{"username": "a"}], "mysql_users": []}', "the key 'mysql_users' appears twice"),
         (b"{'single': 'quotes'}", "Expecting property name"),
         (b"\xff\xfe\xfa", "not valid JSON"),
         (b"[1, 2]", "JSON object"),

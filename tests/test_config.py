@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from proxyapp.config.document import ConfigError, parse_config, parse_re_modifiers, validate_row
+from proxyapp.config.document import (
+    ConfigError,
+    DuplicateKey,
+    parse_config,
+    parse_re_modifiers,
+    read_json,
+    validate_row,
+)
 from proxyapp.config.document import load_config_file as load
 from proxyapp.config.tables import GlobalVariable, MysqlQueryRule, MysqlServer, MysqlUser
 from proxyapp.config.variables import VARIABLES, Variables, parse_variable_value
@@ -236,7 +243,10 @@ def test_empty_document_is_an_empty_config() -> None:
     assert config.mysql_servers == config.mysql_users == config.mysql_query_rules == ()
     assert config.mysql_replication_hostgroups == ()
     assert config.variables.overrides() == {}
-    assert config.warnings == ()
+    assert config.warnings == (  # accepted (a node may start before its first config) but never silently
+        "mysql_users is empty: no client can log in",
+        "mysql_servers is empty: every query will fail (no hostgroup has a server)",
+    )
     assert len(config.checksum) == 64
 
 
@@ -713,7 +723,8 @@ def test_a_proxysql_variable_proxyfleet_does_not_act_on_warns_when_set_away_from
         {"variable_name": "mysql-query_digests_no_digits", "variable_value": "false"},  # its default: quiet
         {"variable_name": "mysql-max_transaction_time", "variable_value": "5000"},  # acted on: quiet
     ]
-    config = parse_config({"mysql_servers": [{"hostname": "db1"}], "global_variables": rows})
+    users = [{"username": "app", "password": "pw"}]
+    config = parse_config({"mysql_servers": [{"hostname": "db1"}], "mysql_users": users, "global_variables": rows})
     assert config.warnings == (
         "global_variables[0] mysql-query_digests_lowercase: accepted for ProxySQL compatibility, but ProxyFleet does "
         "not act on it (it behaves as with the default, false)",
@@ -825,3 +836,30 @@ def test_good_hostnames(hostname: str) -> None:
 def test_bad_hostnames_are_refused(hostname: str, says: str) -> None:
     [(column, message)] = validate_row("mysql_servers", {"hostgroup_id": 1, "hostname": hostname})[1]
     assert column == "hostname" and says in message
+
+
+def test_a_duplicate_key_is_refused_wherever_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "proxy.json"
+    path.write_text('{"mysql_users": [{"username": "app", "password": "pw"}], "mysql_users": []}')
+    with pytest.raises(ConfigError) as refused:
+        load(path)
+    assert refused.value.errors == [f"{path}: invalid config: the key 'mysql_users' appears twice in one object"]
+    path.write_text('{"mysql_users": [{"username": "app", "username": "other"}]}')
+    with pytest.raises(ConfigError, match="the key 'username' appears twice"):
+        load(path)
+    with pytest.raises(DuplicateKey):
+        read_json(b'{"a": 1, "b": {"c": 1, "c": 2}}')
+
+
+@pytest.mark.parametrize("password", ["*", "*ABC", "*" + "G" * 40, "*" + "A" * 41])
+def test_a_malformed_native_hash_is_refused(password: str) -> None:
+    with pytest.raises(
+        ConfigError, match=r"mysql_users\[0\] \(username='app'\): password: starts with '\*'.*40 hex digits"
+    ):
+        parse_config({"mysql_users": [{"username": "app", "password": password}]})
+
+
+def test_a_native_hash_and_clear_text_are_accepted() -> None:
+    hashed = "*" + "a1" * 20
+    config = parse_config({"mysql_users": [{"username": "a", "password": hashed}, {"username": "b", "password": "x*"}]})
+    assert [u.password for u in config.mysql_users] == [hashed, "x*"]

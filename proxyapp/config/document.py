@@ -219,6 +219,17 @@ def _check_digest(value: str) -> None:
         raise ValueError(f"{value!r} is not a digest: '0x' and 1 to 16 hex digits")
 
 
+_NATIVE_HASH = re.compile(r"\*[0-9A-Fa-f]{40}")
+
+
+def _check_password(value: str) -> None:
+    if value.startswith("*") and not _NATIVE_HASH.fullmatch(value):
+        raise ValueError(
+            "starts with '*', so it is read as a mysql_native_password hash, but a hash is '*' and 40 hex digits: "
+            "nobody could log in with it"
+        )
+
+
 _HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9_-]{1,63}(?<!-)")
 
 
@@ -268,6 +279,7 @@ def parse_re_modifiers(text: str) -> frozenset[str]:
 _VALUE_CHECKS: dict[str, Callable[[Any], object]] = {
     "hostname": _check_hostname,
     "digest": _check_digest,
+    "password": _check_password,
     "attributes": _check_attributes,
     "re_modifiers": parse_re_modifiers,
 }
@@ -537,6 +549,10 @@ def _warnings(rows: _Rows, variables: Variables) -> Iterator[str]:
             f"mysql_query_rules[{rule_index[later]}] rule_id={later} can never match: rule_id={earlier} (apply=1) "
             "matches every query it would, first"
         )
+    if not rows["mysql_users"]:
+        yield "mysql_users is empty: no client can log in"
+    if not rows["mysql_servers"]:
+        yield "mysql_servers is empty: every query will fail (no hostgroup has a server)"
     for index, user in rows["mysql_users"]:
         if user.password == "":
             yield f"{_label('mysql_users', index, user)} has an empty password"
@@ -555,6 +571,25 @@ def _label(table: str, index: int, obj: object) -> str:
     return f"{table}[{index}] {shown}"
 
 
+class DuplicateKey(ValueError):
+    """A JSON object names the same key twice (JSON allows it; a config must not: the last would silently win)."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in obj:
+            raise DuplicateKey(f"the key {key!r} appears twice in one object")
+        obj[key] = value
+    return obj
+
+
+def read_json(text: str | bytes) -> Any:
+    """Decode a JSON config document (or any JSON the proxy is sent): ValueError for bad JSON, DuplicateKey for an
+    object that names a key twice."""
+    return json.loads(text, object_pairs_hook=_unique_keys)
+
+
 def load_config_file(path: str | os.PathLike[str]) -> Config:
     """Read and parse a JSON config file; ConfigError names the file (and the line and column of bad JSON)."""
     try:
@@ -562,9 +597,11 @@ def load_config_file(path: str | os.PathLike[str]) -> Config:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError([f"{path}: cannot read the config: {exc}"]) from None
     try:
-        doc = json.loads(text)
+        doc = read_json(text)
     except json.JSONDecodeError as exc:
         raise ConfigError([f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"]) from None
+    except DuplicateKey as exc:
+        raise ConfigError([f"{path}: invalid config: {exc}"]) from None
     try:
         return parse_config(doc)
     except ConfigError as exc:

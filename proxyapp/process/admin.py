@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import json
 import logging
 import math
 from collections.abc import Awaitable, Callable, Iterable
@@ -42,6 +41,7 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from proxyapp.backends.monitor import CHECKS
+from proxyapp.config.document import read_json
 from proxyapp.mysql.constants import ErrorCode
 from proxyapp.report.stats import COUNTERS, order_digest_rows
 
@@ -216,7 +216,7 @@ class AdminServer:
 
     async def _apply_monitor_state(self, request: web.Request) -> web.Response:
         try:
-            document = json.loads(await request.read())
+            document = read_json(await request.read())
         except ValueError as exc:
             return _error(400, f"the body is not valid JSON: {exc}")
         result = await self.provider.apply_monitor_state(document)
@@ -294,7 +294,7 @@ async def _json_object(request: web.Request, what: str = "a JSON object") -> dic
     if not raw.strip():
         return None
     try:
-        body = json.loads(raw)
+        body = read_json(raw)
     except ValueError as exc:
         return _error(400, f"the body is not valid JSON: {exc}")
     if not isinstance(body, dict):
