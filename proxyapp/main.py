@@ -17,6 +17,7 @@ from pathlib import Path
 from proxyapp.config.document import load_config_file, parse_config, read_json
 from proxyapp.process.server import Proxy, parse_address
 from proxyapp.process.workers import Supervisor, worker_count
+from proxyapp.session.seats import Seats
 
 log = logging.getLogger("proxyapp")
 
@@ -48,10 +49,11 @@ async def serve(config_path: Path, listen: tuple[str, int] | None, admin: tuple[
     await proxy.stop()
 
 
-async def serve_worker(listen_fd: int, index: int, count: int, config_path: Path) -> None:
-    """A worker process: the config document comes on stdin, the admin port goes to stdout."""
+async def serve_worker(listen_fd: int, index: int, count: int, config_path: Path, seats_fd: int) -> None:
+    """A worker process: the config document comes on stdin, the admin port goes to stdout; ``seats_fd`` is the
+    node's shared session count."""
     config = parse_config(read_json(sys.stdin.read()))
-    proxy = Proxy(config, config_path, worker=index, workers=count)
+    proxy = Proxy(config, config_path, worker=index, workers=count, seats=Seats(seats_fd, index, count))
     sock = socket.socket(fileno=listen_fd)
     await proxy.start(("", 0), ("127.0.0.1", 0), sock=sock)
     assert proxy.admin is not None

@@ -16,6 +16,8 @@ import pytest
 from pymysql.constants import CLIENT
 
 from devstack.sandbox import Sandbox
+from proxyapp.mysql import auth
+from proxyapp.mysql.handshake import parse_auth_switch
 from tests.harness import APP_PASSWORD, APP_USER, ProxyProcess
 from tests.rawclient import (
     APP2_PASSWORD,
@@ -24,6 +26,7 @@ from tests.rawclient import (
     HASH_USER,
     OTHER_SCHEMA,
     SCHEMA,
+    RawClient,
     ensure_backend_users,
     protocol_config,
     start_module_proxy,
@@ -464,3 +467,22 @@ def test_the_log_is_clean(proxy: ProxyProcess, sha2_proxy: ProxyProcess) -> None
     for p in (proxy, sha2_proxy):
         assert p.proc is not None and p.proc.poll() is None
         log_is_clean(p)
+
+
+def first_answer(proxy: ProxyProcess, user: str, plugin: str) -> bytes:
+    """The kind of packet (and the plugin of an auth switch) the proxy answers a login attempt with."""
+    client = RawClient(proxy.port)
+    try:
+        client.read_greeting()
+        client.send_packet(client.login_payload(user, "wrong password", plugin=plugin), 1)
+        reply = client.read_packet()
+        return reply[:1] + (parse_auth_switch(reply)[0].encode() if reply[:1] == b"\xfe" else b"")
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("plugin", [auth.NATIVE, auth.CACHING_SHA2, "sha256_password", "client_ed25519"])
+def test_an_unknown_user_is_answered_exactly_as_a_wrong_password(proxy: ProxyProcess, plugin: str) -> None:
+    known = first_answer(proxy, APP_USER, plugin)
+    assert first_answer(proxy, "nobody_here", plugin) == known
+    assert known[:1] == (b"\xfe" if plugin not in auth.SUPPORTED_PLUGINS else b"\xff")

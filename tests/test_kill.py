@@ -14,9 +14,10 @@ from typing import Any
 import pymysql
 import pytest
 
-from devstack.sandbox import Sandbox
+from devstack.sandbox import Sandbox, SandboxServer
 from devstack.stack import wait_until
-from tests.harness import ProxyProcess, backend_thread, rw_split_config
+from tests.harness import APP_USER, ProxyProcess, backend_thread, rw_split_config
+from tests.rawclient import RawClient
 
 OTHER_USER, OTHER_PASSWORD = "kill-other", "kill-other-pass"
 #: How long the statements that get killed would run if nothing killed them.
@@ -261,3 +262,25 @@ def test_kill_reaches_a_session_of_another_worker_process(
     finally:
         for conn in connections:
             conn.close()
+
+
+def still_running(server: SandboxServer, marker: str) -> bool:
+    """Whether a statement of the app user containing ``marker`` runs on ``server``."""
+    with server.connect() as conn, conn.cursor() as cur:
+        sql = "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = %s AND INFO LIKE %s"
+        cur.execute(sql, (APP_USER, f"%{marker}%"))
+        return int(cur.fetchone()[0]) > 0
+
+
+def test_a_client_that_disconnects_mid_statement_has_it_killed_on_the_backend(
+    proxy: ProxyProcess, sandbox: Sandbox
+) -> None:
+    client = RawClient.connect(proxy.port, database=None)
+    client.send_packet(b"\x03" + f"SELECT SLEEP({LONG_SLEEP}) AS gone_client_marker".encode(), 0)
+    backend_thread(sandbox.replicas()[0], "gone_client_marker")
+    client.close()  # mysql-kill_backend_connection_when_disconnect (default true): the statement goes with it
+    wait_until(lambda: not still_running(sandbox.replicas()[0], "gone_client_marker"), "the statement killed", 30)
+    assert proxy.stats()["global"]["mysql_killed_backend_queries"] == 1
+    with proxy.connect(autocommit=True) as other, other.cursor() as cur:  # the proxy serves on
+        cur.execute("SELECT 1")
+        assert cur.fetchone() == (1,)

@@ -409,6 +409,26 @@ def test_load_data_local_is_refused_when_the_proxy_disables_it(sandbox: Sandbox,
         client.close()
 
 
+def test_long_data_past_max_allowed_packet_is_dropped_and_the_execute_refused(
+    sandbox: Sandbox, start_proxy: StartProxy
+) -> None:
+    proxy = start_proxy(protocol_config(sandbox, mysql_max_allowed_packet=1 << 20))
+    client = RawClient.connect(proxy.port)
+    try:
+        stmt = client.prepare("SELECT LENGTH(?)")
+        for _ in range(3):  # 1.2 MiB in all: past the 1 MiB the proxy keeps for one parameter set
+            client.send_long_data(stmt.stmt_id, 0, b"x" * 400_000)
+        result = client.execute(stmt.stmt_id, [b""], long_data=frozenset({0}))
+        assert isinstance(result, Err) and result.code == 1153, result
+        assert "longer than 'max_allowed_packet' bytes (1048576)" in result.message
+        # The statement is usable again, with long data within the limit.
+        client.send_long_data(stmt.stmt_id, 0, b"y" * 900_000)
+        result = client.execute(stmt.stmt_id, [b""], long_data=frozenset({0}))
+        assert isinstance(result, ResultSet) and result.rows == [[900_000]], result
+    finally:
+        client.close()
+
+
 def test_a_packet_over_max_allowed_packet_is_1153(sandbox: Sandbox, start_proxy: StartProxy) -> None:
     proxy = start_proxy(protocol_config(sandbox, mysql_max_allowed_packet=1 << 20))
     client = RawClient.connect(proxy.port)

@@ -4,6 +4,7 @@ holds every query, ``mysql-query_cache_stores_empty_result`` decides whether emp
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -119,3 +120,41 @@ def test_query_cache_stores_empty_result_decides_for_rules_that_do_not(
         assert cur.fetchall() == ()
     assert proxy.stats()["query_rules"] == [{"rule_id": 1, "hits": 1}]
     assert proxy.stats()["global"]["Query_Cache_count_SET"] == sets
+
+
+def test_max_connections_is_the_nodes_limit_across_workers_counting_sessions_not_handshakes(
+    sandbox: Sandbox, start_proxy: Callable[[dict[str, Any]], ProxyProcess]
+) -> None:
+    proxy = start(sandbox, start_proxy, **{"mysql-max_connections": 4, "mysql-threads": 2})
+    # Handshakes that never finish hold no seat.
+    lingering = [socket.create_connection(("127.0.0.1", proxy.port)) for _ in range(6)]
+    sessions = []
+    try:
+        for sock in lingering:
+            assert sock.recv(4)  # the greeting's header: the proxy accepted it
+        # Sessions land in either worker (the kernel picks); the limit holds for the node.
+        sessions = [proxy.connect(autocommit=True) for _ in range(4)]
+        with pytest.raises(pymysql.err.OperationalError) as refused:
+            proxy.connect(autocommit=True)
+        assert refused.value.args[0] == 1040 and "Too many connections" in refused.value.args[1]
+        # A seat given back is a seat for the next client (once the proxy has seen the close).
+        sessions.pop().close()
+
+        def admitted() -> bool:
+            try:
+                sessions.append(proxy.connect(autocommit=True))
+            except pymysql.err.OperationalError as exc:
+                if exc.args[0] != 1040:
+                    raise
+                return False
+            return True
+
+        wait_until(admitted, "a session admitted in the closed one's seat", 15)
+        with sessions[-1].cursor() as cur:
+            cur.execute("SELECT 1")
+            assert cur.fetchone() == (1,)
+    finally:
+        for conn in sessions:
+            conn.close()
+        for sock in lingering:
+            sock.close()

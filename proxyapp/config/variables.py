@@ -297,7 +297,8 @@ _SPECS = (
     _bool(
         "mysql-kill_backend_connection_when_disconnect",
         True,
-        "KILL the backend thread when its client disconnects in the middle of a query",
+        "kill the statement on the backend when its client disconnects in the middle of it (KILL QUERY from a "
+        "separate connection; the session's connection is then reset and pooled, or closed)",
     ),
     # Queries.
     _int(
@@ -578,7 +579,6 @@ VARIABLES: dict[str, VariableSpec] = {spec.name: spec for spec in _SPECS}
 NOT_HONOURED = frozenset(
     {
         "mysql-throttle_connections_per_sec_to_hostgroup",
-        "mysql-kill_backend_connection_when_disconnect",
         "mysql-set_query_lock_on_hostgroup",
         "mysql-keep_multiplexing_variables",
         "mysql-connection_delay_multiplex_ms",

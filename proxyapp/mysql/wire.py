@@ -79,6 +79,7 @@ class WireProtocol(asyncio.Protocol):
         if self.wire is not None:
             self.wire.closed = "connection closed by peer"
             self.wire.wake()
+            self.wire.peer_gone()
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -89,6 +90,7 @@ class WireProtocol(asyncio.Protocol):
         wire.closed = str(exc) if exc else (wire.closed or "connection closed")
         wire.wake()
         wire.resume_writing()
+        wire.peer_gone()
 
     def pause_writing(self) -> None:
         """The transport's write buffer is over its high-water mark."""
@@ -121,6 +123,7 @@ class Wire:
         "loop",
         "mark",
         "max_packet",
+        "on_close",
         "pos",
         "reading_paused",
         "seq",
@@ -145,6 +148,14 @@ class Wire:
         self.reading_paused = False
         self.writing_paused = False
         self.compression: Compression | None = None  # the compressed protocol, once the client's login enabled it
+        self.on_close: Callable[[], None] | None = None  # told once when the peer closes or the connection breaks
+
+    def peer_gone(self) -> None:
+        """Tell ``on_close``, once, that the connection is over."""
+        on_close = self.on_close
+        if on_close is not None:
+            self.on_close = None
+            on_close()
 
     def compress(self) -> None:
         """From now on, read and write in compressed frames (after the login's OK, for a client that asked)."""

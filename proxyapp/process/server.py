@@ -25,6 +25,7 @@ from proxyapp.rules.cache import QueryCache
 from proxyapp.rules.runtime import Runtime
 from proxyapp.session.kill import forward_kill, outcome, unknown_thread, worker_of
 from proxyapp.session.limits import DISCONNECT, KILL, overstay
+from proxyapp.session.seats import Seats
 from proxyapp.session.services import SessionServices
 from proxyapp.session.session import Session
 
@@ -62,7 +63,14 @@ class Proxy(SessionServices):
     """A running proxy: one config, its pools and statistics, the listener and the admin endpoint; its sessions see
     it as ``SessionServices``."""
 
-    def __init__(self, config: Config, config_path: Path | None = None, worker: int = 0, workers: int = 1) -> None:
+    def __init__(
+        self,
+        config: Config,
+        config_path: Path | None = None,
+        worker: int = 0,
+        workers: int = 1,
+        seats: Seats | None = None,
+    ) -> None:
         self.config_path = config_path
         self.worker = worker
         self.workers = workers
@@ -82,6 +90,7 @@ class Proxy(SessionServices):
         self.listener = self.mirror
         self.background: set[asyncio.Task[None]] = set()
         self.started = time.monotonic()
+        self.seats = seats if seats is not None else Seats()
         self.listen_address: tuple[str, int] = ("127.0.0.1", 0)
         self.admin: AdminServer | None = None
         self._server: Any = None  # asyncio's Server, or uvloop's (whose sockets are a list, not a tuple)

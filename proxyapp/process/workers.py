@@ -29,6 +29,7 @@ from proxyapp.config.document import Config, ConfigError, load_config_file, pars
 from proxyapp.process.admin import AdminServer
 from proxyapp.report.merge import merge_digest_rows, merge_snapshots
 from proxyapp.session.kill import forward_kill, unknown_thread, worker_of
+from proxyapp.session.seats import Seats
 
 log = logging.getLogger("proxyapp.process.workers")
 
@@ -54,6 +55,9 @@ class Supervisor:
         self.config = config
         self.config_path = config_path
         self.workers = [_Worker(i) for i in range(workers)]
+        #: The node's session count, shared with the workers (mysql-max_connections counts across them).
+        self.seats_fd = Seats.create(workers)
+        self.seats = Seats(self.seats_fd, 0, workers)
         self.sock: socket.socket | None = None
         self.admin: AdminServer | None = None
         self.monitor: Monitor | None = None
@@ -102,6 +106,7 @@ class Supervisor:
     async def _spawn(self, worker: _Worker) -> None:
         assert self.sock is not None
         fd = self.sock.fileno()
+        self.seats.clear(worker.index)  # a restarted worker's sessions died with it
         worker.proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
@@ -115,9 +120,11 @@ class Supervisor:
             str(len(self.workers)),
             "--config-path",
             str(self.config_path),
+            "--seats-fd",
+            str(self.seats_fd),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
-            pass_fds=(fd,),
+            pass_fds=(fd, self.seats_fd),
         )
         assert worker.proc.stdin is not None and worker.proc.stdout is not None
         worker.proc.stdin.write(json.dumps(self.config.to_document()).encode())

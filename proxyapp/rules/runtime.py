@@ -39,6 +39,7 @@ class SessionSettings:
     max_transaction_time_ms: int
     max_transaction_idle_time_ms: int
     query_cache_stores_empty_result: bool
+    kill_backend_when_disconnect: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +81,7 @@ class Runtime:
             max_transaction_time_ms=v.integer("mysql-max_transaction_time"),
             max_transaction_idle_time_ms=v.integer("mysql-max_transaction_idle_time"),
             query_cache_stores_empty_result=v.flag("mysql-query_cache_stores_empty_result"),
+            kill_backend_when_disconnect=v.flag("mysql-kill_backend_connection_when_disconnect"),
         )
         frontend = {u.username: u for u in config.mysql_users if u.active and u.frontend}
         backend = {u.username: u for u in config.mysql_users if u.active and u.backend}

@@ -21,7 +21,7 @@ _DEFAULT_VERSION = "5.5.5-10.11.0-MariaDB-ProxyFleet"  # until a backend has tol
 
 async def log_in(client: Client, services: SessionServices, state: SessionState, session_id: int) -> bool:
     """Greet the client, authenticate it and set ``client`` and ``state`` up for its user; False (after the error
-    was sent) when it may not log in."""
+    was sent) when it may not log in. A session that logged in holds a seat (``services.seats``) until it ends."""
     rt = services.runtime
     wire = client.wire
     greeting = ServerGreeting(
@@ -48,27 +48,24 @@ async def log_in(client: Client, services: SessionServices, state: SessionState,
     user = rt.frontend_users.get(login.username)
     using = "YES" if login.auth_response else "NO"
     denied = f"Access denied for user '{login.username}'@'{client.addr}' (using password: {using})"
-    if user is None:
-        services.counters.Access_Denied_Wrong_Password += 1
-        client.send_error(ErrorCode.ACCESS_DENIED, denied, seq)
-        return False
+    # An unknown user goes through the same exchange as a user with a clear-text password, so that the answers do
+    # not tell which users exist (as MariaDB does); only the verdict differs.
+    password = user.password if user is not None else ""
     client_plugin = login.plugin or auth.NATIVE
     token = login.auth_response
     wanted = client_plugin
-    if client_plugin not in auth.SUPPORTED_PLUGINS or (
-        client_plugin == auth.CACHING_SHA2 and user.password.startswith("*")
-    ):
+    if client_plugin not in auth.SUPPORTED_PLUGINS or (client_plugin == auth.CACHING_SHA2 and password.startswith("*")):
         wanted = auth.NATIVE
     if wanted != client_plugin and client.capabilities & Cap.PLUGIN_AUTH:
         wire.send(auth_switch_request(wanted, client.scramble), seq)
         token = await wire.read_payload()
         seq = wire.seq + 1
-    verdict = auth.verify(wanted, user.password, client.scramble, token)
-    if not verdict.ok:
+    verdict = auth.verify(wanted, password, client.scramble, token) if user is not None else auth.Verdict(False)
+    if user is None or not verdict.ok:
         services.counters.Access_Denied_Wrong_Password += 1
         client.send_error(ErrorCode.ACCESS_DENIED, denied, seq)
         return False
-    if services.counters.Client_Connections_connected > rt.settings.max_connections:
+    if not services.seats.take(rt.settings.max_connections):  # the node's limit, counting logged-in sessions
         services.counters.Access_Denied_Max_Connections += 1
         client.send_error(ErrorCode.CON_COUNT, "Too many connections", seq)
         return False

@@ -34,6 +34,7 @@ class ClientStatement:
     digest: Digest  # of ``sql``, for the digest statistics of every execute
     param_types: bytes | None = None
     long_data: list[bytes] = field(default_factory=list)  # COM_STMT_SEND_LONG_DATA payloads, replayed at execute
+    long_data_bytes: int = 0  # their size; past mysql-max_allowed_packet they are dropped and the execute refused
     cursor: bool = False
     mirror: RuleOutcome | None = None  # the prepare's rule verdict when it asks for a mirror (proxyapp.mirror.mirror)
 

@@ -1,7 +1,7 @@
 """What a session may use of the proxy that runs it, and nothing more: counters and digest stats, the pools, the
 loaded config (``runtime``, replaced by a reload), the query cache, the events log, the listener that hears its
-commands, the task set for background work, the start time, and KILL. ``server.Proxy`` provides it; a session
-never sees the rest of the proxy (its listener, admin endpoint, monitor, other sessions).
+commands, the task set for background work, the node's session seats, the start time, and KILL. ``server.Proxy``
+provides it; a session never sees the rest of the proxy (its listener, admin endpoint, monitor, other sessions).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from proxyapp.report.stats import DigestStats, GlobalCounters
 from proxyapp.rules.cache import QueryCache
 from proxyapp.rules.runtime import Runtime
 from proxyapp.session.events import SessionListener
+from proxyapp.session.seats import Seats
 
 
 class SessionServices:
@@ -27,6 +28,7 @@ class SessionServices:
     events: EventsLog
     listener: SessionListener
     background: set[asyncio.Task[None]]
+    seats: Seats  # the node's sessions, for mysql-max_connections
     started: float  # monotonic time the proxy started
 
     async def kill_session(self, target: int, query_only: bool, username: str | None) -> dict:

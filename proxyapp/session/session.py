@@ -67,6 +67,8 @@ class Session:
         self.prepared = PreparedStatements(services, self.client, self.state, self.link, self.queries)
         self.idle_since = 0.0  # loop time since the session waits for a command; 0 while one runs
         self.command = b""  # the current (or last) command packet, for the processlist
+        self.seated = False  # it logged in and holds one of the node's seats (mysql-max_connections)
+        wire.on_close = self._client_gone
 
     @property
     def username(self) -> str:
@@ -107,6 +109,7 @@ class Session:
                 log.info("session %d: %s did not log in within mysql-connect_timeout_client", self.id, client.addr)
                 logged_in = False
             if logged_in:
+                self.seated = True
                 if client.fast_forward:
                     await self._forward_raw()
                 else:
@@ -128,12 +131,27 @@ class Session:
             if not clean:
                 counters.Client_Connections_aborted += 1
             counters.Client_Connections_connected -= 1
+            if self.seated:
+                self.seated = False
+                self.services.seats.give_back()
             self.link.end_transaction()
             if self.queries.followed:
                 self.queries.followed = False
                 self.services.listener.session_ended(self.id)
             await self.link.drop(reset=True)
             self.wire.close()
+
+    def _client_gone(self) -> None:
+        """The client closed its connection (or it broke): with ``mysql-kill_backend_connection_when_disconnect``,
+        its running statement is killed on the backend rather than left to run to its end for nobody."""
+        link = self.link
+        conn = link.running
+        if conn is None or link.killed or not self.services.runtime.settings.kill_backend_when_disconnect:
+            return
+        link.killed = True  # a statement still waiting for a connection must not run either
+        task = self.wire.loop.create_task(link.kill_query(conn, f"the query of session {self.id} (client gone)"))
+        self.services.background.add(task)
+        task.add_done_callback(self.services.background.discard)
 
     async def _forward_raw(self) -> None:
         """A ``fast_forward`` user: one backend connection of its own, bytes relayed both ways, no rules."""

@@ -105,6 +105,16 @@ class PreparedStatements:
         stmt = self._statement(payload)
         if stmt is None:
             return
+        if stmt.long_data_bytes > self.services.runtime.settings.max_allowed_packet:
+            self._clear_long_data(stmt)
+            limit = self.services.runtime.settings.max_allowed_packet
+            self.client.send_error(
+                ErrorCode.NET_PACKET_TOO_LARGE,
+                f"Parameter of prepared statement which is set through mysql_send_long_data() is longer than "
+                f"'max_allowed_packet' bytes ({limit})",
+                1,
+            )
+            return
         try:  # a malformed execute is the client's error: not a lost backend (and its transaction)
             rewrite_execute(payload, 0, stmt)
         except ProtocolError as exc:
@@ -132,9 +142,14 @@ class PreparedStatements:
             if stmt.mirror is not None or queries.followed:
                 queries.tell(payload, stmt.statements, stmt.mirror, response, stmt)
         finally:
-            stmt.long_data.clear()
+            self._clear_long_data(stmt)
         if response is not None:
             queries.record(hostgroup, stmt.digest, started, response.rows, response.affected_rows)
+
+    @staticmethod
+    def _clear_long_data(stmt: ClientStatement) -> None:
+        stmt.long_data.clear()
+        stmt.long_data_bytes = 0
 
     def _statement(self, payload: bytes) -> ClientStatement | None:
         if len(payload) < 5:
@@ -150,9 +165,16 @@ class PreparedStatements:
         return stmt
 
     async def send_long_data(self, payload: bytes) -> None:
-        """COM_STMT_SEND_LONG_DATA: kept until the next execute (which sends it to its connection)."""
+        """COM_STMT_SEND_LONG_DATA: kept until the next execute (which sends it to its connection), up to
+        ``mysql-max_allowed_packet`` in all, as the server bounds it; past that it is dropped and the execute
+        refused (the command itself has no answer)."""
         stmt = self._statement(payload)
-        if stmt is not None:
+        if stmt is None:
+            return
+        stmt.long_data_bytes += len(payload) - 7  # the parameter's bytes, after the command, statement and parameter
+        if stmt.long_data_bytes > self.services.runtime.settings.max_allowed_packet:
+            stmt.long_data.clear()
+        else:
             stmt.long_data.append(payload)
 
     async def close(self, payload: bytes) -> None:
@@ -166,7 +188,7 @@ class PreparedStatements:
         stmt = self._statement(payload)
         if stmt is None:
             return
-        stmt.long_data.clear()
+        self._clear_long_data(stmt)
         conn = self.link.conn
         if stmt.cursor and conn is not None:
             prepared = conn.prepared.get(stmt.sql)
