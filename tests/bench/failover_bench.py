@@ -29,8 +29,8 @@ from pathlib import Path
 from devstack import stack
 from devstack.sandbox import REPO, Sandbox
 from tests.bench.run_bench import write_report
-from tests.control.failover_sandbox import address, ids
-from tests.control.failover_stack import NODES, TABLE, TIMEOUT, Fleet, Writer, running_fleet
+from tests.support.failover_sandbox import address, ids
+from tests.support.failover_stack import NODES, TABLE, TIMEOUT, Fleet, Writer, running_fleet
 
 SECTION_TITLE = "Failover"
 WORK_DIR = REPO / "var" / "bench-failover"

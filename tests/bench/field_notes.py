@@ -31,7 +31,7 @@ from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox
 from fleet.bench.engine.plot import draw
 from fleet.bench.engine.results import RunResult, sweep_table
 from tests.bench.run_bench import write_report
-from tests.harness import ProxyProcess
+from tests.support.harness import ProxyProcess
 
 REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "var" / "bench-notes"

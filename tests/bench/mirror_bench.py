@@ -42,8 +42,8 @@ import pymysql
 from devstack.sandbox import Sandbox
 from fleet.core.mirrorcheck import Endpoint
 from tests.bench.run_bench import CpuSnapshot, descendants, write_report
-from tests.harness import APP_PASSWORD, APP_USER, ProxyProcess
-from tests.mirror_workload import SCHEMA, TABLES, create_schema, insert_one, table_checks
+from tests.support.harness import APP_PASSWORD, APP_USER, ProxyProcess
+from tests.support.mirror_workload import SCHEMA, TABLES, create_schema, insert_one, table_checks
 
 REPO = Path(__file__).resolve().parents[2]
 WORK = REPO / "var" / "bench-mirror"

@@ -43,7 +43,7 @@ import pymysql
 from devstack.sandbox import Sandbox, SandboxServer, pid_alive
 from fleet.bench.engine.sysbench import parse_sysbench
 from proxyapp.config.variables import VARIABLES
-from tests.harness import ProxyProcess, free_port
+from tests.support.harness import ProxyProcess, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 BENCH_DIR = REPO / "var" / "bench"
