@@ -38,12 +38,12 @@ run: deps build
 	$(PY) -m devstack.run_demo
 
 bench: deps build
-	$(PY) -m tests.bench.run_bench $(BENCH_ARGS)
+	$(PY) -m devstack.bench.run_bench $(BENCH_ARGS)
 
 # Failover timings with default settings (kill -9 of the primary under writes): the "Failover" section of
 # docs/benchmarks.md; about 40 s a run (BENCH_ARGS='--runs N', default 3).
 bench-failover: deps build
-	$(PY) -m tests.bench.failover_bench $(BENCH_ARGS)
+	$(PY) -m devstack.bench.failover_bench $(BENCH_ARGS)
 
 # The model-based transaction test at length (tests/support/txmodel.py; make test runs it small):
 # BENCH_ARGS-style flags in TXMODEL_ARGS, e.g. TXMODEL_ARGS='--walkers 16 --steps 5000 --seed 7'.

@@ -16,8 +16,8 @@ import pymysql
 import pytest
 from django.conf import settings
 
+from devstack.proxy import ProxyProcess, rw_split_config
 from devstack.sandbox import REPO, Sandbox, pid_alive
-from tests.support.harness import ProxyProcess, rw_split_config
 
 pytest_plugins = ("tests.support.control_plane",)
 

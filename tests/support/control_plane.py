@@ -10,9 +10,9 @@ from django.contrib.auth.models import User as Account
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from devstack.proxy import rw_split_config
 from fleet.core import publishing, roles
 from fleet.core.models import Cluster
-from tests.support.harness import rw_split_config
 
 #: A backend password and a password variable that must never reach anything a user sees.
 SECRET = "Sup3r-s3cret-backend-pw"

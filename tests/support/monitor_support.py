@@ -7,10 +7,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from devstack.proxy import ProxyProcess
 from devstack.sandbox import Sandbox, SandboxServer
 from devstack.stack import wait_until
 from tests.conftest import module_sandbox_dir
-from tests.support.harness import ProxyProcess
 
 #: Checks every 200 ms (connect every second), 500 ms timeouts, shunned after 2 misses, back at once.
 FAST_MONITOR = {

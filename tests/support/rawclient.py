@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from devstack.sandbox import Sandbox
+from devstack.proxy import WRITER_HG, ProxyProcess, rw_split_config
+from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox
 from proxyapp.mysql import auth
 from proxyapp.mysql.constants import MAX_PACKET, PROXY_CAPABILITIES, Cap, Command, FieldType
 from proxyapp.mysql.handshake import ClientLogin, ServerGreeting, parse_auth_switch
 from proxyapp.mysql.packets import frame, lenenc_str, read_lenenc_int, read_lenenc_str
-from tests.support.harness import APP_PASSWORD, APP_USER, WRITER_HG, ProxyProcess, rw_split_config
 
 #: What the raw client announces by default: everything the proxy offers (multi statements and results too).
 DEFAULT_CAPS = int(PROXY_CAPABILITIES & ~Cap.CONNECT_ATTRS)

@@ -30,7 +30,9 @@ from typing import Any
 import MySQLdb
 import pymysql
 
-from tests.support.harness import APP_PASSWORD, APP_USER, ProxyProcess, open_transactions, small_pool_config
+from devstack.proxy import ProxyProcess, small_pool_config
+from devstack.sandbox import APP_PASSWORD, APP_USER
+from tests.support.harness import open_transactions
 
 ROWS = "app.txm_rows"
 LEDGER = "app.txm_ledger"

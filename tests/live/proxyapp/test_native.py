@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 
+from devstack.proxy import rw_split_config
 from devstack.sandbox import Sandbox
 from proxyapp import native
-from tests.support.harness import StartProxy, rw_split_config
+from tests.support.harness import StartProxy
 from tests.unit.proxyapp.test_native import HOT
 
 

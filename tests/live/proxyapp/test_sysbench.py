@@ -28,8 +28,8 @@ from pathlib import Path
 
 import pytest
 
-from devstack.sandbox import Sandbox, SandboxServer
-from tests.support.harness import APP_PASSWORD, APP_USER, ProxyProcess, rw_split_config
+from devstack.proxy import ProxyProcess, rw_split_config
+from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox, SandboxServer
 
 TABLES = 2
 TABLE_SIZE = 1000

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from devstack import stack
+from devstack.api_client import ApiClient
 from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox
-from tests.support.api_client import ApiClient
 
 pytestmark = pytest.mark.sandbox
 

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
+from devstack.proxy import ProxyProcess
 from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox
 from fleet.bench.engine.plans import make_plan, runner_for
 from fleet.bench.engine.results import IntervalPoint, StepResult
 from fleet.bench.engine.runner import Listener
 from fleet.bench.engine.targets import Target
-from tests.support.harness import ProxyProcess
 
 pytestmark = pytest.mark.sandbox
 

@@ -26,9 +26,9 @@ import pytest
 import redis
 
 from devstack import stack
-from devstack.sandbox import Sandbox
-from tests.support.api_client import ApiClient
-from tests.support.harness import APP_PASSWORD, APP_USER, READER_HG, WRITER_HG
+from devstack.api_client import ApiClient
+from devstack.proxy import READER_HG, WRITER_HG
+from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox
 
 pytestmark = pytest.mark.sandbox
 

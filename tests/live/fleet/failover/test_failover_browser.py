@@ -7,13 +7,13 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import BrowserContext, expect
 
+from devstack.failover_sandbox import ha_document
+from devstack.stack import free_port
 from fleet.core import publishing, roles
 from fleet.core.models import Cluster, ProxyNode
 from tests.live.fleet.web.test_browser import LIVE_UPDATE_TIMEOUT_MS, browser, context, log_in  # noqa: F401 (fixtures)
 from tests.support.control_plane import make_cluster
 from tests.support.failover_fixtures import monitor_row, send_monitor_report
-from tests.support.failover_sandbox import ha_document
-from tests.support.harness import free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from devstack import stack
-from tests.support.failover_sandbox import address, ids, query, read_only
-from tests.support.failover_stack import TABLE, TIMEOUT, Fleet, Writer, running_fleet
+from devstack.failover_sandbox import address, ids, query, read_only
+from devstack.failover_stack import TABLE, TIMEOUT, Fleet, Writer, running_fleet
 from tests.support.monitor_support import own_sandbox
 
 pytestmark = pytest.mark.sandbox

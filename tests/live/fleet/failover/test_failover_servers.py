@@ -12,7 +12,8 @@ import pymysql
 import pytest
 from django.utils import timezone
 
-from devstack.sandbox import REPL_PASSWORD, REPL_USER, Sandbox
+from devstack.failover_sandbox import address, ha_document, ids, query, read_only
+from devstack.sandbox import APP_PASSWORD, APP_USER, REPL_PASSWORD, REPL_USER, Sandbox
 from fleet.core import publishing
 from fleet.core.models import Cluster, ProxyNode
 from fleet.failover import actions
@@ -22,8 +23,6 @@ from fleet.failover.models import Event, FailoverPolicy, Fence
 from fleet.failover.topology import find
 from tests.support.control_plane import make_cluster
 from tests.support.failover_fixtures import monitor_row, send_monitor_report
-from tests.support.failover_sandbox import address, ha_document, ids, query, read_only
-from tests.support.harness import APP_PASSWORD, APP_USER
 from tests.support.monitor_support import own_sandbox
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.django_db]

@@ -29,11 +29,10 @@ from django.utils import timezone
 from playwright.sync_api import Browser, BrowserContext, Locator, Page, expect, sync_playwright
 
 from devstack import stack
-from devstack.sandbox import Sandbox
+from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox
 from fleet.core import roles
 from fleet.core.models import Cluster, ConfigVersion, ProxyNode
 from tests.support.control_plane import LOGIN_PASSWORD, make_account
-from tests.support.harness import APP_PASSWORD, APP_USER
 from tests.support.monitor_support import global_variables, own_sandbox
 from tests.support.node_messages import pool_row, send_ack, send_report, snapshot
 

@@ -7,10 +7,12 @@ import pymysql
 import pytest
 from django.urls import reverse
 
+from devstack.proxy import rw_split_config
 from devstack.sandbox import Sandbox
+from devstack.stack import free_port
 from fleet.core import roles
 from fleet.core.models import AuditEntry, Cluster, ProxyNode
-from tests.support.harness import StartProxy, free_port, rw_split_config
+from tests.support.harness import StartProxy
 from tests.unit.fleet.web.test_node_page import logged_in
 
 pytestmark = pytest.mark.django_db

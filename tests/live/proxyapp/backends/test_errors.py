@@ -15,8 +15,10 @@ from typing import Any
 import pymysql
 import pytest
 
-from devstack.sandbox import Sandbox, SandboxServer
-from tests.support.harness import APP_PASSWORD, APP_USER, WRITER_HG, StartProxy, backend_thread, free_port
+from devstack.proxy import WRITER_HG
+from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox, SandboxServer
+from devstack.stack import free_port
+from tests.support.harness import StartProxy, backend_thread
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -15,8 +15,10 @@ from contextlib import contextmanager
 import pymysql
 import pytest
 
+from devstack.proxy import ProxyProcess, rw_split_config
 from devstack.sandbox import Sandbox, SandboxServer
-from tests.support.harness import ProxyProcess, StartProxy, free_port, rw_split_config
+from devstack.stack import free_port
+from tests.support.harness import StartProxy
 from tests.support.monitor_support import (
     global_variables,
     monitor_rows,

@@ -12,11 +12,12 @@ from typing import Any
 import pymysql
 import pytest
 
-from devstack.sandbox import Sandbox, SandboxServer
+from devstack.proxy import ProxyProcess
+from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox, SandboxServer
 from devstack.stack import wait_until
 from proxyapp.mysql.backend import BackendConnection, Credentials
 from proxyapp.mysql.packets import ErrPacket
-from tests.support.harness import APP_PASSWORD, APP_USER, ProxyProcess, StartProxy
+from tests.support.harness import StartProxy
 
 HG = 30
 SERVER_NAMES = {1: "primary", 2: "replica"}

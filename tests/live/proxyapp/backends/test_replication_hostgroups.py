@@ -12,8 +12,9 @@ from typing import Any
 import pymysql
 import pytest
 
+from devstack.proxy import READER_HG, WRITER_HG, ProxyProcess, rw_split_config
 from devstack.sandbox import Sandbox, SandboxServer
-from tests.support.harness import READER_HG, WRITER_HG, ProxyProcess, StartProxy, rw_split_config
+from tests.support.harness import StartProxy
 from tests.support.monitor_support import global_variables, own_sandbox, placement, set_read_only, transitions, wait_for
 from tests.unit.proxyapp.backends.test_replication_hostgroups import server_id
 

@@ -23,12 +23,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from pymysql.constants import CLIENT
 
-from devstack.sandbox import REPO, Sandbox, pid_alive
-from devstack.stack import wait_until
-from fleet.core.mirrorcheck import Endpoint
-from proxyapp import native
-from tests.support.harness import APP_PASSWORD, APP_USER, ProxyProcess, StartProxy
-from tests.support.mirror_workload import (
+from devstack.bench.mirror_workload import (
     SCHEMA,
     create_schema,
     crud_mix,
@@ -38,6 +33,12 @@ from tests.support.mirror_workload import (
     server_locked,
     table_checks,
 )
+from devstack.proxy import ProxyProcess
+from devstack.sandbox import APP_PASSWORD, APP_USER, REPO, Sandbox, pid_alive
+from devstack.stack import wait_until
+from fleet.core.mirrorcheck import Endpoint
+from proxyapp import native
+from tests.support.harness import StartProxy
 
 pytestmark = pytest.mark.sandbox
 

@@ -15,8 +15,8 @@ import pymysql
 import pytest
 from pymysql.constants import CLIENT
 
-from devstack.sandbox import Sandbox
-from tests.support.harness import APP_PASSWORD, APP_USER, ProxyProcess
+from devstack.proxy import ProxyProcess
+from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox
 from tests.support.rawclient import (
     APP2_PASSWORD,
     APP2_USER,

@@ -15,8 +15,9 @@ import MySQLdb
 import pymysql
 import pytest
 
-from devstack.sandbox import Sandbox
-from tests.support.harness import APP_PASSWORD, APP_USER, ProxyProcess, StartProxy, small_pool_config
+from devstack.proxy import ProxyProcess, small_pool_config
+from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox
+from tests.support.harness import StartProxy
 
 Connect = Callable[..., Any]
 

@@ -17,9 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from devstack.sandbox import Sandbox
+from devstack.proxy import ProxyProcess
+from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox
 from proxyapp.mysql.constants import Command
-from tests.support.harness import APP_PASSWORD, APP_USER, ProxyProcess
 from tests.support.rawclient import (
     DEFAULT_CAPS,
     SCHEMA,

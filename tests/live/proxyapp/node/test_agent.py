@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from devstack.proxy import ProxyProcess, rw_split_config
 from proxyapp.config.document import parse_config
 from proxyapp.node.agent import TOP_DIGESTS, Agent, AgentSettings
 from proxyapp.node.node import NodeStore, parse_hostgroups
-from tests.support.harness import ProxyProcess, rw_split_config
 
 
 def document(**variables: str) -> dict[str, Any]:

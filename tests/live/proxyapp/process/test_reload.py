@@ -13,9 +13,10 @@ from typing import Any
 import pymysql
 import pytest
 
-from devstack.sandbox import Sandbox, SandboxServer
+from devstack.proxy import READER_HG, WRITER_HG, ProxyProcess
+from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox, SandboxServer
 from devstack.stack import wait_until
-from tests.support.harness import APP_PASSWORD, APP_USER, READER_HG, WRITER_HG, ProxyProcess, StartProxy
+from tests.support.harness import StartProxy
 
 _ROOT: dict[int, pymysql.Connection] = {}
 

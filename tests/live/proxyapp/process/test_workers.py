@@ -8,8 +8,8 @@ from typing import Any
 import pymysql
 import pytest
 
+from devstack.proxy import ProxyProcess, rw_split_config
 from devstack.sandbox import Sandbox
-from tests.support.harness import ProxyProcess, rw_split_config
 
 
 def test_two_workers_serve_merge_stats_and_reload_together(

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from devstack.proxy import ProxyProcess, rw_split_config
 from devstack.sandbox import Sandbox
-from tests.support.harness import ProxyProcess, rw_split_config
 
 
 def test_rule_log_writes_json_events(

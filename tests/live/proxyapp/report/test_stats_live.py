@@ -10,6 +10,7 @@ from typing import Any
 import pymysql
 import pytest
 
+from devstack.proxy import READER_HG, WRITER_HG, ProxyProcess, rw_split_config
 from devstack.sandbox import Sandbox
 from devstack.stack import wait_until
 from proxyapp.report.reader import (
@@ -23,7 +24,7 @@ from proxyapp.report.reader import (
     read_transitions,
 )
 from proxyapp.sql.digest import compute_digest
-from tests.support.harness import READER_HG, WRITER_HG, ProxyProcess, StartProxy, rw_split_config
+from tests.support.harness import StartProxy
 
 _SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})? (?P<value>\S+)$")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')

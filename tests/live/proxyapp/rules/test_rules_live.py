@@ -15,8 +15,9 @@ from typing import Any
 import pymysql
 import pytest
 
-from devstack.sandbox import Sandbox, SandboxServer
-from tests.support.harness import APP_PASSWORD, APP_USER, READER_HG, WRITER_HG, ProxyProcess, StartProxy, backend_thread
+from devstack.proxy import READER_HG, WRITER_HG, ProxyProcess
+from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox, SandboxServer
+from tests.support.harness import StartProxy, backend_thread
 
 OTHER_USER = "reporter"
 OTHER_PASSWORD = "reporter-pass"

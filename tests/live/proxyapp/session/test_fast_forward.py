@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from devstack.sandbox import Sandbox
-from tests.support.harness import APP_PASSWORD, APP_USER, ProxyProcess, rw_split_config
+from devstack.proxy import ProxyProcess, rw_split_config
+from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox
 
 
 def test_fast_forward_user_bypasses_rules(

@@ -14,9 +14,10 @@ from typing import Any
 import pymysql
 import pytest
 
+from devstack.proxy import ProxyProcess, rw_split_config
 from devstack.sandbox import Sandbox
 from devstack.stack import wait_until
-from tests.support.harness import ProxyProcess, backend_thread, rw_split_config
+from tests.support.harness import backend_thread
 
 OTHER_USER, OTHER_PASSWORD = "kill-other", "kill-other-pass"
 #: How long the statements that get killed would run if nothing killed them.

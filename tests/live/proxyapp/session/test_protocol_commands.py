@@ -10,11 +10,12 @@ from collections.abc import Iterator
 import pymysql
 import pytest
 
-from devstack.sandbox import Sandbox
+from devstack.proxy import ProxyProcess
+from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox
 from proxyapp.mysql.constants import Cap, Command
 from proxyapp.mysql.packets import frame
 from proxyapp.session.prepared import MAX_STATEMENTS_PER_CONNECTION
-from tests.support.harness import APP_PASSWORD, APP_USER, ProxyProcess, StartProxy
+from tests.support.harness import StartProxy
 from tests.support.rawclient import (
     APP2_PASSWORD,
     APP2_USER,

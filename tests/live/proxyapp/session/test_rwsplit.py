@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from devstack.proxy import ProxyProcess
 from devstack.sandbox import Sandbox, SandboxServer
-from tests.support.harness import ProxyProcess
 
 
 def com_counts(server: SandboxServer) -> dict[str, int]:

@@ -11,9 +11,9 @@ from typing import Any
 import pymysql
 import pytest
 
+from devstack.proxy import ProxyProcess, rw_split_config
 from devstack.sandbox import Sandbox
 from devstack.stack import wait_until
-from tests.support.harness import ProxyProcess, rw_split_config
 
 TABLE = "app.limits_rows"
 

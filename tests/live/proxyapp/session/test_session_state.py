@@ -16,8 +16,9 @@ import mysql.connector
 import pymysql
 import pytest
 
-from devstack.sandbox import Sandbox
-from tests.support.harness import APP_PASSWORD, APP_USER, WRITER_HG, ProxyProcess, StartProxy
+from devstack.proxy import WRITER_HG, ProxyProcess
+from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox
+from tests.support.harness import StartProxy
 
 SQL_MODES = [
     "ANSI_QUOTES",

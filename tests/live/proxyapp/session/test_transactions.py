@@ -15,8 +15,9 @@ from typing import Any
 import pymysql
 import pytest
 
+from devstack.proxy import ProxyProcess, small_pool_config
 from devstack.sandbox import Sandbox
-from tests.support.harness import ProxyProcess, StartProxy, open_transactions, small_pool_config
+from tests.support.harness import StartProxy, open_transactions
 
 TABLE = "app.tx_integrity"
 

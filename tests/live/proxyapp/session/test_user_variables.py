@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from devstack.proxy import ProxyProcess, rw_split_config
 from devstack.sandbox import Sandbox
-from tests.support.harness import ProxyProcess, rw_split_config
 
 
 def test_user_variables_survive_moving_between_connections(

@@ -13,6 +13,9 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from devstack.failover_sandbox import server_row
+from devstack.sandbox import APP_PASSWORD, APP_USER
+from devstack.stack import free_port
 from fleet.core import publishing
 from fleet.core.drafts import save_row
 from fleet.core.models import Cluster, ProxyNode, Variable
@@ -26,8 +29,6 @@ from fleet.failover.servers import ReplicationState
 from fleet.failover.topology import find
 from tests.support.control_plane import make_cluster
 from tests.support.failover_fixtures import monitor_row, send_monitor_report, transition
-from tests.support.failover_sandbox import server_row
-from tests.support.harness import APP_PASSWORD, APP_USER, free_port
 
 pytestmark = pytest.mark.django_db
 

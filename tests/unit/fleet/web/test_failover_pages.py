@@ -14,6 +14,8 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from devstack.failover_sandbox import ha_document
+from devstack.stack import free_port
 from fleet.core import publishing, roles
 from fleet.core.models import AuditEntry, Cluster, ProxyNode
 from fleet.core.secrets import MASK
@@ -21,8 +23,6 @@ from fleet.failover import history
 from fleet.failover.models import Event, FailoverPolicy, Fence, Step
 from tests.support.control_plane import LOGIN_PASSWORD, NO_ROLE, make_cluster
 from tests.support.failover_fixtures import monitor_row, send_monitor_report, transition
-from tests.support.failover_sandbox import ha_document
-from tests.support.harness import free_port
 
 pytestmark = pytest.mark.django_db
 

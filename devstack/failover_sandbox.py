@@ -1,6 +1,6 @@
-"""The failover tests' sandbox (a primary and two replicas, which the session's sandbox does not have: each module
-makes its own with ``tests.support.monitor_support.own_sandbox``): the config document that puts it in a replication
-hostgroup, and reading its servers. No Django here: the failover benchmark uses it too."""
+"""A failover sandbox (a primary and two replicas, which the test session's sandbox does not have: each failover test
+module and the failover benchmark make their own): the config document that puts it in a replication hostgroup, and
+reading its servers. No Django here."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from typing import Any
 
 import pymysql
 
-from devstack.sandbox import SandboxServer
-from tests.support.harness import APP_PASSWORD, APP_USER
+from devstack.sandbox import APP_PASSWORD, APP_USER, SandboxServer
 
 
 def address(server: SandboxServer) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.bench.run_bench import (
+from devstack.bench.run_bench import (
     SECTION_TITLE,
     RunResult,
     Settings,

@@ -1,10 +1,10 @@
 """The field notes' benchmarks reproduced with the bench tool, direct and through ProxyFleet, into
 ``docs/benchmarks.md`` (its section "Benchmark jobs: the field notes' workloads") with a PNG per workload.
 
-``.venv/bin/python -m tests.bench.field_notes [--quick]`` builds the proxy (``make build``: it runs compiled), starts a
-MariaDB sandbox (primary only, ``var/bench-notes-sandbox``) and a proxy in front of it (``python -m proxyapp run``,
-one hostgroup holding the primary, a pool of at most 200 backend connections), then runs each workload with
-``python -m fleet.bench.engine run`` (the engine behind ``manage.py bench``), the two targets interleaved step by step:
+``.venv/bin/python -m devstack.bench.field_notes [--quick]`` builds the proxy (``make build``: it runs compiled), starts
+a MariaDB sandbox (primary only, ``var/bench-notes-sandbox``) and a proxy in front of it (``python -m proxyapp run``,
+one hostgroup holding the primary, a pool of at most 200 backend connections), then runs each workload with ``python -m
+fleet.bench.engine run`` (the engine behind ``manage.py bench``), the two targets interleaved step by step:
 
 * MyCat's insert test (note 002), scaled down: 50 connections, transactions of 100 templated single-row INSERTs;
 * Amoeba's sweep (note 003): ``tb_Shop`` insert, update, select and delete at 50, 100, ... 500 connections;
@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from devstack.bench.run_bench import write_report
+from devstack.proxy import ProxyProcess
 from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox
 from fleet.bench.engine.plot import draw
 from fleet.bench.engine.results import RunResult, sweep_table
-from tests.bench.run_bench import write_report
-from tests.support.harness import ProxyProcess
 
 REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "var" / "bench-notes"
@@ -209,7 +209,7 @@ def render(results: list[tuple[Case, RunResult, str]], machine_line: str, comman
     lines = [
         SECTION,
         "",
-        f"Written by `{command}` (`tests/bench/field_notes.py`): a MariaDB sandbox and a proxy in front of it "
+        f"Written by `{command}` (`devstack/bench/field_notes.py`): a MariaDB sandbox and a proxy in front of it "
         "(`python -m proxyapp run`, compiled, one hostgroup holding the primary), each workload run by the bench "
         "tool with the two targets interleaved step by step; raw results in `var/bench-notes/`. `$DIRECT` and "
         "`$PROXY` stand for `mysql://app:PASSWORD@127.0.0.1:PORT/test?name=direct&safe=1` and the same on the "
@@ -242,7 +242,7 @@ def render(results: list[tuple[Case, RunResult, str]], machine_line: str, comman
 
 def main(argv: list[str] | None = None) -> int:
     """Start the sandbox and the proxy, run every case, write the docs; always stop what was started."""
-    parser = argparse.ArgumentParser(prog="python -m tests.bench.field_notes", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m devstack.bench.field_notes", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer, shorter steps (to try the harness)")
     parser.add_argument("--only", help="run only the cases whose key starts with this")
     args = parser.parse_args(argv)
@@ -269,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
             results.append((case, result, shown))
             for row in sweep_table(result):
                 print(f"   {row['connections']:>4} conns  {row['tps']}", flush=True)
-        command = ".venv/bin/python -m tests.bench.field_notes" + (" --quick" if args.quick else "")
+        command = ".venv/bin/python -m devstack.bench.field_notes" + (" --quick" if args.quick else "")
         if not args.only:
             write_report(DOC, render(results, machine(sandbox, proxy), command), SECTION.removeprefix("## "))
             print(f"wrote {DOC.relative_to(REPO)} and {PLOTS.relative_to(REPO)}/", flush=True)

@@ -1,6 +1,6 @@
 """The field note's mirroring test through ProxyFleet, and what mirroring costs the primary path, in one run.
 
-``.venv/bin/python -m tests.bench.mirror_bench [--threads 40] [--inserts 3000] [--seconds 20] [--rounds 3]``
+``.venv/bin/python -m devstack.bench.mirror_bench [--threads 40] [--inserts 3000] [--seconds 20] [--rounds 3]``
 (``--quick`` for a small run) starts a primary and a mirror (two MariaDB sandboxes under ``var/bench-mirror``, the
 mirror not replicating from the primary) and a proxy routing the ``app`` user to the primary with the note's rule
 (every statement mirrored to hostgroup 700), then:
@@ -39,11 +39,11 @@ from typing import Any
 
 import pymysql
 
-from devstack.sandbox import Sandbox
+from devstack.bench.mirror_workload import SCHEMA, TABLES, create_schema, insert_one, table_checks
+from devstack.bench.run_bench import CpuSnapshot, descendants, write_report
+from devstack.proxy import ProxyProcess
+from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox
 from fleet.core.mirrorcheck import Endpoint
-from tests.bench.run_bench import CpuSnapshot, descendants, write_report
-from tests.support.harness import APP_PASSWORD, APP_USER, ProxyProcess
-from tests.support.mirror_workload import SCHEMA, TABLES, create_schema, insert_one, table_checks
 
 REPO = Path(__file__).resolve().parents[2]
 WORK = REPO / "var" / "bench-mirror"
@@ -326,7 +326,7 @@ def section(results: dict[str, Any], command: str) -> str:
     lines = [
         f"## {SECTION}",
         "",
-        f"Written by `{command}` (`tests/bench/mirror_bench.py`) on {m['date']}, revision {m['revision']}.",
+        f"Written by `{command}` (`devstack/bench/mirror_bench.py`) on {m['date']}, revision {m['revision']}.",
         f"Machine: {m['nproc']} CPUs ({m['cpu_model']}), {m['memory']}, {m['kernel']}; MariaDB {m['mariadb']} "
         f"(primary and mirror: two sandboxes on this machine), Python {m['python']}; load average before "
         f"{m['loadavg_before']}, after {m['loadavg_after']}. The proxy ran its default worker processes "
@@ -445,7 +445,7 @@ def _reading(results: dict[str, Any]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run everything; returns the exit status."""
-    parser = argparse.ArgumentParser(prog="python -m tests.bench.mirror_bench", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m devstack.bench.mirror_bench", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a small run: 8 clients x 200, 5 s steps, 1 round")
     parser.add_argument("--threads", type=int, help="clients of the note's test (default 40)")
     parser.add_argument("--inserts", type=int, help="inserts per client (default 3000)")
@@ -499,7 +499,7 @@ def main(argv: list[str] | None = None) -> int:
         for box in boxes:
             box.down()
     (WORK / "results.json").write_text(json.dumps(results, indent=2))
-    command = "python -m tests.bench.mirror_bench " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m devstack.bench.mirror_bench " + " ".join(argv if argv is not None else sys.argv[1:])
     write_report(args.out, section(results, command.strip()), SECTION)
     print(f"report written to {args.out} (## {SECTION}); raw results in {WORK / 'results.json'}")
     return 0

@@ -18,10 +18,9 @@ from typing import Any
 import pymysql
 
 from devstack import stack
-from devstack.sandbox import REPL_PASSWORD, REPL_USER, Sandbox, SandboxServer
-from tests.support.api_client import ApiClient
-from tests.support.failover_sandbox import address, ha_document, query
-from tests.support.harness import APP_PASSWORD, APP_USER
+from devstack.api_client import ApiClient
+from devstack.failover_sandbox import address, ha_document, query
+from devstack.sandbox import APP_PASSWORD, APP_USER, REPL_PASSWORD, REPL_USER, Sandbox, SandboxServer
 
 CLUSTER = "fo-e2e"
 NODES = ("fo-a", "fo-b")

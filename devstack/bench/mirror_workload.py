@@ -1,4 +1,4 @@
-"""The field note's mirroring test as a workload the tests and ``tests/bench/mirror_bench.py`` share.
+"""The field note's mirroring test as a workload the tests and ``devstack/bench/mirror_bench.py`` share.
 
 Four tables as in the note (``mirtabAUTOINC``: an AUTO_INCREMENT key and a small row; ``mirtabMID``: a mid-size
 row; ``mirtabMIDPart``: the same, partitioned; ``mirtabMIDUUID``: a UUID key the client generates), many client

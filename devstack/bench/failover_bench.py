@@ -2,13 +2,12 @@
 a loop, then how long until the nodes' monitors shun it, the control plane detects it (a majority of the nodes
 report it down), promotes a replica, publishes the new topology, and the client's first write succeeds again.
 
-``make bench-failover`` runs ``.venv/bin/python -m tests.bench.failover_bench [--runs N] [--out docs/benchmarks.md]``.
-Each run builds everything afresh: a sandbox (a primary and two replicas, asynchronous replication) under
-``var/bench-failover``, a private redis-server, the control plane (gunicorn, a Celery worker, beat) and two nodes,
-all with their default settings except failover, which is turned on (``tests/control/failover_stack.py``). Times
-are taken on one clock: the kill's, the steps' in the failover's timeline, the client's acknowledgements. The
-report goes into the ``## Failover`` section of ``docs/benchmarks.md``.
-"""
+``make bench-failover`` runs ``.venv/bin/python -m devstack.bench.failover_bench [--runs N] [--out
+docs/benchmarks.md]``. Each run builds everything afresh: a sandbox (a primary and two replicas, asynchronous
+replication) under ``var/bench-failover``, a private redis-server, the control plane (gunicorn, a Celery worker, beat)
+and two nodes, all with their default settings except failover, which is turned on (``devstack/failover_stack.py``).
+Times are taken on one clock: the kill's, the steps' in the failover's timeline, the client's acknowledgements. The
+report goes into the ``## Failover`` section of ``docs/benchmarks.md``."""
 
 from __future__ import annotations
 
@@ -27,10 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from devstack import stack
+from devstack.bench.run_bench import write_report
+from devstack.failover_sandbox import address, ids
+from devstack.failover_stack import NODES, TABLE, TIMEOUT, Fleet, Writer, running_fleet
 from devstack.sandbox import REPO, Sandbox
-from tests.bench.run_bench import write_report
-from tests.support.failover_sandbox import address, ids
-from tests.support.failover_stack import NODES, TABLE, TIMEOUT, Fleet, Writer, running_fleet
 
 SECTION_TITLE = "Failover"
 WORK_DIR = REPO / "var" / "bench-failover"
@@ -153,7 +152,7 @@ def report(runs: list[Run], info: dict[str, str], command: str) -> str:
     lines = [
         f"## {SECTION_TITLE}",
         "",
-        f"Command: `{command}` (written by `tests/bench/failover_bench.py`).",
+        f"Command: `{command}` (written by `devstack/bench/failover_bench.py`).",
         "",
         f"- Date: {info['date']} · revision {info['revision']}",
         f"- Machine: {info['cpus']}, {info['memory']}, {info['kernel']}; load average (1/5/15 min) before: "
@@ -201,7 +200,7 @@ def report(runs: list[Run], info: dict[str, str], command: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.bench.failover_bench", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m devstack.bench.failover_bench", description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3, help="kills to measure (default 3)")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.md", help="the Markdown report")
     args = parser.parse_args(argv)
