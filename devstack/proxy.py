@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any
 import pymysql
 
 from devstack.sandbox import APP_PASSWORD, APP_USER, REPO
-from devstack.stack import free_port
+from devstack.stack import free_port, wait_until
 
 WRITER_HG = 10
 READER_HG = 20
@@ -125,17 +124,23 @@ class ProxyProcess:
             stdout=self._log,
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"proxy exited with {self.proc.returncode}:\n{self.log()}")
+        proc = self.proc
+
+        def answers() -> bool:
+            if proc.poll() is not None:
+                raise RuntimeError(f"proxy exited with {proc.returncode}:\n{self.log()}")
             try:
                 self.admin("GET", "/health")
-                self.started = True
-                return self
             except OSError:
-                time.sleep(0.05)
-        raise RuntimeError(f"proxy did not come up within {timeout} s:\n{self.log()}")
+                return False
+            return True
+
+        try:
+            wait_until(answers, "answer from the proxy's admin endpoint", timeout, interval=0.05)
+        except RuntimeError as exc:
+            raise RuntimeError(f"{exc}:\n{self.log()}") if proc.poll() is None else exc from None
+        self.started = True
+        return self
 
     def log(self) -> str:
         """The proxy's output so far."""

@@ -111,9 +111,12 @@ class RestartPolicy:
         return len(exits) <= self.limit
 
 
-def wait_until(check: Callable[[], bool], what: str, timeout: float, service: Service | None = None) -> None:
-    """Poll ``check`` until it holds; RuntimeError naming ``what`` (with the service's log) when ``service`` exits
-    first or ``timeout`` seconds pass."""
+def wait_until(
+    check: Callable[[], bool], what: str, timeout: float, service: Service | None = None, interval: float = 0.1
+) -> None:
+    """Poll ``check`` every ``interval`` seconds until it holds; RuntimeError naming ``what`` (with the service's log)
+    when ``service`` exits first or ``timeout`` seconds pass. The one polling loop of the tests and the dev tooling:
+    whatever waits for something calls this."""
     deadline = time.monotonic() + timeout
     while True:
         if check():
@@ -124,7 +127,7 @@ def wait_until(check: Callable[[], bool], what: str, timeout: float, service: Se
         if time.monotonic() >= deadline:
             log = f":\n{service.log()}" if service is not None else ""
             raise RuntimeError(f"no {what} within {timeout:.0f} s{log}")
-        time.sleep(0.1)
+        time.sleep(interval)
 
 
 def http_ok(url: str) -> bool:

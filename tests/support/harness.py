@@ -4,12 +4,12 @@ statement, the transactions open on a server, and the type of the ``start_proxy`
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from devstack.proxy import ProxyProcess
 from devstack.sandbox import APP_USER
+from devstack.stack import wait_until
 
 if TYPE_CHECKING:
     from devstack.sandbox import SandboxServer
@@ -17,18 +17,21 @@ if TYPE_CHECKING:
 
 def backend_thread(server: SandboxServer, marker: str, timeout: float = 5) -> int:
     """The processlist id of the app connection running a statement that contains ``marker``."""
-    deadline = time.monotonic() + timeout
+    found: list[int] = []
     with server.connect() as conn, conn.cursor() as cur:
-        while time.monotonic() < deadline:
+
+        def running() -> bool:
             cur.execute(
                 "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = %s AND INFO LIKE %s",
                 (APP_USER, f"%{marker}%"),
             )
             row = cur.fetchone()
             if row is not None:
-                return int(row[0])
-            time.sleep(0.01)
-    raise AssertionError(f"no backend thread runs a statement containing {marker!r}")
+                found.append(int(row[0]))
+            return bool(found)
+
+        wait_until(running, f"backend thread running a statement containing {marker!r}", timeout, interval=0.01)
+    return found[0]
 
 
 def open_transactions(server: SandboxServer, user: str = APP_USER) -> list[tuple[int, str, str]]:

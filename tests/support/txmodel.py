@@ -32,6 +32,7 @@ import pymysql
 
 from devstack.proxy import ProxyProcess, small_pool_config
 from devstack.sandbox import APP_PASSWORD, APP_USER
+from devstack.stack import wait_until
 from tests.support.harness import open_transactions
 
 ROWS = "app.txm_rows"
@@ -389,13 +390,17 @@ class Walker:
 
 def kill_when_running(proxy: ProxyProcess, session_id: int, marker: str, timeout: float = 20) -> None:
     """Once ``session_id`` runs a statement containing ``marker``, KILL QUERY it through the proxy."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    gone: list[bool] = []
+
+    def running_or_gone() -> bool:
         rows = proxy.admin("GET", "/processlist")
-        if any(r["SessionID"] == session_id and marker in r["info"] for r in rows):
-            break
         if not any(r["SessionID"] == session_id for r in rows):
-            return  # the session is gone (the proxy ended it): nothing to kill
+            gone.append(True)
+        return bool(gone) or any(r["SessionID"] == session_id and marker in r["info"] for r in rows)
+
+    wait_until(running_or_gone, f"session {session_id} running {marker!r}", timeout, interval=0)
+    if gone:
+        return  # the session is gone (the proxy ended it): nothing to kill
     with proxy.connect() as conn, conn.cursor() as cur:
         try:
             cur.execute(f"KILL QUERY {session_id}")

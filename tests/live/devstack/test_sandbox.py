@@ -21,6 +21,7 @@ from devstack.sandbox import (
     SandboxServer,
     pid_alive,
 )
+from devstack.stack import wait_until
 from tests.conftest import TEST_SANDBOX_DIR
 
 
@@ -114,9 +115,9 @@ def test_command_semi_sync_up_kill_and_down(tmp_path: Path) -> None:
     assert [r["role"] for r in rows] == ["primary", "replica"]
     box = Sandbox(base)
     primary = box.primary()
-    deadline = time.monotonic() + 10
-    while global_status(primary, "Rpl_semi_sync_master_clients") != "1" and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(
+        lambda: global_status(primary, "Rpl_semi_sync_master_clients") == "1", "semi-sync replica", 10, interval=0.05
+    )
     acked = int(global_status(primary, "Rpl_semi_sync_master_yes_tx"))
     with primary.connect() as conn, conn.cursor() as cur:
         cur.execute("CREATE TABLE test.semi (id INT PRIMARY KEY)")

@@ -129,9 +129,9 @@ def test_a_thousand_sessions_share_64_backend_connections(sandbox: Sandbox, star
     backend = server_status(primary, "Max_used_connections")["Max_used_connections"]
     assert backend - baseline <= 64 + 1  # the sampler's own connection
     assert samples and max(samples) - baseline <= 64 + 1
-    deadline = time.monotonic() + 5
-    while proxy.stats()["global"]["Client_Connections_connected"] and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(
+        lambda: not proxy.stats()["global"]["Client_Connections_connected"], "every session gone", 5, interval=0.05
+    )
     stats = proxy.stats()["global"]
     assert stats["Client_Connections_created"] == sessions and stats["Client_Connections_connected"] == 0
 
@@ -227,10 +227,9 @@ def test_offline_soft_drains_new_sessions_away_and_lets_transactions_finish(
         assert check.fetchall() == ((1,), (2,))
     row = pool_row(proxy, primary.port)
     assert row["ConnUsed"] == 0 and row["ConnFree"] == 0
-    deadline = time.monotonic() + 3
-    while tx_thread in app_threads(primary) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert tx_thread not in app_threads(primary)
+    wait_until(
+        lambda: tx_thread not in app_threads(primary), "the transaction's backend connection closed", 3, interval=0.02
+    )
 
 
 def test_offline_hard_cuts_the_connections(sandbox: Sandbox, start_proxy: StartProxy) -> None:
@@ -255,10 +254,13 @@ def test_offline_hard_cuts_the_connections(sandbox: Sandbox, start_proxy: StartP
         config["mysql_servers"][0]["status"] = "OFFLINE_HARD"
         config["mysql_servers"][1]["status"] = "ONLINE"
         assert proxy.admin("POST", "/reload", config)["ok"] is True
-        deadline = time.monotonic() + 3
-        while {tx_thread, idle_thread} & set(app_threads(primary)) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert not {tx_thread, idle_thread} & set(app_threads(primary))  # the transaction's and the idle one: cut
+        # the transaction's backend connection and the idle one: cut
+        wait_until(
+            lambda: not {tx_thread, idle_thread} & set(app_threads(primary)),
+            "both backend connections cut",
+            3,
+            interval=0.02,
+        )
         with pytest.raises(pymysql.err.OperationalError) as info:
             cur.execute("SELECT 1")
         assert info.value.args[0] == 2013 and f"hostgroup {HG}" in info.value.args[1]

@@ -11,7 +11,6 @@ import contextlib
 import random
 import socket
 import struct
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -19,6 +18,7 @@ import pytest
 
 from devstack.proxy import ProxyProcess
 from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox
+from devstack.stack import wait_until
 from proxyapp.mysql.constants import Command
 from tests.support.rawclient import (
     DEFAULT_CAPS,
@@ -321,13 +321,7 @@ def test_connections_that_close_at_once(proxy: ProxyProcess) -> None:
 
 def test_no_session_is_left_behind(proxy: ProxyProcess) -> None:
     """After all the abuse, every aborted session has been cleaned up (only ours is open)."""
-    deadline = time.monotonic() + 10
-    while True:
-        connected = proxy.stats()["global"]["Client_Connections_connected"]
-        if connected == 0 or time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
-    assert connected == 0
+    wait_until(lambda: proxy.stats()["global"]["Client_Connections_connected"] == 0, "every aborted session gone", 10)
     client = RawClient.connect(proxy.port)
     try:
         assert client.rows("SELECT 'fine'") == [[b"fine"]]

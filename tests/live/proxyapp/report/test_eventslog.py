@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from devstack.proxy import ProxyProcess, rw_split_config
 from devstack.sandbox import Sandbox
+from devstack.stack import wait_until
 
 
 def test_rule_log_writes_json_events(
@@ -30,10 +30,12 @@ def test_rule_log_writes_json_events(
         cur.execute("SELECT 43")  # not logged: the log rule does not match
         cur.execute("SELECT 42, 'x'")
     lines: list[dict[str, Any]] = []
-    deadline = time.monotonic() + 5
-    while len(lines) < 2 and time.monotonic() < deadline:  # the proxy logs right after it answers
-        time.sleep(0.02)
-        lines = [json.loads(line) for line in events.read_text().splitlines()] if events.exists() else []
+
+    def logged() -> bool:  # the proxy logs right after it answers
+        lines[:] = [json.loads(line) for line in events.read_text().splitlines()] if events.exists() else []
+        return len(lines) >= 2
+
+    wait_until(logged, "two events logged", 5, interval=0.02)
     assert [e["query"] for e in lines] == ["SELECT 42", "SELECT 42, 'x'"]
     first = lines[0]
     assert first["event"] == "COM_QUERY" and first["username"] == "app" and first["schemaname"] == "app"

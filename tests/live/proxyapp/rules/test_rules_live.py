@@ -17,6 +17,7 @@ import pytest
 
 from devstack.proxy import READER_HG, WRITER_HG, ProxyProcess
 from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox, SandboxServer
+from devstack.stack import wait_until
 from tests.support.harness import StartProxy, backend_thread
 
 OTHER_USER = "reporter"
@@ -515,9 +516,8 @@ def test_log_rule_writes_the_query_to_the_events_log(sandbox: Sandbox, start_pro
         cur.execute("SELECT 'log_me too'")
         with pytest.raises(pymysql.err.ProgrammingError):
             cur.execute("SELECT log_me FROM no_such_table")
-    deadline = time.monotonic() + 5  # the event is written just after the response
-    while len(events.read_text().splitlines()) < 3 and time.monotonic() < deadline:
-        time.sleep(0.02)
+    # the event is written just after the response
+    wait_until(lambda: len(events.read_text().splitlines()) >= 3, "three events logged", 5, interval=0.02)
     lines = [json.loads(line) for line in events.read_text().splitlines()]
     assert [e["query"] for e in lines] == ["SELECT 'log_me'", "SELECT 'log_me too'", "SELECT log_me FROM no_such_table"]
     assert [e["hostgroup_id"] for e in lines] == [WRITER_HG, READER_HG, WRITER_HG]

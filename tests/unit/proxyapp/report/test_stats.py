@@ -7,6 +7,7 @@ from dataclasses import fields
 
 import pytest
 
+from devstack.stack import wait_until
 from proxyapp.report.stats import COUNTERS, DIGEST_COLUMNS, DIGEST_ORDER_COLUMNS, DigestStats, GlobalCounters
 
 KEY = (10, "shop", "app", "10.0.0.5", "0x00000000000000AA")
@@ -72,9 +73,7 @@ def test_last_seen_moves_and_first_seen_stays() -> None:
     stats = DigestStats()
     record(stats)
     first = stats.rows()[0]["first_seen"]
-    deadline = time.monotonic() + 3
-    while int(time.time()) <= first and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_until(lambda: int(time.time()) > first, "the next second", 3, interval=0.02)
     record(stats)
     [row] = stats.rows()
     assert row["first_seen"] == first
