@@ -1,12 +1,12 @@
-"""The whole product around a sandbox for failover's end-to-end test and its benchmark: a private redis-server, the
-control plane (gunicorn, a Celery worker with two processes, beat) on a file SQLite database, and two proxy nodes
-with their agents and monitors, running a config whose hostgroup 10 is the sandbox's primary and hostgroup 20 its
-replicas, with failover on; plus a client that writes through a node in a loop, and the API as an operator."""
+"""The whole product around a sandbox for failover's end-to-end test and its benchmark (``stack.running_fleet`` in the
+shape ``fleet_shape`` gives): a private redis-server, the control plane (gunicorn, a Celery worker with two
+processes, beat) on a file SQLite database, and two proxy nodes with their agents and monitors, running a config
+whose hostgroup 10 is the sandbox's primary and hostgroup 20 its replicas, with failover on; plus a client that
+writes through a node in a loop, and the API as an operator."""
 
 from __future__ import annotations
 
 import json
-import secrets
 import threading
 import time
 from collections.abc import Iterator
@@ -39,7 +39,7 @@ account = User.objects.create_user(os.environ["FO_OPERATOR"], password=os.enviro
 roles.grant(account, roles.OPERATOR)
 cluster = Cluster.objects.create(name=os.environ["FO_CLUSTER"])
 import_document(cluster, json.loads(os.environ["FO_DOCUMENT"]), None)
-for name in json.loads(os.environ["FO_NODES"]):
+for name in json.loads(os.environ["FLEET_NODES"]):
     ProxyNode.objects.create(cluster=cluster, name=name)
 """
 
@@ -156,62 +156,47 @@ class Fleet:
         stack.wait_until(applied, f"every node on v{latest}", TIMEOUT)
 
 
-@contextmanager
-def running_fleet(
-    box: Sandbox, workdir: Path, *, report_interval: float | None = None, variables: dict[str, str] | None = None
-) -> Iterator[Fleet]:
-    """Everything around ``box``, its config published and applied by both nodes, failover on for hostgroup 10
-    (otherwise its defaults); nodes report every ``report_interval`` s (default: the node's own default), and
-    ``variables`` go into the config. Stopped on exit."""
+def fleet_shape(
+    box: Sandbox, report_interval: float | None = None, variables: dict[str, str] | None = None
+) -> stack.FleetShape:
+    """The fleet around ``box``: the operator, the cluster whose config puts ``box`` in hostgroups 10 and 20 (with
+    ``variables``), and the nodes ``NODES``, reporting every ``report_interval`` s (default: the node's own). The worker
+    has two processes: a switchover waits in one for the nodes' acks, which the other records."""
+    document = ha_document(address(box.primary()), [address(r) for r in box.replicas()])
+    document["global_variables"] = [
+        {"variable_name": name, "variable_value": value} for name, value in (variables or {}).items()
+    ]
+    return stack.FleetShape(
+        seed=SEED,
+        seed_env={
+            "FO_OPERATOR": OPERATOR,
+            "FO_PASSWORD": OPERATOR_PASSWORD,
+            "FO_CLUSTER": CLUSTER,
+            "FO_DOCUMENT": json.dumps(document),
+        },
+        nodes=[stack.NodeShape(name, report_interval=report_interval) for name in NODES],
+        worker_pool="prefork",
+        worker_concurrency=2,
+    )
+
+
+def failover_on(running: stack.RunningFleet, box: Sandbox) -> Fleet:
+    """The seed config published and applied by both nodes, failover on for hostgroup 10 (otherwise its defaults),
+    and the writers' table made."""
     query(box.primary(), f"CREATE TABLE IF NOT EXISTS {TABLE} (id INT PRIMARY KEY, phase VARCHAR(20))")
-    services: list[stack.Service] = []
-    try:
-        redis_service, broker = stack.redis_server(workdir / "redis")
-        services.append(redis_service)
-        env = stack.control_plane_env(
-            f"sqlite:///{workdir / 'fleet.sqlite3'}", broker, SECRET_KEY=secrets.token_hex(16)
-        )
-        stack.manage(env, "migrate", "--noinput")
-        document = ha_document(address(box.primary()), [address(r) for r in box.replicas()])
-        document["global_variables"] = [
-            {"variable_name": name, "variable_value": value} for name, value in (variables or {}).items()
-        ]
-        seed = dict(
-            env,
-            FO_OPERATOR=OPERATOR,
-            FO_PASSWORD=OPERATOR_PASSWORD,
-            FO_CLUSTER=CLUSTER,
-            FO_DOCUMENT=json.dumps(document),
-            FO_NODES=json.dumps(NODES),
-        )
-        stack.manage(seed, "shell", "-c", SEED)
-        # two worker processes: a switchover waits in one for the nodes' acks, which the other records
-        services.append(stack.worker(env, workdir, pool="prefork", concurrency=2))
-        services.append(stack.beat(env, workdir))
-        bind = f"127.0.0.1:{stack.free_port()}"
-        services.append(stack.web(env, bind, workdir, workers=1))
-        api = Api(f"http://{bind}")
-        ports = {name: (stack.free_port(), stack.free_port()) for name in NODES}
-        for name, (mysql_port, admin_port) in ports.items():
-            services.append(
-                stack.node(
-                    name,
-                    broker,
-                    f"127.0.0.1:{mysql_port}",
-                    f"127.0.0.1:{admin_port}",
-                    workdir / "nodes" / name,
-                    workdir,
-                    **({"report_interval": report_interval} if report_interval is not None else {}),
-                )
-            )
-        fleet = Fleet(box, api, ports, workdir)
-        api.call("POST", "/publish/", {"comment": "the seed config"})
-        api.call(
-            "PATCH",
-            "/failover/10/policy/",
-            {"enabled": True, "replication_user": REPL_USER, "replication_password": REPL_PASSWORD},
-        )
-        fleet.wait_applied()
-        yield fleet
-    finally:
-        stack.stop_all(services)
+    fleet = Fleet(box, Api(running.url), running.ports, running.workdir)
+    fleet.api.call("POST", "/publish/", {"comment": "the seed config"})
+    fleet.api.call(
+        "PATCH",
+        "/failover/10/policy/",
+        {"enabled": True, "replication_user": REPL_USER, "replication_password": REPL_PASSWORD},
+    )
+    fleet.wait_applied()
+    return fleet
+
+
+@contextmanager
+def running_fleet(box: Sandbox, workdir: Path) -> Iterator[Fleet]:
+    """Everything around ``box`` with the nodes' default settings (the benchmark's), failover on; stopped on exit."""
+    with stack.running_fleet(workdir, fleet_shape(box)) as running:
+        yield failover_on(running, box)

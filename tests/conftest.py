@@ -35,7 +35,7 @@ def pytest_configure(config: pytest.Config) -> None:
 #: Fixtures that start or reach something outside the test process (MariaDB servers, a proxy process, a live web
 #: server, a browser, the whole stack): a test that uses one, directly or through another fixture, is ``live``.
 LIVE_FIXTURES = frozenset(
-    {"sandbox", "primary_conn", "start_proxy", "rw_proxy", "live_server", "browser", "live_stack"}
+    {"sandbox", "primary_conn", "start_proxy", "rw_proxy", "live_server", "browser", "running_fleet"}
 )
 
 

@@ -9,8 +9,6 @@ stops, and the table it made is dropped.
 from __future__ import annotations
 
 import json
-import secrets
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,30 +52,24 @@ class ControlPlane:
 
 
 @pytest.fixture(scope="module")
-def control_plane(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    workdir = tmp_path_factory.mktemp("bench-e2e")
-    services: list[stack.Service] = []
-    try:
-        redis_service, broker = stack.redis_server(workdir / "redis")
-        services.append(redis_service)
-        env = stack.control_plane_env(
-            f"sqlite:///{workdir / 'fleet.sqlite3'}", broker, SECRET_KEY=secrets.token_hex(16)
-        )
-        stack.manage(env, "migrate", "--noinput")
-        primary = sandbox.primary()
-        target = {"name": "primary", "host": primary.host, "port": primary.port, "user": APP_USER}
-        target.update(password=APP_PASSWORD, database="test", safe_for_writes=True)
-        seed_env = dict(env, E2E_OPERATOR=OPERATOR, E2E_PASSWORD=OPERATOR_PASSWORD, E2E_TARGET=json.dumps(target))
-        stack.manage(seed_env, "shell", "-c", SEED)
-        worker = stack.worker(env, workdir, concurrency=1, queue="bench")
-        services.append(worker)
-        beat = stack.beat(env, workdir)
-        services.append(beat)
-        bind = f"127.0.0.1:{stack.free_port()}"
-        services.append(stack.web(env, bind, workdir, workers=1))
-        yield ControlPlane(ApiClient(f"http://{bind}", OPERATOR, OPERATOR_PASSWORD), worker, beat, workdir)
-    finally:
-        stack.stop_all(services)
+def fleet_shape(sandbox: Sandbox) -> stack.FleetShape:
+    """The operator, the sandbox's primary as a target, the every-minute job; the bench worker and beat, no node."""
+    primary = sandbox.primary()
+    target = {"name": "primary", "host": primary.host, "port": primary.port, "user": APP_USER}
+    target.update(password=APP_PASSWORD, database="test", safe_for_writes=True)
+    return stack.FleetShape(
+        seed=SEED,
+        seed_env={"E2E_OPERATOR": OPERATOR, "E2E_PASSWORD": OPERATOR_PASSWORD, "E2E_TARGET": json.dumps(target)},
+        worker_queue="bench",
+        worker_pool="prefork",
+    )
+
+
+@pytest.fixture(scope="module")
+def control_plane(running_fleet: stack.RunningFleet) -> ControlPlane:
+    assert running_fleet.beat is not None
+    api = ApiClient(running_fleet.url, OPERATOR, OPERATOR_PASSWORD)
+    return ControlPlane(api, running_fleet.worker, running_fleet.beat, running_fleet.workdir)
 
 
 def pfbench_tables(sandbox: Sandbox) -> list[str]:

@@ -10,15 +10,12 @@ hostgroup 30 is accepted by publishing and refused by that node. Reconcile runs 
 from __future__ import annotations
 
 import json
-import secrets
 import signal
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pymysql
@@ -46,7 +43,7 @@ account = User.objects.create_user(os.environ["E2E_OPERATOR"], password=os.envir
 roles.grant(account, roles.OPERATOR)
 cluster = Cluster.objects.create(name=os.environ["E2E_CLUSTER"])
 publishing.import_document(cluster, json.loads(os.environ["E2E_DOCUMENT"]), None)
-for name, address in json.loads(os.environ["E2E_NODES"]).items():
+for name, address in json.loads(os.environ["FLEET_NODES"]).items():
     ProxyNode.objects.create(cluster=cluster, name=name, mysql_address=address)
 """
 
@@ -83,47 +80,25 @@ class Api(ApiClient):
 
 @dataclass
 class Fleet:
-    """Everything the tests drive."""
+    """Everything the tests drive: the sandbox, the API as the operator, and the running fleet."""
 
     sandbox: Sandbox
     api: Api
-    broker: str
-    redis: stack.Service
-    nodes: dict[str, stack.Service]
-    ports: dict[str, tuple[int, int]]  # node -> (mysql port, admin port)
-    workdir: Path
-    services: list[stack.Service]
-
-    def start_node(self, name: str) -> stack.Service:
-        """Start (or restart) a node from its state directory."""
-        mysql_port, admin_port = self.ports[name]
-        service = stack.node(
-            name,
-            self.broker,
-            f"127.0.0.1:{mysql_port}",
-            f"127.0.0.1:{admin_port}",
-            self.workdir / "nodes" / name,
-            self.workdir,
-            allowed_hostgroups="10,20" if name == "e2e-b" else None,
-            report_interval=1,
-        )
-        self.nodes[name] = service
-        self.services.append(service)
-        return service
+    running: stack.RunningFleet
 
     def wait_applied(self, version: int, *names: str) -> None:
         """Wait until the API shows ``names`` (default: every node) applied at ``version``."""
-        for name in names or self.nodes:
+        for name in names or self.running.nodes:
 
             def applied(name: str = name) -> bool:
                 node = self.api.node(name)
                 return (node["state"], node["applied_version"]) == ("applied", version)
 
-            stack.wait_until(applied, f"node {name} applied at v{version}", APPLY_TIMEOUT, self.nodes[name])
+            stack.wait_until(applied, f"node {name} applied at v{version}", APPLY_TIMEOUT, self.running.nodes[name])
 
     def server_id(self, name: str, sql: str = "SELECT @@server_id") -> int:
         """Run ``sql`` through a node; the server id it answers."""
-        mysql_port, _ = self.ports[name]
+        mysql_port, _ = self.running.ports[name]
         conn = pymysql.connect(host="127.0.0.1", port=mysql_port, user=APP_USER, password=APP_PASSWORD, autocommit=True)
         with conn, conn.cursor() as cur:
             cur.execute(sql)
@@ -131,7 +106,7 @@ class Fleet:
 
     def running_checksum(self, name: str) -> str:
         """The checksum of the config a node's proxy runs (its admin endpoint)."""
-        _, admin_port = self.ports[name]
+        _, admin_port = self.running.ports[name]
         with urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/config", timeout=10) as response:
             return json.loads(response.read())["checksum"]
 
@@ -150,55 +125,45 @@ def server_ids(sandbox: Sandbox) -> tuple[int, int]:
 
 
 @pytest.fixture(scope="module")
-def fleet(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+def fleet_shape(sandbox: Sandbox) -> stack.FleetShape:
+    """The operator, the cluster with the seed config and nodes ``e2e-a`` and ``e2e-b`` (which refuses hostgroup 30),
+    both reporting every second; reconcile every second."""
+    return stack.FleetShape(
+        seed=SEED,
+        seed_env={
+            "E2E_OPERATOR": OPERATOR,
+            "E2E_PASSWORD": OPERATOR_PASSWORD,
+            "E2E_CLUSTER": CLUSTER,
+            "E2E_DOCUMENT": json.dumps(seed_document(sandbox)),
+        },
+        env={"FLEET_RECONCILE_SECONDS": "1"},
+        nodes=[
+            stack.NodeShape("e2e-a", report_interval=1),
+            stack.NodeShape("e2e-b", allowed_hostgroups="10,20", report_interval=1),
+        ],
+    )
+
+
+@pytest.fixture(scope="module")
+def fleet(sandbox: Sandbox, running_fleet: stack.RunningFleet) -> Fleet:
     """The control plane, a private Redis and two nodes, with the seed config published as the first version."""
-    workdir = tmp_path_factory.mktemp("push-e2e")
-    services: list[stack.Service] = []
-    try:
-        redis_service, broker = stack.redis_server(workdir / "redis")
-        services.append(redis_service)
-        env = stack.control_plane_env(
-            f"sqlite:///{workdir / 'fleet.sqlite3'}",
-            broker,
-            SECRET_KEY=secrets.token_hex(16),
-            FLEET_RECONCILE_SECONDS="1",
-        )
-        stack.manage(env, "migrate", "--noinput")
-        ports = {name: (stack.free_port(), stack.free_port()) for name in ("e2e-a", "e2e-b")}
-        seed_env = dict(
-            env,
-            E2E_OPERATOR=OPERATOR,
-            E2E_PASSWORD=OPERATOR_PASSWORD,
-            E2E_CLUSTER=CLUSTER,
-            E2E_DOCUMENT=json.dumps(seed_document(sandbox)),
-            E2E_NODES=json.dumps({name: f"127.0.0.1:{mysql}" for name, (mysql, _) in ports.items()}),
-        )
-        stack.manage(seed_env, "shell", "-c", SEED)
-        services.append(stack.worker(env, workdir, pool="solo", concurrency=1))
-        services.append(stack.beat(env, workdir))
-        bind = f"127.0.0.1:{stack.free_port()}"
-        services.append(stack.web(env, bind, workdir, workers=1))
-        fleet = Fleet(sandbox, Api(f"http://{bind}"), broker, redis_service, {}, ports, workdir, services)
-        for name in ports:
-            fleet.start_node(name)
-        fleet.wait_applied(fleet.api.publish("the seed config"))
-        yield fleet
-    finally:
-        stack.stop_all(services)
+    fleet = Fleet(sandbox, Api(running_fleet.url), running_fleet)
+    fleet.wait_applied(fleet.api.publish("the seed config"))
+    return fleet
 
 
 def test_a_published_query_rule_changes_routing_on_both_nodes(fleet: Fleet) -> None:
     primary, replica = server_ids(fleet.sandbox)
     assert primary != replica
-    assert [fleet.server_id(name) for name in fleet.nodes] == [replica, replica]  # rule 20: SELECTs to readers
+    assert [fleet.server_id(name) for name in fleet.running.nodes] == [replica, replica]  # rule 20: SELECTs to readers
 
     rule = {"rule_id": 5, "active": 1, "match_pattern": "@@server_id", "destination_hostgroup": WRITER_HG, "apply": 1}
     created = fleet.api.call("POST", "/query-rules/", rule)
     published_at = datetime.now(UTC)
     version = fleet.api.publish("@@server_id goes to the writer")
     fleet.wait_applied(version)
-    assert [fleet.server_id(name) for name in fleet.nodes] == [primary, primary]
-    for name in fleet.nodes:
+    assert [fleet.server_id(name) for name in fleet.running.nodes] == [primary, primary]
+    for name in fleet.running.nodes:
         node = fleet.api.node(name)
         assert (node["applied_version"], node["applied_checksum"], node["error"]) == (
             version,
@@ -210,26 +175,26 @@ def test_a_published_query_rule_changes_routing_on_both_nodes(fleet: Fleet) -> N
 
     fleet.api.call("DELETE", f"/query-rules/{created['key']}/")
     fleet.wait_applied(fleet.api.publish("back to the seed routing"))
-    assert [fleet.server_id(name) for name in fleet.nodes] == [replica, replica]
+    assert [fleet.server_id(name) for name in fleet.running.nodes] == [replica, replica]
 
 
 def test_a_node_down_during_a_publish_catches_up_through_reconcile(fleet: Fleet) -> None:
     primary, replica = server_ids(fleet.sandbox)
-    fleet.nodes["e2e-b"].signal(signal.SIGKILL)  # the proxy dies; its workers and agent follow it
-    fleet.nodes["e2e-b"].stop()
-    stack.wait_until(lambda: stack.port_free(fleet.ports["e2e-b"][0]), "end of e2e-b's worker processes", 10)
+    fleet.running.nodes["e2e-b"].signal(signal.SIGKILL)  # the proxy dies; its workers and agent follow it
+    fleet.running.nodes["e2e-b"].stop()
+    stack.wait_until(lambda: stack.port_free(fleet.running.ports["e2e-b"][0]), "end of e2e-b's worker processes", 10)
 
     rule = {"rule_id": 6, "active": 1, "match_pattern": "@@server_id", "destination_hostgroup": WRITER_HG, "apply": 1}
     created = fleet.api.call("POST", "/query-rules/", rule)
     version = fleet.api.publish("published while e2e-b is down")
     fleet.wait_applied(version, "e2e-a")
     # The message the publish sent to e2e-b is lost (deleted from Redis); only reconcile sends another one.
-    broker = redis.Redis.from_url(fleet.broker)
+    broker = redis.Redis.from_url(fleet.running.broker)
     broker.delete("node.e2e-b")
     stack.wait_until(lambda: broker.llen("node.e2e-b") == 1, "message from reconcile in node.e2e-b", 10)
     assert fleet.api.node("e2e-b")["applied_version"] == version - 1
 
-    fleet.start_node("e2e-b")
+    fleet.running.start_node("e2e-b")
     fleet.wait_applied(version, "e2e-b")
     assert fleet.server_id("e2e-b") == primary
     assert fleet.running_checksum("e2e-b") == fleet.version_checksum(version)
@@ -257,7 +222,7 @@ def test_a_config_a_node_refuses_shows_failed_and_the_node_keeps_its_config(flee
     assert fleet.server_id("e2e-b") == replica
     # Reconcile does not send a refused version again: nothing waits for e2e-b over a few reconcile periods.
     pushed_at = refused["last_pushed_at"]
-    broker = redis.Redis.from_url(fleet.broker)
+    broker = redis.Redis.from_url(fleet.running.broker)
     for _ in range(3):
         time.sleep(1)
         assert broker.llen("node.e2e-b") == 0
@@ -275,12 +240,14 @@ def test_a_node_restarts_with_redis_down_and_serves_its_last_applied_config(flee
     fleet.wait_applied(version)
     checksum = fleet.version_checksum(version)
 
-    fleet.redis.stop()
+    fleet.running.redis.stop()
     try:
-        fleet.nodes["e2e-a"].stop()
-        fleet.start_node("e2e-a")
+        fleet.running.nodes["e2e-a"].stop()
+        fleet.running.start_node("e2e-a")
         assert fleet.running_checksum("e2e-a") == checksum
         assert fleet.server_id("e2e-a") == primary
-        assert json.loads((fleet.workdir / "nodes" / "e2e-a" / "applied.json").read_text())["version"] == version
+        assert (
+            json.loads((fleet.running.workdir / "nodes" / "e2e-a" / "applied.json").read_text())["version"] == version
+        )
     finally:
-        fleet.redis.start()
+        fleet.running.redis.start()

@@ -1,5 +1,5 @@
 """Failover end to end: the control plane (gunicorn, a Celery worker and beat on a file SQLite database), a private
-redis-server, two real proxy nodes with their agents and monitors (``tests/support/failover_stack.py``), and this
+redis-server, two real proxy nodes with their agents and monitors (``devstack/failover_stack.py``), and this
 module's own sandbox (a primary and two replicas, semi-synchronous replication).
 
 A client writes through a node in a loop. ``kill -9`` of the primary: the nodes' monitors shun it, a majority of
@@ -17,25 +17,32 @@ from typing import Any
 
 import pytest
 
-from devstack import stack
+from devstack import failover_stack, stack
 from devstack.failover_sandbox import address, ids, query, read_only
-from devstack.failover_stack import TABLE, TIMEOUT, Fleet, Writer, running_fleet
+from devstack.failover_stack import TABLE, TIMEOUT, Fleet, Writer
+from devstack.sandbox import Sandbox
 from tests.support.monitor_support import own_sandbox
 
 pytestmark = pytest.mark.sandbox
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
-    """The sandbox, the control plane with failover on for hostgroup 10, and two nodes (reporting every second,
-    one proxy worker each) running the seed config."""
-    with (
-        own_sandbox("failover-e2e", replicas=2, semi_sync=True) as box,
-        running_fleet(
-            box, tmp_path_factory.mktemp("failover-e2e"), report_interval=1, variables={"mysql-threads": "1"}
-        ) as fleet,
-    ):
-        yield fleet
+def box() -> Iterator[Sandbox]:
+    """The module's sandbox: a primary and two semi-synchronous replicas."""
+    with own_sandbox("failover-e2e", replicas=2, semi_sync=True) as sandbox:
+        yield sandbox
+
+
+@pytest.fixture(scope="module")
+def fleet_shape(box: Sandbox) -> stack.FleetShape:
+    """Two nodes reporting every second, one proxy worker each."""
+    return failover_stack.fleet_shape(box, report_interval=1, variables={"mysql-threads": "1"})
+
+
+@pytest.fixture(scope="module")
+def fleet(running_fleet: stack.RunningFleet, box: Sandbox) -> Fleet:
+    """The sandbox, the control plane with failover on for hostgroup 10, and the nodes running the seed config."""
+    return failover_stack.failover_on(running_fleet, box)
 
 
 def test_kill_9_of_the_primary_writes_resume_on_the_promoted_replica_with_nothing_lost(fleet: Fleet) -> None:

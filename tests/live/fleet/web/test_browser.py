@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import signal
 import urllib.request
 import uuid
@@ -167,7 +166,8 @@ roles.grant(User.objects.create_user(os.environ["LIVE_VIEWER"], password=os.envi
 roles.grant(User.objects.create_user(os.environ["LIVE_OPERATOR"], password=os.environ["LIVE_PASSWORD"]), roles.OPERATOR)
 cluster = Cluster.objects.create(name=os.environ["LIVE_CLUSTER"])
 publishing.import_document(cluster, json.loads(os.environ["LIVE_DOCUMENT"]), None)
-ProxyNode.objects.create(cluster=cluster, name=os.environ["LIVE_NODE"], mysql_address=os.environ["LIVE_MYSQL"])
+for name, address in json.loads(os.environ["FLEET_NODES"]).items():
+    ProxyNode.objects.create(cluster=cluster, name=name, mysql_address=address)
 publishing.publish(cluster, None, "the dashboard's config")
 """
 
@@ -188,52 +188,56 @@ class LiveStack:
 
 
 @pytest.fixture(scope="module")
-def live_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
-    """Redis, the control plane (gunicorn and a Celery worker on a file SQLite) and node ``live-1`` with its agent,
-    running the published config: hostgroup 10 is the primary of a sandbox of the module's own, checked by the node's
-    monitor every 200 ms; the node reports every second."""
-    workdir = tmp_path_factory.mktemp("live-dashboard")
-    services: list[stack.Service] = []
-    with own_sandbox("browser", replicas=0) as box:
-        try:
-            redis_service, broker = stack.redis_server(workdir / "redis")
-            services.append(redis_service)
-            database = f"sqlite:///{workdir / 'fleet.sqlite3'}"
-            # A worker silent for 5 s shows as down (30 s in production): the fault test need not wait long.
-            env = stack.control_plane_env(
-                database, broker, SECRET_KEY=secrets.token_hex(16), FLEET_SERVICE_SILENT_SECONDS="5"
-            )
-            stack.manage(env, "migrate", "--noinput")
-            stack.manage(env, "collectstatic", "--noinput")  # gunicorn's pages load htmx and Chart.js from it
-            mysql, admin = f"127.0.0.1:{stack.free_port()}", f"127.0.0.1:{stack.free_port()}"
-            document = {
-                "mysql_servers": [{"hostgroup_id": 10, "hostname": "127.0.0.1", "port": box.primary().port}],
-                "mysql_users": [{"username": APP_USER, "password": APP_PASSWORD, "default_hostgroup": 10}],
-                "global_variables": global_variables({"mysql-threads": 1}),
-            }
-            seed = dict(
-                env,
-                LIVE_VIEWER=VIEWER,
-                LIVE_OPERATOR=OPERATOR,
-                LIVE_PASSWORD=VIEWER_PASSWORD,
-                LIVE_CLUSTER=LIVE_CLUSTER,
-                LIVE_NODE=LIVE_NODE,
-                LIVE_MYSQL=mysql,
-                LIVE_DOCUMENT=json.dumps(document),
-            )
-            stack.manage(seed, "shell", "-c", LIVE_SEED)
-            worker = stack.worker(env, workdir, pool="solo", concurrency=1)
-            services.append(worker)
-            bind = f"127.0.0.1:{stack.free_port()}"
-            web = stack.web(env, bind, workdir, workers=1)
-            services.append(web)
-            node = stack.node(LIVE_NODE, broker, mysql, admin, workdir / "node", workdir, report_interval=1)
-            services.append(node)
-            live = LiveStack(f"http://{bind}", box, admin, mysql, redis_service, broker, worker, web)
-            stack.wait_until(lambda: _node_pool(live) != [], "the node running the published config", 30, node)
-            yield live
-        finally:
-            stack.stop_all(services)
+def box() -> Iterator[Sandbox]:
+    """The module's own sandbox: a primary, which a test kills."""
+    with own_sandbox("browser", replicas=0) as sandbox:
+        yield sandbox
+
+
+@pytest.fixture(scope="module")
+def fleet_shape(box: Sandbox) -> stack.FleetShape:
+    """A viewer and an operator, the cluster with its config published, and node ``live-1`` reporting every second,
+    whose hostgroup 10 is the primary of ``box``, checked by the node's monitor every 200 ms. A worker silent for 5 s
+    shows as down (30 s in production): the fault test need not wait long. No beat."""
+    document = {
+        "mysql_servers": [{"hostgroup_id": 10, "hostname": "127.0.0.1", "port": box.primary().port}],
+        "mysql_users": [{"username": APP_USER, "password": APP_PASSWORD, "default_hostgroup": 10}],
+        "global_variables": global_variables({"mysql-threads": 1}),
+    }
+    return stack.FleetShape(
+        seed=LIVE_SEED,
+        seed_env={
+            "LIVE_VIEWER": VIEWER,
+            "LIVE_OPERATOR": OPERATOR,
+            "LIVE_PASSWORD": VIEWER_PASSWORD,
+            "LIVE_CLUSTER": LIVE_CLUSTER,
+            "LIVE_DOCUMENT": json.dumps(document),
+        },
+        env={"FLEET_SERVICE_SILENT_SECONDS": "5"},
+        nodes=[stack.NodeShape(LIVE_NODE, report_interval=1)],
+        beat=False,
+        collectstatic=True,
+    )
+
+
+@pytest.fixture(scope="module")
+def live_stack(running_fleet: stack.RunningFleet, box: Sandbox) -> LiveStack:
+    """The running product, once node ``live-1`` runs the published config."""
+    fleet = running_fleet
+    live = LiveStack(
+        fleet.url,
+        box,
+        fleet.node_admin(LIVE_NODE),
+        fleet.node_mysql(LIVE_NODE),
+        fleet.redis,
+        fleet.broker,
+        fleet.worker,
+        fleet.web,
+    )
+    stack.wait_until(
+        lambda: _node_pool(live) != [], "the node running the published config", 30, fleet.nodes[LIVE_NODE]
+    )
+    return live
 
 
 def _node_pool(live: LiveStack) -> list[dict[str, object]]:
