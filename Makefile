@@ -29,26 +29,26 @@ build: deps
 test: deps lint build
 	PROXYFLEET_REQUIRE_NATIVE=1 $(VENV)/bin/pytest
 
-# The tests that need nothing outside the test process (no sandbox, proxy process, web server or browser): under a
-# minute, for the edit-test loop; `make test` runs everything.
+# The tests that need nothing outside the test process (no sandbox, proxy process, web server or browser), all of
+# tests/unit: under a minute, for the edit-test loop; `make test` runs everything (tests/unit and tests/live).
 test-unit: deps
-	$(VENV)/bin/pytest -q -m "not live"
+	$(VENV)/bin/pytest -q tests/unit
 
 run: deps build
 	$(PY) -m devstack.run_demo
 
 bench: deps build
-	$(PY) -m tests.bench.run_bench $(BENCH_ARGS)
+	$(PY) -m devstack.bench.run_bench $(BENCH_ARGS)
 
 # Failover timings with default settings (kill -9 of the primary under writes): the "Failover" section of
 # docs/benchmarks.md; about 40 s a run (BENCH_ARGS='--runs N', default 3).
 bench-failover: deps build
-	$(PY) -m tests.bench.failover_bench $(BENCH_ARGS)
+	$(PY) -m devstack.bench.failover_bench $(BENCH_ARGS)
 
-# The model-based transaction test at length (tests/txmodel.py; make test runs it small):
+# The model-based transaction test at length (tests/support/txmodel.py; make test runs it small):
 # BENCH_ARGS-style flags in TXMODEL_ARGS, e.g. TXMODEL_ARGS='--walkers 16 --steps 5000 --seed 7'.
 txmodel: deps build
-	$(PY) -m tests.txmodel $(TXMODEL_ARGS)
+	$(PY) -m tests.support.txmodel $(TXMODEL_ARGS)
 
 # Takes down every sandbox under var/ (the dev one, test runs', benchmarks') before removing var/.
 clean:

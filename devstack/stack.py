@@ -2,13 +2,15 @@
 tests: Redis, the control plane (gunicorn, a Celery worker, Celery beat) and proxy nodes with their agents.
 
 Each process is a ``Service`` writing to its own log file; ``wait_until`` turns a process that died or never became
-ready into an error that quotes its log. Nothing here imports Django: the control plane runs in the children, set up
-by the environment ``control_plane_env`` builds.
-"""
+ready into an error that quotes its log. ``running_fleet`` runs a whole fleet in a ``FleetShape`` (the end-to-end tests'
+one fixture and the failover benchmark build theirs with it). Nothing here imports Django: the control plane runs in the
+children, set up by the environment ``control_plane_env`` builds."""
 
 from __future__ import annotations
 
+import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -16,7 +18,9 @@ import sys
 import time
 import urllib.request
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
@@ -111,9 +115,12 @@ class RestartPolicy:
         return len(exits) <= self.limit
 
 
-def wait_until(check: Callable[[], bool], what: str, timeout: float, service: Service | None = None) -> None:
-    """Poll ``check`` until it holds; RuntimeError naming ``what`` (with the service's log) when ``service`` exits
-    first or ``timeout`` seconds pass."""
+def wait_until(
+    check: Callable[[], bool], what: str, timeout: float, service: Service | None = None, interval: float = 0.1
+) -> None:
+    """Poll ``check`` every ``interval`` seconds until it holds; RuntimeError naming ``what`` (with the service's log)
+    when ``service`` exits first or ``timeout`` seconds pass. The one polling loop of the tests and the dev tooling:
+    whatever waits for something calls this."""
     deadline = time.monotonic() + timeout
     while True:
         if check():
@@ -124,7 +131,7 @@ def wait_until(check: Callable[[], bool], what: str, timeout: float, service: Se
         if time.monotonic() >= deadline:
             log = f":\n{service.log()}" if service is not None else ""
             raise RuntimeError(f"no {what} within {timeout:.0f} s{log}")
-        time.sleep(0.1)
+        time.sleep(interval)
 
 
 def http_ok(url: str) -> bool:
@@ -228,3 +235,115 @@ def stop_all(services: Sequence[Service]) -> None:
     """Stop services, the last started first."""
     for service in reversed(services):
         service.stop()
+
+
+@dataclass
+class NodeShape:
+    """A proxy node of a running fleet: its name, the hostgroups it refuses to go beyond (``--allowed-hostgroups``;
+    None: any) and how often it reports (None: the node's default)."""
+
+    name: str
+    allowed_hostgroups: str | None = None
+    report_interval: float | None = None
+
+
+@dataclass
+class FleetShape:
+    """What a running fleet is made of. ``seed`` is Python that ``manage.py shell`` runs once the database is
+    migrated, with ``seed_env`` and ``FLEET_NODES`` (JSON: each node's name and the address its clients connect to)
+    in its environment: the accounts, clusters and nodes the fleet starts with. ``env`` adds control-plane settings
+    (``FLEET_RECONCILE_SECONDS`` and the like). The Celery worker serves ``worker_queue`` with ``worker_pool`` and
+    ``worker_concurrency``; beat runs when ``beat`` is set; ``collectstatic`` is needed for pages that load their
+    scripts (gunicorn serves them from the collected files)."""
+
+    seed: str
+    seed_env: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    nodes: list[NodeShape] = field(default_factory=list)
+    worker_queue: str = "fleet"
+    worker_pool: str = "solo"
+    worker_concurrency: int = 1
+    beat: bool = True
+    collectstatic: bool = False
+
+
+@dataclass
+class RunningFleet:
+    """A fleet running as child processes: the web UI's ``url``, the broker's URL and service, the control plane's
+    environment and services, and each node's service and (mysql port, admin port)."""
+
+    shape: FleetShape
+    workdir: Path
+    url: str
+    broker: str
+    env: dict[str, str]
+    redis: Service
+    worker: Service
+    beat: Service | None
+    web: Service
+    ports: dict[str, tuple[int, int]]
+    nodes: dict[str, Service] = field(default_factory=dict)
+    services: list[Service] = field(default_factory=list)
+
+    def node_mysql(self, name: str) -> str:
+        """The address node ``name``'s clients connect to."""
+        return f"127.0.0.1:{self.ports[name][0]}"
+
+    def node_admin(self, name: str) -> str:
+        """The address of node ``name``'s admin endpoint."""
+        return f"127.0.0.1:{self.ports[name][1]}"
+
+    def start_node(self, name: str) -> Service:
+        """Start (or start again) node ``name`` from its state directory, as its shape says."""
+        node_shape = next(n for n in self.shape.nodes if n.name == name)
+        interval = {} if node_shape.report_interval is None else {"report_interval": node_shape.report_interval}
+        service = node(
+            name,
+            self.broker,
+            self.node_mysql(name),
+            self.node_admin(name),
+            self.workdir / "nodes" / name,
+            self.workdir,
+            allowed_hostgroups=node_shape.allowed_hostgroups,
+            **interval,
+        )
+        self.nodes[name] = service
+        self.services.append(service)
+        return service
+
+
+@contextmanager
+def running_fleet(workdir: Path, shape: FleetShape) -> Iterator[RunningFleet]:
+    """Redis, the control plane (on a file SQLite database under ``workdir``, seeded as ``shape`` says: a Celery worker,
+    beat if asked, gunicorn with one worker) and ``shape``'s nodes, every one answering; all stopped on exit."""
+    services: list[Service] = []
+    try:
+        redis_service, broker = redis_server(workdir / "redis")
+        services.append(redis_service)
+        env = control_plane_env(
+            f"sqlite:///{workdir / 'fleet.sqlite3'}", broker, SECRET_KEY=secrets.token_hex(16), **shape.env
+        )
+        manage(env, "migrate", "--noinput")
+        if shape.collectstatic:
+            manage(env, "collectstatic", "--noinput")
+        ports = {n.name: (free_port(), free_port()) for n in shape.nodes}
+        nodes = json.dumps({name: f"127.0.0.1:{mysql}" for name, (mysql, _) in ports.items()})
+        manage(dict(env, **shape.seed_env, FLEET_NODES=nodes), "shell", "-c", shape.seed)
+        celery = worker(
+            env, workdir, pool=shape.worker_pool, concurrency=shape.worker_concurrency, queue=shape.worker_queue
+        )
+        services.append(celery)
+        scheduler = beat(env, workdir) if shape.beat else None
+        if scheduler is not None:
+            services.append(scheduler)
+        bind = f"127.0.0.1:{free_port()}"
+        server = web(env, bind, workdir, workers=1)
+        services.append(server)
+        fleet = RunningFleet(
+            shape, workdir, f"http://{bind}", broker, env, redis_service, celery, scheduler, server, ports, {}, services
+        )
+        for node_shape in shape.nodes:
+            fleet.start_node(node_shape.name)
+        yield fleet
+    finally:
+        stop_all(services)

@@ -1,4 +1,8 @@
-"""Shared fixtures: one MariaDB sandbox (primary + replica) for the whole run, and proxies in front of it."""
+"""Shared fixtures: one MariaDB sandbox (primary + replica) for the whole run, and proxies in front of it; the control
+plane's (a cluster, one account per role) come from ``tests.support.control_plane``.
+
+Unit tests live under ``tests/unit``, live ones under ``tests/live`` (marked ``live`` there, by their folder): a test
+under ``tests/unit`` that needs a live part stops the run at collection."""
 
 from __future__ import annotations
 
@@ -12,9 +16,12 @@ import pymysql
 import pytest
 from django.conf import settings
 
+from devstack.proxy import ProxyProcess, rw_split_config
 from devstack.sandbox import REPO, Sandbox, pid_alive
-from tests.harness import ProxyProcess, rw_split_config
 
+pytest_plugins = ("tests.support.control_plane",)
+
+TESTS = Path(__file__).resolve().parent
 TEST_SANDBOX_ROOT = REPO / "var" / "test-sandbox"
 TEST_SANDBOX_DIR = f"var/test-sandbox/{os.getpid()}"  # one per run, so concurrent runs do not share servers
 
@@ -28,16 +35,26 @@ def pytest_configure(config: pytest.Config) -> None:
 #: Fixtures that start or reach something outside the test process (MariaDB servers, a proxy process, a live web
 #: server, a browser, the whole stack): a test that uses one, directly or through another fixture, is ``live``.
 LIVE_FIXTURES = frozenset(
-    {"sandbox", "primary_conn", "start_proxy", "rw_proxy", "live_server", "browser", "live_stack"}
+    {"sandbox", "primary_conn", "start_proxy", "rw_proxy", "live_server", "browser", "running_fleet"}
 )
 
 
+def needs_live_part(item: pytest.Item) -> bool:
+    """Whether a test needs something outside the test process: a live fixture, directly or through another
+    fixture, or the ``sandbox`` marker."""
+    return item.get_closest_marker("sandbox") is not None or bool(
+        LIVE_FIXTURES & set(getattr(item, "fixturenames", ()))
+    )
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that needs a live part ``live`` (a sandbox test is one too), so that ``make test-unit``
-    (``-m "not live"``) runs the rest in seconds."""
-    for item in items:
-        if item.get_closest_marker("sandbox") or LIVE_FIXTURES & set(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.live)
+    """Refuse the run when a test outside ``tests/live`` needs a live part (``tests/live/conftest.py`` marks the
+    tests there ``live``): ``make test-unit`` (``pytest tests/unit``) must need nothing but the test process."""
+    misplaced = [
+        item.nodeid for item in items if not item.path.is_relative_to(TESTS / "live") and needs_live_part(item)
+    ]
+    if misplaced:
+        raise pytest.UsageError("tests that need a live part belong under tests/live: " + ", ".join(misplaced))
 
 
 def _down_abandoned_sandboxes() -> None:

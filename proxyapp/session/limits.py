@@ -1,7 +1,7 @@
 """Which sessions have outstayed a limit: a pure function of a session's times and the settings, given the time.
 
 The proxy's housekeeping asks it once a second for every session with the loop's clock; tests ask it with any
-clock they like (``tests/test_limits.py``), so no test waits for a limit to pass.
+clock they like (``tests/unit/proxyapp/session/test_limits.py``), so no test waits for a limit to pass.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Where a statement runs: a pure function of the statement, the rules' verdict and the session's situation.
 
 No I/O and no session object: everything ``route`` decides on is an argument, so that the whole decision table is
-tested case by case (``tests/test_route.py``) without a proxy.
+tested case by case (``tests/unit/proxyapp/session/test_route.py``) without a proxy.
 """
 
 from __future__ import annotations

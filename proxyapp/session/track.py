@@ -2,7 +2,8 @@
 session's new state and pins, and to what happens to the backend connection.
 
 ``track`` touches no connection, counter or socket; it updates the ``SessionState`` it is given and answers with
-flags, which the session carries out (``tests/test_track.py`` walks its table case by case).
+flags, which the session carries out (``tests/unit/proxyapp/session/test_track.py`` walks its table case by
+case).
 """
 
 from __future__ import annotations

@@ -1,1 +1,0 @@
-"""Benchmarks: ``make bench`` runs ``python -m tests.bench.run_bench`` (sysbench, direct vs haproxy vs ProxyFleet)."""

@@ -1,0 +1,166 @@
+"""The MariaDB sandbox: servers up, replication working, kill/start, semi-sync, down, and the management command."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from pathlib import Path
+
+import pymysql
+import pytest
+from django.core.management import call_command
+
+from devstack.sandbox import (
+    APP_PASSWORD,
+    APP_USER,
+    MONITOR_PASSWORD,
+    MONITOR_USER,
+    REPO,
+    Sandbox,
+    SandboxServer,
+    pid_alive,
+)
+from devstack.stack import wait_until
+from tests.conftest import TEST_SANDBOX_DIR
+
+
+def global_status(server: SandboxServer, name: str) -> str:
+    """One SHOW GLOBAL STATUS value."""
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute("SHOW GLOBAL STATUS LIKE %s", (name,))
+        return cur.fetchone()[1]
+
+
+def test_shape_and_replication(sandbox: Sandbox) -> None:
+    servers = sandbox.status()
+    assert [(s.name, s.role, s.server_id) for s in servers] == [("primary", "primary", 1), ("replica1", "replica", 2)]
+    assert all(s.running and pid_alive(s.pid) and s.host == "127.0.0.1" for s in servers)
+    assert len({s.port for s in servers}) == 2
+    assert all(Path(s.datadir).is_relative_to(REPO / TEST_SANDBOX_DIR) for s in servers)
+    with sandbox.primary().connect() as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE IF NOT EXISTS test.sandbox_check (id INT PRIMARY KEY, v VARCHAR(10))")
+        cur.execute("REPLACE INTO test.sandbox_check VALUES (1, 'one'), (2, 'two')")
+        cur.execute("SELECT @@read_only, @@gtid_strict_mode, @@binlog_format")
+        assert cur.fetchone() == (0, 1, "ROW")
+    sandbox.wait_replicated()
+    with sandbox.replicas()[0].connect() as conn, conn.cursor() as cur:
+        cur.execute("SELECT v FROM test.sandbox_check ORDER BY id")
+        assert cur.fetchall() == (("one",), ("two",))
+        cur.execute("SELECT @@read_only")
+        assert cur.fetchone() == (1,)
+
+
+def test_replica_refuses_writes_from_ordinary_users(sandbox: Sandbox) -> None:
+    with sandbox.replicas()[0].connect(user=APP_USER, password=APP_PASSWORD) as conn, conn.cursor() as cur:
+        with pytest.raises(pymysql.err.MySQLError) as info:
+            cur.execute("CREATE TABLE app.not_here (id INT)")
+        assert info.value.args[0] == 1290  # ER_OPTION_PREVENTS_STATEMENT: --read-only
+
+
+def test_users_replicated_to_every_server(sandbox: Sandbox) -> None:
+    for server in sandbox.status():
+        with server.connect(user=APP_USER, password=APP_PASSWORD, database="app") as conn, conn.cursor() as cur:
+            cur.execute("SELECT CURRENT_USER()")
+            assert cur.fetchone() == (f"{APP_USER}@%",)
+        with server.connect(user=MONITOR_USER, password=MONITOR_PASSWORD) as conn, conn.cursor() as cur:
+            cur.execute("SELECT @@read_only")
+            assert cur.fetchone() == (0 if server.role == "primary" else 1,)
+
+
+def test_up_again_in_the_same_shape_returns_the_running_servers(sandbox: Sandbox) -> None:
+    before = [(s.name, s.port, s.pid) for s in sandbox.status()]
+    started = time.monotonic()
+    again = Sandbox(TEST_SANDBOX_DIR).up(replicas=1)
+    assert time.monotonic() - started < 1
+    assert [(s.name, s.port, s.pid) for s in again] == before
+
+
+def test_kill_and_start_keeps_data_and_replication(sandbox: Sandbox) -> None:
+    replica = sandbox.replicas()[0]
+    sandbox.kill(replica.name)
+    assert not pid_alive(replica.pid)
+    assert not sandbox.replicas()[0].running
+    with sandbox.primary().connect() as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE IF NOT EXISTS test.while_down (id INT PRIMARY KEY)")
+        cur.execute("REPLACE INTO test.while_down VALUES (7)")
+    restarted = sandbox.start(replica.name)
+    assert restarted.running and restarted.port == replica.port and restarted.pid != replica.pid
+    assert sandbox.replicas()[0].pid == restarted.pid  # recorded in the state file
+    sandbox.wait_replicated()  # the replica resumed replicating by itself
+    with restarted.connect() as conn, conn.cursor() as cur:
+        cur.execute("SELECT id FROM test.while_down")
+        assert cur.fetchall() == ((7,),)
+
+
+def test_status_command_json(sandbox: Sandbox) -> None:
+    out = io.StringIO()
+    call_command("sandbox", "status", "--json", "--dir", TEST_SANDBOX_DIR, stdout=out)
+    rows = json.loads(out.getvalue())
+    assert [(r["name"], r["role"], r["running"]) for r in rows] == [
+        ("primary", "primary", True),
+        ("replica1", "replica", True),
+    ]
+    assert [(r["port"], r["pid"], r["datadir"], r["socket"]) for r in rows] == [
+        (s.port, s.pid, s.datadir, s.socket) for s in sandbox.status()
+    ]
+
+
+@pytest.mark.live  # servers of its own
+def test_command_semi_sync_up_kill_and_down(tmp_path: Path) -> None:
+    base = tmp_path / "box"
+    out = io.StringIO()
+    call_command("sandbox", "up", "--replicas", "1", "--semi-sync", "--json", "--dir", str(base), stdout=out)
+    rows = json.loads(out.getvalue())
+    assert [r["role"] for r in rows] == ["primary", "replica"]
+    box = Sandbox(base)
+    primary = box.primary()
+    wait_until(
+        lambda: global_status(primary, "Rpl_semi_sync_master_clients") == "1", "semi-sync replica", 10, interval=0.05
+    )
+    acked = int(global_status(primary, "Rpl_semi_sync_master_yes_tx"))
+    with primary.connect() as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE test.semi (id INT PRIMARY KEY)")
+    assert global_status(primary, "Rpl_semi_sync_master_status") == "ON"
+    assert int(global_status(primary, "Rpl_semi_sync_master_yes_tx")) == acked + 1
+
+    box.kill("replica1")  # a dead server in the state file must not upset down
+    pids = [r["pid"] for r in rows]
+    call_command("sandbox", "down", "--dir", str(base), stdout=io.StringIO())
+    assert not any(pid_alive(pid) for pid in pids)
+    assert not base.exists()
+    assert box.status() == []
+
+
+@pytest.mark.live  # servers of its own
+def test_up_restarts_what_stopped_and_keeps_data_and_ports(tmp_path: Path) -> None:
+    """make run's restart: a member that died is started again without rebuilding the healthy one, and a sandbox
+    stopped whole comes back on its ports with its data."""
+    base = tmp_path / "keep"
+    box = Sandbox(base)
+    try:
+        box.up(replicas=1)
+        primary = box.primary()
+        with primary.connect() as conn, conn.cursor() as cur:
+            cur.execute("CREATE TABLE test.kept (id INT PRIMARY KEY)")
+            cur.execute("INSERT INTO test.kept VALUES (7)")
+        box.wait_replicated()
+        ports = {s.name: s.port for s in box.status()}
+        box.kill("replica1")
+        box.up(replicas=1)
+        assert box.primary().pid == primary.pid  # the healthy primary was left running
+        assert {s.name: s.port for s in box.status()} == ports
+        call_command("sandbox", "stop", "--dir", str(base), stdout=io.StringIO())
+        assert not any(s.running for s in box.status()) and base.exists()
+        call_command("sandbox", "up", "--dir", str(base), stdout=io.StringIO())
+        assert {s.name: s.port for s in box.status()} == ports
+        for server in box.status():
+            with server.connect() as conn, conn.cursor() as cur:
+                cur.execute("SELECT id FROM test.kept")
+                assert cur.fetchall() == ((7,),), server.name
+        call_command("sandbox", "stop", "replica1", "--dir", str(base), stdout=io.StringIO())
+        assert [s.running for s in box.status()] == [True, False]
+        call_command("sandbox", "start", "replica1", "--dir", str(base), stdout=io.StringIO())
+        assert [s.running for s in box.status()] == [True, True]
+    finally:
+        box.down()

@@ -1,0 +1,253 @@
+"""Push end to end: the control plane (gunicorn, a Celery worker and beat on a file SQLite database under the test's
+tmp dir), a private redis-server on a free port, two real proxy nodes with their agents, and the sandbox MariaDB.
+
+Edits and publishes go through the REST API (``/api/v1/``); the cluster, its nodes and an operator account are
+seeded with one ``manage.py shell`` (the API has no endpoint for nodes). Node ``e2e-b`` runs with
+``--allowed-hostgroups 10,20``: a node-side limit the control plane does not know, so a version with a server in
+hostgroup 30 is accepted by publishing and refused by that node. Reconcile runs every second here.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pymysql
+import pytest
+import redis
+
+from devstack import stack
+from devstack.api_client import ApiClient
+from devstack.proxy import READER_HG, WRITER_HG
+from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox
+
+pytestmark = pytest.mark.sandbox
+
+CLUSTER = "e2e"
+OPERATOR = "e2e-operator"
+OPERATOR_PASSWORD = "e2e-operator-pass"
+#: How long a node may take to apply a published version (it takes about a second).
+APPLY_TIMEOUT = 30
+SEED = """
+import json, os
+from django.contrib.auth.models import User
+from fleet.core import publishing, roles
+from fleet.core.models import Cluster, ProxyNode
+account = User.objects.create_user(os.environ["E2E_OPERATOR"], password=os.environ["E2E_PASSWORD"])
+roles.grant(account, roles.OPERATOR)
+cluster = Cluster.objects.create(name=os.environ["E2E_CLUSTER"])
+publishing.import_document(cluster, json.loads(os.environ["E2E_DOCUMENT"]), None)
+for name, address in json.loads(os.environ["FLEET_NODES"]).items():
+    ProxyNode.objects.create(cluster=cluster, name=name, mysql_address=address)
+"""
+
+
+def seed_document(sandbox: Sandbox) -> dict[str, Any]:
+    """Writer hostgroup 10 = the primary, reader hostgroup 20 = the replica; plain SELECTs go to the readers."""
+    return {
+        "mysql_servers": [
+            {"hostgroup_id": WRITER_HG, "hostname": "127.0.0.1", "port": sandbox.primary().port},
+            {"hostgroup_id": READER_HG, "hostname": "127.0.0.1", "port": sandbox.replicas()[0].port},
+        ],
+        "mysql_users": [{"username": APP_USER, "password": APP_PASSWORD, "default_hostgroup": WRITER_HG}],
+        "mysql_query_rules": [
+            {"rule_id": 20, "active": 1, "match_digest": "^SELECT", "destination_hostgroup": READER_HG, "apply": 1}
+        ],
+        "global_variables": [{"variable_name": "mysql-threads", "variable_value": "1"}],
+    }
+
+
+class Api(ApiClient):
+    """The control plane's REST API as the operator account, on the test cluster."""
+
+    def __init__(self, base: str) -> None:
+        super().__init__(base, OPERATOR, OPERATOR_PASSWORD, CLUSTER)
+
+    def publish(self, comment: str) -> int:
+        """Publish the draft; the new version's number."""
+        return self.call("POST", "/publish/", {"comment": comment})["version"]
+
+    def node(self, name: str) -> dict[str, Any]:
+        """A node as the API shows it."""
+        return self.call("GET", f"/nodes/{name}/")
+
+
+@dataclass
+class Fleet:
+    """Everything the tests drive: the sandbox, the API as the operator, and the running fleet."""
+
+    sandbox: Sandbox
+    api: Api
+    running: stack.RunningFleet
+
+    def wait_applied(self, version: int, *names: str) -> None:
+        """Wait until the API shows ``names`` (default: every node) applied at ``version``."""
+        for name in names or self.running.nodes:
+
+            def applied(name: str = name) -> bool:
+                node = self.api.node(name)
+                return (node["state"], node["applied_version"]) == ("applied", version)
+
+            stack.wait_until(applied, f"node {name} applied at v{version}", APPLY_TIMEOUT, self.running.nodes[name])
+
+    def server_id(self, name: str, sql: str = "SELECT @@server_id") -> int:
+        """Run ``sql`` through a node; the server id it answers."""
+        mysql_port, _ = self.running.ports[name]
+        conn = pymysql.connect(host="127.0.0.1", port=mysql_port, user=APP_USER, password=APP_PASSWORD, autocommit=True)
+        with conn, conn.cursor() as cur:
+            cur.execute(sql)
+            return int(cur.fetchone()[0])
+
+    def running_checksum(self, name: str) -> str:
+        """The checksum of the config a node's proxy runs (its admin endpoint)."""
+        _, admin_port = self.running.ports[name]
+        with urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/config", timeout=10) as response:
+            return json.loads(response.read())["checksum"]
+
+    def version_checksum(self, number: int) -> str:
+        return self.api.call("GET", f"/versions/{number}/")["checksum"]
+
+
+def server_ids(sandbox: Sandbox) -> tuple[int, int]:
+    """(primary's, replica's) @@server_id."""
+    ids = []
+    for server in (sandbox.primary(), sandbox.replicas()[0]):
+        with server.connect() as conn, conn.cursor() as cur:
+            cur.execute("SELECT @@server_id")
+            ids.append(int(cur.fetchone()[0]))
+    return ids[0], ids[1]
+
+
+@pytest.fixture(scope="module")
+def fleet_shape(sandbox: Sandbox) -> stack.FleetShape:
+    """The operator, the cluster with the seed config and nodes ``e2e-a`` and ``e2e-b`` (which refuses hostgroup 30),
+    both reporting every second; reconcile every second."""
+    return stack.FleetShape(
+        seed=SEED,
+        seed_env={
+            "E2E_OPERATOR": OPERATOR,
+            "E2E_PASSWORD": OPERATOR_PASSWORD,
+            "E2E_CLUSTER": CLUSTER,
+            "E2E_DOCUMENT": json.dumps(seed_document(sandbox)),
+        },
+        env={"FLEET_RECONCILE_SECONDS": "1"},
+        nodes=[
+            stack.NodeShape("e2e-a", report_interval=1),
+            stack.NodeShape("e2e-b", allowed_hostgroups="10,20", report_interval=1),
+        ],
+    )
+
+
+@pytest.fixture(scope="module")
+def fleet(sandbox: Sandbox, running_fleet: stack.RunningFleet) -> Fleet:
+    """The control plane, a private Redis and two nodes, with the seed config published as the first version."""
+    fleet = Fleet(sandbox, Api(running_fleet.url), running_fleet)
+    fleet.wait_applied(fleet.api.publish("the seed config"))
+    return fleet
+
+
+def test_a_published_query_rule_changes_routing_on_both_nodes(fleet: Fleet) -> None:
+    primary, replica = server_ids(fleet.sandbox)
+    assert primary != replica
+    assert [fleet.server_id(name) for name in fleet.running.nodes] == [replica, replica]  # rule 20: SELECTs to readers
+
+    rule = {"rule_id": 5, "active": 1, "match_pattern": "@@server_id", "destination_hostgroup": WRITER_HG, "apply": 1}
+    created = fleet.api.call("POST", "/query-rules/", rule)
+    published_at = datetime.now(UTC)
+    version = fleet.api.publish("@@server_id goes to the writer")
+    fleet.wait_applied(version)
+    assert [fleet.server_id(name) for name in fleet.running.nodes] == [primary, primary]
+    for name in fleet.running.nodes:
+        node = fleet.api.node(name)
+        assert (node["applied_version"], node["applied_checksum"], node["error"]) == (
+            version,
+            fleet.version_checksum(version),
+            "",
+        )
+        assert datetime.fromisoformat(node["last_ack_at"]) > published_at  # the node acknowledged it
+        assert fleet.running_checksum(name) == node["applied_checksum"]
+
+    fleet.api.call("DELETE", f"/query-rules/{created['key']}/")
+    fleet.wait_applied(fleet.api.publish("back to the seed routing"))
+    assert [fleet.server_id(name) for name in fleet.running.nodes] == [replica, replica]
+
+
+def test_a_node_down_during_a_publish_catches_up_through_reconcile(fleet: Fleet) -> None:
+    primary, replica = server_ids(fleet.sandbox)
+    fleet.running.nodes["e2e-b"].signal(signal.SIGKILL)  # the proxy dies; its workers and agent follow it
+    fleet.running.nodes["e2e-b"].stop()
+    stack.wait_until(lambda: stack.port_free(fleet.running.ports["e2e-b"][0]), "end of e2e-b's worker processes", 10)
+
+    rule = {"rule_id": 6, "active": 1, "match_pattern": "@@server_id", "destination_hostgroup": WRITER_HG, "apply": 1}
+    created = fleet.api.call("POST", "/query-rules/", rule)
+    version = fleet.api.publish("published while e2e-b is down")
+    fleet.wait_applied(version, "e2e-a")
+    # The message the publish sent to e2e-b is lost (deleted from Redis); only reconcile sends another one.
+    broker = redis.Redis.from_url(fleet.running.broker)
+    broker.delete("node.e2e-b")
+    stack.wait_until(lambda: broker.llen("node.e2e-b") == 1, "message from reconcile in node.e2e-b", 10)
+    assert fleet.api.node("e2e-b")["applied_version"] == version - 1
+
+    fleet.running.start_node("e2e-b")
+    fleet.wait_applied(version, "e2e-b")
+    assert fleet.server_id("e2e-b") == primary
+    assert fleet.running_checksum("e2e-b") == fleet.version_checksum(version)
+
+    fleet.api.call("DELETE", f"/query-rules/{created['key']}/")
+    fleet.wait_applied(fleet.api.publish("back to the seed routing"))
+    assert fleet.server_id("e2e-b") == replica
+
+
+def test_a_config_a_node_refuses_shows_failed_and_the_node_keeps_its_config(fleet: Fleet) -> None:
+    _, replica = server_ids(fleet.sandbox)
+    before = fleet.api.node("e2e-b")["applied_version"]
+    server = {"hostgroup_id": 30, "hostname": "127.0.0.1", "port": fleet.sandbox.replicas()[0].port}
+    created = fleet.api.call("POST", "/servers/", server)
+    version = fleet.api.publish("a reporting hostgroup e2e-b may not serve")
+    fleet.wait_applied(version, "e2e-a")
+    stack.wait_until(lambda: fleet.api.node("e2e-b")["state"] == "failed", "refusal from e2e-b", APPLY_TIMEOUT)
+
+    refused = fleet.api.node("e2e-b")
+    assert refused["applied_version"] == before
+    assert refused["error"] == (
+        "mysql_servers: hostgroup 30 is not served by node e2e-b (it serves hostgroups 10, 20: --allowed-hostgroups)"
+    )
+    assert fleet.running_checksum("e2e-b") == fleet.version_checksum(before)  # still the old config
+    assert fleet.server_id("e2e-b") == replica
+    # Reconcile does not send a refused version again: nothing waits for e2e-b over a few reconcile periods.
+    pushed_at = refused["last_pushed_at"]
+    broker = redis.Redis.from_url(fleet.running.broker)
+    for _ in range(3):
+        time.sleep(1)
+        assert broker.llen("node.e2e-b") == 0
+    assert fleet.api.node("e2e-b")["last_pushed_at"] == pushed_at
+
+    fleet.api.call("DELETE", f"/servers/{created['key']}/")
+    fleet.wait_applied(fleet.api.publish("without hostgroup 30"))  # the next good version is applied everywhere
+
+
+def test_a_node_restarts_with_redis_down_and_serves_its_last_applied_config(fleet: Fleet) -> None:
+    primary, _ = server_ids(fleet.sandbox)
+    rule = {"rule_id": 7, "active": 1, "match_pattern": "@@server_id", "destination_hostgroup": WRITER_HG, "apply": 1}
+    fleet.api.call("POST", "/query-rules/", rule)
+    version = fleet.api.publish("the config e2e-a must come back with")
+    fleet.wait_applied(version)
+    checksum = fleet.version_checksum(version)
+
+    fleet.running.redis.stop()
+    try:
+        fleet.running.nodes["e2e-a"].stop()
+        fleet.running.start_node("e2e-a")
+        assert fleet.running_checksum("e2e-a") == checksum
+        assert fleet.server_id("e2e-a") == primary
+        assert (
+            json.loads((fleet.running.workdir / "nodes" / "e2e-a" / "applied.json").read_text())["version"] == version
+        )
+    finally:
+        fleet.running.redis.start()

@@ -1,0 +1,121 @@
+"""The benchmark harness's parsing and report writing (no servers needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from devstack.bench.run_bench import (
+    SECTION_TITLE,
+    RunResult,
+    Settings,
+    parse_sysbench,
+    render_markdown,
+    summarize,
+    write_report,
+)
+
+REPORT = """\
+sysbench 1.0.20 (using system LuaJIT 2.1.0-beta3)
+Threads started!
+
+DEBUG: Ignoring error 1213 Deadlock found when trying to get lock; try restarting transaction,
+(last message repeated 6 times)
+Time limit exceeded, exiting...
+(last message repeated 15 times)
+Done.
+
+SQL statistics:
+    queries performed:
+        read:                            131208
+        write:                           37469
+        other:                           18737
+        total:                           187414
+    transactions:                        9365   (1868.45 per sec.)
+    queries:                             187414 (37391.73 per sec.)
+    ignored errors:                      7      (1.40 per sec.)
+    reconnects:                          0      (0.00 per sec.)
+
+General statistics:
+    total time:                          5.0114s
+    total number of events:              9365
+
+Latency (ms):
+         min:                                    1.02
+         avg:                                    8.55
+         max:                                   61.30
+         95th percentile:                       13.70
+         sum:                                80012.14
+"""
+
+
+def test_parse_sysbench_reads_rates_latency_and_named_errors() -> None:
+    parsed = parse_sysbench(REPORT)
+    assert parsed["tps"] == 1868.45 and parsed["qps"] == 37391.73
+    assert parsed["transactions"] == 9365 and parsed["queries"] == 187414
+    assert parsed["ignored_errors"] == 7 and parsed["reconnects"] == 0
+    assert (parsed["lat_avg_ms"], parsed["lat_p95_ms"], parsed["lat_max_ms"]) == (8.55, 13.70, 61.30)
+    assert parsed["total_time_s"] == 5.0114
+    assert parsed["error_codes"] == {"1213 Deadlock found when trying to get lock": 7}
+    assert parsed["fatal"] == []
+
+
+def test_parse_sysbench_names_fatal_errors() -> None:
+    parsed = parse_sysbench(
+        "FATAL: mysql_stmt_execute() returned error 1062 (Duplicate entry '5' for key 'PRIMARY') for query 'X'\n"
+        "FATAL: error 2002: Can't connect to server on '127.0.0.1' (115)\n"
+    )
+    assert "qps" not in parsed and len(parsed["fatal"]) == 2
+    assert parsed["error_codes"] == {
+        "1062 Duplicate entry '5' for key 'PRIMARY'": 1,
+        "2002 Can't connect to server on '127.0.0.1'": 1,
+    }
+
+
+def _settings() -> Settings:
+    return Settings(
+        quick=True,
+        rounds=1,
+        seconds=5,
+        warmup_seconds=0,
+        tables=2,
+        table_size=100,
+        threads=16,
+        many_threads=1000,
+        many_ps_mode="disable",
+        proxy_threads=None,
+    )
+
+
+def test_summary_and_report_give_medians_and_ratios(tmp_path: Path) -> None:
+    settings = _settings()
+    workload = settings.workloads()[0]
+    results = []
+    for target, qps in (("direct", 1000.0), ("haproxy", 800.0), ("proxyfleet", 400.0)):
+        result = RunResult(workload.key, target, 1, ["sysbench"], "var/bench/logs/x.log", 0.0, 5.0, 0)
+        result.qps, result.tps, result.ignored_errors = qps, qps, 0
+        results.append(result)
+    summary = summarize(settings.workloads(), results)
+    assert summary[workload.key]["ratios"] == {
+        "proxyfleet/direct": 0.4,
+        "proxyfleet/haproxy": 0.5,
+        "haproxy/direct": 0.8,
+    }
+    doc = {
+        "settings": settings.__dict__,
+        "workloads": [w.__dict__ for w in settings.workloads()],
+        "machine": {"nproc": 2},
+        "runs": [],
+        "summary": summary,
+    }
+    section = render_markdown(doc, "make bench")
+    assert section.startswith(f"## {SECTION_TITLE}\n")
+    assert f"| {workload.title} | 1,000 | 800 | 400 | 0.40 | 0.50 | 0.80 | 0/0/0 |" in section
+
+    report = tmp_path / "benchmarks.md"
+    report.write_text(
+        f"# ProxyFleet benchmarks\n\n## Before\n\nkept\n\n## {SECTION_TITLE}\n\nstale text\n\n## After\n\nkept\n"
+    )
+    write_report(report, section)
+    text = report.read_text()
+    assert text.count(f"## {SECTION_TITLE}") == 1 and "stale text" not in text
+    assert text.index("## Before") < text.index(SECTION_TITLE) < text.index("## After")

@@ -1,0 +1,145 @@
+"""The stats report's reader (proxyapp.report.reader): a proxy's report reads into typed rows section by section,
+and a malformed one is refused naming the bad path."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from proxyapp.report.reader import (
+    DigestRow,
+    MonitorRow,
+    PoolRow,
+    ReportedConfig,
+    ReportError,
+    RuleHits,
+    read_config,
+    read_counters,
+    read_digests,
+    read_mirror,
+    read_monitor,
+    read_pools,
+    read_rule_hits,
+    read_transitions,
+)
+from proxyapp.report.stats import DigestStats, GlobalCounters
+from tests.support.node_messages import digest_row, pool_row
+
+
+def report(**sections: Any) -> dict[str, Any]:
+    """A report with a real proxy's counters, one pool row, and ``sections``."""
+    return {
+        "global": GlobalCounters().snapshot(),
+        "connection_pool": [pool_row("10.0.0.1", 3306, 10, Queries=7, Latency_us=420.5)],
+        **sections,
+    }
+
+
+MONITOR = {"hostgroup": 10, "srv_host": "10.0.0.1", "srv_port": 3306, "status": "SHUNNED", "connect_ok": False}
+TRANSITION = {"at": 1.5, "hostgroup": 10, "srv_host": "h", "srv_port": 1, "from": "ONLINE", "to": "SHUNNED"}
+MIRROR = {
+    "mirrored": 3,
+    "completed": 2,
+    "failed": {"2013": 1},
+    "dropped": {},
+    "queue_length": 0,
+    "queue_disk": 0,
+    "concurrency": 1,
+    "oldest_age_s": 0.25,
+}
+#: What a proxy's mirror reports beyond ``MIRROR`` (a report may leave it out).
+MIRROR_EXTRA = {
+    "retried": 4,
+    "max_concurrency": 16,
+    "queue_proxysql": 0,
+    "queue_memory": 0,
+    "memory_bytes": 0,
+    "memory_limit": 1 << 20,
+    "lanes": 2,
+    "lanes_waiting": 1,
+    "last_error": "hostgroup 700: no ONLINE server",
+    "ordered_hostgroups": {"700": "lossless"},
+    "spill_path": "/var/spill",
+}
+DIGEST = digest_row("0xA1", "SELECT ?", 3, 90)
+CONFIG = {"checksum": "ab12", "loaded_at": 1.5, "source": "admin"}
+
+
+def test_a_report_reads_into_typed_rows() -> None:
+    data = report(mirror=MIRROR, monitor=[MONITOR], server_transitions=[TRANSITION])
+    assert read_counters(data)["Questions"] == 0 and "ProxySQL_Uptime" in read_counters(data)
+    assert read_pools(data) == [PoolRow(10, "10.0.0.1", 3306, "ONLINE", 0, 0, 0, 0, 7, 420.5)]
+    mirror = read_mirror(data)
+    assert mirror is not None and (mirror.failed, mirror.oldest_age_s) == ({"2013": 1}, 0.25)
+    assert (mirror.retried, mirror.last_error, mirror.ordered_hostgroups) == (0, "", {})  # left out: 0 or empty
+    assert read_monitor(data) == [MonitorRow(10, "10.0.0.1", 3306, "SHUNNED", False, None, None, None, "", None)]
+    (transition,) = read_transitions(data)
+    assert (transition.at, transition.to_status, transition.reason) == (datetime.fromtimestamp(1.5, UTC), "SHUNNED", "")
+    bare = report()
+    assert (read_mirror(bare), read_monitor(bare), read_transitions(bare)) == (None, None, [])
+    assert (read_digests(bare), read_rule_hits(bare), read_config(bare)) == ([], [], None)
+
+
+def test_the_rest_of_a_report_reads_into_typed_rows() -> None:
+    digests = DigestStats()
+    digests.record(-1, "app", "app", "10.0.0.9", "0xB2", "SELECT @@version", 120, 1, 0)  # a proxy's real row
+    data = report(
+        mirror={**MIRROR, **MIRROR_EXTRA},
+        query_digest=[DIGEST, *digests.rows()],
+        query_rules=[{"rule_id": 3, "hits": 7}],
+        config=CONFIG,
+    )
+    mirror = read_mirror(data)
+    assert mirror is not None and {name: getattr(mirror, name) for name in MIRROR_EXTRA} == MIRROR_EXTRA
+    first, real = read_digests(data)
+    assert first == DigestRow(10, "app", "app", "", "0xA1", "SELECT ?", 3, 1, 2, 90, 1, 90, 0, 3)
+    assert (real.hostgroup, real.digest_text, real.count_star, real.sum_time) == (-1, "SELECT @@version", 1, 120)
+    assert read_rule_hits(data) == [RuleHits(rule_id=3, hits=7)]
+    assert read_config(data) == ReportedConfig("ab12", datetime.fromtimestamp(1.5, UTC), "admin")
+    assert read_config(report(config={"checksum": "ab"})) == ReportedConfig("ab", None, "")
+
+
+@pytest.mark.parametrize(
+    ("data", "read", "says"),
+    [
+        ([], read_pools, "stats: expected an object, not list"),
+        (None, read_mirror, "stats: expected an object, not NoneType"),
+        ({"global": []}, read_counters, "stats.global: expected an object"),
+        ({"global": {"Questions": "7"}}, read_counters, "stats.global.Questions: expected a number, not '7'"),
+        ({"global": {"Questions": True}}, read_counters, "stats.global.Questions: expected a number"),
+        ({"connection_pool": {}}, read_pools, "stats.connection_pool: expected a list of rows"),
+        ({"connection_pool": [1]}, read_pools, r"stats.connection_pool\[0\]: expected an object"),
+        (report(connection_pool=[{**pool_row("h", 1, 10), "srv_port": -1}]), read_pools, r"\[0\].srv_port: expected a"),
+        (report(connection_pool=[{**pool_row("h", 1, 10), "status": 5}]), read_pools, r"\[0\].status: expected text"),
+        (report(mirror=[]), read_mirror, "stats.mirror: expected an object"),
+        (report(mirror={**MIRROR, "dropped": 3}), read_mirror, "stats.mirror.dropped: expected an object of counts"),
+        (report(mirror={**MIRROR, "failed": {"1062": "x"}}), read_mirror, "stats.mirror.failed.1062: expected a num"),
+        (report(mirror={**MIRROR, "queue_length": -1}), read_mirror, "stats.mirror.queue_length: expected a number of"),
+        (report(monitor=[{**MONITOR, "srv_port": "3306"}]), read_monitor, r"monitor\[0\].srv_port: expected a whole"),
+        (report(monitor=[{**MONITOR, "status": "UP"}]), read_monitor, r"monitor\[0\].status: expected one of ONLINE"),
+        (report(monitor=[{**MONITOR, "srv_host": ""}]), read_monitor, r"monitor\[0\].srv_host: expected text"),
+        (report(monitor=[{**MONITOR, "lag_s": True}]), read_monitor, r"lag_s: expected int or float or null"),
+        (report(monitor=[{**MONITOR, "checked_at": "soon"}]), read_monitor, r"checked_at: expected an ISO 8601 time"),
+        (report(server_transitions=[{**TRANSITION, "at": None}]), read_transitions, r"\[0\].at: missing"),
+        (report(server_transitions=[{**TRANSITION, "to": 3}]), read_transitions, r"\[0\].to: expected text"),
+        (report(server_transitions=[{**TRANSITION, "reason": 3}]), read_transitions, r"\[0\].reason: expected text"),
+        (report(connection_pool=[{**pool_row("h", 1, 10), "ConnOK": None}]), read_pools, r"\[0\].ConnOK: expected a"),
+        (report(mirror={**MIRROR, "lanes": "2"}), read_mirror, "stats.mirror.lanes: expected a number"),
+        (report(mirror={**MIRROR, "last_error": None}), read_mirror, "stats.mirror.last_error: expected text"),
+        (report(mirror={**MIRROR, "ordered_hostgroups": {"7": "fast"}}), read_mirror, "ordered_hostgroups: expected"),
+        (report(query_digest={}), read_digests, "stats.query_digest: expected a list of rows"),
+        (report(query_digest=[{**DIGEST, "hostgroup": "10"}]), read_digests, r"\[0\].hostgroup: expected a whole"),
+        (report(query_digest=[{**DIGEST, "count_star": -1}]), read_digests, r"\[0\].count_star: expected a whole"),
+        (report(query_digest=[{**DIGEST, "digest_text": None}]), read_digests, r"\[0\].digest_text: expected text"),
+        (report(query_rules=[{"rule_id": 1}]), read_rule_hits, r"query_rules\[0\].hits: expected a whole number"),
+        (report(query_rules=["1"]), read_rule_hits, r"query_rules\[0\]: expected an object"),
+        (report(config=[]), read_config, "stats.config: expected an object"),
+        (report(config={**CONFIG, "checksum": 5}), read_config, "stats.config.checksum: expected text"),
+        (report(config={**CONFIG, "loaded_at": "then"}), read_config, "stats.config.loaded_at: expected an ISO"),
+    ],
+)
+def test_a_malformed_report_is_refused_naming_the_path(data: Any, read: Any, says: str) -> None:
+    with pytest.raises(ReportError, match=says):
+        read(data)
