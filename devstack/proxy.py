@@ -68,7 +68,8 @@ def small_pool_config(primary_port: int, max_connections: int = 2, **variables: 
 class ProxyProcess:
     """``python -m proxyapp run`` in a child process, with its admin endpoint."""
 
-    def __init__(self, config: dict[str, Any], workdir: Path) -> None:
+    def __init__(self, config: dict[str, Any], workdir: Path, repo: Path = REPO) -> None:
+        self.repo = repo  # the checkout whose proxyapp runs (and whose native build it loads)
         self.workdir = workdir
         self.config_path = workdir / "proxy-config.json"
         self.log_path = workdir / "proxy.log"
@@ -104,7 +105,7 @@ class ProxyProcess:
         raise AssertionError("unreachable")
 
     def _start(self, timeout: float) -> ProxyProcess:
-        env = dict(os.environ, PYTHONPATH=str(REPO))
+        env = dict(os.environ, PYTHONPATH=str(self.repo))
         self._log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
             [
@@ -119,7 +120,7 @@ class ProxyProcess:
                 "--admin",
                 f"127.0.0.1:{self.admin_port}",
             ],
-            cwd=REPO,
+            cwd=self.repo,
             env=env,
             stdout=self._log,
             stderr=subprocess.STDOUT,
