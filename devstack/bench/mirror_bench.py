@@ -17,6 +17,8 @@ mirror not replicating from the primary) and a proxy routing the ``app`` user to
 The clients run in several processes (threads in each), so the Python client's lock is not what limits them. It
 writes the raw results to ``var/bench-mirror/results.json`` and the ``## Mirroring`` section of
 ``docs/benchmarks.md``.
+
+Why one file of this size: one program, its steps sharing the sandboxes, the proxy and the report they fill.
 """
 
 from __future__ import annotations

@@ -14,6 +14,9 @@ workload, parses sysbench's report, writes the raw results to ``var/bench/result
 report (medians of the rounds, and the ratios between targets) into a section of ``docs/benchmarks.md``.
 The machine is shared and noisy: the report records the load average before and after, and the spread of the
 rounds, so a rerun on a quiet machine can be compared with it.
+
+Why one file of this size: one program (``make bench``) whose set-up, interleaved runs, CPU sampling and report
+share the processes they start; its pieces are read together when a number looks wrong.
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@ Steps interleave the targets: for each round, for each connection count, each ta
 between targets compare runs made under the same conditions. ``prepare`` and ``cleanup`` run once, through the first
 target (the targets of one run share their data: a server and the proxies in front of it); the tables ``prepare``
 created are dropped at the end, after a failure or a cancel too.
+
+Why one file of this size: the plan's checks and the runner's steps are one contract (what a run may touch and how
+it is cleaned up), easier to check side by side.
 """
 
 from __future__ import annotations
