@@ -83,11 +83,15 @@ class ProxyProcess:
         """Replace the config file (takes effect on reload).
 
         One worker process unless the config says otherwise: tests that count connections or pin sessions
-        then see every session in one process; tests of several workers set ``mysql-threads`` themselves.
+        then see every session in one process; tests of several workers set ``mysql-threads`` themselves. And no
+        login throttling unless the config sets it: tests of wrong passwords and malformed logins, all from
+        127.0.0.1, must not block the address for the tests after them.
         """
         variables = list(config.get("global_variables", []))
-        if not any(row.get("variable_name") == "mysql-threads" for row in variables):
-            variables.append({"variable_name": "mysql-threads", "variable_value": "1"})
+        named = {row.get("variable_name") for row in variables}
+        for name, value in (("mysql-threads", "1"), ("mysql-max_auth_errors_until_block", "0")):
+            if name not in named:
+                variables.append({"variable_name": name, "variable_value": value})
         self.config_path.write_text(json.dumps({**config, "global_variables": variables}, indent=2))
 
     def start(self, timeout: float = 15) -> ProxyProcess:

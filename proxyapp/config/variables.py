@@ -201,6 +201,29 @@ _SPECS = (
         maximum=1_073_741_824,
     ),
     _int("mysql-wait_timeout", 28_800_000, "ms a client session may stay idle", maximum=20 * _DAY_MS),
+    _int(
+        "mysql-max_auth_errors_until_block",
+        10,
+        "failed logins in a row from one client address before it is refused for mysql-auth_block_time_ms "
+        "(ProxyFleet's own, as MaxScale's max_auth_errors_until_block; 0: never)",
+        minimum=0,
+        maximum=1_000_000,
+    ),
+    _int(
+        "mysql-auth_block_time_ms",
+        60_000,
+        "ms a client address stays refused after mysql-max_auth_errors_until_block failed logins",
+        minimum=0,
+        maximum=20 * _DAY_MS,
+    ),
+    _int(
+        "mysql-net_read_timeout",
+        30_000,
+        "ms a client may leave a packet half sent before it is disconnected (ProxyFleet's own, as the server's "
+        "net_read_timeout)",
+        minimum=100,
+        maximum=20 * _DAY_MS,
+    ),
     _bool(
         "mysql-have_compress",
         True,

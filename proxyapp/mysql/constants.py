@@ -144,6 +144,7 @@ class ErrorCode(enum.IntEnum):
     """Error numbers the proxy sends itself, with the MySQL/ProxySQL meaning they carry."""
 
     CON_COUNT = 1040  # too many connections
+    HOST_IS_BLOCKED = 1129  # too many failed logins from the client's address
     HANDSHAKE = 1043  # bad handshake
     ACCESS_DENIED = 1045
     NO_DB = 1046
@@ -168,6 +169,7 @@ class ErrorCode(enum.IntEnum):
 #: SQLSTATE for each error code the proxy emits; unknown codes get HY000.
 SQLSTATE = {
     ErrorCode.CON_COUNT: "08004",
+    ErrorCode.HOST_IS_BLOCKED: "HY000",
     ErrorCode.HANDSHAKE: "08S01",
     ErrorCode.ACCESS_DENIED: "28000",
     ErrorCode.NO_DB: "3D000",

@@ -196,6 +196,10 @@ class Wire:
             waiter = self.waiter = self.loop.create_future()
             await waiter
 
+    def unread(self) -> int:
+        """Bytes that arrived and were not read yet (while a reader waits: the start of a packet not all in)."""
+        return len(self.buf) - self.pos
+
     def part(self) -> tuple[int, int] | None:
         """The next wire packet if it is all in the buffer: (payload start, payload length); else None."""
         buf = self.buf

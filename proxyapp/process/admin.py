@@ -19,7 +19,8 @@ GET    /monitor/{check}              a monitor check's log, ProxySQL's monitor.m
                                      (connect, ping, read_only, replication_lag); ``?limit=N``: the last N rows
 GET    /monitor/transitions          the latest server status transitions (``server_transitions`` of /stats)
 GET    /runtime/servers              the runtime mysql_servers the proxy routes by (runtime_mysql_servers)
-GET    /processlist                  the client sessions (stats_mysql_processlist): what each runs, where, since when
+GET    /processlist                  the client sessions (stats_mysql_processlist): what each runs (its digest text,
+                                     without literals), where, since when
 POST   /processlist/{id}/kill        end session ``id`` (ProxySQL's KILL CONNECTION); body ``{"query_only": true}``:
                                      only interrupt its running statement (KILL QUERY); 404 for an unknown id
 POST   /runtime/monitor              (internal) the supervisor hands a worker its monitor's state

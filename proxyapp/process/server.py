@@ -28,6 +28,7 @@ from proxyapp.session.limits import DISCONNECT, KILL, overstay
 from proxyapp.session.seats import Seats
 from proxyapp.session.services import SessionServices
 from proxyapp.session.session import Session
+from proxyapp.session.throttle import AuthThrottle
 
 log = logging.getLogger("proxyapp")
 
@@ -91,6 +92,8 @@ class Proxy(SessionServices):
         self.background: set[asyncio.Task[None]] = set()
         self.started = time.monotonic()
         self.seats = seats if seats is not None else Seats()
+        self.throttle = AuthThrottle()
+        self._configure_throttle(config)
         self.listen_address: tuple[str, int] = ("127.0.0.1", 0)
         self.admin: AdminServer | None = None
         self._server: Any = None  # asyncio's Server, or uvloop's (whose sockets are a list, not a tuple)
@@ -158,8 +161,9 @@ class Proxy(SessionServices):
             for session in list(self.clients.values()):
                 if session.killed:
                     continue
+                stalled = session.stalled(now)
                 since = session.transaction_since
-                action, why = overstay(session.in_transaction, since, session.idle_since, now, settings)
+                action, why = overstay(session.in_transaction, since, session.idle_since, stalled, now, settings)
                 if action == KILL:
                     self._end(session, why)
                 elif action == DISCONNECT:
@@ -200,6 +204,7 @@ class Proxy(SessionServices):
         if monitor is not None:
             monitor.reconfigure(config)
         self.cache.max_bytes = config.variables.integer("mysql-query_cache_size_MB") << 20
+        self._configure_throttle(config)
         self.mirror.configure(config, self.config_path)
         if self.events.path != self.runtime.settings.eventslog_filename:
             self.events.close()
@@ -208,6 +213,10 @@ class Proxy(SessionServices):
         log.info("config %s loaded from %s", config.checksum[:12], source)
         for warning in config.warnings:
             log.warning("config: %s", warning)
+
+    def _configure_throttle(self, config: Config) -> None:
+        v = config.variables
+        self.throttle.configure(v.integer("mysql-max_auth_errors_until_block"), v.integer("mysql-auth_block_time_ms"))
 
     def _apply_servers(self) -> None:
         """Give the pools the runtime view of the config's servers under the monitor's latest findings."""

@@ -197,6 +197,9 @@ class GlobalCounters:
     Query_Cache_Purged: int = _counter("query cache entries expired or evicted")
     Access_Denied_Wrong_Password: int = _counter("logins refused for a wrong user or password")
     Access_Denied_Max_Connections: int = _counter("logins refused because mysql-max_connections was reached")
+    Access_Denied_Host_Blocked: int = _counter(
+        "connections refused because their address failed to log in too often (mysql-max_auth_errors_until_block)"
+    )
     generated_error_packets: int = _counter("error packets the proxy generated itself")
     ConnPool_get_conn_success: int = _counter("backend connections obtained from the pool or opened")
     ConnPool_get_conn_failure: int = _counter("requests for a backend connection that failed")

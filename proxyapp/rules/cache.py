@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 
 from proxyapp.report.stats import GlobalCounters
 
@@ -11,8 +12,9 @@ from proxyapp.report.stats import GlobalCounters
 class QueryCache:
     """A bounded cache of raw responses; entries expire after their rule's TTL, the oldest go first when full."""
 
-    def __init__(self, max_bytes: int, counters: GlobalCounters) -> None:
+    def __init__(self, max_bytes: int, counters: GlobalCounters, clock: Callable[[], float] = time.monotonic) -> None:
         self.max_bytes = max_bytes
+        self.clock = clock  # what the TTLs count with (tests hold their own)
         self.counters = counters
         self.bytes = 0
         self._entries: OrderedDict[tuple[str, str, bytes], tuple[float, bytes]] = OrderedDict()
@@ -24,7 +26,7 @@ class QueryCache:
         if entry is None:
             return None
         expires, raw = entry
-        if expires < time.monotonic():
+        if expires < self.clock():
             self._drop(key)
             self.counters.Query_Cache_Purged += 1
             return None
@@ -38,7 +40,7 @@ class QueryCache:
             return
         if key in self._entries:
             self._drop(key)
-        self._entries[key] = (time.monotonic() + ttl_ms / 1000, raw)
+        self._entries[key] = (self.clock() + ttl_ms / 1000, raw)
         self.bytes += len(raw) + len(key[2])
         self.counters.Query_Cache_count_SET += 1
         self.counters.Query_Cache_bytes_IN += len(raw)

@@ -32,6 +32,7 @@ class SessionSettings:
     max_digest_length: int
     max_allowed_packet: int
     wait_timeout_ms: int
+    net_read_timeout_ms: int
     eventslog_filename: str
     connect_timeout_client_ms: int
     eventslog_default_log: bool
@@ -74,6 +75,7 @@ class Runtime:
             max_digest_length=v.integer("mysql-query_digests_max_digest_length"),
             max_allowed_packet=v.integer("mysql-max_allowed_packet"),
             wait_timeout_ms=v.integer("mysql-wait_timeout"),
+            net_read_timeout_ms=v.integer("mysql-net_read_timeout"),
             eventslog_filename=v.text("mysql-eventslog_filename"),
             connect_timeout_client_ms=v.integer("mysql-connect_timeout_client"),
             eventslog_default_log=v.flag("mysql-eventslog_default_log"),

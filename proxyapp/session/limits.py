@@ -17,10 +17,18 @@ DISCONNECT = 2
 
 
 def overstay(
-    in_transaction: bool, transaction_since: float, idle_since: float, now: float, settings: SessionSettings
+    in_transaction: bool,
+    transaction_since: float,
+    idle_since: float,
+    stalled_since: float,
+    now: float,
+    settings: SessionSettings,
 ) -> tuple[int, str]:
     """What to do with a session at time ``now`` (its times on the same clock; ``idle_since`` 0 while a command
-    runs), and why."""
+    runs; ``stalled_since`` 0 unless the client left a packet half sent, else since when no byte of it came), and
+    why."""
+    if stalled_since and now - stalled_since > settings.net_read_timeout_ms / 1000:
+        return DISCONNECT, "a packet half sent for over mysql-net_read_timeout"
     idle = now - idle_since if idle_since else 0.0
     if in_transaction:
         longest = settings.max_transaction_time_ms / 1000

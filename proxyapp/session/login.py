@@ -6,6 +6,7 @@ Both check the client's proof against ``mysql_users`` with the plugin the client
 
 from __future__ import annotations
 
+import logging
 import struct
 
 from proxyapp.mysql import auth
@@ -16,6 +17,8 @@ from proxyapp.session.client import Client, SessionEnd
 from proxyapp.session.services import SessionServices
 from proxyapp.session.state import SessionState
 
+log = logging.getLogger("proxyapp.session.login")
+
 _DEFAULT_VERSION = "5.5.5-10.11.0-MariaDB-ProxyFleet"  # until a backend has told its own
 
 
@@ -24,6 +27,11 @@ async def log_in(client: Client, services: SessionServices, state: SessionState,
     was sent) when it may not log in. A session that logged in holds a seat (``services.seats``) until it ends."""
     rt = services.runtime
     wire = client.wire
+    if services.throttle.blocked(client.addr, wire.loop.time()):
+        services.counters.Access_Denied_Host_Blocked += 1
+        why = f"Host '{client.addr}' is blocked because of many failed logins (mysql-max_auth_errors_until_block)"
+        client.send_error(ErrorCode.HOST_IS_BLOCKED, why, 0)  # instead of the greeting, as the server does
+        return False
     greeting = ServerGreeting(
         server_version=rt.settings.server_version or services.pools.backend_version or _DEFAULT_VERSION,
         connection_id=session_id,
@@ -63,8 +71,11 @@ async def log_in(client: Client, services: SessionServices, state: SessionState,
     verdict = auth.verify(wanted, password, client.scramble, token) if user is not None else auth.Verdict(False)
     if user is None or not verdict.ok:
         services.counters.Access_Denied_Wrong_Password += 1
+        if services.throttle.failed(client.addr, wire.loop.time()):
+            log.warning("%s blocked after %d failed logins in a row", client.addr, services.throttle.max_errors)
         client.send_error(ErrorCode.ACCESS_DENIED, denied, seq)
         return False
+    services.throttle.succeeded(client.addr)
     if not services.seats.take(rt.settings.max_connections):  # the node's limit, counting logged-in sessions
         services.counters.Access_Denied_Max_Connections += 1
         client.send_error(ErrorCode.CON_COUNT, "Too many connections", seq)

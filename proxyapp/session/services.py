@@ -15,6 +15,7 @@ from proxyapp.rules.cache import QueryCache
 from proxyapp.rules.runtime import Runtime
 from proxyapp.session.events import SessionListener
 from proxyapp.session.seats import Seats
+from proxyapp.session.throttle import AuthThrottle
 
 
 class SessionServices:
@@ -29,6 +30,7 @@ class SessionServices:
     listener: SessionListener
     background: set[asyncio.Task[None]]
     seats: Seats  # the node's sessions, for mysql-max_connections
+    throttle: AuthThrottle  # failed logins by client address
     started: float  # monotonic time the proxy started
 
     async def kill_session(self, target: int, query_only: bool, username: str | None) -> dict:

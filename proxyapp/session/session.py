@@ -27,6 +27,7 @@ from proxyapp.session.relay import read_field_list, read_single, simple_runner
 from proxyapp.session.services import SessionServices
 from proxyapp.session.state import SessionState
 from proxyapp.session.statements import PreparedStatements
+from proxyapp.sql.digest import compute_digest
 
 log = logging.getLogger("proxyapp.session.session")
 
@@ -68,7 +69,19 @@ class Session:
         self.idle_since = 0.0  # loop time since the session waits for a command; 0 while one runs
         self.command = b""  # the current (or last) command packet, for the processlist
         self.seated = False  # it logged in and holds one of the node's seats (mysql-max_connections)
+        self.partial = 0  # bytes of a half-sent packet the housekeeping saw last, and since when they stand still
+        self.partial_since = 0.0
         wire.on_close = self._client_gone
+
+    def stalled(self, now: float) -> float:
+        """Since when the client has left a packet half sent without sending more of it (0: it has not), as the
+        housekeeping sees it once a second at loop time ``now``."""
+        unread = self.wire.unread() if self.idle_since else 0
+        if unread == 0:
+            self.partial, self.partial_since = 0, 0.0
+        elif unread != self.partial:
+            self.partial, self.partial_since = unread, now
+        return self.partial_since
 
     @property
     def username(self) -> str:
@@ -318,7 +331,10 @@ class Session:
         command = "Sleep" if idle or not payload else _COMMAND_NAMES.get(payload[0], f"0x{payload[0]:02x}")
         info = ""
         if not idle and payload and payload[0] in (Command.QUERY, Command.STMT_PREPARE):
-            info = payload[1 : 1 + _PROCESSLIST_INFO_MAX].decode("utf-8", "replace")
+            # The statement's digest text: its shape without its literals (a PASSWORD('...') among them), since the
+            # processlist is read by whoever may read the node's stats.
+            text = payload[1 : 1 + _PROCESSLIST_INFO_MAX].decode("utf-8", "replace")
+            info = compute_digest(text, _PROCESSLIST_INFO_MAX).text
         return {
             "SessionID": self.id,
             "user": self.client.username,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import time
 from pathlib import Path
 
 import pymysql
@@ -70,10 +69,8 @@ def test_users_replicated_to_every_server(sandbox: Sandbox) -> None:
 
 def test_up_again_in_the_same_shape_returns_the_running_servers(sandbox: Sandbox) -> None:
     before = [(s.name, s.port, s.pid) for s in sandbox.status()]
-    started = time.monotonic()
     again = Sandbox(TEST_SANDBOX_DIR).up(replicas=1)
-    assert time.monotonic() - started < 1
-    assert [(s.name, s.port, s.pid) for s in again] == before
+    assert [(s.name, s.port, s.pid) for s in again] == before  # the same processes: nothing was restarted
 
 
 def test_kill_and_start_keeps_data_and_replication(sandbox: Sandbox) -> None:

@@ -366,11 +366,20 @@ def test_ok_msg_answers_without_any_server(sandbox: Sandbox, start_proxy: StartP
         assert cur.fetchall() == ((1,),)
 
 
-def test_cache_ttl_answers_repeats_from_the_cache_until_the_ttl(sandbox: Sandbox, start_proxy: StartProxy) -> None:
+def test_cache_ttl_answers_repeats_from_the_cache(sandbox: Sandbox, start_proxy: StartProxy) -> None:
+    # The TTL's expiry is decided on a clock the test holds in tests/unit/proxyapp/rules/test_cache.py; here a TTL
+    # no loaded machine can outrun shows the rule's wiring.
     proxy = start_proxy(
         make_config(
             sandbox,
-            [{"rule_id": 1, "match_digest": r"^SELECT v FROM rl_cache", "cache_ttl": 600, "destination_hostgroup": 20}],
+            [
+                {
+                    "rule_id": 1,
+                    "match_digest": r"^SELECT v FROM rl_cache",
+                    "cache_ttl": 60_000,
+                    "destination_hostgroup": 20,
+                }
+            ],
         )
     )
     query = "SELECT v FROM rl_cache WHERE id = 1"
@@ -380,7 +389,6 @@ def test_cache_ttl_answers_repeats_from_the_cache_until_the_ttl(sandbox: Sandbox
         cur.execute(query)
         assert cur.fetchall() == ((10,),)
         assert select_deltas(sandbox, before) == (0, 1)
-        started = time.monotonic()
         for _ in range(3):
             cur.execute(query)
             assert cur.fetchall() == ((10,),)
@@ -389,22 +397,17 @@ def test_cache_ttl_answers_repeats_from_the_cache_until_the_ttl(sandbox: Sandbox
         cur.execute("SELECT v FROM rl_cache WHERE id = 2")  # another query is not a hit
         assert cur.fetchall() == ()
         assert select_deltas(sandbox, before) == (0, 2)
-        time.sleep(max(0.0, 0.7 - (time.monotonic() - started)))
-        cur.execute(query)
-        assert cur.fetchall() == ((10,),)
-        assert select_deltas(sandbox, before) == (0, 3)  # expired: the replica answers again
-    assert proxy.stats()["global"]["Query_Cache_count_GET_OK"] == hits0 + 3
 
 
 def test_timeout_kills_the_query_and_the_session_goes_on(sandbox: Sandbox, start_proxy: StartProxy) -> None:
     proxy = start_proxy(make_config(sandbox, [{"rule_id": 1, "match_pattern": r"SLEEP\(5\)", "timeout": 300}]))
     with proxy.connect(autocommit=True) as conn, conn.cursor() as cur:
-        started = time.monotonic()
         with pytest.raises(pymysql.err.OperationalError) as info:
             cur.execute("SELECT SLEEP(5)")
-        elapsed = time.monotonic() - started
-        assert info.value.args[0] == 1317
-        assert 0.25 <= elapsed < 2.5
+        assert info.value.args[0] == 1317  # interrupted: the rule's timeout killed it on the server
+        wait_until(
+            lambda: proxy.stats()["global"]["mysql_killed_backend_queries"] == 1, "the timed-out query counted", 15
+        )
         cur.execute("SELECT SLEEP(0.4), 'not matched: no timeout'")
         assert cur.fetchall() == ((0, "not matched: no timeout"),)
         assert served_by(cur, "SELECT @@server_id") == "primary"

@@ -214,7 +214,7 @@ def test_admin_processlist_shows_what_runs_and_kills(proxy: ProxyProcess, sandbo
     idle = proxy.connect(database="app", autocommit=True)
     busy = proxy.connect(autocommit=True)
     try:
-        running = Running(busy, f"SELECT SLEEP({LONG_SLEEP}) AS processlist_marker")
+        running = Running(busy, f"SELECT SLEEP({LONG_SLEEP}) AS processlist_marker, PASSWORD('hunter2')")
         backend_thread(sandbox.replicas()[0], "processlist_marker")
         rows = {row["SessionID"]: row for row in proxy.admin("GET", "/processlist")}
         assert set(rows) == {idle.thread_id(), busy.thread_id()}
@@ -222,6 +222,7 @@ def test_admin_processlist_shows_what_runs_and_kills(proxy: ProxyProcess, sandbo
         row = rows[busy.thread_id()]
         assert (row["command"], row["user"], row["hostgroup"]) == ("Query", "app", 20)
         assert "processlist_marker" in row["info"] and row["srv_port"] == sandbox.replicas()[0].port
+        assert "PASSWORD(?)" in row["info"] and "hunter2" not in row["info"]  # the statement's shape, no literals
         assert row["backend_thread_id"] == backend_thread(sandbox.replicas()[0], "processlist_marker")
 
         assert proxy.admin("POST", f"/processlist/{busy.thread_id()}/kill", {"query_only": True}) == {"ok": True}

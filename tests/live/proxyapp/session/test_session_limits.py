@@ -158,3 +158,18 @@ def test_max_connections_is_the_nodes_limit_across_workers_counting_sessions_not
             conn.close()
         for sock in lingering:
             sock.close()
+
+
+def test_an_address_that_fails_to_log_in_too_often_is_blocked(
+    sandbox: Sandbox, start_proxy: Callable[[dict[str, Any]], ProxyProcess]
+) -> None:
+    proxy = start(sandbox, start_proxy, **{"mysql-max_auth_errors_until_block": 3})
+    for _ in range(3):
+        with pytest.raises(pymysql.err.OperationalError) as denied:
+            proxy.connect(password="not the password")
+        assert denied.value.args[0] == 1045
+    with pytest.raises(pymysql.err.OperationalError) as blocked:
+        proxy.connect()  # the right password, but from a blocked address: refused before any authentication
+    assert blocked.value.args[0] == 1129 and "is blocked because of many failed logins" in blocked.value.args[1]
+    counters = proxy.stats()["global"]
+    assert (counters["Access_Denied_Wrong_Password"], counters["Access_Denied_Host_Blocked"]) == (3, 1)

@@ -11,13 +11,16 @@ from proxyapp.rules.runtime import Runtime, SessionSettings
 from proxyapp.session.limits import DISCONNECT, KILL, STAY, overstay
 
 
-def settings(transaction_ms: int = 60_000, idle_transaction_ms: int = 10_000, wait_ms: int = 30_000) -> SessionSettings:
+def settings(
+    transaction_ms: int = 60_000, idle_transaction_ms: int = 10_000, wait_ms: int = 30_000, net_read_ms: int = 5_000
+) -> SessionSettings:
     loaded = Runtime.build(parse_config({}), "test").settings
     return dataclasses.replace(
         loaded,
         max_transaction_time_ms=transaction_ms,
         max_transaction_idle_time_ms=idle_transaction_ms,
         wait_timeout_ms=wait_ms,
+        net_read_timeout_ms=net_read_ms,
     )
 
 
@@ -40,14 +43,22 @@ CASES = [
 
 @pytest.mark.parametrize(("in_transaction", "since", "idle_since", "action", "why"), CASES)
 def test_overstay(in_transaction: bool, since: float, idle_since: float, action: int, why: str) -> None:
-    got, reason = overstay(in_transaction, since, idle_since, NOW, settings())
+    got, reason = overstay(in_transaction, since, idle_since, 0.0, NOW, settings())
     assert got == action
     assert why in reason and (reason == "") == (action == STAY)
 
 
 def test_the_limits_follow_the_settings() -> None:
     tight = settings(transaction_ms=1000, idle_transaction_ms=500, wait_ms=2000)
-    assert overstay(True, NOW - 1.5, 0.0, NOW, tight)[0] == KILL
-    assert overstay(True, NOW - 0.9, NOW - 0.6, NOW, tight)[0] == KILL
-    assert overstay(False, 0.0, NOW - 2.5, NOW, tight)[0] == DISCONNECT
-    assert overstay(False, 0.0, NOW - 1.5, NOW, tight)[0] == STAY
+    assert overstay(True, NOW - 1.5, 0.0, 0.0, NOW, tight)[0] == KILL
+    assert overstay(True, NOW - 0.9, NOW - 0.6, 0.0, NOW, tight)[0] == KILL
+    assert overstay(False, 0.0, NOW - 2.5, 0.0, NOW, tight)[0] == DISCONNECT
+    assert overstay(False, 0.0, NOW - 1.5, 0.0, NOW, tight)[0] == STAY
+
+
+def test_a_packet_left_half_sent_past_net_read_timeout_disconnects() -> None:
+    limits = settings(net_read_ms=5_000)
+    assert overstay(False, 0.0, NOW - 10.0, NOW - 4.9, NOW, limits) == (STAY, "")
+    action, why = overstay(False, 0.0, NOW - 10.0, NOW - 5.1, NOW, limits)
+    assert (action, why) == (DISCONNECT, "a packet half sent for over mysql-net_read_timeout")
+    assert overstay(True, NOW - 1.0, NOW - 1.0, NOW - 6.0, NOW, limits)[0] == DISCONNECT  # in a transaction too
