@@ -15,6 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from proxyapp.backends.pool import ServerPool
+from proxyapp.mysql.backend import BackendConnection
 from proxyapp.mysql.constants import Command, ErrorCode, names_for_collation
 from proxyapp.mysql.packets import PacketTooLarge, ProtocolError, eof_packet, ok_packet
 from proxyapp.mysql.wire import PeerClosed, Wire
@@ -31,6 +32,8 @@ from proxyapp.sql.digest import compute_digest
 
 log = logging.getLogger("proxyapp.session.session")
 
+#: Seconds a backend may take to end the statement of a client that went away before its connection is dropped.
+_ABANDON_AFTER_S = 5.0
 #: The processlist's ``info`` shows at most this many bytes of a statement.
 _PROCESSLIST_INFO_MAX = 1000
 #: The processlist's ``command`` column, as the server's SHOW PROCESSLIST names the commands.
@@ -165,6 +168,14 @@ class Session:
         task = self.wire.loop.create_task(link.kill_query(conn, f"the query of session {self.id} (client gone)"))
         self.services.background.add(task)
         task.add_done_callback(self.services.background.discard)
+        # A backend that does not answer even the KILL must not keep the session: its connection is dropped.
+        self.wire.loop.call_later(_ABANDON_AFTER_S, self._abandon, conn)
+
+    def _abandon(self, conn: BackendConnection) -> None:
+        """The client is gone and its statement still runs on ``conn``: close it (the session then ends)."""
+        if self.link.running is conn:
+            log.warning("session %d: the backend did not end the statement of a client gone: dropping it", self.id)
+            conn.wire.transport.abort()
 
     async def _forward_raw(self) -> None:
         """A ``fast_forward`` user: one backend connection of its own, bytes relayed both ways, no rules."""

@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -26,6 +25,7 @@ from tests.support.monitor_support import (
     transitions,
     wait_for,
 )
+from tests.support.relay import SlowRelay
 
 pytestmark = pytest.mark.sandbox
 
@@ -175,44 +175,6 @@ def black_hole() -> Iterator[int]:
         thread.join(5)
         for conn in held:
             conn.close()
-
-
-class SlowRelay:
-    """A TCP relay on loopback to ``port`` that holds each reply for ``delay`` seconds (0: none), set at any time."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.delay = 0.0
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.sockets: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-                server = socket.create_connection(("127.0.0.1", self.port))
-            except OSError:  # closed: the test is over
-                return
-            self.sockets += [client, server]
-            threading.Thread(target=self._pipe, args=(client, server, False), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(server, client, True), daemon=True).start()
-
-    def _pipe(self, source: socket.socket, target: socket.socket, replies: bool) -> None:
-        try:
-            while data := source.recv(65536):
-                if replies and self.delay:
-                    time.sleep(self.delay)
-                target.sendall(data)
-        except OSError:
-            pass
-        finally:
-            target.close()
-
-    def close(self) -> None:
-        self.listener.close()
-        for sock in self.sockets:
-            sock.close()
 
 
 def test_a_server_slower_than_its_max_latency_ms_is_shunned_until_it_answers_in_time(

@@ -19,6 +19,7 @@ from devstack.sandbox import APP_USER, Sandbox, SandboxServer
 from devstack.stack import wait_until
 from tests.support.harness import backend_thread
 from tests.support.rawclient import RawClient
+from tests.support.relay import SlowRelay
 
 OTHER_USER, OTHER_PASSWORD = "kill-other", "kill-other-pass"
 #: How long the statements that get killed would run if nothing killed them.
@@ -286,3 +287,37 @@ def test_a_client_that_disconnects_mid_statement_has_it_killed_on_the_backend(
     with proxy.connect(autocommit=True) as other, other.cursor() as cur:  # the proxy serves on
         cur.execute("SELECT 1")
         assert cur.fetchone() == (1,)
+
+
+def test_a_client_gone_from_a_backend_gone_silent_does_not_keep_its_session(
+    sandbox: Sandbox, start_proxy: Callable[[dict[str, Any]], ProxyProcess]
+) -> None:
+    relay = SlowRelay(sandbox.primary().port)
+    try:
+        doc = config(sandbox)
+        doc["mysql_servers"].append(
+            {"hostgroup_id": 30, "hostname": "127.0.0.1", "port": relay.listener.getsockname()[1]}
+        )
+        rule = {"rule_id": 1, "active": 1, "match_pattern": "silent_marker", "destination_hostgroup": 30, "apply": 1}
+        doc["mysql_query_rules"] = [rule]
+        proxy = start_proxy(doc)
+        client = RawClient.connect(proxy.port, database=None)
+        assert client.rows("SELECT 1 AS silent_marker") == [[b"1"]]  # a backend connection through the relay
+        relay.delay = 3600  # from now on the server's replies never arrive: not even to the proxy's KILL
+        client.send_packet(b"\x03SELECT 2 AS silent_marker", 0)
+        session = client.greeting.connection_id if client.greeting is not None else 0
+
+        def running() -> bool:
+            return any(
+                r["SessionID"] == session and r["command"] == "Query" for r in proxy.admin("GET", "/processlist")
+            )
+
+        def ended() -> bool:
+            return all(r["SessionID"] != session for r in proxy.admin("GET", "/processlist"))
+
+        wait_until(running, "the statement sent to the silent backend", 15)
+        client.close()
+        wait_until(ended, "the session of the client gone ended", 30)
+        assert "did not end the statement of a client gone" in proxy.log()
+    finally:
+        relay.close()
