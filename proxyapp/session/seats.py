@@ -58,12 +58,6 @@ class Seats:
         if self.block is not None:
             _SLOT.pack_into(self.block, self.index * _SLOT.size, self.local)
 
-    def taken(self) -> int:
-        """Seats taken on the node."""
-        if self.block is None:
-            return self.local
-        return sum(_SLOT.unpack_from(self.block, i * _SLOT.size)[0] for i in range(self.workers))
-
     def clear(self, index: int) -> None:
         """Forget worker ``index``'s seats (the supervisor's, before it restarts a worker that died)."""
         if self.block is None or self.fd is None:

@@ -303,7 +303,7 @@ def test_a_client_gone_from_a_backend_gone_silent_does_not_keep_its_session(
         proxy = start_proxy(doc)
         client = RawClient.connect(proxy.port, database=None)
         assert client.rows("SELECT 1 AS silent_marker") == [[b"1"]]  # a backend connection through the relay
-        relay.delay = 3600  # from now on the server's replies never arrive: not even to the proxy's KILL
+        relay.hold()  # from now on the server's replies do not arrive: not even to the proxy's KILL
         client.send_packet(b"\x03SELECT 2 AS silent_marker", 0)
         session = client.greeting.connection_id if client.greeting is not None else 0
 
