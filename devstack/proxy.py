@@ -17,6 +17,7 @@ import pymysql
 
 from devstack.sandbox import APP_PASSWORD, APP_USER, REPO
 from devstack.stack import free_port, wait_until
+from proxyapp.clock import TEST_CLOCK_ENV
 
 WRITER_HG = 10
 READER_HG = 20
@@ -66,7 +67,8 @@ def small_pool_config(primary_port: int, max_connections: int = 2, **variables: 
 
 
 class ProxyProcess:
-    """``python -m proxyapp run`` in a child process, with its admin endpoint."""
+    """``python -m proxyapp run`` in a child process, with its admin endpoint and a clock the caller can move
+    forward (``advance_clock``; ``proxyapp.clock``)."""
 
     def __init__(self, config: dict[str, Any], workdir: Path, repo: Path = REPO) -> None:
         self.repo = repo  # the checkout whose proxyapp runs (and whose native build it loads)
@@ -109,7 +111,7 @@ class ProxyProcess:
         raise AssertionError("unreachable")
 
     def _start(self, timeout: float) -> ProxyProcess:
-        env = dict(os.environ, PYTHONPATH=str(self.repo))
+        env = dict(os.environ, PYTHONPATH=str(self.repo), **{TEST_CLOCK_ENV: "1"})
         self._log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
             [
@@ -161,6 +163,14 @@ class ProxyProcess:
                 return raw.decode() if path == "/metrics" else json.loads(raw)
         except urllib.error.HTTPError as exc:
             return json.loads(exc.read())
+
+    def advance_clock(self, seconds: float) -> None:
+        """Make ``seconds`` pass for the proxy (its housekeeping, session limits, pool ages, shunning, the monitor's
+        latencies) at once: when this returns, the housekeeping has run at the new time (the sessions it ends may take
+        a moment more to close)."""
+        answer = self.admin("POST", "/clock", {"advance_s": seconds})
+        if answer.get("ok") is not True:
+            raise RuntimeError(f"the proxy's clock did not move: {answer}")
 
     def stats(self) -> dict[str, Any]:
         """The whole stats snapshot."""

@@ -172,7 +172,7 @@ class Monitor:
         self, config: Config, publish: Callable[[MonitorState], None], clock: Callable[[], float] = time.monotonic
     ) -> None:
         self.config = config
-        self.clock = clock  # what shunning and recovery count time with (tests hold their own)
+        self.clock = clock  # what latencies, shunning and recovery count time with (``proxyapp.clock``)
         self.settings = MonitorSettings.from_variables(config.variables)
         self.publish = publish
         self.state = MonitorState()
@@ -278,7 +278,7 @@ class Monitor:
         """Probe one server within the check's timeout, log the result and update the server's findings."""
         timeout_ms = self.settings.timeouts[check]
         at = time.time()
-        began = time.perf_counter()
+        began = self.clock()
         reached = logged_in = True
         try:
             outcome = await asyncio.wait_for(self._probe(check, server, timeout_ms / 1000), timeout_ms / 1000)
@@ -292,7 +292,7 @@ class Monitor:
         except Exception as unexpected:  # a reply the monitor cannot read: logged, the checks go on
             log.exception("monitor: %s of %s failed", check, show_address(server.address))
             outcome = Outcome(error=f"unexpected reply: {unexpected}")
-        latency_us = int((time.perf_counter() - began) * 1_000_000)
+        latency_us = int((self.clock() - began) * 1_000_000)
         self.record(check, server.address, at, latency_us, outcome, reached, logged_in)
 
     def record(

@@ -25,6 +25,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
+from proxyapp.clock import Clock
 from proxyapp.config.tables import MysqlServer
 from proxyapp.config.variables import Variables
 from proxyapp.mysql.backend import BackendConnection, BackendError, Credentials
@@ -164,7 +165,7 @@ class ServerPool:
         if status == ONLINE:
             self.hostgroup.notify_change()
         if status == SHUNNED:
-            self.shunned_at = time.monotonic()
+            self.shunned_at = self.hostgroup.manager.clock()
         if status != ONLINE:
             self.close_idle()
         if status == OFFLINE_HARD:
@@ -179,7 +180,7 @@ class ServerPool:
     def record_connect_error(self, settings: PoolSettings) -> None:
         """Count a failed connect; too many within a second shuns the server."""
         self.conn_err += 1
-        now = time.monotonic()
+        now = self.hostgroup.manager.clock()
         errors = self.connect_errors
         errors.append(now)
         while errors and now - errors[0] > 1.0:
@@ -268,7 +269,7 @@ class Hostgroup:
         """
         if self.waiters:
             return None
-        pool, _ = self._choose(time.monotonic())
+        pool, _ = self._choose(self.manager.clock())
         if pool is None:
             return None
         conn = self._take_idle(pool, username, schema) if pool.idle else None
@@ -282,7 +283,8 @@ class Hostgroup:
     ) -> BackendConnection:
         """Get a connection for ``credentials``; raises PoolError naming this hostgroup and the cause.
 
-        ``chosen`` is the server ``take_idle`` just drew; it is tried first.
+        ``chosen`` is the server ``take_idle`` just drew; it is tried first. Its waits are the event loop's, on real
+        time; which servers are usable (shunning, recovery) is decided on the proxy's clock.
         """
         settings = self.manager.settings
         deadline = time.monotonic() + settings.connection_wait_timeout_ms / 1000
@@ -292,7 +294,7 @@ class Hostgroup:
         writer_deadline: float | None = None  # mysql-no_writer_wait_ms, from the first time no server is usable
         woken = False
         while True:
-            now = time.monotonic()
+            now = self.manager.clock()
             pool: ServerPool | None
             if chosen is not None and chosen.has_room:
                 pool, any_usable = chosen, True
@@ -303,15 +305,16 @@ class Hostgroup:
                 cause = f"; last error: {last_error}" if last_error else ""
                 if self.id not in self.manager.reader_of or settings.no_writer_wait_ms <= 0:
                     raise PoolError(f"hostgroup {self.id} has no ONLINE server{self._states()}{cause}")
+                real = time.monotonic()
                 if writer_deadline is None:
-                    writer_deadline = now + settings.no_writer_wait_ms / 1000
-                if now >= writer_deadline:
+                    writer_deadline = real + settings.no_writer_wait_ms / 1000
+                if real >= writer_deadline:
                     self.manager.counters.Writer_wait_timeouts += 1
                     raise PoolError(
                         f"hostgroup {self.id} has no writer: none came ONLINE within {settings.no_writer_wait_ms} ms "
                         f"(mysql-no_writer_wait_ms){self._states()}{cause}"
                     )
-                await self._await_writer(min(writer_deadline - now, self._until_recovery(now)))
+                await self._await_writer(min(writer_deadline - real, self._until_recovery(now)))
                 deadline = time.monotonic() + settings.connection_wait_timeout_ms / 1000
                 woken = True
                 continue
@@ -428,6 +431,7 @@ class Hostgroup:
             raise
         pool.connecting -= 1
         pool.conn_ok += 1
+        conn.created_at = conn.last_used = self.manager.clock()
         if self.manager.backend_version is None:
             self.manager.backend_version = conn.server_version
         self.manager.counters.Server_Connections_created += 1
@@ -459,7 +463,7 @@ class Hostgroup:
     def release(self, conn: BackendConnection, pool: ServerPool, reusable: bool) -> None:
         """Take a connection back: hand it to a waiting session of the same user, keep it idle, or close it."""
         settings = self.manager.settings
-        now = time.monotonic()
+        now = self.manager.clock()
         conn.last_used = now
         too_old = settings.connection_max_age_ms and (now - conn.created_at) * 1000 > settings.connection_max_age_ms
         if reusable and conn.in_transaction:  # the invariant: another session must never inherit a transaction
@@ -517,7 +521,7 @@ class Hostgroup:
         except (PeerClosed, ProtocolError, OSError, TimeoutError):
             alive = False
         if alive:
-            conn.last_used = time.monotonic()
+            conn.last_used = self.manager.clock()
         self.release(conn, pool, reusable=alive)
 
     def _wake_one(self) -> None:
@@ -539,8 +543,10 @@ class Hostgroup:
 class PoolManager:
     """Every hostgroup and server pool of the running config."""
 
-    def __init__(self, counters: GlobalCounters, workers: int = 1) -> None:
+    def __init__(self, counters: GlobalCounters, workers: int = 1, clock: Clock | None = None) -> None:
         self.counters = counters
+        #: What connection ages, idle times and shunning count with (``proxyapp.clock``); waits keep real time.
+        self.clock = clock if clock is not None else Clock()
         self.workers = workers  # worker processes sharing each server's max_connections
         self.settings = PoolSettings()
         self.hostgroups: dict[int, Hostgroup] = {}
@@ -646,7 +652,7 @@ class PoolManager:
         if reader is None:
             return hostgroup_id
         hg = self.hostgroups.get(hostgroup_id)
-        now = time.monotonic()
+        now = self.clock()
         recovery = self.settings.shun_recovery_time_sec
         if hg is not None and any(p.server.weight > 0 and p.usable(now, recovery) for p in hg.pools):
             return hostgroup_id

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import time
 from dataclasses import dataclass, field
 
 from proxyapp.mysql import auth
@@ -104,8 +103,8 @@ class BackendConnection:
         self.state = AppliedState(schema=schema, names=self.handshake_names)
         self.status = greeting.status
         self.prepared: dict[str, PreparedOnBackend] = {}
-        self.created_at = time.monotonic()
-        self.last_used = self.created_at
+        self.created_at = 0.0  # when it was opened and last given back, stamped by its pool on the proxy's clock
+        self.last_used = 0.0
         self.dirty = False  # holds state no SET can undo (user variables, temp tables...): reset before reuse
         self.pool: object | None = None
 

@@ -25,6 +25,8 @@ POST   /processlist/{id}/kill        end session ``id`` (ProxySQL's KILL CONNECT
                                      only interrupt its running statement (KILL QUERY); 404 for an unknown id
 POST   /runtime/monitor              (internal) the supervisor hands a worker its monitor's state
 POST   /runtime/workers              (internal) the supervisor hands a worker every worker's admin port
+POST   /clock                        (tests only: a proxy started with PROXYFLEET_TEST_CLOCK=1) move the proxy's
+                                     clock forward, body ``{"advance_s": N}`` (``proxyapp.clock``)
 =====  ============================  ============================================================================
 
 Why one file of this size: one handler per endpoint in the table above, each short, sharing the request checks.
@@ -96,6 +98,10 @@ class AdminProvider(Protocol):
         """Kill session ``target`` (as ``username``, None: as the admin); ``proxyapp.session.kill.outcome``'s answer."""
         ...
 
+    async def advance_clock(self, seconds: float) -> dict[str, Any]:
+        """Move the proxy's clock ``seconds`` forward (ValueError when it cannot move so); ``{"ok": True, ...}``."""
+        ...
+
     async def set_worker_ports(self, ports: list[int]) -> None:
         """Every worker process's admin port, by worker index; LookupError where there are no siblings."""
         ...
@@ -119,8 +125,11 @@ class AdminProvider(Protocol):
 class AdminServer:
     """The admin HTTP server, bound to a loopback address; ``start()`` and ``stop()`` run in the proxy's loop."""
 
-    def __init__(self, provider: AdminProvider, host: str = "127.0.0.1", port: int = 6070) -> None:
+    def __init__(
+        self, provider: AdminProvider, host: str = "127.0.0.1", port: int = 6070, clock_movable: bool = False
+    ) -> None:
         self.provider = provider
+        self.clock_movable = clock_movable  # serve POST /clock (tests only)
         self.host = _loopback(host)
         #: The port to listen on; after ``start()`` the port actually bound (useful with port 0).
         self.port = port
@@ -152,6 +161,8 @@ class AdminServer:
                 web.post("/processlist/{id}/kill", self._kill),
             ]
         )
+        if self.clock_movable:
+            app.add_routes([web.post("/clock", self._advance_clock)])
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
         try:
@@ -243,6 +254,18 @@ class AdminServer:
             return web.json_response(answer)
         status = 404 if answer.get("code") == ErrorCode.NO_SUCH_THREAD else 403
         return web.json_response(answer, status=status)
+
+    async def _advance_clock(self, request: web.Request) -> web.Response:
+        body = await _json_object(request)
+        if isinstance(body, web.Response):
+            return body
+        seconds = (body or {}).get("advance_s")
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+            return _error(400, f"advance_s must be a number of seconds, not {seconds!r}")
+        try:
+            return web.json_response(await self.provider.advance_clock(float(seconds)))
+        except ValueError as exc:
+            return _error(400, str(exc))
 
     async def _set_worker_ports(self, request: web.Request) -> web.Response:
         body = await _json_object(request)

@@ -6,13 +6,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-import time
 from pathlib import Path
 from typing import Any
 
 from proxyapp.backends.monitor import Monitor
 from proxyapp.backends.pool import PoolManager, PoolSettings
 from proxyapp.backends.topology import MonitorState, runtime_view, server_row
+from proxyapp.clock import Clock, admin_may_advance
 from proxyapp.config.document import Config, ConfigError, load_config_file, parse_config
 from proxyapp.mirror.mirror import Mirror
 from proxyapp.mysql.constants import ErrorCode
@@ -77,20 +77,21 @@ class Proxy(SessionServices):
         self.workers = workers
         self.counters = GlobalCounters()
         self.digests = DigestStats()
-        self.pools = PoolManager(self.counters, workers)
+        self.clock = Clock()
+        self.pools = PoolManager(self.counters, workers, self.clock)
         self.runtime = Runtime.build(config, str(config_path or "document"))
         #: The monitor's latest findings, from this process's own monitor or (a worker) from the supervisor's.
         self.monitor_state = MonitorState()
         #: The monitor, when this process runs it: with one worker process (else the supervisor does).
         self.monitor: Monitor | None = None
         self._apply_servers()
-        self.cache = QueryCache(config.variables.integer("mysql-query_cache_size_MB") << 20, self.counters)
+        self.cache = QueryCache(config.variables.integer("mysql-query_cache_size_MB") << 20, self.counters, self.clock)
         self.events = EventsLog(self.runtime.settings.eventslog_filename)
         self.mirror = Mirror(self.counters, self.pools, worker, workers)
         self.mirror.configure(config, config_path)
         self.listener = self.mirror
         self.background: set[asyncio.Task[None]] = set()
-        self.started = time.monotonic()
+        self.started = self.clock()
         self.seats = seats if seats is not None else Seats()
         self.throttle = AuthThrottle()
         self._configure_throttle(config)
@@ -118,10 +119,10 @@ class Proxy(SessionServices):
         self.background.add(sweeper)  # type: ignore[arg-type]
         await self.mirror.start()
         if self.workers == 1:
-            monitor = self.monitor = Monitor(self.runtime.config, self._adopt_monitor_state)
+            monitor = self.monitor = Monitor(self.runtime.config, self._adopt_monitor_state, self.clock)
             monitor.start()
         if admin is not None:
-            self.admin = AdminServer(self, admin[0], admin[1])
+            self.admin = AdminServer(self, admin[0], admin[1], clock_movable=admin_may_advance())
             await self.admin.start()
         log.info(
             "ProxyFleet listening on %s:%d (admin %s), config %s",
@@ -151,25 +152,29 @@ class Proxy(SessionServices):
         self.clients.pop(task, None)
 
     async def _housekeeping(self) -> None:
-        """Every second: disconnect clients idle for longer than ``mysql-wait_timeout``, as a server would, and
-        tidy the pools' idle backend connections (``PoolManager.housekeeping``)."""
-        loop = asyncio.get_running_loop()
+        """Every second, ``sweep``."""
         while True:
             await asyncio.sleep(1)
-            settings = self.runtime.settings
-            now = loop.time()
-            for session in list(self.clients.values()):
-                if session.killed:
-                    continue
-                stalled = session.stalled(now)
-                since = session.transaction_since
-                action, why = overstay(session.in_transaction, since, session.idle_since, stalled, now, settings)
-                if action == KILL:
-                    self._end(session, why)
-                elif action == DISCONNECT:
-                    log.info("session %d: %s, disconnecting", session.id, why)
-                    session.wire.close()
-            self.pools.housekeeping(time.monotonic())
+            self.sweep()
+
+    def sweep(self) -> None:
+        """End sessions past their limits (``proxyapp.session.limits``: idle past ``mysql-wait_timeout``, a
+        transaction too long or idle too long, a packet left half sent) and tidy the pools' idle backend connections
+        (``PoolManager.housekeeping``), at the proxy's clock's time."""
+        settings = self.runtime.settings
+        now = self.clock()
+        for session in list(self.clients.values()):
+            if session.killed:
+                continue
+            stalled = session.stalled(now)
+            since = session.transaction_since
+            action, why = overstay(session.in_transaction, since, session.idle_since, stalled, now, settings)
+            if action == KILL:
+                self._end(session, why)
+            elif action == DISCONNECT:
+                log.info("session %d: %s, disconnecting", session.id, why)
+                session.wire.close()
+        self.pools.housekeeping(now)
 
     def _end(self, session: Session, why: str) -> None:
         """Kill ``session`` (its running statement, its connection; its transaction is rolled back)."""
@@ -318,7 +323,7 @@ class Proxy(SessionServices):
 
     async def processlist(self) -> list[dict]:
         """The client sessions, a row each (ProxySQL's stats_mysql_processlist), oldest first."""
-        now = asyncio.get_running_loop().time()
+        now = self.clock()
         return [session.process_row(now) for session in sorted(self.clients.values(), key=lambda s: s.id)]
 
     async def kill_session(self, target: int, query_only: bool, username: str | None) -> dict:
@@ -339,6 +344,13 @@ class Proxy(SessionServices):
             return outcome(False, ErrorCode.KILL_DENIED, f"You are not owner of thread {target}")
         await session.kill(query_only)
         return outcome(True)
+
+    async def advance_clock(self, seconds: float) -> dict:
+        """Move the proxy's clock ``seconds`` forward (tests only, ``proxyapp.clock``) and sweep at once, so that
+        what the time passed ends is ended before the answer; the monitor's next checks see it too."""
+        self.clock.advance(seconds)
+        self.sweep()
+        return {"ok": True, "offset_s": self.clock.offset}
 
     async def set_worker_ports(self, ports: list[int]) -> None:
         """The supervisor's list of every worker's admin port (by worker index)."""

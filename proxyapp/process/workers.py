@@ -25,6 +25,7 @@ import aiohttp
 
 from proxyapp.backends.monitor import Monitor
 from proxyapp.backends.topology import MonitorState
+from proxyapp.clock import Clock, admin_may_advance
 from proxyapp.config.document import Config, ConfigError, load_config_file, parse_config
 from proxyapp.process.admin import AdminServer
 from proxyapp.report.merge import merge_digest_rows, merge_snapshots
@@ -61,6 +62,7 @@ class Supervisor:
         self.sock: socket.socket | None = None
         self.admin: AdminServer | None = None
         self.monitor: Monitor | None = None
+        self.clock = Clock()  # the monitor's; each worker has its own, moved with this one (POST /clock)
         self._http: aiohttp.ClientSession | None = None
         self._stopping = False
         self._pushes: set[asyncio.Task[None]] = set()
@@ -72,10 +74,10 @@ class Supervisor:
         self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
         try:
             await asyncio.gather(*(self._spawn(w) for w in self.workers))
-            self.monitor = Monitor(self.config, self._relay_state)
+            self.monitor = Monitor(self.config, self._relay_state, self.clock)
             self.monitor.start()
             if admin is not None:
-                self.admin = AdminServer(self, admin[0], admin[1])
+                self.admin = AdminServer(self, admin[0], admin[1], clock_movable=admin_may_advance())
                 await self.admin.start()
             log.info(
                 "ProxyFleet listening on %s:%d with %d worker processes (admin %s), config %s",
@@ -247,6 +249,12 @@ class Supervisor:
             return unknown_thread(target)
         worker = self.workers[worker_of(target, len(self.workers))]
         return await forward_kill(worker.admin_port, target, query_only, username)
+
+    async def advance_clock(self, seconds: float) -> dict[str, Any]:
+        """Move the monitor's clock and every worker's ``seconds`` forward (tests only, ``proxyapp.clock``)."""
+        self.clock.advance(seconds)
+        await self._each("POST", "/clock", {"advance_s": seconds})
+        return {"ok": True, "offset_s": self.clock.offset}
 
     async def set_worker_ports(self, ports: list[int]) -> None:
         """Only workers take the list."""

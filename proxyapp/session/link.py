@@ -47,8 +47,8 @@ class BackendLink:
         self.last_pool: ServerPool | None = None  # the server the last command ran on
         self.last_insert_id = 0
         self.in_transaction = False
-        self.busy_since = 0.0  # loop time the current (or last) command arrived
-        self.transaction_since = 0.0  # loop time the command that opened the current transaction arrived
+        self.busy_since = 0.0  # when (the proxy's clock) the current (or last) command arrived
+        self.transaction_since = 0.0  # when the command that opened the current transaction arrived
         self.killed = False  # a KILL ended the session: a command still waiting for a connection must not run
 
     def situation(self) -> Situation:

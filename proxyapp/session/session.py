@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable
 
 from proxyapp.backends.pool import ServerPool
@@ -69,7 +68,7 @@ class Session:
         self.link = BackendLink(services, self.client, self.state, session_id)
         self.queries = QueryPipeline(services, self.client, self.state, self.link, session_id)
         self.prepared = PreparedStatements(services, self.client, self.state, self.link, self.queries)
-        self.idle_since = 0.0  # loop time since the session waits for a command; 0 while one runs
+        self.idle_since = 0.0  # since when (the proxy's clock) the session waits for a command; 0 while one runs
         self.command = b""  # the current (or last) command packet, for the processlist
         self.seated = False  # it logged in and holds one of the node's seats (mysql-max_connections)
         self.partial = 0  # bytes of a half-sent packet the housekeeping saw last, and since when they stand still
@@ -78,7 +77,7 @@ class Session:
 
     def stalled(self, now: float) -> float:
         """Since when the client has left a packet half sent without sending more of it (0: it has not), as the
-        housekeeping sees it once a second at loop time ``now``."""
+        housekeeping sees it once a second at ``now`` on the proxy's clock."""
         unread = self.wire.unread() if self.idle_since else 0
         if unread == 0:
             self.partial, self.partial_since = 0, 0.0
@@ -98,7 +97,7 @@ class Session:
 
     @property
     def transaction_since(self) -> float:
-        """Loop time the command that opened the current transaction arrived."""
+        """When (the proxy's clock) the command that opened the current transaction arrived."""
         return self.link.transaction_since
 
     @property
@@ -209,12 +208,12 @@ class Session:
         wire = self.wire
         link = self.link
         handlers = _HANDLERS
-        loop = wire.loop
+        clock = self.services.clock
         while True:
-            self.idle_since = loop.time()
+            self.idle_since = clock()
             payload = await wire.read_payload()
             self.idle_since = 0.0
-            link.busy_since = loop.time()
+            link.busy_since = clock()
             self.command = payload
             if not payload:
                 raise ProtocolError("empty command packet")
@@ -256,7 +255,7 @@ class Session:
 
     async def _com_statistics(self, payload: bytes) -> None:
         c = self.services.counters
-        uptime = int(time.monotonic() - self.services.started)
+        uptime = int(self.services.clock() - self.services.started)
         text = (
             f"Uptime: {uptime}  Threads: {c.Client_Connections_connected}  Questions: {c.Questions}  "
             f"Slow queries: {c.Slow_queries}  Opens: 0  Open tables: 0  Queries per second avg: "

@@ -1,9 +1,11 @@
 """Test helpers around a proxy and its servers (``devstack.proxy`` starts the proxy): the backend thread running a
-statement, the transactions open on a server, and the type of the ``start_proxy`` fixture."""
+statement, the transactions open on a server, time passing for the proxy while a statement runs, and the type of
+the ``start_proxy`` fixture."""
 
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +34,29 @@ def backend_thread(server: SandboxServer, marker: str, timeout: float = 5) -> in
 
         wait_until(running, f"backend thread running a statement containing {marker!r}", timeout, interval=0.01)
     return found[0]
+
+
+def advance_clock_while_running(proxy: ProxyProcess, session_id: int, marker: str, seconds: float) -> threading.Thread:
+    """In a thread: once session ``session_id`` runs a statement containing ``marker`` (its processlist info),
+    make ``seconds`` pass for the proxy (``ProxyProcess.advance_clock``); if the session ends first, do nothing.
+    Join the thread to know it is done."""
+
+    def advance() -> None:
+        gone: list[bool] = []
+
+        def running_or_gone() -> bool:
+            rows = [r for r in proxy.admin("GET", "/processlist") if r["SessionID"] == session_id]
+            if not rows:
+                gone.append(True)
+            return bool(gone) or marker in (rows[0]["info"] or "")
+
+        wait_until(running_or_gone, f"session {session_id} running {marker!r}", 30, interval=0.01)
+        if not gone:
+            proxy.advance_clock(seconds)
+
+    thread = threading.Thread(target=advance, daemon=True)
+    thread.start()
+    return thread
 
 
 def open_transactions(server: SandboxServer, user: str = APP_USER) -> list[tuple[int, str, str]]:

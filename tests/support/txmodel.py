@@ -33,7 +33,7 @@ import pymysql
 from devstack.proxy import ProxyProcess, small_pool_config
 from devstack.sandbox import APP_PASSWORD, APP_USER
 from devstack.stack import wait_until
-from tests.support.harness import open_transactions
+from tests.support.harness import advance_clock_while_running, open_transactions
 
 ROWS = "app.txm_rows"
 LEDGER = "app.txm_ledger"
@@ -44,7 +44,9 @@ LOST = frozenset({0, 2006, 2013, 2055, 4031, 1927})
 #: Errors that undo one statement and leave its transaction open (innodb_rollback_on_timeout is off).
 STATEMENT_ERRORS = frozenset({1062, 1205, 1317})
 DEADLOCK = 1213
-MAX_TRANSACTION_TIME_MS = 3000
+#: Longer than any transaction of the walk takes: only the overstay step, which moves the proxy's clock past it,
+#: makes the proxy end transactions (every one open at that moment).
+MAX_TRANSACTION_TIME_MS = 60_000
 SAVEPOINTS = ("s1", "s2", "s3")
 
 
@@ -359,15 +361,20 @@ class Walker:
         killer.join(30)
 
     def _overstay(self) -> None:
-        """Keep the transaction running past mysql-max_transaction_time: the proxy ends the session."""
+        """Keep the transaction running past mysql-max_transaction_time (the proxy's clock moved past it while its
+        statement runs): the proxy ends the session, and whatever other transaction is open then."""
         self.overstay = False
         self.out.steps["overstay"] += 1
+        seconds = MAX_TRANSACTION_TIME_MS / 1000 + 1
+        advancer = advance_clock_while_running(self.proxy, self.session_id(), "txm_overstay", seconds)
         try:
-            self.run(f"SELECT SLEEP({MAX_TRANSACTION_TIME_MS / 1000 + 3})")
+            self.run("SELECT SLEEP(30) AS txm_overstay")
         except Lost:
             self.lose(committing=False)
             self.out.steps["overstay ended by the proxy"] += 1
             return
+        finally:
+            advancer.join(30)
         self.violation("a transaction outlived mysql-max_transaction_time")
 
     def session_id(self) -> int:

@@ -180,12 +180,16 @@ def black_hole() -> Iterator[int]:
 def test_a_server_slower_than_its_max_latency_ms_is_shunned_until_it_answers_in_time(
     box: Sandbox, start_proxy: StartProxy
 ) -> None:
-    # The thresholds are decided exactly in tests/unit/proxyapp/backends/test_monitor_decisions.py on a clock the test
-    # holds; here the margins are wide (a 600 ms delay against a 300 ms limit, a fast ping well under it even on a
-    # loaded machine) so that only the wiring is tested: the relay's delay reaches the monitor, its verdict the pools.
+    # The relay holds a ping's reply while 600 ms pass on the proxy's clock (no real time needs to): that ping took
+    # 600 ms and more against a 300 ms limit. The thresholds are decided exactly in
+    # tests/unit/proxyapp/backends/test_monitor_decisions.py; here the wiring is tested: the latency the monitor
+    # measures, its verdict, the pools'. Connect checks only at the start and pings that never time out, so that
+    # the replies the relay holds are pings, and only the ones the test holds.
     relay = SlowRelay(box.replicas()[0].port)
     try:
-        variables = global_variables({"mysql-monitor_ping_timeout": 3000, "mysql-monitor_connect_timeout": 3000})
+        variables = global_variables(
+            {"mysql-monitor_ping_timeout": 600_000, "mysql-monitor_connect_interval": 7 * 86_400_000}
+        )
         document = rw_split_config(box.primary().port, [], global_variables=variables)
         slow = {"hostgroup_id": 30, "hostname": "127.0.0.1", "port": relay.listener.getsockname()[1]}
         document["mysql_servers"].append({**slow, "max_latency_ms": 300})
@@ -193,7 +197,10 @@ def test_a_server_slower_than_its_max_latency_ms_is_shunned_until_it_answers_in_
         wait_for(lambda: len(proxy.admin("GET", "/monitor/ping")) >= 2, "the first pings", proxy)
         assert status_of(proxy, slow["port"]) == ["ONLINE"]
 
-        relay.delay = 0.6
+        relay.hold()
+        wait_for(lambda: relay.held == 1, "a ping waiting for its reply", proxy)
+        proxy.advance_clock(0.6)
+        relay.let_through(1)  # that ping's reply; the next ping's waits, so the server stays as that one left it
         wait_for(lambda: status_of(proxy, slow["port"]) == ["SHUNNED"], "the slow server shunned", proxy)
         shun = transitions(proxy, slow["port"])[-1]
         over = re.fullmatch(r"ping took (\d+\.\d) ms > max_latency_ms 300", shun["reason"])
@@ -202,7 +209,7 @@ def test_a_server_slower_than_its_max_latency_ms_is_shunned_until_it_answers_in_
             query(client, "/* hostgroup=30 */ SELECT 1")
         assert failed.value.args[0] == 9001 and "hostgroup 30" in failed.value.args[1]
 
-        relay.delay = 0
+        relay.release()
         wait_for(lambda: status_of(proxy, slow["port"]) == ["ONLINE"], "the server back once fast", proxy)
         back = transitions(proxy, slow["port"])[-1]
         assert re.fullmatch(r"ping took \d+\.\d ms <= max_latency_ms 300", back["reason"]), back

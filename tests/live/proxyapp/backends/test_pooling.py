@@ -49,6 +49,13 @@ def app_threads(server: SandboxServer) -> list[int]:
         return sorted(int(row[0]) for row in cur.fetchall())
 
 
+def admin_commands(server: SandboxServer) -> int:
+    """The server's Com_admin_commands: the COM_PINGs it answered (and other admin commands), from all clients."""
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute("SHOW GLOBAL STATUS LIKE 'Com_admin_commands'")
+        return int(cur.fetchone()[1])
+
+
 def pool_row(proxy: ProxyProcess, port: int) -> dict[str, Any]:
     """The /stats/connection_pool row of the server on ``port``."""
     rows = [r for r in proxy.admin("GET", "/stats/connection_pool") if r["srv_port"] == port]
@@ -270,19 +277,18 @@ def test_offline_hard_cuts_the_connections(sandbox: Sandbox, start_proxy: StartP
     assert proxy.stats()["global"]["Active_Transactions"] == 0
 
 
-def idle_seconds(server: SandboxServer, thread: int) -> int:
-    """How long the server's connection ``thread`` has been waiting for a command (PROCESSLIST's TIME)."""
-    with server.connect() as conn, conn.cursor() as cur:
-        cur.execute("SELECT TIME FROM information_schema.PROCESSLIST WHERE ID = %s", (thread,))
-        return int(cur.fetchone()[0])
-
-
 def test_idle_connections_beyond_free_connections_pct_are_trimmed_and_the_rest_kept_alive(
     sandbox: Sandbox, start_proxy: StartProxy
 ) -> None:
     primary = sandbox.primary()
     before = app_threads(primary)
-    variables = {"mysql-free_connections_pct": 20, "mysql-ping_interval_server_msec": 1000}
+    # A minute between pings, so that only the proxy's clock, moved by the test, makes the connections unused; no
+    # monitor, so that every COM_PING the server counts is a keep-alive ping of the pool.
+    variables = {
+        "mysql-free_connections_pct": 20,
+        "mysql-ping_interval_server_msec": 60_000,
+        "mysql-monitor_enabled": "false",
+    }
     proxy = start_proxy(make_config([{"port": primary.port, "max_connections": 10}], variables))
     clients = [proxy.connect(autocommit=True) for _ in range(6)]
     try:
@@ -295,12 +301,17 @@ def test_idle_connections_beyond_free_connections_pct_are_trimmed_and_the_rest_k
                 cur.execute("COMMIT")
         # Released at once, all six stay pooled (a burst that comes back finds them) ...
         assert pool_row(proxy, primary.port)["ConnFree"] == 6
+        pings = admin_commands(primary)
         # ... until they sit unused for mysql-ping_interval_server_msec: then 20 % of 10 stay, kept alive by pings.
-        wait_until(lambda: pool_row(proxy, primary.port)["ConnFree"] == 2, "the idle excess trimmed", 15)
+        proxy.advance_clock(61)
+        wait_until(lambda: pool_row(proxy, primary.port)["ConnFree"] == 2, "the idle excess trimmed, two pinged", 15)
         kept = [t for t in app_threads(primary) if t not in before]
         assert len(kept) == 2
-        time.sleep(5.5)
-        assert all(idle_seconds(primary, t) <= 3 for t in kept)  # pinged every second or two: never idle 5 s
+        assert admin_commands(primary) - pings == 2
+        # Another minute unused: the same two are pinged again, and stay.
+        proxy.advance_clock(61)
+        wait_until(lambda: admin_commands(primary) - pings == 4, "the two kept connections pinged again", 15)
+        wait_until(lambda: pool_row(proxy, primary.port)["ConnFree"] == 2, "the pinged connections back", 15)
         assert kept == [t for t in app_threads(primary) if t not in before]  # the same two connections
         row = pool_row(proxy, primary.port)
         assert (row["ConnOK"], row["ConnERR"]) == (6, 0)

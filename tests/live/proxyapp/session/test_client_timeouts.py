@@ -24,7 +24,7 @@ def test_silent_clients_are_disconnected(
         [r.port for r in sandbox.replicas()],
         global_variables=[
             {"variable_name": "mysql-connect_timeout_client", "variable_value": "500"},
-            {"variable_name": "mysql-wait_timeout", "variable_value": "1500"},
+            {"variable_name": "mysql-wait_timeout", "variable_value": "3600000"},
         ],
     )
     proxy = start_proxy(config)
@@ -40,6 +40,9 @@ def test_silent_clients_are_disconnected(
         def ended() -> bool:
             return all(row["SessionID"] != session for row in proxy.admin("GET", "/processlist"))
 
+        proxy.advance_clock(1800)  # half an hour idle: kept
+        assert not ended()
+        proxy.advance_clock(1801)
         wait_until(ended, "the idle session ended by mysql-wait_timeout", 30)
         with pytest.raises(pymysql.err.OperationalError) as info:
             cur.execute("SELECT 1")
@@ -55,13 +58,22 @@ def test_a_packet_left_half_sent_is_dropped_after_net_read_timeout(
     config = rw_split_config(
         sandbox.primary().port,
         [r.port for r in sandbox.replicas()],
-        global_variables=[{"variable_name": "mysql-net_read_timeout", "variable_value": "1000"}],
+        global_variables=[{"variable_name": "mysql-net_read_timeout", "variable_value": "60000"}],
     )
     proxy = start_proxy(config)
     client = RawClient.connect(proxy.port, database=None, timeout=30)
     try:
         client.send_raw(struct.pack("<I", 100)[:3] + b"\x00" + b"\x03SELECT ")  # 8 of the 100 bytes it announces
-        assert client.wait_closed(30)  # the proxy let go (mysql-wait_timeout, 8 hours, would not have)
+        session = client.greeting.connection_id if client.greeting is not None else 0
+
+        def a_minute_later_gone() -> bool:
+            # The housekeeping notes when the bytes stopped coming, at its first look after they arrived; a minute
+            # after that look the proxy lets go (mysql-wait_timeout, 8 hours, would not have).
+            proxy.advance_clock(61)
+            return all(row["SessionID"] != session for row in proxy.admin("GET", "/processlist"))
+
+        wait_until(a_minute_later_gone, "the session with a packet half sent ended", 30)
+        assert client.wait_closed(30)
         assert "a packet half sent for over mysql-net_read_timeout" in proxy.log()
     finally:
         client.close()

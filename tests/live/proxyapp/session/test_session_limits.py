@@ -15,6 +15,7 @@ import pytest
 from devstack.proxy import ProxyProcess, rw_split_config
 from devstack.sandbox import Sandbox
 from devstack.stack import wait_until
+from tests.support.harness import advance_clock_while_running
 
 TABLE = "app.limits_rows"
 
@@ -53,18 +54,21 @@ def disconnected(conn: pymysql.Connection) -> bool:
 def test_a_transaction_left_idle_past_max_transaction_idle_time_is_killed_and_rolled_back(
     sandbox: Sandbox, start_proxy: Callable[[dict[str, Any]], ProxyProcess], table: str
 ) -> None:
-    proxy = start(sandbox, start_proxy, **{"mysql-max_transaction_idle_time": 1000})
+    proxy = start(sandbox, start_proxy, **{"mysql-max_transaction_idle_time": 60_000})
     idle_in_transaction = proxy.connect(autocommit=True)
     idle_outside = proxy.connect(autocommit=True)
     try:
         with idle_in_transaction.cursor() as cur:
             cur.execute("BEGIN")
             cur.execute(f"INSERT INTO {table} VALUES (1)")
+        proxy.advance_clock(30)  # half the limit: nothing happens
+        assert proxy.stats()["global"]["Active_Transactions"] == 1
+        proxy.advance_clock(31)
         wait_until(lambda: proxy.stats()["global"]["Active_Transactions"] == 0, "the idle transaction ended", 15)
         assert disconnected(idle_in_transaction)
         assert rows_on_primary(sandbox) == 0
         assert not disconnected(idle_outside)  # idle, but not in a transaction: left alone
-        assert "killed: idle in a transaction for over mysql-max_transaction_idle_time (1 s)" in proxy.log()
+        assert "killed: idle in a transaction for over mysql-max_transaction_idle_time (60 s)" in proxy.log()
     finally:
         idle_in_transaction.close()
         idle_outside.close()
@@ -73,20 +77,22 @@ def test_a_transaction_left_idle_past_max_transaction_idle_time_is_killed_and_ro
 def test_a_transaction_running_past_max_transaction_time_is_killed_even_while_busy(
     sandbox: Sandbox, start_proxy: Callable[[dict[str, Any]], ProxyProcess], table: str
 ) -> None:
-    proxy = start(sandbox, start_proxy, **{"mysql-max_transaction_time": 1000})
+    proxy = start(sandbox, start_proxy, **{"mysql-max_transaction_time": 60_000})
     conn = proxy.connect(autocommit=True)
     try:
         with conn.cursor() as cur:
             cur.execute("BEGIN")
             cur.execute(f"INSERT INTO {table} VALUES (1)")
+            advancer = advance_clock_while_running(proxy, conn.thread_id(), "limits_marker", 61)
             with pytest.raises(pymysql.err.OperationalError):
-                cur.execute("SELECT SLEEP(30) FOR UPDATE")  # busy, not idle: still killed
+                cur.execute("SELECT SLEEP(30) AS limits_marker FOR UPDATE")  # busy, not idle: still killed
+            advancer.join()
         # The client is let go first, so that the interrupted statement's error never reaches it as an answer.
         wait_until(
             lambda: proxy.stats()["global"]["mysql_killed_backend_queries"] == 1, "the backend query was killed", 15
         )
         assert rows_on_primary(sandbox) == 0
-        assert "killed: its transaction ran for over mysql-max_transaction_time (1 s)" in proxy.log()
+        assert "killed: its transaction ran for over mysql-max_transaction_time (60 s)" in proxy.log()
     finally:
         conn.close()
 

@@ -13,6 +13,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from proxyapp.clock import Clock
 from proxyapp.process.admin import METRICS_TOP_DIGESTS, AdminServer
 from proxyapp.report.stats import DigestStats, GlobalCounters
 
@@ -36,6 +37,7 @@ class Provider:
         self.extra: dict[str, Any] = {}
         self.refusal: list[str] = []
         self.reloads: list[dict[str, Any] | None] = []
+        self.clock = Clock()
 
     @property
     def checksum(self) -> str:
@@ -71,6 +73,11 @@ class Provider:
             self.document = document
             self.source = "admin"
         return {"ok": True, "checksum": self.checksum, "errors": [], "warnings": ["a warning"]}
+
+    async def advance_clock(self, seconds: float) -> dict[str, Any]:
+        """Move the clock."""
+        self.clock.advance(seconds)
+        return {"ok": True, "offset_s": self.clock.offset}
 
 
 class BrokenProvider(Provider):
@@ -111,11 +118,12 @@ def pool_row(hg: int, host: str, port: int, status: str, used: int, free: int, l
     }
 
 
-def serve(provider: Provider, scenario: Scenario) -> None:
-    """Start an AdminServer for ``provider`` on a free port, run ``scenario`` against it, stop it."""
+def serve(provider: Provider, scenario: Scenario, **options: Any) -> None:
+    """Start an AdminServer for ``provider`` (with ``options``) on a free port, run ``scenario`` against it, stop
+    it."""
 
     async def main() -> None:
-        server = AdminServer(provider, "127.0.0.1", 0)
+        server = AdminServer(provider, "127.0.0.1", 0, **options)
         await server.start()
         try:
             assert server.port != 0
@@ -347,6 +355,41 @@ def test_a_failing_provider_is_a_500_json_error() -> None:
         assert await get_json(http, "/health") == {"status": "ok"}
 
     serve(BrokenProvider(), scenario)
+
+
+# --- the test clock -----------------------------------------------------------------------------------------
+
+
+def test_the_clock_cannot_be_moved_unless_the_proxy_was_started_for_tests() -> None:
+    provider = Provider()
+
+    async def scenario(http: aiohttp.ClientSession) -> None:
+        async with http.post("/clock", json={"advance_s": 60}) as resp:
+            assert resp.status == 404
+            assert (await resp.json()) == {"error": "no such endpoint: /clock"}
+
+    serve(provider, scenario)
+    assert provider.clock.offset == 0
+
+
+def test_a_movable_clock_moves_forward_only_by_a_sane_number_of_seconds() -> None:
+    provider = Provider()
+
+    async def scenario(http: aiohttp.ClientSession) -> None:
+        async with http.post("/clock", json={"advance_s": 90}) as resp:
+            assert (resp.status, await resp.json()) == (200, {"ok": True, "offset_s": 90.0})
+        for bad, error in (
+            (-1, "the clock moves forward by 0 to 86400 s, not -1.0"),
+            (1e12, "the clock moves forward by 0 to 86400 s, not 1000000000000.0"),
+            ("60", "advance_s must be a number of seconds, not '60'"),
+            (True, "advance_s must be a number of seconds, not True"),
+            (None, "advance_s must be a number of seconds, not None"),
+        ):
+            async with http.post("/clock", json={"advance_s": bad}) as resp:
+                assert (resp.status, await resp.json()) == (400, {"error": error})
+
+    serve(provider, scenario, clock_movable=True)
+    assert provider.clock.offset == 90
 
 
 # --- server lifecycle ---------------------------------------------------------------------------------------
