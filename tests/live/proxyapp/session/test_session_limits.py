@@ -51,10 +51,11 @@ def disconnected(conn: pymysql.Connection) -> bool:
     return False
 
 
+@pytest.mark.parametrize("threads", [1, 2])  # with 2, the supervisor moves every worker's clock
 def test_a_transaction_left_idle_past_max_transaction_idle_time_is_killed_and_rolled_back(
-    sandbox: Sandbox, start_proxy: Callable[[dict[str, Any]], ProxyProcess], table: str
+    sandbox: Sandbox, start_proxy: Callable[[dict[str, Any]], ProxyProcess], table: str, threads: int
 ) -> None:
-    proxy = start(sandbox, start_proxy, **{"mysql-max_transaction_idle_time": 60_000})
+    proxy = start(sandbox, start_proxy, **{"mysql-max_transaction_idle_time": 60_000, "mysql-threads": threads})
     idle_in_transaction = proxy.connect(autocommit=True)
     idle_outside = proxy.connect(autocommit=True)
     try:
