@@ -17,6 +17,7 @@ import pymysql
 
 from devstack.sandbox import APP_PASSWORD, APP_USER, REPO
 from devstack.stack import free_port, wait_until
+from proxyapp import credential
 from proxyapp.clock import TEST_CLOCK_ENV
 
 WRITER_HG = 10
@@ -75,6 +76,7 @@ class ProxyProcess:
         self.workdir = workdir
         self.config_path = workdir / "proxy-config.json"
         self.log_path = workdir / "proxy.log"
+        self.token_path = credential.default_path(self.config_path)  # the admin credential, made at the first start
         self.write_config(config)
         self.port = free_port()
         self.admin_port = free_port()
@@ -157,6 +159,8 @@ class ProxyProcess:
         """Call the admin endpoint; returns the decoded JSON (for 4xx too)."""
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(f"http://127.0.0.1:{self.admin_port}{path}", data=data, method=method)
+        if self.token_path.exists():
+            request.headers.update(credential.header(credential.read(self.token_path)))
         try:
             with urllib.request.urlopen(request, timeout=10) as response:
                 raw = response.read()

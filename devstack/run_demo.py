@@ -24,6 +24,8 @@ from pathlib import Path
 from devstack import stack
 from devstack.demo import demo_config
 from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox
+from proxyapp import credential
+from proxyapp.node.node import NodeStore
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO = REPO / "var" / "demo"
@@ -84,8 +86,12 @@ def prepare_control_plane(sandbox: Sandbox, admin_password: str) -> None:
     admin.save()
     cluster, created = Cluster.objects.get_or_create(name=CLUSTER, defaults={"comment": "make run: the sandbox demo"})
     for name, (mysql, admin_address) in NODES.items():
+        store = NodeStore(DEMO / "nodes" / name)  # the node's admin credential, made here for the node to find
+        store.directory.mkdir(parents=True, exist_ok=True)
+        token = credential.load_or_create(store.token_path)
         ProxyNode.objects.update_or_create(
-            name=name, defaults={"cluster": cluster, "mysql_address": mysql, "admin_address": admin_address}
+            name=name,
+            defaults={"cluster": cluster, "mysql_address": mysql, "admin_address": admin_address, "admin_token": token},
         )
     if created:  # a restart keeps the draft and the versions the user made
         publishing.import_document(cluster, demo_config(sandbox), admin)

@@ -25,6 +25,9 @@ from pathlib import Path
 
 import redis
 
+from proxyapp import credential
+from proxyapp.node.node import NodeStore
+
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent  # the virtualenv's scripts: celery, gunicorn
 LOG_TAIL_LINES = 40
@@ -292,6 +295,10 @@ class RunningFleet:
     def node_admin(self, name: str) -> str:
         """The address of node ``name``'s admin endpoint."""
         return f"127.0.0.1:{self.ports[name][1]}"
+
+    def node_token(self, name: str) -> str:
+        """Node ``name``'s admin credential (made by the node at its first start, in its state directory)."""
+        return credential.read(NodeStore(self.workdir / "nodes" / name).token_path)
 
     def start_node(self, name: str) -> Service:
         """Start (or start again) node ``name`` from its state directory, as its shape says."""

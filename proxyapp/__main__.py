@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from proxyapp.config.document import ConfigError, load_config_file
+from proxyapp.credential import CredentialError
 from proxyapp.main import serve, serve_worker
 from proxyapp.node.node import NodeStore, agent_argv, check_node_name, parse_hostgroups, serve_node
 from proxyapp.process.server import parse_address
@@ -33,6 +34,11 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--report-interval", type=float, default=5.0, help="(--node) seconds between reports")
     run.add_argument("--listen", help="HOST:PORT for MySQL clients (default: mysql-interfaces)")
     run.add_argument("--admin", help="HOST:PORT of the HTTP admin endpoint (default: admin-restapi_*)")
+    run.add_argument(
+        "--admin-token-file",
+        type=Path,
+        help="the admin credential's file (default: admin.token beside the config; created 0600 if missing)",
+    )
     run.add_argument("--log-level", default="INFO")
     sub.add_parser("build", help="compile the hot modules with mypyc (see proxyapp.native)")
     check = sub.add_parser("check", help="validate a config document and print its warnings")
@@ -109,8 +115,8 @@ def main(argv: list[str] | None = None) -> int:
             )
             runner(serve_node(store, listen, admin, command))
         else:
-            runner(serve(args.config, listen, admin))
-    except ConfigError as exc:
+            runner(serve(args.config, listen, admin, args.admin_token_file))
+    except (ConfigError, CredentialError) as exc:
         print(exc, file=sys.stderr)
         return 1
     except OSError as exc:
@@ -135,7 +141,11 @@ def _agent(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(exc, file=sys.stderr)
         return 2
-    run_agent(settings, args.parent_pid, args.log_level.upper())
+    try:
+        run_agent(settings, args.parent_pid, args.log_level.upper())
+    except CredentialError as exc:
+        print(exc, file=sys.stderr)
+        return 1
     return 0
 
 

@@ -14,6 +14,7 @@ import socket
 import sys
 from pathlib import Path
 
+from proxyapp import credential
 from proxyapp.config.document import load_config_file, parse_config, read_json
 from proxyapp.process.server import Proxy, parse_address
 from proxyapp.process.workers import Supervisor, worker_count
@@ -22,12 +23,17 @@ from proxyapp.session.seats import Seats
 log = logging.getLogger("proxyapp")
 
 
-async def serve(config_path: Path, listen: tuple[str, int] | None, admin: tuple[str, int] | None) -> None:
+async def serve(
+    config_path: Path, listen: tuple[str, int] | None, admin: tuple[str, int] | None, token_path: Path | None = None
+) -> None:
     """Run a proxy from a config file until SIGINT/SIGTERM; SIGHUP reloads the file.
 
-    With ``mysql-threads`` above 1 (and more than one CPU) the work is spread over worker processes.
+    The admin credential is read from ``token_path`` (default: ``admin.token`` beside the config file), created
+    there at the first start. With ``mysql-threads`` above 1 (and more than one CPU) the work is spread over worker
+    processes.
     """
     config = load_config_file(config_path)
+    token = credential.load_or_create(token_path or credential.default_path(config_path))
     v = config.variables
     if listen is None:
         listen = parse_address(v.text("mysql-interfaces"), 6033)
@@ -35,9 +41,9 @@ async def serve(config_path: Path, listen: tuple[str, int] | None, admin: tuple[
         admin = (v.text("admin-restapi_interface"), v.integer("admin-restapi_port"))
     workers = worker_count(config)
     if workers > 1:
-        await Supervisor(config, config_path, workers).run(listen, admin)
+        await Supervisor(config, config_path, workers, token).run(listen, admin)
         return
-    proxy = Proxy(config, config_path)
+    proxy = Proxy(config, config_path, admin_token=token)
     await proxy.start(listen, admin)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -50,10 +56,12 @@ async def serve(config_path: Path, listen: tuple[str, int] | None, admin: tuple[
 
 
 async def serve_worker(listen_fd: int, index: int, count: int, config_path: Path, seats_fd: int) -> None:
-    """A worker process: the config document comes on stdin, the admin port goes to stdout; ``seats_fd`` is the
-    node's shared session count."""
-    config = parse_config(read_json(sys.stdin.read()))
-    proxy = Proxy(config, config_path, worker=index, workers=count, seats=Seats(seats_fd, index, count))
+    """A worker process: the admin token (a line) and the config document come on stdin, the admin port goes to
+    stdout; ``seats_fd`` is the node's shared session count."""
+    token, _, document = sys.stdin.read().partition("\n")
+    config = parse_config(read_json(document))
+    seats = Seats(seats_fd, index, count)
+    proxy = Proxy(config, config_path, worker=index, workers=count, seats=seats, admin_token=token)
     sock = socket.socket(fileno=listen_fd)
     await proxy.start(("", 0), ("127.0.0.1", 0), sock=sock)
     assert proxy.admin is not None

@@ -17,9 +17,8 @@ from fleet.core import audit, roles
 from fleet.core.drafts import save_row
 from fleet.core.models import TABLE_MODELS, AuditEntry, Cluster, ConfigVersion, Hostgroup, ProxyNode
 from fleet.core.models.tables import key_path_of
-from fleet.core.sealing import SECRET_COLUMNS
-from fleet.core.secrets import mask_document, mask_row
 from proxyapp.config.document import table_columns
+from proxyapp.config.secrets import SECRET_COLUMNS, mask_document, mask_row
 
 
 class SavedThroughDrafts:
@@ -147,6 +146,7 @@ class NodeSerializer(SavedThroughDrafts, serializers.ModelSerializer):
             "cluster",
             "mysql_address",
             "admin_address",
+            "admin_token",
             "desired_version",
             "pushed_version",
             "applied_version",
@@ -169,7 +169,10 @@ class NodeSerializer(SavedThroughDrafts, serializers.ModelSerializer):
             "last_heartbeat",
             "stale_since",
         ]
-        extra_kwargs = {"name": {"validators": []}}  # unique: checked by save_row with the UI's message
+        extra_kwargs = {
+            "name": {"validators": []},  # unique: checked by save_row with the UI's message
+            "admin_token": {"write_only": True, "style": {"input_type": "password"}},
+        }
 
     def create(self, validated_data: dict[str, Any]) -> ProxyNode:
         return self._save(ProxyNode(**validated_data))

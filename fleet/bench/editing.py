@@ -11,7 +11,7 @@ from django.db import transaction
 from fleet.bench.models import BenchJob, BenchTarget
 from fleet.core import audit
 from fleet.core.models import AuditEntry
-from fleet.core.secrets import MASK
+from proxyapp.config.secrets import MASK
 
 
 def _picture(obj: BenchTarget | BenchJob, targets: list[BenchTarget] | None = None) -> dict[str, Any]:

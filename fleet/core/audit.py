@@ -11,7 +11,7 @@ from django.db import models
 from django.http import HttpRequest, HttpResponse
 
 from fleet.core.models import AuditEntry, Cluster, ClusterRow
-from fleet.core.secrets import mask_row
+from proxyapp.config.secrets import mask_row
 
 
 def snapshot(obj: models.Model) -> dict[str, Any]:

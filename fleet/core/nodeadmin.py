@@ -9,6 +9,7 @@ import urllib.request
 from typing import Any
 
 from fleet.core.models import ProxyNode
+from proxyapp import credential
 
 TIMEOUT = 3.0
 
@@ -22,7 +23,8 @@ def call(node: ProxyNode, method: str, path: str, body: Any = None) -> Any:
     if not node.admin_address:
         raise NodeUnreachable(f"node {node.name} has no admin address")
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(f"http://{node.admin_address}{path}", data=data, method=method)
+    headers = credential.header(node.admin_token) if node.admin_token else {}
+    request = urllib.request.Request(f"http://{node.admin_address}{path}", data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
             return json.loads(response.read())

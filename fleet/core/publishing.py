@@ -22,9 +22,8 @@ from django.db import transaction
 from fleet.core import audit, push
 from fleet.core.drafts import Actor
 from fleet.core.models import TABLE_MODELS, AuditEntry, Cluster, ClusterRow, ConfigVersion, Hostgroup
-from fleet.core.sealing import is_secret
-from fleet.core.secrets import MASK, mask_document, mask_row
 from proxyapp.config.document import UNIQUE_KEYS, Config, ConfigError, parse_config, table_columns
+from proxyapp.config.secrets import MASK, is_secret, mask_document, mask_row
 
 #: A config document: table name -> list of rows (column name -> value).
 Document = dict[str, list[dict[str, Any]]]

@@ -26,29 +26,16 @@ from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 from django.db import connection, models, transaction
 
+# The secrets of a config (users' passwords, password variables) are proxyapp's definition: the node masks the same.
+from proxyapp.config.secrets import is_secret, is_secret_variable
+
 log = logging.getLogger(__name__)
 
 PREFIX = "sealed:"
-_SECRET_VARIABLE_SUFFIX = "_password"
-#: Table columns that hold a password: never shown or returned once written, sealed at rest.
-SECRET_COLUMNS = frozenset({"password"})
 
 
 class SealingError(RuntimeError):
     """A sealed value cannot be opened with the keys configured, or the key setting is unusable."""
-
-
-def is_secret_variable(name: object) -> bool:
-    """Whether a global variable named ``name`` holds a password (``mysql-monitor_password``)."""
-    return str(name or "").endswith(_SECRET_VARIABLE_SUFFIX)
-
-
-def is_secret(table: str, row: Mapping[str, Any], column: str) -> bool:
-    """Whether ``row[column]`` of ``table`` is a credential (a user's password, a password variable's value): the
-    one answer for masking (``fleet.core.secrets``) and for sealing."""
-    if column in SECRET_COLUMNS:
-        return True
-    return table == "global_variables" and column == "variable_value" and is_secret_variable(row.get("variable_name"))
 
 
 def key_file() -> Path:

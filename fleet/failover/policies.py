@@ -9,8 +9,8 @@ from django.db import transaction
 from fleet.core import audit
 from fleet.core.drafts import Actor
 from fleet.core.models import AuditEntry
-from fleet.core.secrets import MASK
 from fleet.failover.models import FailoverPolicy
+from proxyapp.config.secrets import MASK
 
 EDITABLE = (
     "enabled",

@@ -10,8 +10,7 @@ from django.db.models import Q
 from django.http import Http404
 
 from fleet.core.models import FastRoutingRule, Hostgroup, QueryRule, ReplicationHostgroup, Server, User, Variable
-from fleet.core.sealing import SECRET_COLUMNS
-from fleet.core.secrets import mask_row
+from proxyapp.config.secrets import SECRET_COLUMNS, mask_row
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from typing import Any
 from celery import Celery
 from kombu import Queue
 
+from proxyapp import credential
 from proxyapp.config.document import ConfigError, parse_config
 from proxyapp.node.node import AppliedVersion, NodeStore
 from proxyapp.report.stats import order_digest_rows
@@ -70,8 +71,9 @@ class AgentSettings:
 class AdminClient:
     """The proxy's loopback admin endpoint, over plain blocking HTTP."""
 
-    def __init__(self, address: tuple[str, int], timeout: float = 30) -> None:
+    def __init__(self, address: tuple[str, int], token: str, timeout: float = 30) -> None:
         self.base = f"http://{address[0]}:{address[1]}"
+        self.token = token  # the admin credential (``proxyapp.credential``)
         self.timeout = timeout
 
     def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
@@ -79,6 +81,8 @@ class AdminClient:
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(self.base + path, data=data, method=method)
         request.add_header("Content-Type", "application/json")
+        for name, value in credential.header(self.token).items():
+            request.add_header(name, value)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 return response.status, json.loads(response.read())
@@ -119,7 +123,7 @@ class Agent:
     def __init__(self, settings: AgentSettings) -> None:
         self.settings = settings
         self.store = NodeStore(settings.state_dir)
-        self.admin = AdminClient(settings.admin)
+        self.admin = AdminClient(settings.admin, credential.read(self.store.token_path))
 
     def _ack(self, version: int, checksum: str, error: str = "") -> dict[str, Any]:
         return {

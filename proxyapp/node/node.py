@@ -25,6 +25,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from proxyapp import credential
+
 log = logging.getLogger("proxyapp.node.node")
 
 #: What a node's name may be (the control plane's ``ProxyNode.name`` follows the same rule).
@@ -51,12 +53,16 @@ class NodeStore:
         self.directory = directory
         self.config_path = directory / "config.json"
         self.applied_path = directory / "applied.json"
+        #: The proxy's admin credential, beside its config (``proxyapp.credential``): the agent shows it.
+        self.token_path = credential.default_path(self.config_path)
 
     def prepare(self) -> Path:
-        """Create the directory, and an empty config when there is none yet; returns the config file's path."""
+        """Create the directory, an empty config when there is none yet and the admin token when there is none;
+        returns the config file's path."""
         self.directory.mkdir(parents=True, exist_ok=True)
         if not self.config_path.exists():
             _write_atomically(self.config_path, "{}\n")
+        credential.load_or_create(self.token_path)
         return self.config_path
 
     def applied(self) -> AppliedVersion | None:

@@ -1,7 +1,12 @@
 """The loopback HTTP admin endpoint: JSON stats, Prometheus ``/metrics``, ``/config`` and ``/reload``.
 
 It runs inside the proxy's event loop and reads everything from an ``AdminProvider`` (the proxy), so it never
-imports the session or pool modules. Endpoints (JSON unless noted; every error is ``{"error": "..."}``):
+imports the session or pool modules. Who may drive it (``proxyapp.credential``): every POST needs the admin
+credential (``Authorization: Bearer TOKEN``, else 401); ``GET /config`` shows the secrets (passwords) only with it;
+the other GETs (health, stats, metrics, monitor logs, the processlist, which shows no literals) are open to the
+host's users, as a scraper needs. A request from a browser (an ``Origin`` header) or naming a host that is not
+loopback (``Host``: DNS rebinding) is refused with 403 whatever it shows. Endpoints (JSON unless noted; every error
+is ``{"error": "..."}``):
 
 =====  ============================  ============================================================================
 GET    /health                       ``{"status": "ok"}``
@@ -11,7 +16,8 @@ GET    /stats/connection_pool        stats_mysql_connection_pool rows
 GET    /stats/query_digest           stats_mysql_query_digest rows; ``?limit=N&order_by=sum_time|count_star|...``
 POST   /stats/query_digest/reset     the digest rows, then empties the table (stats_mysql_query_digest_reset)
 GET    /stats/query_rules            stats_mysql_query_rules rows (rule_id, hits)
-GET    /config                       the running config document with its checksum, source and load time
+GET    /config                       the running config document with its checksum, source and load time (its
+                                     passwords masked unless the request shows the admin credential)
 POST   /reload                       load the JSON body as the new config (no body: re-read the config file);
                                      400 for a body that is not a JSON object, 422 when the config is refused
 GET    /metrics                      Prometheus text exposition format 0.0.4
@@ -43,8 +49,10 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
+from proxyapp import credential
 from proxyapp.backends.monitor import CHECKS
 from proxyapp.config.document import read_json
+from proxyapp.config.secrets import mask_document
 from proxyapp.mysql.constants import ErrorCode
 from proxyapp.report.stats import COUNTERS, order_digest_rows
 
@@ -126,9 +134,17 @@ class AdminServer:
     """The admin HTTP server, bound to a loopback address; ``start()`` and ``stop()`` run in the proxy's loop."""
 
     def __init__(
-        self, provider: AdminProvider, host: str = "127.0.0.1", port: int = 6070, clock_movable: bool = False
+        self,
+        provider: AdminProvider,
+        host: str = "127.0.0.1",
+        port: int = 6070,
+        token: str = "",
+        clock_movable: bool = False,
     ) -> None:
+        if not token:
+            raise ValueError("the admin endpoint needs an admin token (proxyapp.credential)")
         self.provider = provider
+        self.token = token
         self.clock_movable = clock_movable  # serve POST /clock (tests only)
         self.host = _loopback(host)
         #: The port to listen on; after ``start()`` the port actually bound (useful with port 0).
@@ -138,7 +154,7 @@ class AdminServer:
 
     async def start(self) -> None:
         """Listen; port 0 picks a free port, which ``self.port`` then holds."""
-        app = web.Application(middlewares=[_json_errors], client_max_size=MAX_BODY_BYTES)
+        app = web.Application(middlewares=[_json_errors, self._guard], client_max_size=MAX_BODY_BYTES)
         app.add_routes(
             [
                 web.get("/health", self._health),
@@ -181,6 +197,27 @@ class AdminServer:
             self._runner = None
 
     # ------------------------------------------------------------------------------------------------ handlers
+
+    @web.middleware
+    async def _guard(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        """Refuse browsers and foreign Host names; every call but a GET must show the credential."""
+        if "Origin" in request.headers:
+            return _error(403, "the admin endpoint does not answer browsers (the request has an Origin header)")
+        if not _loopback_host(request.host):
+            return _error(403, f"the admin endpoint answers requests for a loopback host only, not {request.host!r}")
+        if request.method not in ("GET", "HEAD") and not self._shows_token(request):
+            return _error(
+                401,
+                f"{request.method} {request.path} needs the admin credential: Authorization: Bearer <the token in the "
+                "proxy's admin token file, by default admin.token beside its config file>",
+                {"WWW-Authenticate": f'Bearer realm="{credential.REALM}"'},
+            )
+        return await handler(request)
+
+    def _shows_token(self, request: web.Request) -> bool:
+        return credential.shows(request.headers.get("Authorization"), self.token)
 
     async def _health(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
@@ -283,7 +320,10 @@ class AdminServer:
 
     async def _config(self, request: web.Request) -> web.Response:
         info = (await self.provider.stats_snapshot())["config"]
-        return web.json_response({**info, "document": (await self.provider.config_document())})
+        document = await self.provider.config_document()
+        if not self._shows_token(request):
+            return web.json_response({**info, "document": mask_document(document), "secrets": "masked"})
+        return web.json_response({**info, "document": document})
 
     async def _reload(self, request: web.Request) -> web.Response:
         document = await _json_object(request, "a JSON object (a config document)")
@@ -298,6 +338,23 @@ class AdminServer:
     async def _metrics(self, request: web.Request) -> web.Response:
         text = render_metrics(await self.provider.stats_snapshot())
         return web.Response(body=text.encode(), headers={"Content-Type": METRICS_CONTENT_TYPE})
+
+
+def _loopback_host(host: str) -> bool:
+    """Whether a request's Host (a name or address, with or without a port) is this machine's loopback."""
+    if host.startswith("["):
+        name = host[1:].partition("]")[0]
+    elif host.count(":") == 1:
+        name = host.partition(":")[0]
+    else:
+        name = host  # a name without a port, or a bare IPv6 address
+    name = name.lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
 
 
 def _loopback(host: str) -> str:

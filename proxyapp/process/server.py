@@ -71,8 +71,10 @@ class Proxy(SessionServices):
         worker: int = 0,
         workers: int = 1,
         seats: Seats | None = None,
+        admin_token: str = "",
     ) -> None:
         self.config_path = config_path
+        self.admin_token = admin_token  # the admin credential (``proxyapp.credential``); "" only without an admin
         self.worker = worker
         self.workers = workers
         self.counters = GlobalCounters()
@@ -122,7 +124,7 @@ class Proxy(SessionServices):
             monitor = self.monitor = Monitor(self.runtime.config, self._adopt_monitor_state, self.clock)
             monitor.start()
         if admin is not None:
-            self.admin = AdminServer(self, admin[0], admin[1], clock_movable=admin_may_advance())
+            self.admin = AdminServer(self, admin[0], admin[1], self.admin_token, clock_movable=admin_may_advance())
             await self.admin.start()
         log.info(
             "ProxyFleet listening on %s:%d (admin %s), config %s",
@@ -336,7 +338,7 @@ class Proxy(SessionServices):
             ports = self.worker_admin_ports
             if owner >= len(ports) or not ports[owner]:
                 return unknown_thread(target)
-            return await forward_kill(ports[owner], target, query_only, username)
+            return await forward_kill(ports[owner], self.admin_token, target, query_only, username)
         session = next((s for s in self.clients.values() if s.id == target), None)
         if session is None:
             return unknown_thread(target)

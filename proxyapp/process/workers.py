@@ -23,6 +23,7 @@ from typing import Any
 
 import aiohttp
 
+from proxyapp import credential
 from proxyapp.backends.monitor import Monitor
 from proxyapp.backends.topology import MonitorState
 from proxyapp.clock import Clock, admin_may_advance
@@ -52,8 +53,9 @@ class _Worker:
 class Supervisor:
     """Starts the workers, serves the merged admin endpoint, drives reloads."""
 
-    def __init__(self, config: Config, config_path: Path, workers: int) -> None:
+    def __init__(self, config: Config, config_path: Path, workers: int, token: str) -> None:
         self.config = config
+        self.token = token  # the admin credential: of the supervisor's endpoint and the workers' internal ones
         self.config_path = config_path
         self.workers = [_Worker(i) for i in range(workers)]
         #: The node's session count, shared with the workers (mysql-max_connections counts across them).
@@ -71,13 +73,15 @@ class Supervisor:
         """Serve until SIGINT/SIGTERM; SIGHUP reloads the config file."""
         self.sock = socket.create_server(listen, backlog=4096, reuse_port=False)
         self.sock.set_inheritable(True)
-        self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
+        self._http = aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=10), headers=credential.header(self.token)
+        )
         try:
             await asyncio.gather(*(self._spawn(w) for w in self.workers))
             self.monitor = Monitor(self.config, self._relay_state, self.clock)
             self.monitor.start()
             if admin is not None:
-                self.admin = AdminServer(self, admin[0], admin[1], clock_movable=admin_may_advance())
+                self.admin = AdminServer(self, admin[0], admin[1], self.token, clock_movable=admin_may_advance())
                 await self.admin.start()
             log.info(
                 "ProxyFleet listening on %s:%d with %d worker processes (admin %s), config %s",
@@ -129,7 +133,7 @@ class Supervisor:
             pass_fds=(fd, self.seats_fd),
         )
         assert worker.proc.stdin is not None and worker.proc.stdout is not None
-        worker.proc.stdin.write(json.dumps(self.config.to_document()).encode())
+        worker.proc.stdin.write(f"{self.token}\n{json.dumps(self.config.to_document())}".encode())
         worker.proc.stdin.close()
         line = await asyncio.wait_for(worker.proc.stdout.readline(), 30)
         if not line.startswith(b"ADMIN_PORT "):
@@ -248,7 +252,7 @@ class Supervisor:
         if target < 1:
             return unknown_thread(target)
         worker = self.workers[worker_of(target, len(self.workers))]
-        return await forward_kill(worker.admin_port, target, query_only, username)
+        return await forward_kill(worker.admin_port, self.token, target, query_only, username)
 
     async def advance_clock(self, seconds: float) -> dict[str, Any]:
         """Move the monitor's clock and every worker's ``seconds`` forward (tests only, ``proxyapp.clock``)."""

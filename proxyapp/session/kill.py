@@ -15,6 +15,7 @@ from typing import Any
 
 import aiohttp
 
+from proxyapp import credential
 from proxyapp.mysql.constants import ErrorCode
 from proxyapp.session.client import Client, SessionEnd
 from proxyapp.session.services import SessionServices
@@ -70,14 +71,17 @@ def unknown_thread(target: int) -> dict[str, Any]:
     return outcome(False, ErrorCode.NO_SUCH_THREAD, f"Unknown thread id: {target}")
 
 
-async def forward_kill(admin_port: int, target: int, query_only: bool, username: str | None) -> dict[str, Any]:
-    """Ask the worker whose admin endpoint listens on ``admin_port`` to kill its session ``target``."""
+async def forward_kill(
+    admin_port: int, token: str, target: int, query_only: bool, username: str | None
+) -> dict[str, Any]:
+    """Ask the worker whose admin endpoint listens on ``admin_port`` (showing the admin ``token``) to kill its
+    session ``target``."""
     url = f"http://127.0.0.1:{admin_port}/processlist/{target}/kill"
     body = {"query_only": query_only, "username": username}
     try:
         async with (
             aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http,
-            http.post(url, json=body) as response,
+            http.post(url, json=body, headers=credential.header(token)) as response,
         ):
             answer: dict[str, Any] = await response.json()
     except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as exc:

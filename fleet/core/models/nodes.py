@@ -7,6 +7,8 @@ import uuid
 from django.core.validators import RegexValidator
 from django.db import models
 
+from fleet.core.sealing import SealedTextField
+
 # A node's addresses: host:port, the host a DNS name, an IPv4 address or a bracketed IPv6 address.
 HOST_PORT = RegexValidator(
     r"^([A-Za-z0-9]([A-Za-z0-9_.-]{0,252})|\[[0-9A-Fa-f:.]+\]):[0-9]{1,5}$", "host:port, as in 10.0.0.5:6033"
@@ -50,6 +52,11 @@ class ProxyNode(models.Model):
     )
     admin_address = models.CharField(
         max_length=255, blank=True, default="", validators=[HOST_PORT], help_text="host:port of its admin API"
+    )
+    # The node's admin credential (its admin.token file, ``proxyapp.credential``), sealed at rest: what the node
+    # page's KILL and digest reset show the node.
+    admin_token = SealedTextField(
+        blank=True, default="", help_text="the token in the node's admin.token file (for KILL and digest resets)"
     )
     # What the node last told us it runs, and how its last apply went.
     applied_version = models.PositiveIntegerField(null=True, blank=True)

@@ -14,8 +14,9 @@ from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import models
 
 from fleet.core.models.nodes import Cluster
-from fleet.core.sealing import SECRET_COLUMNS, SealedIfPasswordVariableField, SealedTextField
+from fleet.core.sealing import SealedIfPasswordVariableField, SealedTextField
 from proxyapp.config.document import Column, blank_to_null, table_columns, validate_row
+from proxyapp.config.secrets import SECRET_COLUMNS
 
 # String columns that take part in a unique key: bounded so that every database can index them.
 _KEY_STRINGS = {"hostname", "username", "variable_name"}

@@ -10,12 +10,15 @@ from django import forms
 from django.db import models
 
 from fleet.core.models import Cluster, ProxyNode
-from fleet.core.sealing import is_secret
+from proxyapp.config.secrets import is_secret
 
 
 class RowForm(forms.ModelForm):
-    """A row's form. A secret field (as ``sealing.is_secret`` decides, for the stored row or the submitted one)
-    is a password input that never shows a value; left blank, it keeps the stored value."""
+    """A row's form. A secret field (as ``sealing.is_secret`` decides, for the stored row or the submitted one, and
+    the form's ``write_only`` fields) is a password input that never shows a value; left blank, it keeps the stored
+    value."""
+
+    write_only: tuple[str, ...] = ()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -23,7 +26,7 @@ class RowForm(forms.ModelForm):
         row = {name: getattr(self.instance, name, None) for name in self.fields}
         if self.is_bound:
             row.update({name: self.data.get(name) for name in self.fields if name in self.data})
-        self.secret_fields = [name for name in self.fields if is_secret(table, row, name)]
+        self.secret_fields = [name for name in self.fields if is_secret(table, row, name) or name in self.write_only]
         for name in self.secret_fields:
             field = self.fields[name]
             field.widget = forms.PasswordInput(render_value=False)
@@ -67,7 +70,9 @@ class NodeForm(RowForm):
 
     class Meta:
         model = ProxyNode
-        fields = ["name", "cluster", "mysql_address", "admin_address"]
+        fields = ["name", "cluster", "mysql_address", "admin_address", "admin_token"]
+
+    write_only = ("admin_token",)
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]

@@ -10,9 +10,9 @@ from django.db.models import Model
 
 from fleet.core import roles, timefmt
 from fleet.core.models import AuditEntry, Cluster
-from fleet.core.secrets import mask_row
 from fleet.web.access import current_cluster
 from fleet.web.pages import TABLE_PAGES, TablePage
+from proxyapp.config.secrets import mask_row
 
 register = template.Library()
 

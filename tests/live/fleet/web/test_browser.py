@@ -180,6 +180,7 @@ class LiveStack:
     url: str
     box: Sandbox
     node_admin: str
+    node_token: str
     node_mysql: str
     redis: stack.Service
     redis_url: str
@@ -228,6 +229,7 @@ def live_stack(running_fleet: stack.RunningFleet, box: Sandbox) -> LiveStack:
         fleet.url,
         box,
         fleet.node_admin(LIVE_NODE),
+        fleet.node_token(LIVE_NODE),
         fleet.node_mysql(LIVE_NODE),
         fleet.redis,
         fleet.broker,
@@ -387,8 +389,8 @@ def test_every_table_edited_in_the_browser_reaches_a_real_node(browser: Browser,
 
 
 def test_a_node_edited_in_the_browser_shows_its_sessions_and_kills_one(browser: Browser, live_stack: LiveStack) -> None:
-    """The node's admin address set on the clusters page; its page then lists a client's session live from the
-    node, KILL ends it on the node, and the digests page empties the node's digest table."""
+    """The node's admin address and credential set on the clusters page; its page then lists a client's session
+    live from the node, KILL ends it on the node, and the digests page empties the node's digest table."""
     context = browser.new_context(base_url=live_stack.url)
     host, port = live_stack.node_mysql.split(":")
     client = pymysql.connect(host=host, port=int(port), user=APP_USER, password=APP_PASSWORD, autocommit=True)
@@ -398,6 +400,7 @@ def test_a_node_edited_in_the_browser_shows_its_sessions_and_kills_one(browser: 
         page.goto("/fleet/")
         page.locator(f'tr[data-node="{LIVE_NODE}"]').get_by_role("link", name="Edit").click()
         page.fill("input[name=admin_address]", live_stack.node_admin)
+        page.fill("input[name=admin_token]", live_stack.node_token)
         page.click("button[type=submit]")
         expect(page.locator(f'tr[data-node="{LIVE_NODE}"]')).to_contain_text(live_stack.node_admin)
         with client.cursor() as cur:

@@ -12,6 +12,7 @@ from devstack.sandbox import Sandbox
 from devstack.stack import free_port
 from fleet.core import roles
 from fleet.core.models import AuditEntry, Cluster, ProxyNode
+from proxyapp import credential
 from tests.support.harness import StartProxy
 from tests.unit.fleet.web.test_node_page import logged_in
 
@@ -27,7 +28,11 @@ def test_sessions_live_from_the_node_and_kill(sandbox: Sandbox, start_proxy: Sta
         "config": {"checksum": "ab"},
     }
     node = ProxyNode.objects.create(
-        cluster=cluster, name="live-node", admin_address=f"127.0.0.1:{proxy.admin_port}", last_report=report
+        cluster=cluster,
+        name="live-node",
+        admin_address=f"127.0.0.1:{proxy.admin_port}",
+        admin_token=credential.read(proxy.token_path),
+        last_report=report,
     )
     client = proxy.connect(database="app", autocommit=True)
     with client.cursor() as cur:
@@ -53,10 +58,33 @@ def test_sessions_live_from_the_node_and_kill(sandbox: Sandbox, start_proxy: Sta
     assert "KILL QUERY 99999 on live-node: " in unknown.content.decode() and "done." not in unknown.content.decode()
 
 
+def test_a_node_without_its_admin_credential_says_so_and_its_sessions_live_on(
+    sandbox: Sandbox, start_proxy: StartProxy
+) -> None:
+    proxy = start_proxy(rw_split_config(sandbox.primary().port, [r.port for r in sandbox.replicas()]))
+    cluster = Cluster.objects.create(name="tokenless")
+    node = ProxyNode.objects.create(cluster=cluster, name="no-token", admin_address=f"127.0.0.1:{proxy.admin_port}")
+    with proxy.connect(database="app", autocommit=True) as client:
+        session = client.thread_id()
+        operator = logged_in(roles.OPERATOR)
+        said = operator.post(
+            reverse("web:node_kill", args=[node.name]), {"session": session, "what": "session"}, follow=True
+        ).content.decode()
+        assert f"KILL {session} on no-token: " in said and "needs the admin credential" in said
+        with client.cursor() as cur:
+            cur.execute("SELECT 2")
+            assert cur.fetchone() == (2,)
+
+
 def test_digests_reset_on_every_node(sandbox: Sandbox, start_proxy: StartProxy) -> None:
     proxy = start_proxy(rw_split_config(sandbox.primary().port, [r.port for r in sandbox.replicas()]))
     cluster = Cluster.objects.create(name="digesting")
-    ProxyNode.objects.create(cluster=cluster, name="d-1", admin_address=f"127.0.0.1:{proxy.admin_port}")
+    ProxyNode.objects.create(
+        cluster=cluster,
+        name="d-1",
+        admin_address=f"127.0.0.1:{proxy.admin_port}",
+        admin_token=credential.read(proxy.token_path),
+    )
     ProxyNode.objects.create(cluster=cluster, name="d-2", admin_address=f"127.0.0.1:{free_port()}")
     with proxy.connect(database="app", autocommit=True) as client, client.cursor() as cur:
         cur.execute("SELECT 1 + 1")

@@ -34,6 +34,11 @@ def proxy(start_proxy: Callable[[dict[str, Any]], ProxyProcess]) -> ProxyProcess
 
 
 def make_agent(proxy: ProxyProcess, state_dir: Path, allowed: str | None = None) -> Agent:
+    """An agent of ``proxy`` with its state in ``state_dir``, where the proxy's admin token is put, as a node's is."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    token = NodeStore(state_dir).token_path
+    token.write_text(proxy.token_path.read_text())
+    token.chmod(0o600)
     settings = AgentSettings(
         node="agent-test",
         broker="redis://127.0.0.1:1/0",  # never used: these tests call the agent's methods directly

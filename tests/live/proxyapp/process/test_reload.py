@@ -16,6 +16,7 @@ import pytest
 from devstack.proxy import READER_HG, WRITER_HG, ProxyProcess
 from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox, SandboxServer
 from devstack.stack import wait_until
+from proxyapp import credential
 from tests.support.harness import StartProxy
 
 _ROOT: dict[int, pymysql.Connection] = {}
@@ -149,7 +150,10 @@ def test_post_reload_refusal_is_http_422(sandbox: Sandbox, start_proxy: StartPro
     proxy = start_proxy(make_config(sandbox, WRITER_HG))
     _, config, _ = broken_configs(sandbox)[1]
     request = urllib.request.Request(
-        f"http://127.0.0.1:{proxy.admin_port}/reload", data=json.dumps(config).encode(), method="POST"
+        f"http://127.0.0.1:{proxy.admin_port}/reload",
+        data=json.dumps(config).encode(),
+        method="POST",
+        headers=credential.header(credential.read(proxy.token_path)),
     )
     with pytest.raises(urllib.error.HTTPError) as info:
         urllib.request.urlopen(request, timeout=10)

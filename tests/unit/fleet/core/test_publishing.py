@@ -9,7 +9,7 @@ import redis
 from django.conf import settings
 from django.contrib.auth.models import User as Account
 
-from fleet.core import publishing, secrets
+from fleet.core import publishing
 from fleet.core.drafts import delete_row, save_row
 from fleet.core.models import (
     AuditEntry,
@@ -23,6 +23,7 @@ from fleet.core.models import (
     Variable,
 )
 from fleet.core.models import ReplicationHostgroup as Replication
+from proxyapp.config import secrets
 from proxyapp.config.document import ConfigError, parse_config
 from tests.support.control_plane import MONITOR_SECRET, SECRET, make_cluster, seed_document
 

@@ -18,9 +18,9 @@ from devstack.failover_sandbox import ha_document
 from devstack.stack import free_port
 from fleet.core import publishing, roles
 from fleet.core.models import AuditEntry, Cluster, ProxyNode
-from fleet.core.secrets import MASK
 from fleet.failover import history
 from fleet.failover.models import Event, FailoverPolicy, Fence, Step
+from proxyapp.config.secrets import MASK
 from tests.support.control_plane import LOGIN_PASSWORD, NO_ROLE, make_cluster
 from tests.support.failover_fixtures import monitor_row, send_monitor_report, transition
 

@@ -13,11 +13,15 @@ from typing import Any
 import aiohttp
 import pytest
 
+from proxyapp import credential
 from proxyapp.clock import Clock
 from proxyapp.process.admin import METRICS_TOP_DIGESTS, AdminServer
 from proxyapp.report.stats import DigestStats, GlobalCounters
 
 Scenario = Callable[[aiohttp.ClientSession], Awaitable[None]]
+TOKEN = "test-admin-token-0123456789"
+#: The credential every scenario's client shows unless it says otherwise.
+AUTH = credential.header(TOKEN)
 
 
 class Provider:
@@ -123,11 +127,11 @@ def serve(provider: Provider, scenario: Scenario, **options: Any) -> None:
     it."""
 
     async def main() -> None:
-        server = AdminServer(provider, "127.0.0.1", 0, **options)
+        server = AdminServer(provider, "127.0.0.1", 0, TOKEN, **options)
         await server.start()
         try:
             assert server.port != 0
-            async with aiohttp.ClientSession(base_url=f"http://127.0.0.1:{server.port}") as http:
+            async with aiohttp.ClientSession(base_url=f"http://127.0.0.1:{server.port}", headers=AUTH) as http:
                 await scenario(http)
         finally:
             await server.stop()
@@ -357,6 +361,95 @@ def test_a_failing_provider_is_a_500_json_error() -> None:
     serve(BrokenProvider(), scenario)
 
 
+# --- who may drive it ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "path", ["/reload", "/runtime/monitor", "/runtime/workers", "/processlist/1/kill", "/stats/query_digest/reset"]
+)
+@pytest.mark.parametrize("shown", [None, "Bearer wrong-token-0123456789", f"Basic {TOKEN}", f"Bearer {TOKEN}x"])
+def test_every_post_needs_the_admin_credential(path: str, shown: str | None) -> None:
+    provider = Provider()
+
+    async def scenario(http: aiohttp.ClientSession) -> None:
+        headers = {"Authorization": shown} if shown else {}
+        async with http.post(path, json={}, headers=headers) as resp:
+            assert resp.status == 401
+            assert resp.headers["WWW-Authenticate"] == 'Bearer realm="proxyfleet-admin"'
+            assert "needs the admin credential" in (await resp.json())["error"]
+
+    async def anonymous(http: aiohttp.ClientSession) -> None:  # a session without the default header
+        async with aiohttp.ClientSession(base_url=http._base_url) as bare:
+            await scenario(bare)
+
+    serve(provider, anonymous)
+    assert provider.reloads == []
+
+
+def test_the_config_shows_its_secrets_only_to_the_credential() -> None:
+    provider = Provider()
+    provider.document = {
+        "mysql_users": [{"username": "app", "password": "s3cret"}],
+        "global_variables": [
+            {"variable_name": "mysql-monitor_password", "variable_value": "m0n"},
+            {"variable_name": "mysql-threads", "variable_value": "2"},
+        ],
+    }
+
+    async def scenario(http: aiohttp.ClientSession) -> None:
+        full = await get_json(http, "/config")
+        assert full["document"] == provider.document
+        async with aiohttp.ClientSession(base_url=http._base_url) as anonymous:
+            masked = await get_json(anonymous, "/config")
+        assert masked["secrets"] == "masked"
+        assert masked["document"]["mysql_users"] == [{"username": "app", "password": "********"}]
+        assert masked["document"]["global_variables"] == [
+            {"variable_name": "mysql-monitor_password", "variable_value": "********"},
+            {"variable_name": "mysql-threads", "variable_value": "2"},
+        ]
+        assert masked["checksum"] == full["checksum"]
+
+    serve(provider, scenario)
+
+
+@pytest.mark.parametrize(
+    ("headers", "error"),
+    [
+        ({"Origin": "http://evil.example"}, "does not answer browsers"),
+        ({"Origin": "null"}, "does not answer browsers"),
+        ({"Host": "evil.example:6070"}, "loopback host only, not 'evil.example:6070'"),
+        ({"Host": "10.0.0.1"}, "loopback host only"),
+    ],
+)
+def test_browsers_and_foreign_host_names_are_refused_even_with_the_credential(
+    headers: dict[str, str], error: str
+) -> None:
+    provider = Provider()
+
+    async def scenario(http: aiohttp.ClientSession) -> None:
+        for method, path in (("GET", "/config"), ("POST", "/reload")):
+            async with http.request(method, path, headers=headers, data=b"{}") as resp:
+                assert resp.status == 403
+                assert error in (await resp.json())["error"]
+
+    serve(provider, scenario)
+    assert provider.reloads == []
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1:6070", "localhost", "LOCALHOST:1", "[::1]:6070", "[::1]", "::1"])
+def test_loopback_host_names_are_answered(host: str) -> None:
+    async def scenario(http: aiohttp.ClientSession) -> None:
+        async with http.get("/health", headers={"Host": host}) as resp:
+            assert resp.status == 200
+
+    serve(Provider(), scenario)
+
+
+def test_an_admin_endpoint_without_a_token_does_not_start() -> None:
+    with pytest.raises(ValueError, match="needs an admin token"):
+        AdminServer(Provider(), "127.0.0.1", 0)
+
+
 # --- the test clock -----------------------------------------------------------------------------------------
 
 
@@ -398,18 +491,18 @@ def test_a_movable_clock_moves_forward_only_by_a_sane_number_of_seconds() -> Non
 @pytest.mark.parametrize("host", ["0.0.0.0", "10.1.2.3", "::", "db.example.com", ""])
 def test_only_loopback_addresses_are_accepted(host: str) -> None:
     with pytest.raises(ValueError, match="loopback"):
-        AdminServer(Provider(), host, 0)
+        AdminServer(Provider(), host, 0, TOKEN)
 
 
 def test_localhost_means_127_0_0_1_and_the_default_port_is_6070() -> None:
-    server = AdminServer(Provider(), "localhost")
+    server = AdminServer(Provider(), "localhost", token=TOKEN)
     assert (server.host, server.port) == ("127.0.0.1", 6070)
-    assert AdminServer(Provider(), "127.0.0.2", 0).host == "127.0.0.2"
+    assert AdminServer(Provider(), "127.0.0.2", 0, TOKEN).host == "127.0.0.2"
 
 
 def test_stop_closes_the_port() -> None:
     async def main() -> None:
-        server = AdminServer(Provider(), "127.0.0.1", 0)
+        server = AdminServer(Provider(), "127.0.0.1", 0, TOKEN)
         await server.start()
         url = f"http://127.0.0.1:{server.port}/health"
         async with aiohttp.ClientSession() as http:
