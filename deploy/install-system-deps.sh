@@ -11,6 +11,8 @@ declare -A need=(
   [haproxy]=haproxy
   [redis-server]=redis-server
   [chromium]=chromium
+  # Counts instructions for the linear-parser test (tests/live/proxyapp/sql/test_linear_parsers.py).
+  [valgrind]=valgrind
   # mysqlclient and MariaDB Connector/Python (the tests' libmariadb drivers) build against these.
   [mariadb_config]=libmariadb-dev
   [pkg-config]=pkg-config

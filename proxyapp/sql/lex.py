@@ -70,8 +70,10 @@ _ALTERNATIVES: tuple[tuple[TokenKind, str], ...] = (
     (_T.OTHER, r"\S"),
 )
 
-# The master pattern: optional whitespace, then exactly one alternative, each its own group.
-_TOKEN_RE = re.compile(r"\s*+(?:" + "|".join(f"({pattern})" for _, pattern in _ALTERNATIVES) + ")")
+# The master pattern: optional whitespace, then exactly one alternative, each its own group, or the end (trailing
+# whitespace is one match, no group: without it the search would fail at each of its positions in turn, scanning the
+# rest of it each time, and a query ending in a megabyte of spaces would take minutes).
+_TOKEN_RE = re.compile(r"\s*+(?:" + "|".join(f"({pattern})" for _, pattern in _ALTERNATIVES) + r"|\Z)")
 # ``_GROUP_KIND[m.lastindex]`` is the kind of a ``_TOKEN_RE`` match.
 _GROUP_KIND: tuple[TokenKind, ...] = (_T.OTHER, *(kind for kind, _ in _ALTERNATIVES))
 
@@ -122,7 +124,9 @@ def tokenize(sql: str) -> Tokens:
     while pos is not None:
         matches, pos = _TOKEN_RE.finditer(sql, pos), None
         for m in matches:
-            group: int = m.lastindex  # type: ignore[assignment]  # every alternative is a group
+            group = m.lastindex
+            if group is None:  # the end of the text
+                break
             kind = group_kind[group]
             if kind >= trivia:
                 if kind is _T.EXEC_OPEN:
