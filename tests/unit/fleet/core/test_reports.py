@@ -14,8 +14,9 @@ import redis
 from django.conf import settings
 from django.utils import timezone
 
-from fleet.core import push, stats, tasks
+from fleet.core import push, signing, stats, tasks
 from fleet.core.models import Cluster, ConfigVersion, NodeSample, ProxyNode, Resolution, ServerSample
+from proxyapp.node import signature
 
 pytestmark = pytest.mark.django_db
 
@@ -194,7 +195,12 @@ def test_reconcile_resends_to_drifted_nodes_only_and_marks_silent_ones_stale(nod
         ProxyNode.objects.filter(pk=node.pk).update(applied_version=1, applied_checksum="sum1")
         assert push.reconcile() == [node.name]
         sent = {"cluster": "reports", "cluster_uid": str(cluster.uid), "version": 2, "checksum": "sum2"}
-        assert queued(node) == [{**sent, "document": document}]
+        (message,) = queued(node)
+        assert {k: message[k] for k in sent} == sent and message["document"] == document
+        # Signed for this node by the control plane's key (the node checks it: tests/unit/proxyapp/node).
+        fields = {k: v for k, v in message.items() if k != "signature"}
+        public_key = signing.private_key().public_key()
+        signature.verify(public_key, signature.SignedConfig(**fields), node.name, message["signature"])
         node.refresh_from_db()
         assert (node.state, node.pushed_version) == ("pending", 2)
         assert push.reconcile() == []  # a message already waits in its queue: no second one
