@@ -80,7 +80,10 @@ def record_ack(node_name: str, version: int, checksum: str, ok: bool, error: str
     """Record a node's answer to ``version``; returns what was done (for the log).
 
     ``ok``: the node runs ``version`` (claimed only if no newer applied version is recorded; the state becomes
-    applied only if no newer version was sent since). Not ``ok``: the node refused ``version`` and runs what it ran.
+    applied only if no newer version was sent since). Not ``ok``: the node refused ``version`` and runs what it ran;
+    the refusal is logged whatever it names, and shown (state failed, the error) unless a newer version was sent or
+    applied. A refusal never records a version as sent: a message the control plane did not send (one that failed
+    the node's signature check) must not hold back the versions it does send.
     """
     nodes = ProxyNode.objects.filter(name=node_name)
     if not nodes.exists():
@@ -94,19 +97,14 @@ def record_ack(node_name: str, version: int, checksum: str, ok: bool, error: str
             return f"late ack of v{version} from {node_name} ignored (a newer version is applied)"
         nodes.filter(not_sent_newer).update(pushed_version=version, state=ProxyNode.State.APPLIED, error="")
         return f"{node_name} applied v{version}"
+    log.warning("node %s refused v%d: %s", node_name, version, error)
     claimed = (
         nodes.filter(not_sent_newer)
         .exclude(applied_version__gt=version)
-        .update(
-            pushed_version=version,
-            state=ProxyNode.State.FAILED,
-            error=error or "refused without a reason",
-            last_ack_at=at,
-        )
+        .update(state=ProxyNode.State.FAILED, error=error or "refused without a reason", last_ack_at=at)
     )
     if not claimed:
         return f"late refusal of v{version} from {node_name} ignored (a newer version was sent or applied)"
-    log.warning("node %s refused v%d: %s", node_name, version, error)
     return f"{node_name} refused v{version}"
 
 

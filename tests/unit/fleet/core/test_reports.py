@@ -155,6 +155,23 @@ def test_acks_claim_once_so_late_ones_never_undo_newer_news(node: ProxyNode) -> 
     assert (node.pushed_version, node.state) == (8, "pending")
 
 
+def test_a_refusal_of_a_version_never_sent_shows_and_does_not_hold_back_the_next_one(node: ProxyNode) -> None:
+    ProxyNode.objects.filter(pk=node.pk).update(pushed_version=6, applied_version=6, state="applied")
+    forged = "signature check failed: version 40 of cluster 'reports' is not signed by the control plane ..."
+    assert "refused" in ack(node, 40, T0, ok=False, error=forged)  # someone pushed v40 straight to its queue
+    node.refresh_from_db()
+    assert (node.applied_version, node.pushed_version, node.state, node.error) == (6, 6, "failed", forged)
+
+    cluster = node.cluster
+    document = {"mysql_servers": [], "global_variables": []}
+    push.push_to_node(node, ConfigVersion.objects.create(cluster=cluster, number=7, document=document, checksum="x"))
+    node.refresh_from_db()
+    assert (node.pushed_version, node.state, node.error) == (7, "pending", "")
+    ack(node, 7, T0 + timedelta(seconds=1))
+    node.refresh_from_db()
+    assert (node.applied_version, node.state) == (7, "applied")
+
+
 def test_reports_do_not_undo_a_newer_ack_and_settle_a_pending_node_whose_ack_was_lost(node: ProxyNode) -> None:
     ProxyNode.objects.filter(pk=node.pk).update(pushed_version=6)
     ack(node, 6, T0 + timedelta(seconds=2))
