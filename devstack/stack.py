@@ -219,13 +219,18 @@ def node(
     *,
     allowed_hostgroups: str | None = None,
     report_interval: float = 5.0,
+    signing_public_key: str | None = None,
 ) -> Service:
-    """A proxy node (``python -m proxyapp run --node``) with its agent, started and its admin endpoint answering."""
-    argv = [sys.executable, "-m", "proxyapp", "run", "--node", name, "--broker", broker, "--listen", listen]
+    """A proxy node (``python -m proxyapp run --node``) with its agent, started and its admin endpoint answering; it
+    gets the broker URL in its environment (``REDIS_URL``: a password in it stays off the command line) and, when
+    given, the control plane's public key, refusing configs it did not sign."""
+    argv = [sys.executable, "-m", "proxyapp", "run", "--node", name, "--listen", listen]
     argv += ["--admin", admin, "--state-dir", str(state_dir), "--report-interval", str(report_interval)]
     if allowed_hostgroups is not None:
         argv += ["--allowed-hostgroups", allowed_hostgroups]
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    if signing_public_key is not None:
+        argv += ["--signing-public-key", signing_public_key]
+    env = dict(os.environ, PYTHONPATH=str(REPO), REDIS_URL=broker)
     service = Service(f"node {name}", argv, env, log_dir / f"node-{name}.log").start()
     wait_until(lambda: http_ok(f"http://{admin}/health"), f"answer from node {name}'s admin endpoint", 30, service)
     return service
@@ -270,12 +275,13 @@ class FleetShape:
 @dataclass
 class RunningFleet:
     """A fleet running as child processes: the web UI's ``url``, the broker's URL and service, the control plane's
-    environment and services, and each node's service and (mysql port, admin port)."""
+    environment, public signing key and services, and each node's service and (mysql port, admin port)."""
 
     shape: FleetShape
     workdir: Path
     url: str
     broker: str
+    signing_public_key: str
     env: dict[str, str]
     redis: Service
     worker: Service
@@ -305,6 +311,7 @@ class RunningFleet:
             self.workdir / "nodes" / name,
             self.workdir,
             allowed_hostgroups=node_shape.allowed_hostgroups,
+            signing_public_key=self.signing_public_key,
             **interval,
         )
         self.nodes[name] = service
@@ -315,15 +322,22 @@ class RunningFleet:
 @contextmanager
 def running_fleet(workdir: Path, shape: FleetShape) -> Iterator[RunningFleet]:
     """Redis, the control plane (on a file SQLite database under ``workdir``, seeded as ``shape`` says: a Celery worker,
-    beat if asked, gunicorn with one worker) and ``shape``'s nodes, every one answering; all stopped on exit."""
+    beat if asked, gunicorn with one worker; its signing key file made under ``workdir``) and ``shape``'s nodes,
+    every one answering and checking the control plane's signature; all stopped on exit."""
     services: list[Service] = []
     try:
         redis_service, broker = redis_server(workdir / "redis")
         services.append(redis_service)
         env = control_plane_env(
-            f"sqlite:///{workdir / 'fleet.sqlite3'}", broker, SECRET_KEY=secrets.token_hex(16), **shape.env
+            f"sqlite:///{workdir / 'fleet.sqlite3'}",
+            broker,
+            SECRET_KEY=secrets.token_hex(16),
+            FLEET_SIGNING_KEY="",
+            FLEET_SIGNING_KEY_FILE=str(workdir / "signing.key"),
+            **shape.env,
         )
         manage(env, "migrate", "--noinput")
+        public_key = manage(env, "signing-public-key").strip()
         if shape.collectstatic:
             manage(env, "collectstatic", "--noinput")
         ports = {n.name: (free_port(), free_port()) for n in shape.nodes}
@@ -340,7 +354,19 @@ def running_fleet(workdir: Path, shape: FleetShape) -> Iterator[RunningFleet]:
         server = web(env, bind, workdir, workers=1)
         services.append(server)
         fleet = RunningFleet(
-            shape, workdir, f"http://{bind}", broker, env, redis_service, celery, scheduler, server, ports, {}, services
+            shape,
+            workdir,
+            f"http://{bind}",
+            broker,
+            public_key,
+            env,
+            redis_service,
+            celery,
+            scheduler,
+            server,
+            ports,
+            {},
+            services,
         )
         for node_shape in shape.nodes:
             fleet.start_node(node_shape.name)
