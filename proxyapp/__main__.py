@@ -22,7 +22,7 @@ from proxyapp.node.node import (
     parse_hostgroups,
     serve_node,
 )
-from proxyapp.node.signature import public_key_from_text
+from proxyapp.node.signature import public_keys_from_text
 from proxyapp.process.server import parse_address
 
 DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
@@ -44,8 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument(
         "--signing-public-key",
         default=os.environ.get(SIGNING_PUBLIC_KEY_ENV) or None,
-        help=f"(--node) refuse configs not signed by the control plane holding this key's private half "
-        f"(default: ${SIGNING_PUBLIC_KEY_ENV}; `manage.py signing-public-key` prints it)",
+        help=f"(--node) refuse configs not signed by the control plane holding this key's private half; several "
+        f"keys, comma-separated, while it changes keys (default: ${SIGNING_PUBLIC_KEY_ENV}; "
+        "`manage.py signing-public-key` prints it)",
     )
     run.add_argument("--state-dir", type=Path, help="(--node) the node's state directory (default var/nodes/NAME)")
     run.add_argument("--allowed-hostgroups", help="(--node) refuse configs with servers outside these, e.g. 10,20")
@@ -111,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.allowed_hostgroups:
                 parse_hostgroups(args.allowed_hostgroups)
             if args.signing_public_key:
-                public_key_from_text(args.signing_public_key)
+                public_keys_from_text(args.signing_public_key)
     except ValueError as exc:
         print(exc, file=sys.stderr)
         return 2
@@ -156,7 +157,7 @@ def _agent(args: argparse.Namespace) -> int:
             state_dir=args.state_dir,
             report_interval=args.report_interval,
             allowed_hostgroups=parse_hostgroups(args.allowed_hostgroups) if args.allowed_hostgroups else None,
-            signing_public_key=public_key_from_text(args.signing_public_key) if args.signing_public_key else None,
+            signing_public_keys=public_keys_from_text(args.signing_public_key) if args.signing_public_key else (),
         )
     except ValueError as exc:
         print(exc, file=sys.stderr)

@@ -69,9 +69,9 @@ class AgentSettings:
     report_interval: float = 5.0
     #: Hostgroups this node may serve; None: any. A config with servers in another one is refused.
     allowed_hostgroups: frozenset[int] | None = None
-    #: The control plane's public key: every config must be signed with its private key. None: configs are
-    #: applied unchecked (a node set up before signing existed).
-    signing_public_key: Ed25519PublicKey | None = None
+    #: The control plane's public keys (several while its key is changed): every config must be signed with the
+    #: private half of one of them. Empty: configs are applied unchecked (a node set up before signing existed).
+    signing_public_keys: tuple[Ed25519PublicKey, ...] = ()
 
 
 class AdminClient:
@@ -172,11 +172,11 @@ class Agent:
         for name, value in (*texts.items(), ("signature", signature)):
             if not isinstance(value, str):
                 raise ValueError(f"apply: {name} must be text, not {value!r}")
-        key = self.settings.signing_public_key
-        if key is not None:
+        keys = self.settings.signing_public_keys
+        if keys:
             try:
                 verify(
-                    key,
+                    keys,
                     SignedConfig(cluster, cluster_uid, version, checksum, document, signed_at),
                     self.settings.node,
                     signature,
@@ -218,7 +218,7 @@ class Agent:
             return ""
         if same_cluster and applied.version > version:
             return f"version {version} is older than version {applied.version} this node applied: not rolled back"
-        if not same_cluster and self.settings.signing_public_key is not None and _earlier(signed_at, applied.signed_at):
+        if not same_cluster and self.settings.signing_public_keys and _earlier(signed_at, applied.signed_at):
             return (
                 f"signed at {signed_at or '(no time)'}, before version {applied.version} of cluster {applied.cluster} "
                 f"this node applied (signed at {applied.signed_at}): not rolled back"
@@ -371,7 +371,7 @@ def run_agent(settings: AgentSettings, parent_pid: int | None = None, log_level:
     """Run the agent until SIGTERM/SIGINT (or, with ``parent_pid``, until that process is gone)."""
     agent = Agent(settings)
     app = build_app(agent)
-    if settings.signing_public_key is None:
+    if not settings.signing_public_keys:
         log.warning("no --signing-public-key: configs from the broker are applied without checking who signed them")
     else:
         log.info("configs are applied only when signed by the control plane (--signing-public-key)")

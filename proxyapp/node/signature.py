@@ -5,7 +5,8 @@ The scheme is Ed25519 (``cryptography``): the control plane holds the private ke
 node (or anyone who read a node's settings) can check configs but never sign one. What is signed is the canonical
 JSON of everything the node acts on: the node's own name (a message signed for one node is refused by every other),
 the cluster's name and identity, the version number, the checksum, the document and when it was signed. Keys are
-written as the base64 of their 32 raw bytes, one line.
+written as the base64 of their 32 raw bytes, one line. A node may hold several public keys (comma-separated), so
+that the control plane's key can be changed without a moment where nodes refuse its signatures.
 
 Both sides use this module: the control plane (``fleet``) to sign, the node agent to check; it imports nothing of
 either.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,9 +72,9 @@ def sign(key: Ed25519PrivateKey, config: SignedConfig, node: str) -> str:
     return base64.b64encode(key.sign(config.payload(node))).decode("ascii")
 
 
-def verify(key: Ed25519PublicKey, config: SignedConfig, node: str, signature: object) -> None:
-    """Return if ``signature`` is ``config``'s for ``node`` under ``key``; SignatureError saying why not, its text
-    starting with ``SIGNATURE_FAILED``."""
+def verify(keys: Sequence[Ed25519PublicKey], config: SignedConfig, node: str, signature: object) -> None:
+    """Return if ``signature`` is ``config``'s for ``node`` under one of ``keys``; SignatureError saying why not, its
+    text starting with ``SIGNATURE_FAILED``."""
     if not isinstance(signature, str) or not signature:
         raise SignatureError(f"{SIGNATURE_FAILED}: the message is not signed")
     try:
@@ -80,12 +82,19 @@ def verify(key: Ed25519PublicKey, config: SignedConfig, node: str, signature: ob
     except (binascii.Error, ValueError):
         raise SignatureError(f"{SIGNATURE_FAILED}: the signature is not base64") from None
     try:
-        key.verify(raw, config.payload(node))
-    except (InvalidSignature, ValueError):
-        raise SignatureError(
-            f"{SIGNATURE_FAILED}: version {config.version} of cluster {config.cluster!r} is not signed by the "
-            "control plane whose public key this node has (forged, altered, or meant for another node)"
-        ) from None
+        payload = config.payload(node)
+    except ValueError:  # a document JSON cannot carry was never signed
+        payload = None
+    for key in keys if payload is not None else ():
+        try:
+            key.verify(raw, payload)
+            return
+        except InvalidSignature:
+            continue
+    raise SignatureError(
+        f"{SIGNATURE_FAILED}: version {config.version} of cluster {config.cluster!r} is not signed by the "
+        "control plane whose public key this node has (forged, altered, or meant for another node)"
+    )
 
 
 def new_private_key() -> str:
@@ -109,9 +118,12 @@ def private_key_from_text(text: str) -> Ed25519PrivateKey:
     return Ed25519PrivateKey.from_private_bytes(_raw_key(text, "the signing key"))
 
 
-def public_key_from_text(text: str) -> Ed25519PublicKey:
-    """The public key ``text`` holds; ValueError when it holds none."""
-    return Ed25519PublicKey.from_public_bytes(_raw_key(text, "the signing public key"))
+def public_keys_from_text(text: str) -> tuple[Ed25519PublicKey, ...]:
+    """The public keys ``text`` holds, comma-separated (at least one); ValueError naming a bad one."""
+    return tuple(
+        Ed25519PublicKey.from_public_bytes(_raw_key(item, f"the signing public key {item.strip()!r}"))
+        for item in text.split(",")
+    )
 
 
 def public_key_text(key: Ed25519PrivateKey) -> str:

@@ -38,7 +38,7 @@ def proxy(start_proxy: Callable[[dict[str, Any]], ProxyProcess]) -> ProxyProcess
 
 
 def make_agent(
-    proxy: ProxyProcess, state_dir: Path, allowed: str | None = None, signing_key: Ed25519PublicKey | None = None
+    proxy: ProxyProcess, state_dir: Path, allowed: str | None = None, signing_keys: tuple[Ed25519PublicKey, ...] = ()
 ) -> Agent:
     settings = AgentSettings(
         node="agent-test",
@@ -46,7 +46,7 @@ def make_agent(
         admin=("127.0.0.1", proxy.admin_port),
         state_dir=state_dir,
         allowed_hostgroups=parse_hostgroups(allowed) if allowed else None,
-        signing_public_key=signing_key,
+        signing_public_keys=signing_keys,
     )
     return Agent(settings)
 
@@ -146,7 +146,7 @@ def signed(version: int, doc: dict[str, Any], signed_at: str, cluster_uid: str =
 
 
 def test_a_replayed_older_signed_version_never_rolls_the_node_back(proxy: ProxyProcess, tmp_path: Path) -> None:
-    agent = make_agent(proxy, tmp_path / "state", signing_key=SIGNING_KEY.public_key())
+    agent = make_agent(proxy, tmp_path / "state", signing_keys=(SIGNING_KEY.public_key(),))
     v1, v2 = document(mysql_max_connections="100"), document(mysql_max_connections="200")
     old = signed(1, v1, "2026-12-04T01:00:00+00:00")
     assert agent.apply(**old)["ok"]

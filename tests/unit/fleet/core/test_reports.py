@@ -217,7 +217,7 @@ def test_reconcile_resends_to_drifted_nodes_only_and_marks_silent_ones_stale(nod
         # Signed for this node by the control plane's key (the node checks it: tests/unit/proxyapp/node).
         fields = {k: v for k, v in message.items() if k != "signature"}
         public_key = signing.private_key().public_key()
-        signature.verify(public_key, signature.SignedConfig(**fields), node.name, message["signature"])
+        signature.verify([public_key], signature.SignedConfig(**fields), node.name, message["signature"])
         node.refresh_from_db()
         assert (node.state, node.pushed_version) == ("pending", 2)
         assert push.reconcile() == []  # a message already waits in its queue: no second one

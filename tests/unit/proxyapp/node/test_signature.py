@@ -17,14 +17,14 @@ from proxyapp.node.signature import (
     SignedConfig,
     new_private_key,
     private_key_from_text,
-    public_key_from_text,
     public_key_text,
+    public_keys_from_text,
     sign,
     verify,
 )
 
 KEY = private_key_from_text(new_private_key())
-PUBLIC = public_key_from_text(public_key_text(KEY))
+PUBLIC = public_keys_from_text(public_key_text(KEY))
 NODE = "node-a"
 DOCUMENT: dict[str, Any] = {
     "mysql_servers": [{"hostgroup_id": 10, "hostname": "db1", "port": 3306}],
@@ -60,6 +60,14 @@ def test_a_signed_config_checks_and_any_change_to_it_does_not() -> None:
     assert "meant for another node" in refusal(CONFIG, good, node="node-b")  # signed for node-a only
 
 
+def test_while_the_key_changes_a_node_holding_both_public_keys_takes_either_signature() -> None:
+    new = private_key_from_text(new_private_key())
+    both = public_keys_from_text(f"{public_key_text(new)},{public_key_text(KEY)}")
+    verify(both, CONFIG, NODE, sign(KEY, CONFIG, NODE))
+    verify(both, CONFIG, NODE, sign(new, CONFIG, NODE))
+    assert refusal(CONFIG, sign(new, CONFIG, NODE)).startswith(SIGNATURE_FAILED)  # not with the old key alone
+
+
 def test_a_wrong_key_a_missing_or_a_garbled_signature_fails() -> None:
     other = private_key_from_text(new_private_key())
     assert refusal(CONFIG, sign(other, CONFIG, NODE)).startswith(f"{SIGNATURE_FAILED}: version 7 of cluster 'main'")
@@ -76,8 +84,8 @@ def test_keys_are_one_line_of_base64_and_bad_ones_are_named() -> None:
     assert len(text) == 44 and public_key_text(private_key_from_text(text + "\n")) != text
     with pytest.raises(ValueError, match=r"^the signing key is not an Ed25519 key \(the base64 of 32 bytes\)$"):
         private_key_from_text("c2hvcnQ=")
-    with pytest.raises(ValueError, match=r"^the signing public key is not an Ed25519 key"):
-        public_key_from_text("not a key")
+    with pytest.raises(ValueError, match=r"^the signing public key 'not a key' is not an Ed25519 key"):
+        public_keys_from_text(f"{public_key_text(KEY)}, not a key")
 
 
 def agent(tmp_path: Path) -> Agent:
@@ -87,7 +95,7 @@ def agent(tmp_path: Path) -> Agent:
         broker="redis://127.0.0.1:1/0",
         admin=("127.0.0.1", 1),
         state_dir=tmp_path / "state",
-        signing_public_key=PUBLIC,
+        signing_public_keys=PUBLIC,
     )
     return Agent(settings)
 
