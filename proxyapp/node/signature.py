@@ -84,8 +84,9 @@ def verify(keys: Sequence[Ed25519PublicKey], config: SignedConfig, node: str, si
     try:
         payload = config.payload(node)
     except ValueError:  # a document JSON cannot carry was never signed
-        payload = None
-    for key in keys if payload is not None else ():
+        keys = ()
+        payload = b""
+    for key in keys:
         try:
             key.verify(raw, payload)
             return
