@@ -5,7 +5,8 @@ A MariaDB sandbox (primary + replica, ``var/sandbox``); Redis (the one answering
 SQLite ``var/fleet.sqlite3``, schema by ``migrate``): gunicorn on 127.0.0.1:8000, a Celery worker, the
 benchmark jobs' worker (queue ``bench``) and Celery beat; two proxy nodes, ``node1`` (127.0.0.1:6033, admin
 6070) and ``node2`` (6034, admin 6071), each with
-its agent; the cluster ``demo`` with the demo config (``devstack/demo.py``) published to both. The admin account's
+its agent and the control plane's public signing key (the nodes refuse configs it did not sign); the cluster
+``demo`` with the demo config (``devstack/demo.py``) published to both. The admin account's
 password is kept in ``var/demo/admin-password``; every process logs to ``var/demo/logs/``.
 
 A restart keeps what the last run left: the sandbox's data and ports (it is stopped, not thrown away), the draft
@@ -20,6 +21,8 @@ import signal
 import sys
 import time
 from pathlib import Path
+
+from kombu.utils.url import maybe_sanitize_url
 
 from devstack import stack
 from devstack.demo import demo_config
@@ -58,9 +61,9 @@ def choose_redis(services: list[stack.Service]) -> str:
     """The running Redis if it answers, else a private redis-server started here."""
     url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
     if stack.redis_answers(url):
-        print(f"using the running Redis at {url}", flush=True)
+        print(f"using the running Redis at {maybe_sanitize_url(url)}", flush=True)
         return url
-    print(f"no Redis answers at {url}: starting a private redis-server", flush=True)
+    print(f"no Redis answers at {maybe_sanitize_url(url)}: starting a private redis-server", flush=True)
     service, url = stack.redis_server(DEMO / "redis")
     services.append(service)
     return url
@@ -95,6 +98,13 @@ def prepare_control_plane(sandbox: Sandbox, admin_password: str) -> None:
         )
     if created:  # a restart keeps the draft and the versions the user made
         publishing.import_document(cluster, demo_config(sandbox), admin)
+
+
+def signing_public_key() -> str:
+    """The public half of the control plane's signing key (the key file is made on the first run), for the nodes."""
+    from fleet.core import signing
+
+    return signing.public_key_text()
 
 
 def publish_demo() -> tuple[int, str]:
@@ -135,7 +145,7 @@ def banner(number: int, checksum: str, admin_password: str, redis_url: str) -> s
         f"\nProxyFleet is up: cluster {CLUSTER} runs v{number} ({checksum[:12]}) on both nodes.\n"
         f"  web:   http://{WEB}/   login {ADMIN} / {admin_password}   (API http://{WEB}/api/v1/, docs /api/docs/)\n"
         f"{node_lines}\n"
-        f"  redis: {redis_url}   logs: {LOGS.relative_to(REPO)}/\n"
+        f"  redis: {maybe_sanitize_url(redis_url)}   logs: {LOGS.relative_to(REPO)}/\n"
         "Ctrl-C stops everything."
     )
 
@@ -193,8 +203,9 @@ def main() -> int:
         services.append(stack.worker(env, LOGS))
         services.append(stack.worker(env, LOGS, concurrency=1, queue="bench"))
         services.append(stack.beat(env, LOGS))
+        public_key = signing_public_key()
         nodes = {
-            name: stack.node(name, redis_url, mysql, admin, DEMO / "nodes" / name, LOGS)
+            name: stack.node(name, redis_url, mysql, admin, DEMO / "nodes" / name, LOGS, signing_public_key=public_key)
             for name, (mysql, admin) in NODES.items()
         }
         services.extend(nodes.values())

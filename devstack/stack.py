@@ -22,9 +22,11 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote, urlencode
 
 import redis
 
+from devstack import certs
 from proxyapp import credential
 from proxyapp.node.node import NodeStore
 
@@ -154,13 +156,42 @@ def redis_answers(url: str) -> bool:
         return False
 
 
-def redis_server(directory: Path, port: int | None = None) -> tuple[Service, str]:
-    """A private ``redis-server`` on loopback (no persistence), started and answering; returns it and its URL."""
+@dataclass(frozen=True)
+class RedisAccess:
+    """How clients must reach a private Redis: an ACL user and its password (the default user is off), and TLS with a
+    certificate for 127.0.0.1 (None: plain TCP)."""
+
+    user: str
+    password: str
+    tls: certs.ServerCertificate | None = None
+
+
+def redis_server(directory: Path, port: int | None = None, access: RedisAccess | None = None) -> tuple[Service, str]:
+    """A private ``redis-server`` on loopback (no persistence), started and answering; returns it and its URL (with
+    ``access``'s credentials, ``rediss://`` checking the certificate when it has TLS). The credentials go in a 0600
+    config file, off the command line."""
     port = port or free_port()
     directory.mkdir(parents=True, exist_ok=True)
-    argv = ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no"]
-    service = Service("redis-server", [*argv, "--dir", str(directory)], dict(os.environ), directory / "redis.log")
+    conf: list[str] = []  # a config file, when there is one, comes first
+    listen = ["--port", str(port)]
     url = f"redis://127.0.0.1:{port}/0"
+    if access is not None:
+        conf_path = directory / "access.conf"
+        conf_path.touch(mode=0o600)
+        conf = [str(conf_path)]
+        lines = ["user default off", f"user {access.user} on >{access.password} ~* &* +@all"]
+        userinfo = f"{quote(access.user, safe='')}:{quote(access.password, safe='')}@"
+        url = f"redis://{userinfo}127.0.0.1:{port}/0"
+        if access.tls is not None:
+            tls = access.tls
+            lines += [f"tls-cert-file {tls.cert}", f"tls-key-file {tls.key}", f"tls-ca-cert-file {tls.ca}"]
+            lines += ["tls-auth-clients no"]
+            listen = ["--port", "0", "--tls-port", str(port)]
+            query = urlencode({"ssl_cert_reqs": "required", "ssl_ca_certs": str(tls.ca)})
+            url = f"rediss://{userinfo}127.0.0.1:{port}/0?{query}"
+        conf_path.write_text("".join(line + "\n" for line in lines))
+    argv = ["redis-server", *conf, "--bind", "127.0.0.1", *listen, "--save", "", "--appendonly", "no"]
+    service = Service("redis-server", [*argv, "--dir", str(directory)], dict(os.environ), directory / "redis.log")
     service.start()
     wait_until(lambda: redis_answers(url), "answer from redis-server", 10, service)
     return service, url
@@ -222,13 +253,18 @@ def node(
     *,
     allowed_hostgroups: str | None = None,
     report_interval: float = 5.0,
+    signing_public_key: str | None = None,
 ) -> Service:
-    """A proxy node (``python -m proxyapp run --node``) with its agent, started and its admin endpoint answering."""
-    argv = [sys.executable, "-m", "proxyapp", "run", "--node", name, "--broker", broker, "--listen", listen]
+    """A proxy node (``python -m proxyapp run --node``) with its agent, started and its admin endpoint answering; it
+    gets the broker URL in its environment (``REDIS_URL``: a password in it stays off the command line) and, when
+    given, the control plane's public key, refusing configs it did not sign."""
+    argv = [sys.executable, "-m", "proxyapp", "run", "--node", name, "--listen", listen]
     argv += ["--admin", admin, "--state-dir", str(state_dir), "--report-interval", str(report_interval)]
     if allowed_hostgroups is not None:
         argv += ["--allowed-hostgroups", allowed_hostgroups]
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    if signing_public_key is not None:
+        argv += ["--signing-public-key", signing_public_key]
+    env = dict(os.environ, PYTHONPATH=str(REPO), REDIS_URL=broker)
     service = Service(f"node {name}", argv, env, log_dir / f"node-{name}.log").start()
     wait_until(lambda: http_ok(f"http://{admin}/health"), f"answer from node {name}'s admin endpoint", 30, service)
     return service
@@ -257,7 +293,8 @@ class FleetShape:
     in its environment: the accounts, clusters and nodes the fleet starts with. ``env`` adds control-plane settings
     (``FLEET_RECONCILE_SECONDS`` and the like). The Celery worker serves ``worker_queue`` with ``worker_pool`` and
     ``worker_concurrency``; beat runs when ``beat`` is set; ``collectstatic`` is needed for pages that load their
-    scripts (gunicorn serves them from the collected files)."""
+    scripts (gunicorn serves them from the collected files). The broker always wants an ACL user and a password;
+    ``broker_tls`` makes it speak TLS only."""
 
     seed: str
     seed_env: dict[str, str] = field(default_factory=dict)
@@ -268,17 +305,19 @@ class FleetShape:
     worker_concurrency: int = 1
     beat: bool = True
     collectstatic: bool = False
+    broker_tls: bool = False
 
 
 @dataclass
 class RunningFleet:
     """A fleet running as child processes: the web UI's ``url``, the broker's URL and service, the control plane's
-    environment and services, and each node's service and (mysql port, admin port)."""
+    environment, public signing key and services, and each node's service and (mysql port, admin port)."""
 
     shape: FleetShape
     workdir: Path
     url: str
     broker: str
+    signing_public_key: str
     env: dict[str, str]
     redis: Service
     worker: Service
@@ -312,6 +351,7 @@ class RunningFleet:
             self.workdir / "nodes" / name,
             self.workdir,
             allowed_hostgroups=node_shape.allowed_hostgroups,
+            signing_public_key=self.signing_public_key,
             **interval,
         )
         self.nodes[name] = service
@@ -321,16 +361,26 @@ class RunningFleet:
 
 @contextmanager
 def running_fleet(workdir: Path, shape: FleetShape) -> Iterator[RunningFleet]:
-    """Redis, the control plane (on a file SQLite database under ``workdir``, seeded as ``shape`` says: a Celery worker,
-    beat if asked, gunicorn with one worker) and ``shape``'s nodes, every one answering; all stopped on exit."""
+    """Redis (an ACL user with a password holding URL-quoted characters, TLS if the shape asks), the control plane (on
+    a file SQLite database under ``workdir``, seeded as ``shape`` says: a Celery worker, beat if asked, gunicorn with
+    one worker; its signing key file made under ``workdir``) and ``shape``'s nodes, every one answering and checking
+    the control plane's signature; all stopped on exit."""
     services: list[Service] = []
     try:
-        redis_service, broker = redis_server(workdir / "redis")
+        tls = certs.loopback_certificate(workdir / "tls") if shape.broker_tls else None
+        access = RedisAccess("fleet", f"{secrets.token_hex(8)}@/:%", tls)
+        redis_service, broker = redis_server(workdir / "redis", access=access)
         services.append(redis_service)
         env = control_plane_env(
-            f"sqlite:///{workdir / 'fleet.sqlite3'}", broker, SECRET_KEY=secrets.token_hex(16), **shape.env
+            f"sqlite:///{workdir / 'fleet.sqlite3'}",
+            broker,
+            SECRET_KEY=secrets.token_hex(16),
+            FLEET_SIGNING_KEY="",
+            FLEET_SIGNING_KEY_FILE=str(workdir / "signing.key"),
+            **shape.env,
         )
         manage(env, "migrate", "--noinput")
+        public_key = manage(env, "signing-public-key").strip()
         if shape.collectstatic:
             manage(env, "collectstatic", "--noinput")
         ports = {n.name: (free_port(), free_port()) for n in shape.nodes}
@@ -347,7 +397,19 @@ def running_fleet(workdir: Path, shape: FleetShape) -> Iterator[RunningFleet]:
         server = web(env, bind, workdir, workers=1)
         services.append(server)
         fleet = RunningFleet(
-            shape, workdir, f"http://{bind}", broker, env, redis_service, celery, scheduler, server, ports, {}, services
+            shape,
+            workdir,
+            f"http://{bind}",
+            broker,
+            public_key,
+            env,
+            redis_service,
+            celery,
+            scheduler,
+            server,
+            ports,
+            {},
+            services,
         )
         for node_shape in shape.nodes:
             fleet.start_node(node_shape.name)

@@ -134,6 +134,10 @@ if os.environ.get("FLEET_TLS", "").lower() in ("1", "true", "yes", "on"):
 # The keys that seal MySQL passwords in the database (fleet.core.sealing): the key itself, or a file kept outside it.
 FLEET_SEALING_KEY = os.environ.get("FLEET_SEALING_KEY", "")
 FLEET_SEALING_KEY_FILE = os.environ.get("FLEET_SEALING_KEY_FILE") or str(VAR_DIR / "sealing.key")
+# The key that signs every config sent to a node (fleet.core.signing): the key itself, or a file kept outside the
+# database; nodes get its public half (manage.py signing-public-key).
+FLEET_SIGNING_KEY = os.environ.get("FLEET_SIGNING_KEY", "")
+FLEET_SIGNING_KEY_FILE = os.environ.get("FLEET_SIGNING_KEY_FILE") or str(VAR_DIR / "signing.key")
 # API tokens are valid this many days from when they were made (fleet/api/tokens.py).
 FLEET_TOKEN_DAYS = float(os.environ.get("FLEET_TOKEN_DAYS", "30"))
 SESSION_COOKIE_AGE = int(os.environ.get("FLEET_SESSION_SECONDS", str(8 * 3600)))

@@ -14,7 +14,16 @@ from pathlib import Path
 from proxyapp.config.document import ConfigError, load_config_file
 from proxyapp.credential import CredentialError
 from proxyapp.main import serve, serve_worker
-from proxyapp.node.node import NodeStore, agent_argv, check_node_name, parse_hostgroups, serve_node
+from proxyapp.node.node import (
+    BROKER_ENV,
+    SIGNING_PUBLIC_KEY_ENV,
+    NodeStore,
+    agent_argv,
+    check_node_name,
+    parse_hostgroups,
+    serve_node,
+)
+from proxyapp.node.signature import public_keys_from_text
 from proxyapp.process.server import parse_address
 
 DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
@@ -28,7 +37,18 @@ def main(argv: list[str] | None = None) -> int:
     source = run.add_mutually_exclusive_group(required=True)
     source.add_argument("--config", type=Path, help="the config document (JSON)")
     source.add_argument("--node", help="run as this node of a fleet: its last applied config, and the agent beside it")
-    run.add_argument("--broker", default=os.environ.get("REDIS_URL", DEFAULT_BROKER), help="(--node) Celery broker URL")
+    run.add_argument(
+        "--broker",
+        default=os.environ.get(BROKER_ENV, DEFAULT_BROKER),
+        help=f"(--node) Celery broker URL (default: ${BROKER_ENV}; prefer it when the URL holds a password)",
+    )
+    run.add_argument(
+        "--signing-public-key",
+        default=os.environ.get(SIGNING_PUBLIC_KEY_ENV) or None,
+        help=f"(--node) refuse configs not signed by the control plane holding this key's private half; several "
+        f"keys, comma-separated, while it changes keys (default: ${SIGNING_PUBLIC_KEY_ENV}; "
+        "`manage.py signing-public-key` prints it)",
+    )
     run.add_argument("--state-dir", type=Path, help="(--node) the node's state directory (default var/nodes/NAME)")
     run.add_argument("--allowed-hostgroups", help="(--node) refuse configs with servers outside these, e.g. 10,20")
     run.add_argument("--report-interval", type=float, default=5.0, help="(--node) seconds between reports")
@@ -52,10 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     worker.add_argument("--log-level", default="INFO")
     agent = sub.add_parser("agent", help="(internal) the node agent, started by `run --node`")
     agent.add_argument("--node", required=True)
-    agent.add_argument("--broker", required=True)
     agent.add_argument("--admin", required=True, help="HOST:PORT of the proxy's admin endpoint")
     agent.add_argument("--state-dir", required=True, type=Path)
     agent.add_argument("--allowed-hostgroups")
+    agent.add_argument("--signing-public-key")
     agent.add_argument("--report-interval", type=float, default=5.0)
     agent.add_argument("--parent-pid", type=int, help="stop when this process is gone")
     agent.add_argument("--log-level", default="INFO")
@@ -97,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
             check_node_name(args.node)
             if args.allowed_hostgroups:
                 parse_hostgroups(args.allowed_hostgroups)
+            if args.signing_public_key:
+                public_keys_from_text(args.signing_public_key)
     except ValueError as exc:
         print(exc, file=sys.stderr)
         return 2
@@ -106,14 +128,14 @@ def main(argv: list[str] | None = None) -> int:
             store = NodeStore(args.state_dir or Path("var", "nodes", args.node))
             command = agent_argv(
                 args.node,
-                args.broker,
                 admin,
                 store.directory,
                 allowed_hostgroups=args.allowed_hostgroups,
+                signing_public_key=args.signing_public_key,
                 report_interval=args.report_interval,
                 log_level=args.log_level,
             )
-            runner(serve_node(store, listen, admin, command))
+            runner(serve_node(store, listen, admin, command, args.broker))
         else:
             runner(serve(args.config, listen, admin, args.admin_token_file))
     except (ConfigError, CredentialError) as exc:
@@ -129,14 +151,19 @@ def _agent(args: argparse.Namespace) -> int:
     """The ``agent`` command."""
     from proxyapp.node.agent import AgentSettings, run_agent
 
+    broker = os.environ.get(BROKER_ENV)
+    if not broker:
+        print(f"agent: no broker URL in ${BROKER_ENV} (`run --node` sets it)", file=sys.stderr)
+        return 2
     try:
         settings = AgentSettings(
             node=check_node_name(args.node),
-            broker=args.broker,
+            broker=broker,
             admin=parse_address(args.admin, 6070),
             state_dir=args.state_dir,
             report_interval=args.report_interval,
             allowed_hostgroups=parse_hostgroups(args.allowed_hostgroups) if args.allowed_hostgroups else None,
+            signing_public_keys=public_keys_from_text(args.signing_public_key) if args.signing_public_key else (),
         )
     except ValueError as exc:
         print(exc, file=sys.stderr)

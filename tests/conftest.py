@@ -18,6 +18,7 @@ from django.conf import settings
 
 from devstack.proxy import ProxyProcess, rw_split_config
 from devstack.sandbox import REPO, Sandbox, pid_alive
+from proxyapp.node import signature
 
 pytest_plugins = ("tests.support.control_plane",)
 
@@ -27,9 +28,12 @@ TEST_SANDBOX_DIR = f"var/test-sandbox/{os.getpid()}"  # one per run, so concurre
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Give Django a throwaway secret key for the run, unless SECRET_KEY is set."""
+    """Give Django a throwaway secret key and the control plane a throwaway config signing key for the run, unless
+    SECRET_KEY and FLEET_SIGNING_KEY are set (so that no test writes a key file under var/)."""
     if not os.environ.get("SECRET_KEY"):
         settings.SECRET_KEY = "test-insecure-" + secrets.token_hex(16)
+    if not os.environ.get("FLEET_SIGNING_KEY"):
+        settings.FLEET_SIGNING_KEY = signature.new_private_key()
 
 
 #: Fixtures that start or reach something outside the test process (MariaDB servers, a proxy process, a live web

@@ -2,7 +2,8 @@
 half of docs/control-plane.md, "Push protocol"; the node's half is ``proxyapp/node/agent.py``).
 
 A node is sent ``proxyfleet.node.apply`` on its own queue ``node.<name>``; the message carries the version number,
-its checksum and its document, and applying it is idempotent, so sending it again (reconcile) is always safe.
+its checksum and its document, signed for that node (``fleet.core.signing``), and applying it is idempotent, so
+sending it again (reconcile) is always safe.
 Acks and reports are recorded with conditional UPDATEs, so messages that arrive late or twice never undo newer news.
 """
 
@@ -16,7 +17,7 @@ from django.db.models import Q
 from django.utils import timezone
 from kombu.exceptions import KombuError
 
-from fleet.core import stats
+from fleet.core import signing, stats
 from fleet.core.models import Cluster, ConfigVersion, ProxyNode
 
 log = logging.getLogger("fleet.push")
@@ -27,18 +28,16 @@ STALE_AFTER = timedelta(seconds=30)
 
 
 def push_to_node(node: ProxyNode, version: ConfigVersion) -> None:
-    """Send ``version`` to ``node`` and mark the node pending on it (unless it was already sent a newer one)."""
+    """Send ``version`` to ``node``, signed for it, and mark the node pending on it (unless it was already sent a
+    newer one)."""
     from fleet.celery import app
 
+    cluster = version.cluster
     app.send_task(
         APPLY_TASK,
-        kwargs={
-            "cluster": version.cluster.name,
-            "cluster_uid": str(version.cluster.uid),
-            "version": version.number,
-            "checksum": version.checksum,
-            "document": version.document,
-        },
+        kwargs=signing.apply_message(
+            node.name, cluster.name, str(cluster.uid), version.number, version.checksum, version.document
+        ),
         queue=node.queue,
         ignore_result=True,  # else the result backend is touched too, and with Redis down it retries for 20 s
     )
@@ -50,16 +49,17 @@ def push_to_node(node: ProxyNode, version: ConfigVersion) -> None:
 def push_version(version: ConfigVersion) -> str:
     """Send a newly published ``version`` to every node of its cluster; what kept it from them ("" if nothing).
 
-    A broker that cannot be reached is logged and said, not raised: the version is stored, and reconcile sends it
-    to every node that does not run it once the broker is back. The nodes share one broker, so the first failure
-    stands for the rest.
+    A broker that cannot be reached (or a signing key that cannot be read) is logged and said, not raised: the
+    version is stored, and reconcile sends it to every node that does not run it once the broker is back. The nodes
+    share one broker and one key, so the first failure stands for the rest.
     """
     nodes = list(ProxyNode.objects.filter(cluster=version.cluster))
     for node in nodes:
         try:
             push_to_node(node, version)
-        except (KombuError, OSError) as exc:
-            problem = f"the broker is unreachable ({exc})"
+        except (KombuError, OSError, signing.SigningKeyError) as exc:
+            unusable = isinstance(exc, signing.SigningKeyError)
+            problem = f"the signing key is unusable ({exc})" if unusable else f"the broker is unreachable ({exc})"
             log.warning("%s v%d not sent to its nodes (reconcile will): %s", version.cluster, version.number, problem)
             return problem
     return ""
@@ -80,7 +80,10 @@ def record_ack(node_name: str, version: int, checksum: str, ok: bool, error: str
     """Record a node's answer to ``version``; returns what was done (for the log).
 
     ``ok``: the node runs ``version`` (claimed only if no newer applied version is recorded; the state becomes
-    applied only if no newer version was sent since). Not ``ok``: the node refused ``version`` and runs what it ran.
+    applied only if no newer version was sent since). Not ``ok``: the node refused ``version`` and runs what it ran;
+    the refusal is logged whatever it names, and shown (state failed, the error) unless a newer version was sent or
+    applied. A refusal never records a version as sent: a message the control plane did not send (one that failed
+    the node's signature check) must not hold back the versions it does send.
     """
     nodes = ProxyNode.objects.filter(name=node_name)
     if not nodes.exists():
@@ -94,19 +97,14 @@ def record_ack(node_name: str, version: int, checksum: str, ok: bool, error: str
             return f"late ack of v{version} from {node_name} ignored (a newer version is applied)"
         nodes.filter(not_sent_newer).update(pushed_version=version, state=ProxyNode.State.APPLIED, error="")
         return f"{node_name} applied v{version}"
+    log.warning("node %s refused v%d: %s", node_name, version, error)
     claimed = (
         nodes.filter(not_sent_newer)
         .exclude(applied_version__gt=version)
-        .update(
-            pushed_version=version,
-            state=ProxyNode.State.FAILED,
-            error=error or "refused without a reason",
-            last_ack_at=at,
-        )
+        .update(state=ProxyNode.State.FAILED, error=error or "refused without a reason", last_ack_at=at)
     )
     if not claimed:
         return f"late refusal of v{version} from {node_name} ignored (a newer version was sent or applied)"
-    log.warning("node %s refused v%d: %s", node_name, version, error)
     return f"{node_name} refused v{version}"
 
 

@@ -15,7 +15,6 @@ plane sees the password as it was typed, and a copy of the database (a backup, a
 from __future__ import annotations
 
 import json
-import logging
 import os
 from collections.abc import Callable, Iterator, Mapping
 from functools import cache
@@ -26,10 +25,10 @@ from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 from django.db import connection, models, transaction
 
+from fleet.core import keyfiles
+
 # The secrets of a config (users' passwords, password variables) are proxyapp's definition: the node masks the same.
 from proxyapp.config.secrets import is_secret, is_secret_variable
-
-log = logging.getLogger(__name__)
 
 PREFIX = "sealed:"
 
@@ -45,19 +44,11 @@ def key_file() -> Path:
 
 def _read_or_make_keys(path: Path) -> list[str]:
     """The keys in ``path``; a new one written there (owner-only, exclusively) when the file does not exist yet."""
-    try:
-        text = path.read_text(encoding="ascii")
-    except FileNotFoundError:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        key = Fernet.generate_key().decode()
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:  # another process made it first: use theirs
-            return _read_or_make_keys(path)
-        with os.fdopen(fd, "w", encoding="ascii") as f:
-            f.write(key + "\n")
-        log.warning("made a new sealing key in %s: keep a copy, sealed passwords cannot be read without it", path)
-        return [key]
+    text = keyfiles.read_or_create(
+        path,
+        lambda: Fernet.generate_key().decode() + "\n",
+        "a new sealing key: keep a copy, sealed passwords cannot be read without it",
+    )
     keys = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
     if not keys:
         raise SealingError(f"{path} holds no key")

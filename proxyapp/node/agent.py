@@ -5,10 +5,12 @@ process (see ``proxyapp.node.node``). It consumes only its node's queue ``node.<
 at a time, acknowledged after the task ran) and talks to the proxy only through the loopback admin endpoint. The
 contract is docs/control-plane.md ("Push protocol"):
 
-- ``proxyfleet.node.apply(cluster, version, checksum, document)``: idempotent. The document is checked (the proxy's
-  own validation, the checksum, the node's own limits), loaded with ``POST /reload`` (sessions in flight keep
-  running), saved on the node's disk, and acknowledged with ``proxyfleet.fleet.ack``; a refused document is
-  acknowledged ``ok=False`` with the reason while the proxy keeps its running config.
+- ``proxyfleet.node.apply(cluster, cluster_uid, version, checksum, document, signed_at, signature)``: idempotent.
+  The signature is checked first when the node has the control plane's public key (``proxyapp.node.signature``),
+  then the version (never older than the one the node runs), then the document (the proxy's own validation, the
+  checksum, the node's own limits); it is loaded with ``POST /reload`` (sessions in flight keep running), saved on
+  the node's disk, and acknowledged with ``proxyfleet.fleet.ack``; a refused message is acknowledged ``ok=False``
+  with the reason while the proxy keeps its running config.
 - every ``report_interval`` seconds, ``proxyfleet.fleet.report``: what the node runs and its ``/stats`` snapshot
   (the digest table cut to its ``TOP_DIGESTS`` busiest rows).
 """
@@ -30,11 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from celery import Celery
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from kombu import Queue
 
 from proxyapp import credential
 from proxyapp.config.document import ConfigError, parse_config
 from proxyapp.node.node import AppliedVersion, NodeStore
+from proxyapp.node.signature import SignatureError, SignedConfig, verify
 from proxyapp.report.stats import order_digest_rows
 
 log = logging.getLogger("proxyapp.node.agent")
@@ -66,6 +70,9 @@ class AgentSettings:
     report_interval: float = 5.0
     #: Hostgroups this node may serve; None: any. A config with servers in another one is refused.
     allowed_hostgroups: frozenset[int] | None = None
+    #: The control plane's public keys (several while its key is changed): every config must be signed with the
+    #: private half of one of them. Empty: configs are applied unchecked (a node set up before signing existed).
+    signing_public_keys: tuple[Ed25519PublicKey, ...] = ()
 
 
 class AdminClient:
@@ -111,6 +118,17 @@ class AdminClient:
         return str(body["checksum"])
 
 
+def _earlier(signed_at: str, than: str) -> bool:
+    """Whether ``signed_at`` is before ``than`` (ISO 8601 times with their offsets); a time that does not read counts
+    as earlier, unless ``than`` is empty (the config the node runs came unsigned: nothing to compare with)."""
+    if not than:
+        return False
+    try:
+        return datetime.fromisoformat(signed_at) < datetime.fromisoformat(than)
+    except (ValueError, TypeError):
+        return True
+
+
 def now_iso() -> str:
     """The current time, ISO 8601 in UTC (the ``at`` of acks and reports)."""
     return datetime.now(UTC).isoformat()
@@ -135,19 +153,41 @@ class Agent:
             "at": now_iso(),
         }
 
-    def apply(self, cluster: str, version: int, checksum: str, document: Any, cluster_uid: str = "") -> dict[str, Any]:
-        """Bring the proxy to ``version``; returns the ack's kwargs. Raises AdminUnavailable (nothing is acked then;
-        the control plane's reconcile sends the version again).
+    def apply(
+        self,
+        cluster: str,
+        version: int,
+        checksum: str,
+        document: Any,
+        cluster_uid: str = "",
+        signed_at: str = "",
+        signature: str = "",
+    ) -> dict[str, Any]:
+        """Bring the proxy to ``version``; returns the ack's kwargs. ValueError for a message of the wrong types
+        (nothing to acknowledge); raises AdminUnavailable (nothing is acked then; the control plane's reconcile
+        sends the version again).
 
         Version numbers are compared only within one cluster identity (name and ``cluster_uid``): a control plane
-        whose database was made anew numbers from 1 again, and its versions must not be ignored as late."""
+        whose database was made anew numbers from 1 again, and its versions must not be ignored as late; a signed
+        message of another identity must have been signed after the config the node runs."""
         if not isinstance(version, int) or isinstance(version, bool) or version < 1:
             raise ValueError(f"apply: version must be a positive whole number, not {version!r}")
-        if not isinstance(checksum, str) or not isinstance(cluster, str) or not isinstance(cluster_uid, str):
-            raise ValueError(
-                f"apply: cluster, cluster_uid and checksum must be text, "
-                f"not {cluster!r}, {cluster_uid!r} and {checksum!r}"
-            )
+        texts = {"cluster": cluster, "cluster_uid": cluster_uid, "checksum": checksum, "signed_at": signed_at}
+        for name, value in (*texts.items(), ("signature", signature)):
+            if not isinstance(value, str):
+                raise ValueError(f"apply: {name} must be text, not {value!r}")
+        keys = self.settings.signing_public_keys
+        if keys:
+            try:
+                verify(
+                    keys,
+                    SignedConfig(cluster, cluster_uid, version, checksum, document, signed_at),
+                    self.settings.node,
+                    signature,
+                )
+            except SignatureError as exc:
+                log.error("version %d of cluster %s refused, nothing applied: %s", version, cluster, exc)
+                return self._ack(version, checksum, str(exc))
         self.admin.wait_ready(ADMIN_WAIT_SECONDS)
         running = self.admin.running_checksum()
         applied = self.store.applied()
@@ -158,19 +198,41 @@ class Agent:
                 return self._ack(applied.version, applied.checksum)
             if applied.version == version and applied.checksum == checksum:
                 return self._ack(version, checksum)
+        older = self._older(applied, same_cluster, version, signed_at)
+        if older:
+            return self._refuse(version, checksum, running, older)
         errors = self.refusals(document, checksum)
         if errors:
-            log.error("version %d refused, keeping config %s: %s", version, running[:12], "; ".join(errors))
-            return self._ack(version, checksum, "\n".join(errors))
+            return self._refuse(version, checksum, running, *errors)
         if running != checksum:
             status, body = self.admin.call("POST", "/reload", document)
             if status != 200 or not body.get("ok"):
                 reasons = body.get("errors") or [body.get("error") or f"the proxy answered HTTP {status}"]
                 log.error("the proxy refused version %d: %s", version, "; ".join(map(str, reasons)))
                 return self._ack(version, checksum, "\n".join(map(str, reasons)))
-        self.store.save(document, AppliedVersion(cluster, version, checksum, now_iso(), cluster_uid))
+        self.store.save(document, AppliedVersion(cluster, version, checksum, now_iso(), cluster_uid, signed_at))
         log.info("cluster %s version %d (%s) applied", cluster, version, checksum[:12])
         return self._ack(version, checksum)
+
+    def _older(self, applied: AppliedVersion | None, same_cluster: bool, version: int, signed_at: str) -> str:
+        """Why a message is older than the config the node applied ("" when it is not): a lower version of the same
+        cluster identity, or, from another identity, a signature made before the applied one's (a replay of what
+        the node was sent earlier). Applying it would roll the node back."""
+        if applied is None:
+            return ""
+        if same_cluster and applied.version > version:
+            return f"version {version} is older than version {applied.version} this node applied: not rolled back"
+        if not same_cluster and self.settings.signing_public_keys and _earlier(signed_at, applied.signed_at):
+            return (
+                f"signed at {signed_at or '(no time)'}, before version {applied.version} of cluster {applied.cluster} "
+                f"this node applied (signed at {applied.signed_at}): not rolled back"
+            )
+        return ""
+
+    def _refuse(self, version: int, checksum: str, running: str, *errors: str) -> dict[str, Any]:
+        """Log why ``version`` is refused and return the ack saying it."""
+        log.error("version %d refused, keeping config %s: %s", version, running[:12], "; ".join(errors))
+        return self._ack(version, checksum, "\n".join(errors))
 
     def refusals(self, document: Any, checksum: str) -> list[str]:
         """Why this node refuses ``document`` (empty: it accepts it): the proxy's validation, the checksum the
@@ -232,8 +294,12 @@ def build_app(agent: Agent) -> Celery:
     )
 
     @app.task(name=APPLY_TASK, acks_late=True, reject_on_worker_lost=True)
-    def apply(cluster: str, version: int, checksum: str, document: dict[str, Any], cluster_uid: str = "") -> None:
-        ack = agent.apply(cluster, version, checksum, document, cluster_uid)
+    def apply(**message: Any) -> None:
+        try:
+            ack = agent.apply(**message)
+        except (TypeError, ValueError) as exc:  # missing, unknown or mistyped fields: no version to acknowledge
+            log.error("refused a malformed %s message, nothing applied: %s", APPLY_TASK, exc)
+            return
         app.send_task(ACK_TASK, kwargs=ack, queue=FLEET_QUEUE)
 
     return app
@@ -309,6 +375,10 @@ def run_agent(settings: AgentSettings, parent_pid: int | None = None, log_level:
     """Run the agent until SIGTERM/SIGINT (or, with ``parent_pid``, until that process is gone)."""
     agent = Agent(settings)
     app = build_app(agent)
+    if not settings.signing_public_keys:
+        log.warning("no --signing-public-key: configs from the broker are applied without checking who signed them")
+    else:
+        log.info("configs are applied only when signed by the control plane (--signing-public-key)")
     if parent_pid is not None:
         _exit_with_parent(parent_pid)
     Reporter(agent, app).start()

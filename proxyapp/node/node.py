@@ -4,11 +4,13 @@ A node keeps its state in its own directory, so that it starts and serves withou
 
 - ``config.json``: the last config document the agent applied (the proxy's config file: the node starts from it,
   and ``kill -HUP`` re-reads it); ``{}`` (no servers, no users) until the first version arrives;
-- ``applied.json``: which version that is: ``{"cluster", "version", "checksum", "applied_at"}``.
+- ``applied.json``: which version that is: ``{"cluster", "version", "checksum", "applied_at", "cluster_uid",
+  "signed_at"}``.
 
 The agent (``proxyapp.node.agent``) runs as a child process of the proxy, started and restarted by ``serve_node``: its
 blocking Celery consumer never shares the proxy's event loop, and a crash or a hang of the agent (a broker outage,
-say) never touches client sessions.
+say) never touches client sessions. The broker URL reaches it in its environment (``BROKER_ENV``), never on its
+command line, which any user of the host can read (``ps``): it may hold the broker's password.
 """
 
 from __future__ import annotations
@@ -31,6 +33,11 @@ log = logging.getLogger("proxyapp.node.node")
 
 #: What a node's name may be (the control plane's ``ProxyNode.name`` follows the same rule).
 NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+#: The environment variable holding the broker URL: ``run --node``'s default for ``--broker``, and the agent's source.
+BROKER_ENV = "REDIS_URL"
+#: The environment variable holding the control plane's public key: ``run --node``'s default for
+#: ``--signing-public-key``.
+SIGNING_PUBLIC_KEY_ENV = "PROXYFLEET_SIGNING_PUBLIC_KEY"
 #: Seconds between restarts of an agent that exited.
 AGENT_RESTART_DELAY = 2.0
 
@@ -44,6 +51,7 @@ class AppliedVersion:
     checksum: str
     applied_at: str
     cluster_uid: str = ""  # the cluster's identity: a control plane made anew numbers its versions from 1 again
+    signed_at: str = ""  # when the control plane signed it ("" when it came unsigned)
 
 
 class NodeStore:
@@ -75,6 +83,7 @@ class NodeStore:
                 checksum=str(raw["checksum"]),
                 applied_at=str(raw["applied_at"]),
                 cluster_uid=str(raw.get("cluster_uid", "")),
+                signed_at=str(raw.get("signed_at", "")),
             )
         except FileNotFoundError:
             return None
@@ -132,17 +141,19 @@ def parse_hostgroups(text: str) -> frozenset[int]:
 
 
 class AgentProcess:
-    """The agent child process: started, restarted when it exits, stopped with the proxy."""
+    """The agent child process: started, restarted when it exits, stopped with the proxy; it gets the broker URL
+    in its environment."""
 
-    def __init__(self, argv: list[str]) -> None:
+    def __init__(self, argv: list[str], broker: str) -> None:
         self.argv = argv
+        self.env = {**os.environ, BROKER_ENV: broker}
         self.proc: asyncio.subprocess.Process | None = None
 
     async def keep_running(self) -> None:
         """Run the agent until cancelled, restarting it whenever it exits."""
         while True:
             # Its own session: a terminal's Ctrl-C reaches the proxy, which then stops the agent itself.
-            self.proc = await asyncio.create_subprocess_exec(*self.argv, start_new_session=True)
+            self.proc = await asyncio.create_subprocess_exec(*self.argv, env=self.env, start_new_session=True)
             code = await self.proc.wait()
             log.error("the node agent exited with status %s; restarting it in %.0f s", code, AGENT_RESTART_DELAY)
             await asyncio.sleep(AGENT_RESTART_DELAY)
@@ -162,31 +173,33 @@ class AgentProcess:
 
 def agent_argv(
     node: str,
-    broker: str,
     admin: tuple[str, int],
     state_dir: Path,
     *,
     allowed_hostgroups: str | None,
+    signing_public_key: str | None,
     report_interval: float,
     log_level: str,
 ) -> list[str]:
-    """The command line of the agent child of this process."""
-    argv = [sys.executable, "-m", "proxyapp", "agent", "--node", node, "--broker", broker]
+    """The command line of the agent child of this process (the broker URL goes in its environment)."""
+    argv = [sys.executable, "-m", "proxyapp", "agent", "--node", node]
     argv += ["--admin", f"{admin[0]}:{admin[1]}", "--state-dir", str(state_dir)]
     argv += ["--report-interval", str(report_interval), "--parent-pid", str(os.getpid()), "--log-level", log_level]
     if allowed_hostgroups is not None:
         argv += ["--allowed-hostgroups", allowed_hostgroups]
+    if signing_public_key is not None:
+        argv += ["--signing-public-key", signing_public_key]
     return argv
 
 
 async def serve_node(
-    store: NodeStore, listen: tuple[str, int] | None, admin: tuple[str, int], agent_command: list[str]
+    store: NodeStore, listen: tuple[str, int] | None, admin: tuple[str, int], agent_command: list[str], broker: str
 ) -> None:
     """Serve the node's last applied config (``store``) with the agent beside it, until SIGINT/SIGTERM."""
     from proxyapp.main import serve
 
     config_path = store.prepare()
-    agent = AgentProcess(agent_command)
+    agent = AgentProcess(agent_command, broker)
     keeper = asyncio.get_running_loop().create_task(agent.keep_running())
     try:
         await serve(config_path, listen, admin)

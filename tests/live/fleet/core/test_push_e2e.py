@@ -4,11 +4,14 @@ tmp dir), a private redis-server on a free port, two real proxy nodes with their
 Edits and publishes go through the REST API (``/api/v1/``); the cluster, its nodes and an operator account are
 seeded with one ``manage.py shell`` (the API has no endpoint for nodes). Node ``e2e-b`` runs with
 ``--allowed-hostgroups 10,20``: a node-side limit the control plane does not know, so a version with a server in
-hostgroup 30 is accepted by publishing and refused by that node. Reconcile runs every second here.
+hostgroup 30 is accepted by publishing and refused by that node. Reconcile runs every second here. The nodes check
+the control plane's signature (``stack.running_fleet`` gives them its public key); messages pushed straight to a
+node's queue stand for whoever can write to Redis.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import urllib.error
@@ -26,6 +29,9 @@ from devstack import stack
 from devstack.api_client import ApiClient
 from devstack.proxy import READER_HG, WRITER_HG
 from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox
+from proxyapp.config.document import parse_config
+from proxyapp.node.agent import APPLY_TASK
+from proxyapp.node.signature import SIGNATURE_FAILED, SignedConfig, new_private_key, private_key_from_text, sign
 
 pytestmark = pytest.mark.sandbox
 
@@ -262,3 +268,78 @@ def test_a_node_restarts_with_redis_down_and_serves_its_last_applied_config(flee
         )
     finally:
         fleet.running.redis.start()
+
+
+def push_straight_to_queue(broker: str, node: str, kwargs: dict[str, Any]) -> None:
+    """Put an apply message in ``node``'s queue as anyone who can write to the broker can, bypassing the control
+    plane."""
+    app = Celery("not-the-control-plane", broker=broker)
+    try:
+        app.send_task(APPLY_TASK, kwargs=kwargs, queue=f"node.{node}", ignore_result=True)
+    finally:
+        app.close()
+
+
+def test_a_config_the_control_plane_did_not_sign_is_refused_reported_and_changes_nothing(fleet: Fleet) -> None:
+    before = fleet.api.node("e2e-a")
+    running = fleet.running_checksum("e2e-a")
+    answered_by = fleet.server_id("e2e-a")
+    assert running == fleet.version_checksum(before["applied_version"])
+    node_log = fleet.running.nodes["e2e-a"].log_path
+    logged_before = node_log.read_text(errors="replace").count(SIGNATURE_FAILED)
+
+    # What an attacker wants the node to run, as the next version number: @@server_id from the other server.
+    primary, _ = server_ids(fleet.sandbox)
+    document = seed_document(fleet.sandbox)
+    elsewhere = READER_HG if answered_by == primary else WRITER_HG
+    document["mysql_query_rules"] = [
+        {"rule_id": 1, "active": 1, "match_pattern": "@@server_id", "destination_hostgroup": elsewhere, "apply": 1}
+    ]
+    number = before["applied_version"] + 1
+    config = SignedConfig(
+        CLUSTER, "uid", number, parse_config(document).checksum, document, datetime.now(UTC).isoformat()
+    )
+    control_plane_key = private_key_from_text((fleet.running.workdir / "signing.key").read_text())
+    messages = {
+        # Signed by the control plane, for node e2e-b: replayed to e2e-a.
+        "meant for another node": sign(control_plane_key, config, "e2e-b"),
+        "forged": sign(private_key_from_text(new_private_key()), config, "e2e-a"),
+        "unsigned": "",
+    }
+    for count, (case, signature) in enumerate(messages.items(), start=1):
+        push_straight_to_queue(fleet.running.broker, "e2e-a", {**dataclasses.asdict(config), "signature": signature})
+        expected = (
+            f"{SIGNATURE_FAILED}: the message is not signed"
+            if not signature
+            else f"{SIGNATURE_FAILED}: version {number} of cluster {CLUSTER!r} is not signed by the control plane "
+            "whose public key this node has (forged, altered, or meant for another node)"
+        )
+
+        def shown(expected: str = expected, count: int = count) -> bool:
+            logged = node_log.read_text(errors="replace").count(SIGNATURE_FAILED) - logged_before
+            node = fleet.api.node("e2e-a")
+            return logged == count and (node["state"], node["error"]) == ("failed", expected)
+
+        stack.wait_until(shown, f"e2e-a's refusal of the {case} message", APPLY_TIMEOUT, fleet.running.nodes["e2e-a"])
+        refused = fleet.api.node("e2e-a")
+        assert (refused["applied_version"], refused["applied_checksum"]) == (before["applied_version"], running)
+        assert fleet.running_checksum("e2e-a") == running  # the proxy still runs its version
+        assert fleet.server_id("e2e-a") == answered_by  # and routes by it
+
+    # Garbage is refused in the node's log; the agent goes on and applies the next version the control plane sends.
+    push_straight_to_queue(fleet.running.broker, "e2e-a", {"version": "x", "document": None})
+    stack.wait_until(
+        lambda: "refused a malformed proxyfleet.node.apply message" in node_log.read_text(errors="replace"),
+        "e2e-a's refusal of a malformed message",
+        APPLY_TIMEOUT,
+        fleet.running.nodes["e2e-a"],
+    )
+    rule = {"rule_id": 8, "active": 1, "match_pattern": "@@server_id", "destination_hostgroup": WRITER_HG, "apply": 1}
+    created = fleet.api.call("POST", "/query-rules/", rule)
+    version = fleet.api.publish("signed by the control plane")
+    assert version == number  # the number the forged message claimed: the refusal held nothing back
+    fleet.wait_applied(version)
+    assert fleet.api.node("e2e-a")["error"] == ""
+    assert fleet.running_checksum("e2e-a") == fleet.version_checksum(version)
+    fleet.api.call("DELETE", f"/query-rules/{created['key']}/")
+    fleet.wait_applied(fleet.api.publish("back to the seed routing"))

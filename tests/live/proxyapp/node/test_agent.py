@@ -1,19 +1,23 @@
 """The node agent's apply and report logic against a real proxy process (the Celery wiring is covered end to end in
-test_push_e2e.py): atomic reloads, idempotency, refusals that keep the running config, the state on disk."""
+test_push_e2e.py): atomic reloads, idempotency, refusals that keep the running config, the state on disk, and a
+signed node that never goes back to an older version."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from devstack.proxy import ProxyProcess, rw_split_config
 from proxyapp.config.document import parse_config
 from proxyapp.node.agent import TOP_DIGESTS, Agent, AgentSettings
 from proxyapp.node.node import NodeStore, parse_hostgroups
+from proxyapp.node.signature import SignedConfig, new_private_key, private_key_from_text, sign
 
 
 def document(**variables: str) -> dict[str, Any]:
@@ -33,7 +37,9 @@ def proxy(start_proxy: Callable[[dict[str, Any]], ProxyProcess]) -> ProxyProcess
     return start_proxy(document())
 
 
-def make_agent(proxy: ProxyProcess, state_dir: Path, allowed: str | None = None) -> Agent:
+def make_agent(
+    proxy: ProxyProcess, state_dir: Path, allowed: str | None = None, signing_keys: tuple[Ed25519PublicKey, ...] = ()
+) -> Agent:
     """An agent of ``proxy`` with its state in ``state_dir``, where the proxy's admin token is put, as a node's is."""
     state_dir.mkdir(parents=True, exist_ok=True)
     token = NodeStore(state_dir).token_path
@@ -45,6 +51,7 @@ def make_agent(proxy: ProxyProcess, state_dir: Path, allowed: str | None = None)
         admin=("127.0.0.1", proxy.admin_port),
         state_dir=state_dir,
         allowed_hostgroups=parse_hostgroups(allowed) if allowed else None,
+        signing_public_keys=signing_keys,
     )
     return Agent(settings)
 
@@ -132,3 +139,52 @@ def test_report_carries_the_running_version_and_the_busiest_digests(proxy: Proxy
     # The proxy runs something else (a config file reloaded by hand): no version is claimed for it.
     proxy.admin("POST", "/reload", document())
     assert agent.report()["applied_version"] is None
+
+
+SIGNING_KEY = private_key_from_text(new_private_key())
+
+
+def signed(version: int, doc: dict[str, Any], signed_at: str, cluster_uid: str = "uid-1") -> dict[str, Any]:
+    """The kwargs of an apply message for node ``agent-test``, signed by the control plane's key."""
+    config = SignedConfig("main", cluster_uid, version, checksum(doc), doc, signed_at)
+    return {**dataclasses.asdict(config), "signature": sign(SIGNING_KEY, config, "agent-test")}
+
+
+def test_a_replayed_older_signed_version_never_rolls_the_node_back(proxy: ProxyProcess, tmp_path: Path) -> None:
+    agent = make_agent(proxy, tmp_path / "state", signing_keys=(SIGNING_KEY.public_key(),))
+    v1, v2 = document(mysql_max_connections="100"), document(mysql_max_connections="200")
+    old = signed(1, v1, "2026-12-04T01:00:00+00:00")
+    assert agent.apply(**old)["ok"]
+    assert agent.apply(**signed(2, v2, "2026-12-04T01:01:00+00:00"))["ok"]
+
+    # The old message again (captured from the broker and pushed back): the node stays on version 2.
+    replay = agent.apply(**old)
+    assert (replay["version"], replay["checksum"], replay["ok"]) == (2, checksum(v2), True)
+    assert proxy.admin("GET", "/config")["checksum"] == checksum(v2)
+
+    # Its config reloaded by hand (drift: reconcile will send version 2 again), the old one is refused all the same.
+    by_hand = document(mysql_max_connections="300")
+    proxy.admin("POST", "/reload", by_hand)
+    refused = agent.apply(**old)
+    assert (refused["ok"], refused["error"]) == (
+        False,
+        "version 1 is older than version 2 this node applied: not rolled back",
+    )
+    assert proxy.admin("GET", "/config")["checksum"] == checksum(by_hand)
+
+    # Another identity of the cluster (a control plane made anew) is obeyed from its version 1, when it signed it
+    # after the config the node runs; a message of another identity signed before that is a replay.
+    earlier = agent.apply(**signed(5, v1, "2026-12-04T00:59:00+00:00", cluster_uid="uid-0"))
+    assert earlier["ok"] is False and earlier["error"] == (
+        "signed at 2026-12-04T00:59:00+00:00, before version 2 of cluster main this node applied "
+        "(signed at 2026-12-04T01:01:00+00:00): not rolled back"
+    )
+    assert proxy.admin("GET", "/config")["checksum"] == checksum(by_hand)
+    assert agent.apply(**signed(1, v1, "2026-12-04T01:02:00+00:00", cluster_uid="uid-2"))["ok"]
+    assert proxy.admin("GET", "/config")["checksum"] == checksum(v1)
+    applied = NodeStore(tmp_path / "state").applied()
+    assert applied is not None and (applied.cluster_uid, applied.version, applied.signed_at) == (
+        "uid-2",
+        1,
+        "2026-12-04T01:02:00+00:00",
+    )

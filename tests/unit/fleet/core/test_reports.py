@@ -14,8 +14,9 @@ import redis
 from django.conf import settings
 from django.utils import timezone
 
-from fleet.core import push, stats, tasks
+from fleet.core import push, signing, stats, tasks
 from fleet.core.models import Cluster, ConfigVersion, NodeSample, ProxyNode, Resolution, ServerSample
+from proxyapp.node import signature
 
 pytestmark = pytest.mark.django_db
 
@@ -154,6 +155,23 @@ def test_acks_claim_once_so_late_ones_never_undo_newer_news(node: ProxyNode) -> 
     assert (node.pushed_version, node.state) == (8, "pending")
 
 
+def test_a_refusal_of_a_version_never_sent_shows_and_does_not_hold_back_the_next_one(node: ProxyNode) -> None:
+    ProxyNode.objects.filter(pk=node.pk).update(pushed_version=6, applied_version=6, state="applied")
+    forged = "signature check failed: version 40 of cluster 'reports' is not signed by the control plane ..."
+    assert "refused" in ack(node, 40, T0, ok=False, error=forged)  # someone pushed v40 straight to its queue
+    node.refresh_from_db()
+    assert (node.applied_version, node.pushed_version, node.state, node.error) == (6, 6, "failed", forged)
+
+    cluster = node.cluster
+    document = {"mysql_servers": [], "global_variables": []}
+    push.push_to_node(node, ConfigVersion.objects.create(cluster=cluster, number=7, document=document, checksum="x"))
+    node.refresh_from_db()
+    assert (node.pushed_version, node.state, node.error) == (7, "pending", "")
+    ack(node, 7, T0 + timedelta(seconds=1))
+    node.refresh_from_db()
+    assert (node.applied_version, node.state) == (7, "applied")
+
+
 def test_reports_do_not_undo_a_newer_ack_and_settle_a_pending_node_whose_ack_was_lost(node: ProxyNode) -> None:
     ProxyNode.objects.filter(pk=node.pk).update(pushed_version=6)
     ack(node, 6, T0 + timedelta(seconds=2))
@@ -194,7 +212,12 @@ def test_reconcile_resends_to_drifted_nodes_only_and_marks_silent_ones_stale(nod
         ProxyNode.objects.filter(pk=node.pk).update(applied_version=1, applied_checksum="sum1")
         assert push.reconcile() == [node.name]
         sent = {"cluster": "reports", "cluster_uid": str(cluster.uid), "version": 2, "checksum": "sum2"}
-        assert queued(node) == [{**sent, "document": document}]
+        (message,) = queued(node)
+        assert {k: message[k] for k in sent} == sent and message["document"] == document
+        # Signed for this node by the control plane's key (the node checks it: tests/unit/proxyapp/node).
+        fields = {k: v for k, v in message.items() if k != "signature"}
+        public_key = signing.private_key().public_key()
+        signature.verify([public_key], signature.SignedConfig(**fields), node.name, message["signature"])
         node.refresh_from_db()
         assert (node.state, node.pushed_version) == ("pending", 2)
         assert push.reconcile() == []  # a message already waits in its queue: no second one
