@@ -56,7 +56,7 @@ VISIBILITY_TIMEOUT = 3600
 
 
 class AdminUnavailable(Exception):
-    """The proxy's admin endpoint does not answer."""
+    """The proxy's admin endpoint does not answer, or its credential cannot be read."""
 
 
 @dataclass(frozen=True)
@@ -78,9 +78,9 @@ class AgentSettings:
 class AdminClient:
     """The proxy's loopback admin endpoint, over plain blocking HTTP."""
 
-    def __init__(self, address: tuple[str, int], token: str, timeout: float = 30) -> None:
+    def __init__(self, address: tuple[str, int], token_path: Path, timeout: float = 30) -> None:
         self.base = f"http://{address[0]}:{address[1]}"
-        self.token = token  # the admin credential (``proxyapp.credential``)
+        self.token_path = token_path  # the admin credential's file (``proxyapp.credential``), read at each call
         self.timeout = timeout
 
     def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
@@ -88,8 +88,10 @@ class AdminClient:
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(self.base + path, data=data, method=method)
         request.add_header("Content-Type", "application/json")
-        for name, value in credential.header(self.token).items():
-            request.add_header(name, value)
+        try:
+            request.headers.update(credential.header(credential.read(self.token_path)))
+        except credential.CredentialError as exc:
+            raise AdminUnavailable(str(exc)) from None
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 return response.status, json.loads(response.read())
@@ -141,7 +143,7 @@ class Agent:
     def __init__(self, settings: AgentSettings) -> None:
         self.settings = settings
         self.store = NodeStore(settings.state_dir)
-        self.admin = AdminClient(settings.admin, credential.read(self.store.token_path))
+        self.admin = AdminClient(settings.admin, self.store.token_path)
 
     def _ack(self, version: int, checksum: str, error: str = "") -> dict[str, Any]:
         return {
