@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, get_args, get_type_hints
 
 from proxyapp.config.rulecheck import shadowed_rules
+from proxyapp.config.sharding import build, parse_parameters
 from proxyapp.config.tables import (
     RE_MODIFIERS,
     TABLES,
@@ -33,6 +34,8 @@ from proxyapp.config.tables import (
     MysqlQueryRuleFastRouting,
     MysqlReplicationHostgroup,
     MysqlServer,
+    MysqlShard,
+    MysqlShardedTable,
     MysqlUser,
 )
 from proxyapp.config.variables import (
@@ -53,9 +56,11 @@ _ROW_TABLES = (
     "mysql_query_rules",
     "mysql_query_rules_fast_routing",
     "mysql_replication_hostgroups",
+    "mysql_shards",
+    "mysql_sharded_tables",
 )
 #: Tables a document shows only when they have rows (added after others: configs without them keep their checksum).
-_OPTIONAL_TABLES = frozenset({"mysql_query_rules_fast_routing"})
+_OPTIONAL_TABLES = frozenset({"mysql_query_rules_fast_routing", "mysql_shards", "mysql_sharded_tables"})
 
 #: Per table, its unique keys as ProxySQL declares them; the first is the primary key, which orders the rows.
 UNIQUE_KEYS: dict[str, tuple[tuple[str, ...], ...]] = {
@@ -64,6 +69,8 @@ UNIQUE_KEYS: dict[str, tuple[tuple[str, ...], ...]] = {
     "mysql_query_rules": (("rule_id",),),
     "mysql_query_rules_fast_routing": (("username", "schemaname", "flagIN"),),
     "mysql_replication_hostgroups": (("writer_hostgroup",), ("reader_hostgroup",)),
+    "mysql_shards": (("shard_group", "shard"),),
+    "mysql_sharded_tables": (("schemaname", "tablename"),),
     "global_variables": (("variable_name",),),
 }
 
@@ -74,6 +81,8 @@ _LABEL_COLUMNS: dict[str, tuple[str, ...]] = {
     "mysql_query_rules": ("rule_id",),
     "mysql_query_rules_fast_routing": ("username", "schemaname", "flagIN"),
     "mysql_replication_hostgroups": ("writer_hostgroup",),
+    "mysql_shards": ("shard_group", "shard"),
+    "mysql_sharded_tables": ("schemaname", "tablename"),
     "global_variables": ("variable_name",),
 }
 
@@ -83,6 +92,7 @@ _HOSTGROUP_REFERENCES: dict[str, tuple[str, ...]] = {
     "mysql_query_rules": ("destination_hostgroup", "mirror_hostgroup", "gtid_from_hostgroup"),
     "mysql_query_rules_fast_routing": ("destination_hostgroup",),
     "mysql_replication_hostgroups": ("writer_hostgroup", "reader_hostgroup"),
+    "mysql_shards": ("hostgroup_id",),
 }
 
 _DIGEST = re.compile(r"0x[0-9A-Fa-f]{1,16}")
@@ -320,6 +330,22 @@ def _replication_checks(values: dict[str, Any]) -> Iterator[RowError]:
         yield ("reader_hostgroup", f"{writer} is also the writer_hostgroup; they must differ")
 
 
+def _sharded_table_checks(values: dict[str, Any]) -> Iterator[RowError]:
+    algorithm = values.get("algorithm")
+    if algorithm is None:
+        return
+    key = values.get("shard_key")
+    if algorithm == "global" and key:
+        yield ("shard_key", "a global table has no shard key: it is whole on every shard")
+    elif algorithm != "global" and "shard_key" in values and not key:
+        yield ("shard_key", f"required by the {algorithm} algorithm: the column whose value picks the shard")
+    if "parameters" in values:
+        try:
+            parse_parameters(algorithm, values["parameters"])
+        except ValueError as exc:
+            yield ("parameters", str(exc))
+
+
 def _variable_checks(values: dict[str, Any]) -> Iterator[RowError]:
     if "variable_name" not in values:
         return
@@ -339,6 +365,7 @@ _ROW_CHECKS: dict[type, Callable[[dict[str, Any]], Iterator[RowError]]] = {
     MysqlServer: _server_checks,
     MysqlQueryRule: _rule_checks,
     MysqlReplicationHostgroup: _replication_checks,
+    MysqlShardedTable: _sharded_table_checks,
     GlobalVariable: _variable_checks,
 }
 
@@ -419,6 +446,8 @@ class Config:
     mysql_query_rules: tuple[MysqlQueryRule, ...] = ()
     mysql_query_rules_fast_routing: tuple[MysqlQueryRuleFastRouting, ...] = ()
     mysql_replication_hostgroups: tuple[MysqlReplicationHostgroup, ...] = ()
+    mysql_shards: tuple[MysqlShard, ...] = ()
+    mysql_sharded_tables: tuple[MysqlShardedTable, ...] = ()
     variables: Variables = field(default_factory=Variables)
     warnings: tuple[str, ...] = field(default=(), compare=False)
     checksum: str = field(init=False)
@@ -485,6 +514,7 @@ def parse_config(doc: object) -> Config:
                 rows[table].append((index, obj))
     errors.extend(_key_errors(rows))
     errors.extend(_replication_errors(rows["mysql_replication_hostgroups"]))
+    errors.extend(_sharding_errors(rows))
     if errors:
         raise ConfigError(errors)
     variables = Variables.from_rows(obj for _, obj in rows["global_variables"])
@@ -494,6 +524,8 @@ def parse_config(doc: object) -> Config:
         mysql_query_rules=tuple(obj for _, obj in rows["mysql_query_rules"]),
         mysql_query_rules_fast_routing=tuple(obj for _, obj in rows["mysql_query_rules_fast_routing"]),
         mysql_replication_hostgroups=tuple(obj for _, obj in rows["mysql_replication_hostgroups"]),
+        mysql_shards=tuple(obj for _, obj in rows["mysql_shards"]),
+        mysql_sharded_tables=tuple(obj for _, obj in rows["mysql_sharded_tables"]),
         variables=variables,
         warnings=tuple(_warnings(rows, variables)),
     )
@@ -528,6 +560,32 @@ def _replication_errors(pairs: list[tuple[int, MysqlReplicationHostgroup]]) -> I
             yield f"{where}: reader_hostgroup: {reader} is the writer_hostgroup of {table}[{writers[reader]}]"
         writers.setdefault(writer, index)
         readers.setdefault(reader, index)
+
+
+def _sharding_errors(rows: _Rows) -> Iterator[str]:
+    """Shard groups whose shards are not numbered 0 to N-1, sharded tables naming a group that does not exist, and
+    algorithm parameters that do not fit their group (a shard number outside it, buckets left to no shard)."""
+    groups: dict[str, set[int]] = {}
+    for _, shard in rows["mysql_shards"]:
+        groups.setdefault(shard.shard_group, set()).add(shard.shard)
+    for name, numbers in sorted(groups.items()):
+        missing = sorted(set(range(max(numbers) + 1)) - numbers)
+        if missing:
+            shown = ", ".join(str(n) for n in missing[:5]) + (" ..." if len(missing) > 5 else "")
+            yield (
+                f"mysql_shards: shard group {name!r} has shards up to {max(numbers)} but not {shown} "
+                "(number them 0 to N-1)"
+            )
+    for index, table in rows["mysql_sharded_tables"]:
+        where = _where("mysql_sharded_tables", index, _as_row(table))
+        if table.shard_group not in groups:
+            known = f" (groups: {', '.join(sorted(groups))})" if groups else " (mysql_shards has none)"
+            yield f"{where}: shard_group: no shard group {table.shard_group!r} in mysql_shards{known}"
+            continue
+        try:
+            build(table.algorithm, table.parameters, len(groups[table.shard_group]))
+        except ValueError as exc:
+            yield f"{where}: parameters: {exc}"
 
 
 def _warnings(rows: _Rows, variables: Variables) -> Iterator[str]:

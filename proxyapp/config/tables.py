@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from proxyapp.config.sharding import ALGORITHMS as SHARD_ALGORITHMS
+
 SERVER_STATUSES = ("ONLINE", "SHUNNED", "OFFLINE_SOFT", "OFFLINE_HARD")
 CHECK_TYPES = (
     "read_only",
@@ -165,6 +167,35 @@ class GlobalVariable:
     variable_value: str = column(required=True)
 
 
+@dataclass(frozen=True, slots=True)
+class MysqlShard:
+    """One shard of a shard group (``mysql_shards``, ProxyFleet's own; key shard_group, shard): the hostgroup that
+    serves it, so that read/write split, pooling, the monitor and failover work per shard unchanged."""
+
+    shard_group: str = column(required=True, help="the group's name, which mysql_sharded_tables rows name")
+    shard: int = column(required=True, minimum=0, maximum=4095, help="its number in the group: 0 to N-1")
+    hostgroup_id: int = column(required=True, minimum=0)
+    physical_schema: str | None = column(
+        None, help="the schema that holds the tables on this shard (default: the same)"
+    )
+    comment: str = column("")
+
+
+@dataclass(frozen=True, slots=True)
+class MysqlShardedTable:
+    """A table spread over a shard group (``mysql_sharded_tables``, ProxyFleet's own; key schemaname, tablename):
+    which column's value picks the shard and by which algorithm (``proxyapp.config.sharding``); ``global``: the
+    table is whole on every shard."""
+
+    schemaname: str = column(required=True, help="the schema clients use")
+    tablename: str = column(required=True)
+    shard_group: str = column(required=True)
+    algorithm: str = column("hash", choices=SHARD_ALGORITHMS)
+    shard_key: str | None = column(None, help="the column whose value picks the shard (none for a global table)")
+    parameters: str = column("", help="the algorithm's parameters, a JSON object (docs/sharding.md)")
+    comment: str = column("")
+
+
 #: Table name in the config document -> row class, in the document's order.
 TABLES: dict[str, type] = {
     "mysql_servers": MysqlServer,
@@ -172,5 +203,7 @@ TABLES: dict[str, type] = {
     "mysql_query_rules": MysqlQueryRule,
     "mysql_query_rules_fast_routing": MysqlQueryRuleFastRouting,
     "mysql_replication_hostgroups": MysqlReplicationHostgroup,
+    "mysql_shards": MysqlShard,
+    "mysql_sharded_tables": MysqlShardedTable,
     "global_variables": GlobalVariable,
 }
