@@ -1,0 +1,403 @@
+"""The plan of a statement on sharded tables: which shards of its group it must run on, or why it cannot run.
+
+``plan(sql, schema, shard_map)`` reads the statement's tokens (``proxyapp.sql.lex``): the tables it names, and for
+the one sharded table that decides, the values its shard key is compared with. A key compared by ``=`` or ``IN`` in
+the WHERE clause's top-level AND chain, or given in each row of an INSERT's VALUES, narrows the statement to the
+shards that can hold those rows; anything else leaves it on every shard (a scatter), which is always correct. A
+statement the proxy cannot yet carry out exactly is refused with the reason (ER_NOT_SUPPORTED_YET, 1235): never a
+wrong answer. A pure function: no IO, the same answer on every node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from proxyapp.config.sharding import Key, ShardKeyError
+from proxyapp.sharding.shardmap import ShardedTable, ShardMap
+from proxyapp.sql.lex import TokenKind, Tokens, statement_ranges, tokenize, unquote
+
+_T = TokenKind
+#: Statements that change rows; a write to a global table goes to every shard.
+_WRITES = frozenset({"INSERT", "REPLACE", "UPDATE", "DELETE"})
+#: Statements that change tables: they run on every shard of the group.
+_DDL = frozenset({"CREATE", "ALTER", "DROP", "TRUNCATE", "RENAME", "OPTIMIZE", "ANALYZE"})
+#: Words after which table names follow.
+_TABLE_LEADS = frozenset({"FROM", "JOIN", "INTO", "UPDATE", "TABLE", "TABLES"})
+#: Words that end a table reference list (or an alias cannot be).
+_CLAUSE_WORDS = frozenset(
+    {
+        "WHERE", "SET", "VALUES", "VALUE", "SELECT", "ON", "USING", "GROUP", "ORDER", "LIMIT", "HAVING", "FOR",
+        "LOCK", "UNION", "JOIN", "INNER", "LEFT", "RIGHT", "CROSS", "NATURAL", "STRAIGHT_JOIN", "PARTITION",
+        "WINDOW", "INTO", "RETURNING", "ADD", "DROP", "MODIFY", "CHANGE", "RENAME", "ENGINE", "AS", "LIKE",
+        "IGNORE", "USE", "FORCE", "DEFAULT", "CHARACTER", "COLLATE", "COMMENT", "TO", "IF", "EXISTS", "NOT",
+    }
+)  # fmt: skip
+#: Words that end a WHERE clause at its own depth.
+_WHERE_ENDS = frozenset({"GROUP", "ORDER", "LIMIT", "HAVING", "FOR", "LOCK", "WINDOW", "INTO", "RETURNING", "UNION"})
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Where a statement on sharded tables runs: ``shards`` of ``table``'s group (``every``: all of them, nothing
+    narrowed it), ``writes`` whether it changes rows or tables; ``refused`` the reason it cannot run ("" if it can)."""
+
+    table: ShardedTable
+    shards: frozenset[int]
+    every: bool
+    writes: bool
+    refused: str = ""
+
+
+@dataclass(frozen=True)
+class _Ref:
+    """A table named in the statement: where (token index, parenthesis depth), its name, its alias."""
+
+    index: int
+    depth: int
+    table: ShardedTable
+    alias: str
+
+
+def plan(sql: str, schema: str | None, shard_map: ShardMap) -> Plan | None:
+    """The plan of ``sql`` run with default schema ``schema``; None when it names no sharded or global table."""
+    tokens = tokenize(sql)
+    ranges = statement_ranges(tokens)
+    if not ranges:
+        return None
+    found = [ref for lo, hi in ranges for ref in _refs(tokens, lo, hi, schema, shard_map)]
+    if not found:
+        return None
+    first = found[0].table
+    if len(ranges) > 1:
+        return _refuse(first, "several statements in one query on sharded tables")
+    lo, hi = ranges[0]
+    verb = tokens.word(lo)
+    groups = sorted({ref.table.group for ref in found})
+    if len(groups) > 1:
+        return _refuse(first, f"a statement on tables of several shard groups ({', '.join(groups)})")
+    sharded = {(r.table.schema, r.table.table): r for r in found if not r.table.is_global}
+    if len(sharded) > 1:
+        names = ", ".join(f"{s}.{t}" for s, t in sorted(sharded))
+        return _refuse(first, f"a statement on several sharded tables ({names}); joins across shards")
+    nested = next((r for r in found if r.depth > 0), None)
+    if nested is not None:
+        return _refuse(first, f"a subquery on {_name(nested.table)}")
+    writes = verb in _WRITES or verb in _DDL
+    every = frozenset(range(len(first.shards)))
+    if verb in _DDL:
+        return Plan(first, every, True, True)
+    if not sharded:  # only global tables: read from one shard, write to all
+        return Plan(first, every if writes else frozenset({0}), writes, writes)
+    ref = next(iter(sharded.values()))
+    table = ref.table
+    if _words_at_depth(tokens, lo, hi, frozenset({"UNION"})):
+        return _refuse(table, f"UNION over {_name(table)}")
+    if verb in ("INSERT", "REPLACE"):
+        return _insert(tokens, lo, hi, ref)
+    if verb == "UPDATE" and _sets_key(tokens, lo, hi, ref):
+        return _refuse(table, f"changing the shard key {table.key} of {_name(table)} (the row would change shard)")
+    keys = _where_keys(tokens, lo, hi, ref)
+    if keys is None:
+        return Plan(table, frozenset(range(len(table.shards))), True, writes)
+    try:
+        shards = frozenset(table.algorithm.shard_of(key) for key in keys)
+    except ShardKeyError:  # a value no shard holds may still equal a stored key as MySQL compares: ask them all
+        return Plan(table, frozenset(range(len(table.shards))), True, writes)
+    return Plan(table, shards, False, writes)
+
+
+def _refuse(table: ShardedTable, what: str) -> Plan:
+    return Plan(table, frozenset(), False, False, f"ProxyFleet sharding does not support {what} yet")
+
+
+def _name(table: ShardedTable) -> str:
+    return f"{table.schema}.{table.table}"
+
+
+# --- the tables a statement names -----------------------------------------------------------------------------
+
+
+def _refs(tokens: Tokens, lo: int, hi: int, schema: str | None, shard_map: ShardMap) -> Iterable[_Ref]:
+    """The sharded and global tables named in ``[lo, hi)``: after FROM, JOIN, INTO, UPDATE, TABLE, in lists."""
+    depth = 0
+    i = lo
+    while i < hi:
+        text = tokens.texts[i]
+        if text == "(":
+            depth += 1
+        elif text == ")":
+            depth -= 1
+        elif tokens.word(i) in _TABLE_LEADS or (tokens.word(i) == "DELETE" and tokens.word(i + 1) != "FROM"):
+            i += 1
+            while i < hi:
+                name, i = _table_name(tokens, i, hi, schema)
+                if name is None:
+                    break
+                i, alias = _alias(tokens, i, hi, name[1])
+                table = shard_map.find(*name)
+                if table is not None:
+                    yield _Ref(i, depth, table, alias)
+                if tokens.text(i) != ",":
+                    break
+                i += 1
+            continue
+        i += 1
+
+
+def _ident(tokens: Tokens, i: int) -> str | None:
+    kind = tokens.kinds[i]
+    if kind is _T.QUOTED_IDENT:
+        return unquote(tokens.texts[i])
+    if kind is _T.WORD and tokens.word(i) not in _CLAUSE_WORDS:
+        return tokens.texts[i]
+    return None
+
+
+def _table_name(tokens: Tokens, i: int, hi: int, schema: str | None) -> tuple[tuple[str | None, str] | None, int]:
+    """``name`` or ``schema.name`` at ``i`` (schema defaulting to ``schema``), and the index after it."""
+    if i >= hi:
+        return None, i
+    first = _ident(tokens, i)
+    if first is None:
+        return None, i
+    if tokens.text(i + 1) == "." and i + 2 < hi:
+        second = _ident(tokens, i + 2)
+        if second is not None:
+            return (first, second), i + 3
+    return (schema, first), i + 1
+
+
+def _alias(tokens: Tokens, i: int, hi: int, table: str) -> tuple[int, str]:
+    """The alias after a table name (``AS a`` or ``a``; the name itself when none) and the index after it."""
+    j = i + 1 if tokens.word(i) == "AS" else i
+    if j < hi:
+        alias = _ident(tokens, j)
+        if alias is not None:
+            return j + 1, alias.lower()
+    return i, table.lower()
+
+
+def _words_at_depth(tokens: Tokens, lo: int, hi: int, words: frozenset[str]) -> bool:
+    """Whether one of ``words`` stands in ``[lo, hi)`` outside any parentheses."""
+    depth = 0
+    for i in range(lo, hi):
+        text = tokens.texts[i]
+        depth += (text == "(") - (text == ")")
+        if depth == 0 and tokens.word(i) in words:
+            return True
+    return False
+
+
+# --- the key values -------------------------------------------------------------------------------------------
+
+
+def _literal(tokens: Tokens, i: int, hi: int) -> tuple[Key, int] | None:
+    """A literal the key can be compared with at ``i`` (an integer, maybe negative, or a string), and the index
+    after it; None for anything else (an expression, a placeholder, a decimal, a hex number...)."""
+    negative = tokens.text(i) == "-" and i + 1 < hi
+    j = i + 1 if negative else i
+    if j >= hi:
+        return None
+    kind, text = tokens.kinds[j], tokens.texts[j]
+    if kind is _T.NUMBER and text.isdigit():
+        return (-int(text) if negative else int(text)), j + 1
+    if kind is _T.STRING and not negative:
+        quote = min((text.find(q) for q in "'\"" if q in text), default=0)
+        return unquote(text[quote:]), j + 1
+    return None
+
+
+def _column_at(tokens: Tokens, i: int, hi: int, ref: _Ref) -> int:
+    """The index after ``key`` or ``qualifier.key`` at ``i`` when it names ``ref``'s shard key, else -1."""
+    table = ref.table
+    name = _ident(tokens, i) if i < hi else None
+    if name is None:
+        return -1
+    if tokens.text(i + 1) == "." and i + 2 < hi:
+        column = _ident(tokens, i + 2)
+        if column is not None and column.lower() == table.key and name.lower() in (ref.alias, table.table.lower()):
+            return i + 3
+        return -1
+    return i + 1 if name.lower() == table.key else -1
+
+
+def _conjuncts(tokens: Tokens, lo: int, hi: int) -> list[tuple[int, int]] | None:
+    """The top-level AND-ed parts of a condition ``[lo, hi)``; None when an OR (or XOR) joins them at the top."""
+    parts: list[tuple[int, int]] = []
+    depth, start, between = 0, lo, False
+    for i in range(lo, hi):
+        text = tokens.texts[i]
+        depth += (text == "(") - (text == ")")
+        if depth:
+            continue
+        word = tokens.word(i)
+        if word in ("OR", "XOR") or text == "||":
+            return None
+        if word == "BETWEEN":
+            between = True
+        elif word == "AND" or text == "&&":
+            if between:  # BETWEEN x AND y
+                between = False
+                continue
+            parts.append((start, i))
+            start = i + 1
+    parts.append((start, hi))
+    return parts
+
+
+def _compared(tokens: Tokens, lo: int, hi: int, ref: _Ref) -> list[Key] | None:
+    """The values one condition part compares the key with: ``key = v``, ``v = key``, ``key IN (v, ...)``."""
+    after = _column_at(tokens, lo, hi, ref)
+    if after >= 0:
+        if tokens.text(after) == "=":
+            value = _literal(tokens, after + 1, hi)
+            return [value[0]] if value is not None and value[1] == hi else None
+        if tokens.word(after) == "IN" and tokens.text(after + 1) == "(" and tokens.text(hi - 1) == ")":
+            values: list[Key] = []
+            i = after + 2
+            while i < hi - 1:
+                value = _literal(tokens, i, hi - 1)
+                if value is None:
+                    return None
+                values.append(value[0])
+                i = value[1]
+                if tokens.text(i) == ",":
+                    i += 1
+                elif i != hi - 1:
+                    return None
+            return values or None
+        return None
+    value = _literal(tokens, lo, hi)
+    if value is not None and tokens.text(value[1]) == "=" and _column_at(tokens, value[1] + 1, hi, ref) == hi:
+        return [value[0]]
+    return None
+
+
+def _where_keys(tokens: Tokens, lo: int, hi: int, ref: _Ref) -> list[Key] | None:
+    """The key values the WHERE clause narrows the statement to; None when it does not narrow it."""
+    depth, start = 0, -1
+    for i in range(lo, hi):
+        text = tokens.texts[i]
+        depth += (text == "(") - (text == ")")
+        if depth == 0 and tokens.word(i) == "WHERE":
+            start = i + 1
+            break
+    if start < 0:
+        return None
+    end, depth = hi, 0
+    for i in range(start, hi):
+        text = tokens.texts[i]
+        depth += (text == "(") - (text == ")")
+        if depth == 0 and tokens.word(i) in _WHERE_ENDS:
+            end = i
+            break
+    parts = _conjuncts(tokens, start, end)
+    if parts is None:
+        return None
+    narrowed: list[Key] | None = None
+    for part_lo, part_hi in parts:
+        while part_lo < part_hi and tokens.text(part_lo) == "(" and tokens.text(part_hi - 1) == ")":
+            part_lo, part_hi = part_lo + 1, part_hi - 1  # (key = 1)
+        values = _compared(tokens, part_lo, part_hi, ref)
+        if values is not None:
+            narrowed = values if narrowed is None else [v for v in narrowed if v in values] or narrowed
+    return narrowed
+
+
+def _sets_key(tokens: Tokens, lo: int, hi: int, ref: _Ref) -> bool:
+    """Whether the assignments of an UPDATE's SET (or of ON DUPLICATE KEY UPDATE) in ``[lo, hi)`` set the key."""
+    depth = 0
+    assigning = False
+    for i in range(lo, hi):
+        text = tokens.texts[i]
+        depth += (text == "(") - (text == ")")
+        if depth:
+            continue
+        word = tokens.word(i)
+        if word == "SET" or (word == "UPDATE" and tokens.word(i - 1) == "KEY"):
+            assigning = True
+        elif word in ("WHERE", "ORDER", "LIMIT"):
+            assigning = False
+        elif assigning and (tokens.text(i - 1) == "," or tokens.word(i - 1) in ("SET", "UPDATE")):
+            after = _column_at(tokens, i, hi, ref)
+            if after >= 0 and tokens.text(after) == "=":
+                return True
+    return False
+
+
+def _insert(tokens: Tokens, lo: int, hi: int, ref: _Ref) -> Plan:
+    """An INSERT or REPLACE: the shards of the key in each VALUES row."""
+    table = ref.table
+    if _words_at_depth(tokens, lo, hi, frozenset({"SELECT", "TABLE"})):
+        return _refuse(table, f"INSERT ... SELECT into {_name(table)}")
+    if _words_at_depth(tokens, lo, hi, frozenset({"SET"})) and not _words_at_depth(
+        tokens, lo, hi, frozenset({"VALUES", "VALUE"})
+    ):
+        return _refuse(table, f"INSERT ... SET into {_name(table)}; name the columns and use VALUES")
+    i = ref.index
+    if tokens.text(i) != "(":
+        return _refuse(table, f"an INSERT into {_name(table)} without a column list (the shard key's place)")
+    columns: list[str] = []
+    i += 1
+    while i < hi and tokens.text(i) != ")":
+        name = _ident(tokens, i)
+        if name is not None:
+            columns.append(name.lower())
+        i += 1
+    if table.key not in columns:
+        return _refuse(table, f"an INSERT into {_name(table)} without its shard key {table.key}")
+    position = columns.index(table.key)
+    i += 1
+    if tokens.word(i) not in ("VALUES", "VALUE"):
+        return _refuse(table, f"this form of INSERT into {_name(table)}")
+    keys: list[Key] = []
+    i += 1
+    while i < hi and tokens.text(i) == "(":
+        row, i = _row(tokens, i + 1, hi)
+        if row is None or len(row) != len(columns):
+            return _refuse(table, f"an INSERT into {_name(table)} whose rows do not match its column list")
+        key = row[position]
+        if key is _EXPRESSION:
+            return _refuse(table, f"an INSERT into {_name(table)} whose shard key {table.key} is not a literal value")
+        keys.append(key)  # type: ignore[arg-type]  # not _EXPRESSION: a Key
+        if tokens.text(i) != ",":
+            break
+        i += 1
+    if tokens.word(i) == "ON" and _sets_key(tokens, i, hi, ref):
+        return _refuse(table, f"ON DUPLICATE KEY UPDATE of the shard key {table.key} of {_name(table)}")
+    try:
+        shards = frozenset(table.algorithm.shard_of(key) for key in keys)
+    except ShardKeyError as exc:
+        return Plan(table, frozenset(), False, True, f"ProxyFleet sharding: {_name(table)}: {exc}")
+    return Plan(table, shards, False, True)
+
+
+#: A VALUES item that is not a literal (an expression, a function call, a placeholder).
+_EXPRESSION = object()
+
+
+def _row(tokens: Tokens, i: int, hi: int) -> tuple[list[object] | None, int]:
+    """The values of one VALUES row starting after its ``(`` (``_EXPRESSION`` for one that is not a literal; NULL
+    is None), and the index after its ``)``; None for a row that does not parse."""
+    values: list[object] = []
+    while i < hi:
+        literal = _literal(tokens, i, hi)
+        if literal is not None:
+            values.append(literal[0])
+            i = literal[1]
+        elif tokens.word(i) == "NULL" and tokens.text(i + 1) in (",", ")"):
+            values.append(None)
+            i += 1
+        else:  # an expression: skip it to the next comma at this depth
+            depth = 0
+            while i < hi and not (depth == 0 and tokens.text(i) in (",", ")")):
+                depth += (tokens.texts[i] == "(") - (tokens.texts[i] == ")")
+                i += 1
+            values.append(_EXPRESSION)
+        if tokens.text(i) == ")":
+            return values, i + 1
+        if tokens.text(i) != ",":
+            return None, i
+        i += 1
+    return None, i

@@ -1,0 +1,72 @@
+"""A config's shard map: each sharded or global table with its algorithm built for its group, and each group's shards
+(hostgroup, physical schema). Built once per config (``ShardMap.build``); looked up per statement."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from proxyapp.config.document import Config
+from proxyapp.config.sharding import Algorithm, build
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One shard: its number in its group, the hostgroup that serves it, the schema its tables are in (None: the
+    logical schema)."""
+
+    number: int
+    hostgroup_id: int
+    physical_schema: str | None
+
+
+@dataclass(frozen=True)
+class ShardedTable:
+    """A sharded (or global) table: its logical name, its group's shards, its key column and its algorithm."""
+
+    schema: str
+    table: str
+    group: str
+    shards: tuple[Shard, ...]
+    key: str | None  # lowercase; None for a global table
+    algorithm: Algorithm
+
+    @property
+    def is_global(self) -> bool:
+        """Whether the table is whole on every shard of its group."""
+        return self.algorithm.name == "global"
+
+
+class ShardMap:
+    """The sharded tables of a config by (schema, table), both lowercase (as MariaDB's lower_case_table_names=1)."""
+
+    def __init__(self, tables: dict[tuple[str, str], ShardedTable]) -> None:
+        self.tables = tables
+
+    @classmethod
+    def build(cls, config: Config) -> ShardMap:
+        """The shard map of a validated config (its sharding tables were checked by ``parse_config``)."""
+        groups: dict[str, list[Shard]] = {}
+        for shard in config.mysql_shards:
+            served = Shard(shard.shard, shard.hostgroup_id, shard.physical_schema)
+            groups.setdefault(shard.shard_group, []).append(served)
+        tables: dict[tuple[str, str], ShardedTable] = {}
+        for row in config.mysql_sharded_tables:
+            shards = tuple(sorted(groups[row.shard_group], key=lambda s: s.number))
+            tables[(row.schemaname.lower(), row.tablename.lower())] = ShardedTable(
+                row.schemaname,
+                row.tablename,
+                row.shard_group,
+                shards,
+                row.shard_key.lower() if row.shard_key else None,
+                build(row.algorithm, row.parameters, len(shards)),
+            )
+        return cls(tables)
+
+    def __bool__(self) -> bool:
+        return bool(self.tables)
+
+    def find(self, schema: str | None, table: str) -> ShardedTable | None:
+        """The sharded table ``schema.table`` (``schema`` None: no default schema), if it is one."""
+        if schema is None:
+            return None
+        return self.tables.get((schema.lower(), table.lower()))

@@ -1,0 +1,125 @@
+"""The plan of a statement on sharded tables (proxyapp.sharding.plan), table-driven: the shards each statement must
+reach, the scatters, and the refusals, each with its reason. Amoeba's tb_Shop on 4 shards by City_ID mod 4, a
+global table of cities, and an orders table sharded by hash in another group."""
+
+from __future__ import annotations
+
+import pytest
+
+from proxyapp.config.document import parse_config
+from proxyapp.sharding.plan import plan
+from proxyapp.sharding.shardmap import ShardMap
+
+EVERY = frozenset(range(4))
+
+
+@pytest.fixture(scope="module")
+def shard_map() -> ShardMap:
+    shards = [{"shard_group": "shops", "shard": n, "hostgroup_id": 100 + n} for n in range(4)]
+    shards += [{"shard_group": "orders", "shard": n, "hostgroup_id": 200 + n} for n in range(2)]
+    tables = [
+        {
+            "schemaname": "shop",
+            "tablename": "tb_Shop",
+            "shard_group": "shops",
+            "algorithm": "mod",
+            "shard_key": "City_ID",
+        },
+        {"schemaname": "shop", "tablename": "cities", "shard_group": "shops", "algorithm": "global"},
+        {"schemaname": "shop", "tablename": "visits", "shard_group": "shops", "algorithm": "mod", "shard_key": "city"},
+        {"schemaname": "shop", "tablename": "orders", "shard_group": "orders", "algorithm": "hash", "shard_key": "id"},
+    ]
+    servers = [{"hostgroup_id": hg, "hostname": "db"} for hg in (100, 101, 102, 103, 200, 201)]
+    return ShardMap.build(
+        parse_config({"mysql_servers": servers, "mysql_shards": shards, "mysql_sharded_tables": tables})
+    )
+
+
+@pytest.mark.parametrize(
+    ("sql", "shards", "every", "writes"),
+    [
+        ("SELECT * FROM tb_Shop WHERE City_ID = 5", {1}, False, False),
+        ("select * from shop.TB_SHOP where city_id=6", {2}, False, False),
+        ("SELECT * FROM `tb_Shop` s WHERE s.City_ID = 7 AND name = 'x'", {3}, False, False),
+        ("SELECT * FROM tb_Shop AS s WHERE name = 'x' AND (s.city_id = 4)", {0}, False, False),
+        ("SELECT * FROM tb_Shop WHERE 9 = City_ID", {1}, False, False),
+        ("SELECT * FROM tb_Shop WHERE City_ID IN (1, 2, 5)", {1, 2}, False, False),
+        ("SELECT * FROM tb_Shop WHERE City_ID = '10'", {2}, False, False),
+        ("SELECT * FROM tb_Shop WHERE City_ID = -3", {1}, False, False),
+        ("SELECT * FROM tb_Shop WHERE City_ID BETWEEN 1 AND 3 AND City_ID = 2", {2}, False, False),
+        ("SELECT * FROM tb_Shop WHERE City_ID = 1 FOR UPDATE", {1}, False, False),
+        ("SELECT * FROM tb_Shop WHERE City_ID = 1 ORDER BY name LIMIT 3", {1}, False, False),
+        ("SELECT * FROM tb_Shop s JOIN cities c ON c.id = s.City_ID WHERE s.City_ID = 3", {3}, False, False),
+        # Nothing narrows these: every shard (always correct).
+        ("SELECT * FROM tb_Shop", EVERY, True, False),
+        ("SELECT * FROM tb_Shop WHERE City_ID = 1 OR City_ID = 2", EVERY, True, False),
+        ("SELECT * FROM tb_Shop WHERE City_ID > 3", EVERY, True, False),
+        ("SELECT * FROM tb_Shop WHERE City_ID = 1 + 1", EVERY, True, False),
+        ("SELECT * FROM tb_Shop WHERE City_ID = ?", EVERY, True, False),
+        ("SELECT * FROM tb_Shop WHERE other.City_ID = 1", EVERY, True, False),
+        ("SELECT * FROM tb_Shop WHERE City_ID = 'abc'", EVERY, True, False),  # as MySQL compares it: 0, maybe
+        # Writes.
+        ("UPDATE tb_Shop SET name = 'n' WHERE City_ID = 6", {2}, False, True),
+        ("DELETE FROM tb_Shop WHERE City_ID IN (3, 7)", {3}, False, True),
+        ("DELETE FROM tb_Shop", EVERY, True, True),
+        ("INSERT INTO tb_Shop (City_ID, name) VALUES (5, 'a')", {1}, False, True),
+        ("INSERT INTO tb_Shop (name, City_ID) VALUES ('a', 5), ('b', 6), (CONCAT('c', 'd'), 9)", {1, 2}, False, True),
+        ("REPLACE INTO shop.tb_Shop (City_ID) VALUE (8)", {0}, False, True),
+        ("INSERT INTO tb_Shop (City_ID, n) VALUES (4, 1) ON DUPLICATE KEY UPDATE n = n + 1", {0}, False, True),
+        # Global tables: read from one shard, written to all.
+        ("SELECT * FROM cities WHERE id = 1", {0}, False, False),
+        ("INSERT INTO cities (id, name) VALUES (1, 'x')", EVERY, True, True),
+        ("UPDATE cities SET name = 'y'", EVERY, True, True),
+        # DDL: every shard.
+        ("ALTER TABLE tb_Shop ADD COLUMN x int", EVERY, True, True),
+        ("TRUNCATE TABLE tb_Shop", EVERY, True, True),
+    ],
+)
+def test_the_shards_a_statement_reaches(
+    shard_map: ShardMap, sql: str, shards: set[int], every: bool, writes: bool
+) -> None:
+    found = plan(sql, "shop", shard_map)
+    assert found is not None and found.refused == ""
+    assert (set(found.shards), found.every, found.writes) == (set(shards), every, writes)
+
+
+@pytest.mark.parametrize(
+    ("sql", "schema"),
+    [
+        ("SELECT * FROM other_table WHERE City_ID = 1", "shop"),
+        ("SELECT * FROM tb_Shop", "elsewhere"),  # another schema's tb_Shop
+        ("SELECT * FROM tb_Shop", None),
+        ("SELECT 'FROM tb_Shop'", "shop"),
+        ("SELECT 1", "shop"),
+        ("", "shop"),
+    ],
+)
+def test_statements_on_other_tables_keep_todays_path(shard_map: ShardMap, sql: str, schema: str | None) -> None:
+    assert plan(sql, schema, shard_map) is None
+
+
+@pytest.mark.parametrize(
+    ("sql", "reason"),
+    [
+        ("SELECT * FROM tb_Shop JOIN visits USING (x)", "several sharded tables (shop.tb_Shop, shop.visits)"),
+        ("SELECT * FROM tb_Shop, orders", "tables of several shard groups (orders, shops)"),
+        ("SELECT * FROM cities WHERE id IN (SELECT City_ID FROM tb_Shop)", "a subquery on shop.tb_Shop"),
+        ("SELECT 1 FROM tb_Shop UNION SELECT 2", "UNION over shop.tb_Shop"),
+        ("SELECT 1 FROM tb_Shop; SELECT 2", "several statements in one query"),
+        ("UPDATE tb_Shop SET City_ID = 2 WHERE City_ID = 1", "changing the shard key city_id of shop.tb_Shop"),
+        ("UPDATE tb_Shop SET a = 1, city_id = 2", "changing the shard key"),
+        ("INSERT INTO tb_Shop VALUES (1, 'a')", "without a column list"),
+        ("INSERT INTO tb_Shop (name) VALUES ('a')", "without its shard key city_id"),
+        ("INSERT INTO tb_Shop (City_ID, name) SELECT 1, 'a'", "INSERT ... SELECT into shop.tb_Shop"),
+        ("INSERT INTO tb_Shop SET City_ID = 1", "INSERT ... SET into shop.tb_Shop"),
+        ("INSERT INTO tb_Shop (City_ID) VALUES (NOW())", "whose shard key city_id is not a literal value"),
+        ("INSERT INTO tb_Shop (City_ID, n) VALUES (1)", "whose rows do not match its column list"),
+        ("INSERT INTO tb_Shop (City_ID) VALUES (1) ON DUPLICATE KEY UPDATE City_ID = 2", "ON DUPLICATE KEY UPDATE"),
+        ("INSERT INTO tb_Shop (City_ID) VALUES (NULL)", "a shard key cannot be NULL"),
+        ("INSERT INTO tb_Shop (City_ID) VALUES ('x')", "the shard key must be an integer, not 'x'"),
+    ],
+)
+def test_what_cannot_be_done_exactly_is_refused_with_the_reason(shard_map: ShardMap, sql: str, reason: str) -> None:
+    found = plan(sql, "shop", shard_map)
+    assert found is not None
+    assert found.shards == frozenset() and reason in found.refused, found
