@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from proxyapp.config.document import Config
 from proxyapp.config.tables import MysqlUser
 from proxyapp.rules.engine import RuleEngine
+from proxyapp.sharding.shardmap import ShardMap
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +54,7 @@ class Runtime:
     backend_users: dict[str, MysqlUser]
     settings: SessionSettings
     writer_of: dict[int, int]  # reader hostgroup -> its writer hostgroup (mysql_replication_hostgroups)
+    shard_map: ShardMap | None  # the sharded tables; None when the config has none (the unsharded path's one test)
     loaded_at: float
     source: str
 
@@ -94,6 +96,7 @@ class Runtime:
             backend_users=backend,
             settings=settings,
             writer_of={p.reader_hostgroup: p.writer_hostgroup for p in config.mysql_replication_hostgroups},
+            shard_map=ShardMap.build(config) if config.mysql_sharded_tables else None,
             loaded_at=time.time(),
             source=source,
         )

@@ -23,6 +23,8 @@ from proxyapp.session.relay import InfileAbandoned, Relay
 from proxyapp.session.route import route
 from proxyapp.session.services import SessionServices
 from proxyapp.session.state import Pin, SessionState
+from proxyapp.sharding.placement import placement
+from proxyapp.sharding.plan import plan
 from proxyapp.sql.digest import Digest, compute_digest
 from proxyapp.sql.scan import Statement, scan
 
@@ -115,6 +117,11 @@ class QueryPipeline:
                 self.record(-1, digest, started, 0, 0)
                 return
         hostgroup = self.route(statements, outcome)
+        if rt.shard_map is not None:
+            hostgroup = self.place(sql, hostgroup)
+            if hostgroup < 0:
+                self.record(-1, digest, started, 0, 0)
+                return
         relay_infile = self._relay_infile
 
         async def run(conn: BackendConnection, relay: Relay) -> Response:
@@ -159,6 +166,19 @@ class QueryPipeline:
         situation = self.link.situation()
         hostgroup, stand_in = route(statements, outcome.destination_hostgroup, services.runtime.writer_of, situation)
         return services.pools.stand_in(hostgroup) if stand_in else hostgroup
+
+    def place(self, sql: str, hostgroup: int) -> int:
+        """The shard's hostgroup when ``sql`` names a sharded table (``proxyapp.sharding``), ``hostgroup`` when it
+        names none; -1 when it cannot run (the error is sent)."""
+        shard_map = self.services.runtime.shard_map
+        assert shard_map is not None
+        found = plan(sql, self.state.schema, shard_map)
+        if found is None:
+            return hostgroup
+        placed, refused = placement(found, self.link.situation().kept)
+        if refused:
+            self.client.send_error(ErrorCode.NOT_SUPPORTED, refused, 1)
+        return placed
 
     def tell(
         self,

@@ -27,8 +27,14 @@ from proxyapp.session.query import NO_RULES, QueryPipeline
 from proxyapp.session.relay import Relay, relay_until_eof
 from proxyapp.session.services import SessionServices
 from proxyapp.session.state import Pin, SessionState
+from proxyapp.sharding.plan import plan
 from proxyapp.sql.digest import compute_digest
 from proxyapp.sql.scan import scan
+
+#: The answer to COM_STMT_PREPARE of a statement on a sharded table (its plan would depend on the parameters).
+SHARDED_PREPARE = (
+    "ProxyFleet sharding does not support prepared statements on sharded tables yet: send the statement as text"
+)
 
 
 class PreparedStatements:
@@ -70,6 +76,9 @@ class PreparedStatements:
             statements = scan(sql) or statements
             digest = compute_digest(sql, rt.settings.max_digest_length)
         hostgroup = self.queries.route(statements, outcome) if statements else self.client.default_hostgroup
+        if rt.shard_map is not None and plan(sql, self.state.schema, rt.shard_map) is not None:
+            self.client.send_error(ErrorCode.NOT_SUPPORTED, SHARDED_PREPARE, 1)
+            return
         stmt = ClientStatement(self.next_id, sql, statements, hostgroup, 0, 0, digest)
 
         async def run(conn: BackendConnection, relay: Relay) -> Response:

@@ -1,0 +1,140 @@
+"""Sharding through a real proxy on two independent servers (issue 14, its first working part): Amoeba's tb_Shop by
+City_ID mod 2. Statements its key narrows to one shard run there, and only there; what needs several shards (a
+scatter, a transaction across shards, a multi-row INSERT over both) is refused with 1235 saying why, changing
+nothing; a global table is read from a shard; prepared statements on sharded tables are refused."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import mysql.connector
+import pymysql
+import pytest
+
+from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox, SandboxServer
+from tests.support.harness import StartProxy
+from tests.support.monitor_support import own_sandbox
+
+SHARD_HOSTGROUPS = (100, 101)
+
+
+@pytest.fixture(scope="module")
+def other() -> Iterator[Sandbox]:
+    """A second, independent server: shard 1 (shard 0 is the session sandbox's primary)."""
+    with own_sandbox("shard1", replicas=0) as box:
+        yield box
+
+
+@pytest.fixture
+def shards(sandbox: Sandbox, other: Sandbox) -> Iterator[tuple[SandboxServer, SandboxServer]]:
+    """Both shards with an empty shop.tb_Shop and shop.cities (a global table, one row)."""
+    servers = (sandbox.primary(), other.primary())
+    for server in servers:
+        with server.connect() as conn, conn.cursor() as cur:
+            cur.execute("CREATE DATABASE IF NOT EXISTS shop")
+            cur.execute("DROP TABLE IF EXISTS shop.tb_Shop, shop.cities")
+            cur.execute("CREATE TABLE shop.tb_Shop (City_ID int PRIMARY KEY, name varchar(20))")
+            cur.execute("CREATE TABLE shop.cities (id int PRIMARY KEY, name varchar(20))")
+            cur.execute("INSERT INTO shop.cities VALUES (1, 'Hangzhou')")
+            cur.execute(f"GRANT ALL ON shop.* TO '{APP_USER}'@'%'")
+    yield servers
+    for server in servers:
+        with server.connect() as conn, conn.cursor() as cur:
+            cur.execute("DROP DATABASE IF EXISTS shop")
+
+
+def config(servers: tuple[SandboxServer, SandboxServer]) -> dict[str, Any]:
+    return {
+        "mysql_servers": [
+            {"hostgroup_id": hg, "hostname": "127.0.0.1", "port": s.port}
+            for hg, s in zip(SHARD_HOSTGROUPS, servers, strict=True)
+        ],
+        "mysql_users": [{"username": APP_USER, "password": APP_PASSWORD, "default_hostgroup": 100}],
+        "mysql_shards": [
+            {"shard_group": "shops", "shard": n, "hostgroup_id": hg} for n, hg in enumerate(SHARD_HOSTGROUPS)
+        ],
+        "mysql_sharded_tables": [
+            {
+                "schemaname": "shop",
+                "tablename": "tb_Shop",
+                "shard_group": "shops",
+                "algorithm": "mod",
+                "shard_key": "City_ID",
+            },
+            {"schemaname": "shop", "tablename": "cities", "shard_group": "shops", "algorithm": "global"},
+        ],
+    }
+
+
+def ids_on(server: SandboxServer) -> list[int]:
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute("SELECT City_ID FROM shop.tb_Shop ORDER BY City_ID")
+        return [int(row[0]) for row in cur.fetchall()]
+
+
+def refused(cur: Any, sql: str) -> str:
+    with pytest.raises(pymysql.err.MySQLError) as info:
+        cur.execute(sql)
+    assert info.value.args[0] == 1235, info.value.args
+    return str(info.value.args[1])
+
+
+def test_rows_go_to_the_shard_their_key_names_and_only_there(
+    shards: tuple[SandboxServer, SandboxServer], start_proxy: StartProxy
+) -> None:
+    proxy = start_proxy(config(shards))
+    with proxy.connect(database="shop", autocommit=True) as conn, conn.cursor() as cur:
+        for city in range(1, 7):
+            cur.execute(f"INSERT INTO tb_Shop (City_ID, name) VALUES ({city}, 'shop {city}')")
+        cur.execute("INSERT INTO tb_Shop (City_ID, name) VALUES (8, 'a'), (10, 'b')")  # both rows on shard 0
+        assert ids_on(shards[0]) == [2, 4, 6, 8, 10] and ids_on(shards[1]) == [1, 3, 5]
+
+        cur.execute("SELECT name FROM tb_Shop WHERE City_ID = 3")
+        assert cur.fetchall() == (("shop 3",),)
+        cur.execute("SELECT City_ID FROM tb_Shop WHERE City_ID IN (4, 8) ORDER BY City_ID")
+        assert cur.fetchall() == ((4,), (8,))
+        cur.execute("UPDATE tb_Shop SET name = 'renamed' WHERE City_ID = 5")
+        assert cur.rowcount == 1
+        cur.execute("SELECT c.name FROM tb_Shop s JOIN cities c ON c.id = 1 WHERE s.City_ID = 5")
+        assert cur.fetchall() == (("Hangzhou",),)
+
+        assert "several shards of shop.tb_Shop" in refused(cur, "SELECT COUNT(*) FROM tb_Shop")
+        assert "several shards" in refused(cur, "INSERT INTO tb_Shop (City_ID, name) VALUES (20, 'x'), (21, 'y')")
+        assert "changing the shard key" in refused(cur, "UPDATE tb_Shop SET City_ID = 7 WHERE City_ID = 5")
+        assert ids_on(shards[0]) == [2, 4, 6, 8, 10] and ids_on(shards[1]) == [1, 3, 5]  # nothing refused ran
+    with shards[1].connect() as conn, conn.cursor() as cur:
+        cur.execute("SELECT name FROM shop.tb_Shop WHERE City_ID = 5")
+        assert cur.fetchone() == ("renamed",)
+
+
+def test_a_transaction_stays_on_its_shard(shards: tuple[SandboxServer, SandboxServer], start_proxy: StartProxy) -> None:
+    proxy = start_proxy(config(shards))
+    with proxy.connect(database="shop", autocommit=True) as conn, conn.cursor() as cur:
+        cur.execute("BEGIN")
+        cur.execute("INSERT INTO tb_Shop (City_ID, name) VALUES (2, 'in a transaction')")
+        cur.execute("SELECT name FROM cities WHERE id = 1")  # a global table, read on the transaction's shard
+        assert cur.fetchall() == (("Hangzhou",),)
+        reason = refused(cur, "INSERT INTO tb_Shop (City_ID, name) VALUES (3, 'other shard')")
+        assert "a transaction or pinned session across shards" in reason and "hostgroup 100" in reason
+        cur.execute("ROLLBACK")
+    assert ids_on(shards[0]) == [] and ids_on(shards[1]) == []
+
+
+def test_prepared_statements_on_sharded_tables_are_refused(
+    shards: tuple[SandboxServer, SandboxServer], start_proxy: StartProxy
+) -> None:
+    proxy = start_proxy(config(shards))
+    conn = mysql.connector.connect(
+        host="127.0.0.1", port=proxy.port, user=APP_USER, password=APP_PASSWORD, database="shop", autocommit=True
+    )
+    try:
+        cur = conn.cursor(prepared=True)  # COM_STMT_PREPARE
+        with pytest.raises(mysql.connector.Error) as info:
+            cur.execute("SELECT name FROM tb_Shop WHERE City_ID = %s", (3,))
+        assert info.value.errno == 1235 and "prepared statements on sharded tables" in info.value.msg
+        plain = conn.cursor()
+        plain.execute("SELECT 1")  # the session goes on
+        assert plain.fetchall() == [(1,)]
+    finally:
+        conn.close()
