@@ -107,6 +107,8 @@ _TABLES = (
         ("username", "schemaname", "flagIN", "destination_hostgroup"),
     ),
     ("replication-hostgroups", api.ROW_SERIALIZERS["mysql_replication_hostgroups"], ("writer_hostgroup",)),
+    ("shards", api.ROW_SERIALIZERS["mysql_shards"], ("shard_group", "hostgroup_id")),
+    ("sharded-tables", api.ROW_SERIALIZERS["mysql_sharded_tables"], ("schemaname", "shard_group", "algorithm")),
     ("variables", api.ROW_SERIALIZERS["global_variables"], ("variable_name",)),
     ("hostgroups", api.HostgroupSerializer, ("hostgroup_id", "name")),
 )

@@ -9,7 +9,17 @@ from django.db import models
 from django.db.models import Q
 from django.http import Http404
 
-from fleet.core.models import FastRoutingRule, Hostgroup, QueryRule, ReplicationHostgroup, Server, User, Variable
+from fleet.core.models import (
+    FastRoutingRule,
+    Hostgroup,
+    QueryRule,
+    ReplicationHostgroup,
+    Server,
+    Shard,
+    ShardedTable,
+    User,
+    Variable,
+)
 from proxyapp.config.secrets import SECRET_COLUMNS, mask_row
 
 
@@ -81,6 +91,8 @@ TABLE_PAGES: tuple[TablePage, ...] = (
     ),
     TablePage("fast-routing", "Fast routing", FastRoutingRule, ("username", "schemaname", "comment")),
     TablePage("replication-hostgroups", "Replication hostgroups", ReplicationHostgroup, ("check_type", "comment")),
+    TablePage("shards", "Shards", Shard, ("shard_group", "physical_schema", "comment")),
+    TablePage("sharded-tables", "Sharded tables", ShardedTable, ("schemaname", "tablename", "shard_group", "comment")),
     TablePage("variables", "Variables", Variable, ("variable_name",)),  # never the values: some are secrets
     TablePage("hostgroups", "Hostgroups", Hostgroup, ("name", "comment")),
 )

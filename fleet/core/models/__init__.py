@@ -13,6 +13,8 @@ from fleet.core.models.tables import (
     QueryRule,
     ReplicationHostgroup,
     Server,
+    Shard,
+    ShardedTable,
     User,
     Variable,
 )
@@ -35,6 +37,8 @@ __all__ = [
     "Server",
     "ServerSample",
     "ServiceHeartbeat",
+    "Shard",
+    "ShardedTable",
     "User",
     "Variable",
 ]

@@ -138,6 +138,18 @@ ReplicationHostgroup = _table_model(
     ("writer_hostgroup",),
     unique=(("reader_hostgroup",),),
 )
+Shard = _table_model(
+    "Shard",
+    "mysql_shards",
+    "One shard of a shard group and the hostgroup that serves it (mysql_shards, ProxyFleet's own).",
+    ("shard_group", "shard"),
+)
+ShardedTable = _table_model(
+    "ShardedTable",
+    "mysql_sharded_tables",
+    "A table spread over a shard group by its key and algorithm, or global (mysql_sharded_tables).",
+    ("schemaname", "tablename"),
+)
 Variable = _table_model(
     "Variable", "global_variables", "A global variable override (global_variables).", ("variable_name",)
 )
@@ -168,5 +180,6 @@ class Hostgroup(models.Model):
 
 #: Config document table name -> the model holding its rows, in the document's order.
 TABLE_MODELS: dict[str, type[ClusterRow]] = {
-    model.table: model for model in (Server, User, QueryRule, FastRoutingRule, ReplicationHostgroup, Variable)
+    model.table: model
+    for model in (Server, User, QueryRule, FastRoutingRule, ReplicationHostgroup, Shard, ShardedTable, Variable)
 }

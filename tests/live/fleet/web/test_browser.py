@@ -326,8 +326,8 @@ def _fill(page: Page, values: dict[str, str | bool]) -> None:
 
 def test_every_table_edited_in_the_browser_reaches_a_real_node(browser: Browser, live_stack: LiveStack) -> None:
     """One row of every table added or edited through the forms, published from the browser: the node then routes
-    reads by the new rule to the new server (a blank error_msg once blocked every matching query) and blocks only
-    what the blocking rule names."""
+    reads by the new rule to the new server (a blank error_msg once blocked every matching query), blocks only
+    what the blocking rule names, and plans statements on the new sharded table."""
     context = browser.new_context(base_url=live_stack.url)
     port = live_stack.box.primary().port
     try:
@@ -348,6 +348,9 @@ def test_every_table_edited_in_the_browser_reaches_a_real_node(browser: Browser,
         _fill_row(page, "variables", {"variable_name": "mysql-long_query_time", "variable_value": "2000"})
         fast = {"username": APP_USER, "schemaname": "app", "destination_hostgroup": "20"}
         _fill_row(page, "fast-routing", fast)
+        _fill_row(page, "shards", {"shard_group": "things", "shard": "0", "hostgroup_id": "10"})
+        sharded = {"schemaname": "app", "tablename": "sharded_things", "shard_group": "things", "shard_key": "id"}
+        _fill_row(page, "sharded-tables", {**sharded, "algorithm": "mod"})
         page.goto("/tables/users/")
         page.locator("table.grid tbody tr", has_text=APP_USER).get_by_role("link", name="Edit").click()
         _fill(page, {"comment": "edited in the browser"})
@@ -376,6 +379,9 @@ def test_every_table_edited_in_the_browser_reaches_a_real_node(browser: Browser,
         )
         with on_app as conn, conn.cursor() as cur:
             cur.execute("DO 1")  # no rule matches: the fast routing row for app on app sends it to hostgroup 20
+            with pytest.raises(pymysql.err.MySQLError) as unsharded:  # the node knows the sharded table
+                cur.execute("INSERT INTO sharded_things VALUES (1)")
+            assert unsharded.value.args[0] == 1235 and "without a column list" in unsharded.value.args[1]
         with urllib.request.urlopen(f"http://{live_stack.node_admin}/stats/query_digest", timeout=5) as response:
             digests = json.loads(response.read())
         routed = {(row["digest_text"], row["hostgroup"]) for row in digests}
