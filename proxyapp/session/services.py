@@ -1,7 +1,8 @@
 """What a session may use of the proxy that runs it, and nothing more: counters and digest stats, the pools, the
 loaded config (``runtime``, replaced by a reload), the query cache, the events log, the listener that hears its
-commands, the task set for background work, the node's session seats, the start time, and KILL. ``server.Proxy``
-provides it; a session never sees the rest of the proxy (its listener, admin endpoint, monitor, other sessions).
+commands, the task set for background work, the node's session seats, the start time, the TLS contexts, and KILL.
+``server.Proxy`` provides it; a session never sees the rest of the proxy (its listener, admin endpoint, monitor,
+other sessions).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import asyncio
 
 from proxyapp.backends.pool import PoolManager
+from proxyapp.mysql.tls import TlsContexts
 from proxyapp.report.eventslog import EventsLog
 from proxyapp.report.stats import DigestStats, GlobalCounters
 from proxyapp.rules.cache import QueryCache
@@ -32,6 +34,7 @@ class SessionServices:
     seats: Seats  # the node's sessions, for mysql-max_connections
     throttle: AuthThrottle  # failed logins by client address
     started: float  # monotonic time the proxy started
+    tls: TlsContexts  # what clients are offered (``frontend``) and TLS backends reached with, as last loaded
 
     async def kill_session(self, target: int, query_only: bool, username: str | None) -> dict:
         """KILL [QUERY] of session ``target`` on behalf of ``username`` (None: the admin); the outcome."""
