@@ -80,15 +80,16 @@ class WireProtocol(asyncio.Protocol):
         """Append to the buffer and wake the reader."""
         wire = self.wire
         assert wire is not None
-        if wire.tls is not None:
+        tls = wire.tls
+        if tls is not None:
             try:
-                data = wire.tls.unwrap(data)
+                data = tls.unwrap(data)
             except ssl.SSLError as broken:  # the session's next read ends it with this reason
                 wire.closed = f"TLS error: {broken.reason or broken}"
                 wire.transport.close()
                 wire.wake()
                 return
-            answer = wire.tls.pending()
+            answer = tls.pending()
             if answer:
                 wire.transport.write(answer)
             if not data:
@@ -327,8 +328,9 @@ class Wire:
         self.bytes_out += len(raw)
         if self.compression is not None:
             raw = self.compression.pack(raw)
-        if self.tls is not None:
-            raw = self.tls.wrap(raw)
+        tls = self.tls
+        if tls is not None:
+            raw = tls.wrap(raw)
         self.transport.write(raw)
 
     async def drain(self) -> None:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import mariadb
 import pymysql
 import pytest
 from cryptography import x509
@@ -110,6 +111,25 @@ def test_the_cli_requires_and_verifies_tls(sandbox: Sandbox, start_proxy: StartP
     assert done.returncode == 0, done.stderr
     assert "Cipher in use is TLS" in done.stdout  # the client's own view of its connection
     assert "42" in done.stdout.split("answer")[-1]
+
+
+def test_libmariadb_requires_and_verifies_tls(sandbox: Sandbox, start_proxy: StartProxy, certs: Certificates) -> None:
+    proxy = start_proxy(proxy_config(sandbox, certs))
+    conn = mariadb.connect(
+        host="127.0.0.1",
+        port=proxy.port,
+        user=APP_USER,
+        password=APP_PASSWORD,
+        ssl_ca=str(certs.ca),
+        ssl_verify_cert=True,
+    )
+    try:
+        assert conn.tls_cipher and conn.tls_version in ("TLSv1.2", "TLSv1.3")  # the client's view
+        cur = conn.cursor()
+        cur.execute("SELECT ?", (42,))  # the binary protocol too
+        assert cur.fetchone() == (42,)
+    finally:
+        conn.close()
 
 
 def test_a_use_ssl_user_is_refused_in_clear_text_as_a_wrong_password_is(
