@@ -15,7 +15,7 @@ from proxyapp.mysql import auth
 from proxyapp.mysql.handshake import is_ssl_request, ssl_request
 from proxyapp.mysql.packets import frame
 from proxyapp.mysql.tls import TlsError, TlsLayer, client_context, contexts, make_certificate, server_context
-from proxyapp.mysql.wire import Wire, WireProtocol
+from proxyapp.mysql.wire import WireProtocol
 
 
 @pytest.fixture
@@ -134,18 +134,18 @@ async def _upgrade(data_after_request: bytes, ca: Path, cert: Path, key: Path) -
     garbage) in one write; returns what the client read back, and the packet the wire read after the upgrade (or the
     error the upgrade raised)."""
     loop = asyncio.get_running_loop()
-    accepted: asyncio.Future[Wire] = loop.create_future()
+    protocols: list[WireProtocol] = []
 
-    class Accepting(WireProtocol):
-        def connection_made(self, transport: asyncio.BaseTransport) -> None:
-            super().connection_made(transport)
-            assert self.wire is not None
-            accepted.set_result(self.wire)
+    def accept() -> WireProtocol:  # not a subclass: the compiled WireProtocol takes none
+        protocols.append(WireProtocol())
+        return protocols[-1]
 
-    server = await loop.create_server(Accepting, "127.0.0.1", 0)
+    server = await loop.create_server(accept, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    wire = await accepted
+    while not protocols or protocols[0].wire is None:  # the server side's connection_made runs in a later callback
+        await asyncio.sleep(0)
+    wire = protocols[0].wire
 
     async def serve() -> bytes | Exception:
         try:
