@@ -4,6 +4,7 @@ and a certificate reloaded under sessions that stay up."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import ssl
 import subprocess
@@ -22,7 +23,15 @@ from proxyapp.mysql import auth
 from proxyapp.mysql.constants import Cap
 from proxyapp.mysql.handshake import ssl_request
 from proxyapp.mysql.tls import make_certificate
-from tests.support.rawclient import DEFAULT_CAPS, RawClient, parse_err, parse_ok
+from tests.support.rawclient import (
+    APP2_PASSWORD,
+    APP2_USER,
+    DEFAULT_CAPS,
+    RawClient,
+    ensure_backend_users,
+    parse_err,
+    parse_ok,
+)
 
 StartProxy = Callable[[dict[str, Any]], ProxyProcess]
 
@@ -147,6 +156,35 @@ def test_a_use_ssl_user_is_refused_in_clear_text_as_a_wrong_password_is(
         cur.execute("SELECT CURRENT_USER() LIKE 'app@%'")
         assert cur.fetchone() == (1,)
     assert proxy.stats()["global"]["Access_Denied_Wrong_Password"] == 2
+
+
+def test_changing_user_to_a_use_ssl_user_needs_tls(
+    sandbox: Sandbox, start_proxy: StartProxy, certs: Certificates
+) -> None:
+    ensure_backend_users(sandbox)
+    users = [
+        {"username": APP2_USER, "password": APP2_PASSWORD, "default_hostgroup": 10},
+        {"username": APP_USER, "password": APP_PASSWORD, "default_hostgroup": 10, "use_ssl": 1},
+    ]
+    proxy = start_proxy(proxy_config(sandbox, certs, users))
+    login = {"host": "127.0.0.1", "port": proxy.port, "user": APP2_USER, "password": APP2_PASSWORD}
+    clear = mariadb.connect(**login)
+    try:
+        assert clear.tls_cipher is None
+        with pytest.raises(mariadb.OperationalError) as refused:
+            clear.change_user(APP_USER, APP_PASSWORD, "")
+        assert refused.value.errno == 1045
+    finally:
+        with contextlib.suppress(mariadb.Error):
+            clear.close()
+    secure = mariadb.connect(**login, ssl_ca=str(certs.ca), ssl_verify_cert=True)
+    try:
+        secure.change_user(APP_USER, APP_PASSWORD, "")
+        cur = secure.cursor()
+        cur.execute("SELECT CURRENT_USER() LIKE 'app@%'")
+        assert cur.fetchone() == (1,)
+    finally:
+        secure.close()
 
 
 def _sha2_login(proxy: ProxyProcess, certs: Certificates | None, user: str, password: str) -> tuple[bytes, bytes]:
