@@ -8,6 +8,10 @@ Every server has ``root`` with no password over TCP, and the primary creates (an
 replica) the databases ``test`` and ``app`` and the users ``repl`` (replication), ``app`` (for demos and proxy
 tests: every privilege but READ_ONLY ADMIN, so a replica's read_only refuses its writes) and ``monitor``
 (ProxySQL's default monitor login).
+
+``up(tls=True)`` makes a CA and a server certificate for 127.0.0.1 (``cryptography``, no openssl command) in
+``<base>/tls`` and starts every server with them (``ssl-ca``, ``ssl-cert``, ``ssl-key``): clients verify the servers
+against ``Sandbox.ca_file``.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import pymysql
+
+from proxyapp.mysql.tls import make_certificate
 
 REPO = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
@@ -100,6 +106,7 @@ class _State:
     replicas: int
     semi_sync: bool
     servers: list[SandboxServer] = field(default_factory=list)
+    tls: bool = False  # the servers offer TLS with the sandbox's certificates
 
 
 def pid_alive(pid: int | None) -> bool:
@@ -177,7 +184,7 @@ class Sandbox:
         try:
             doc = json.loads(self.state_file.read_text())
             servers = [SandboxServer(**row) for row in doc["servers"]]
-            state = _State(doc["replicas"], doc["semi_sync"], servers)
+            state = _State(doc["replicas"], doc["semi_sync"], servers, doc.get("tls", False))
         except (OSError, ValueError, KeyError, TypeError):
             return None
         for server in state.servers:
@@ -186,7 +193,7 @@ class Sandbox:
 
     def _save(self, state: _State) -> None:
         rows = [{k: v for k, v in asdict(s).items() if k != "running"} for s in state.servers]
-        doc = {"replicas": state.replicas, "semi_sync": state.semi_sync, "servers": rows}
+        doc = {"replicas": state.replicas, "semi_sync": state.semi_sync, "servers": rows, "tls": state.tls}
         tmp = self.state_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(doc, indent=2))
         tmp.replace(self.state_file)
@@ -215,8 +222,28 @@ class Sandbox:
 
     # --- up and down ------------------------------------------------------------------------------------
 
-    def up(self, replicas: int = 1, semi_sync: bool = False) -> list[SandboxServer]:
+    @property
+    def tls_dir(self) -> Path:
+        """Where a TLS sandbox keeps its certificates: ``ca.pem``, ``server-cert.pem``, ``server-key.pem``."""
+        return self.base_dir / "tls"
+
+    @property
+    def ca_file(self) -> Path:
+        """The CA certificate a TLS sandbox's servers are verified against."""
+        return self.tls_dir / "ca.pem"
+
+    def _make_certificates(self) -> None:
+        """A CA and a server certificate for ``HOST`` and localhost, signed by it, into ``tls_dir``."""
+        self.tls_dir.mkdir(parents=True, exist_ok=True)
+        ca = make_certificate("ProxyFleet sandbox CA", is_ca=True)
+        cert, key = make_certificate("ProxyFleet sandbox server", issuer=ca, hosts=(HOST, "localhost"))
+        self.ca_file.write_bytes(ca[0])
+        (self.tls_dir / "server-cert.pem").write_bytes(cert)
+        (self.tls_dir / "server-key.pem").write_bytes(key)
+
+    def up(self, replicas: int = 1, semi_sync: bool = False, tls: bool = False) -> list[SandboxServer]:
         """Start a primary and ``replicas`` replicas and wire replication; returns the servers, primary first.
+        With ``tls`` the servers offer TLS (see the module's docstring).
 
         Idempotent, and it keeps data: a sandbox already in this shape keeps its running servers as they are and
         starts its stopped ones again on their datadirs and ports (a restart of ``make run`` finds its data where
@@ -225,7 +252,7 @@ class Sandbox:
         if replicas < 0:
             raise SandboxError("replicas must be 0 or more")
         state = self._load()
-        same_shape = state is not None and (state.replicas, state.semi_sync) == (replicas, semi_sync)
+        same_shape = state is not None and (state.replicas, state.semi_sync, state.tls) == (replicas, semi_sync, tls)
         if same_shape and state is not None and state.servers:
             try:
                 for server in state.servers:
@@ -237,7 +264,9 @@ class Sandbox:
                 print(f"sandbox {self.base_dir}: cannot restart it as it was ({exc}); building it afresh", flush=True)
         self.down()
         self.base_dir.mkdir(parents=True, exist_ok=True)
-        state = _State(replicas, semi_sync, [self._new_server(i) for i in range(replicas + 1)])
+        if tls:
+            self._make_certificates()
+        state = _State(replicas, semi_sync, [self._new_server(i) for i in range(replicas + 1)], tls)
         self._save(state)
         try:
             with ThreadPoolExecutor(max_workers=len(state.servers)) as pool:
@@ -380,6 +409,12 @@ class Sandbox:
         ]
         if server.role == "replica":
             args.append("--read-only=1")
+        if state.tls:
+            args += [
+                f"--ssl-ca={self.ca_file}",
+                f"--ssl-cert={self.tls_dir / 'server-cert.pem'}",
+                f"--ssl-key={self.tls_dir / 'server-key.pem'}",
+            ]
         if state.semi_sync:
             # Both sides on every server, so a promoted replica is a semi-sync primary at once; with no replica
             # connected (as while ``up`` sets the primary up) a commit does not wait for an ack.

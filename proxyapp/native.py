@@ -29,6 +29,7 @@ COMPILED = (
     "proxyapp/mysql/backend.py",
     "proxyapp/mysql/compression.py",
     "proxyapp/mysql/packets.py",
+    "proxyapp/mysql/tls.py",
     "proxyapp/mysql/wire.py",
     "proxyapp/process/server.py",
     "proxyapp/report/stats.py",

@@ -40,15 +40,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from proxyapp.backends.pool import OFFLINE_HARD, ONLINE, SHUNNED
+from proxyapp.backends.pool import OFFLINE_HARD, ONLINE, SHUNNED, server_tls
 from proxyapp.backends.topology import Address, MonitorState, ServerVerdict, runtime_view, show_address
 from proxyapp.config.document import Config
+from proxyapp.config.tables import MysqlServer
 from proxyapp.config.variables import Variables
 from proxyapp.mysql.backend import BackendConnection, BackendError, Credentials
 from proxyapp.mysql.constants import Command
@@ -131,8 +133,9 @@ class Outcome:
 class _Server:
     """One monitored server: its monitor connection, the latest findings and the counts that decide its status."""
 
-    def __init__(self, address: Address) -> None:
+    def __init__(self, address: Address, row: MysqlServer) -> None:
         self.address = address
+        self.row = row  # a config row of the address (one with use_ssl=1 if any: how it is reached)
         self.conn: BackendConnection | None = None
         self.lock = asyncio.Lock()  # one query at a time on the shared connection
         self.connect_ok: bool | None = None
@@ -169,10 +172,16 @@ class Monitor:
     """Checks the servers of the running config and publishes what follows from the results."""
 
     def __init__(
-        self, config: Config, publish: Callable[[MonitorState], None], clock: Callable[[], float] = time.monotonic
+        self,
+        config: Config,
+        publish: Callable[[MonitorState], None],
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.config = config
         self.clock = clock  # what latencies, shunning and recovery count time with (``proxyapp.clock``)
+        self.tls = tls  # how servers with use_ssl=1 are reached
         self.settings = MonitorSettings.from_variables(config.variables)
         self.publish = publish
         self.state = MonitorState()
@@ -206,11 +215,12 @@ class Monitor:
             server.discard(server.conn)
         return tasks
 
-    def reconfigure(self, config: Config) -> None:
-        """Follow a new config (in the running event loop): its servers, pairs and variables; the checks start over
-        at once, with what is known of the servers kept."""
+    def reconfigure(self, config: Config, tls: ssl.SSLContext | None = None) -> None:
+        """Follow a new config (in the running event loop): its servers, pairs, variables and TLS context; the checks
+        start over at once, with what is known of the servers kept."""
         self._cancel()
         self.config = config
+        self.tls = tls
         self.settings = MonitorSettings.from_variables(config.variables)
         self._sync_servers()
         pairs = {pair.writer_hostgroup for pair in config.mysql_replication_hostgroups}
@@ -220,13 +230,19 @@ class Monitor:
 
     def _sync_servers(self) -> None:
         """Monitor every address of the config (except those only OFFLINE_HARD); forget the others."""
-        wanted = {s.address for s in self.config.mysql_servers if s.status != OFFLINE_HARD}
+        wanted: dict[Address, MysqlServer] = {}
+        for row in self.config.mysql_servers:
+            if row.status != OFFLINE_HARD and (row.address not in wanted or row.use_ssl):
+                wanted[row.address] = row
         for address in list(self._servers):
             if address not in wanted:
                 gone = self._servers.pop(address)
                 gone.discard(gone.conn)
         for address in sorted(wanted):
-            self._servers.setdefault(address, _Server(address))
+            server = self._servers.setdefault(address, _Server(address, wanted[address]))
+            if server.row.use_ssl != wanted[address].use_ssl:  # reached another way from now on
+                server.discard(server.conn)
+            server.row = wanted[address]
 
     # ------------------------------------------------------------------------------------------- checking
 
@@ -329,15 +345,18 @@ class Monitor:
     async def _probe(self, check: str, server: _Server, timeout: float) -> Outcome:
         host, port = server.address
         credentials = Credentials(self.settings.username, self.settings.password)
+        tls = server_tls(server.row, self.tls)
         if check == "connect":
-            fresh = await BackendConnection.connect(host, port, credentials, None, timeout=timeout)
+            fresh = await BackendConnection.connect(host, port, credentials, None, timeout=timeout, tls=tls)
             fresh.close()
             return Outcome()
         async with server.lock:
             kept = server.conn
             if kept is None or kept.wire.closed is not None:
                 server.discard(kept)
-                kept = server.conn = await BackendConnection.connect(host, port, credentials, None, timeout=timeout)
+                kept = server.conn = await BackendConnection.connect(
+                    host, port, credentials, None, timeout=timeout, tls=tls
+                )
                 server.connect_ok = True
             conn = kept
             try:

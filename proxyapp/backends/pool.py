@@ -21,6 +21,7 @@ import contextlib
 import logging
 import math
 import random
+import ssl
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from proxyapp.clock import Clock
 from proxyapp.config.tables import MysqlServer
 from proxyapp.config.variables import Variables
 from proxyapp.mysql.backend import BackendConnection, BackendError, Credentials
-from proxyapp.mysql.constants import Command
+from proxyapp.mysql.constants import Command, ErrorCode
 from proxyapp.mysql.packets import ProtocolError
 from proxyapp.mysql.wire import PeerClosed
 from proxyapp.report.stats import GlobalCounters
@@ -72,11 +73,13 @@ class PoolSettings:
     connection_wait_timeout_ms: int = 10000
     no_writer_wait_ms: int = 5000
     max_allowed_packet: int = 1 << 26
+    tls: ssl.SSLContext | None = None  # how servers with use_ssl=1 are reached (None: they cannot be)
 
     @classmethod
-    def from_variables(cls, v: Variables) -> PoolSettings:
-        """Read the settings from the config's global variables."""
+    def from_variables(cls, v: Variables, tls: ssl.SSLContext | None = None) -> PoolSettings:
+        """Read the settings from the config's global variables; ``tls`` is the context built from its TLS ones."""
         return cls(
+            tls=tls,
             connect_timeout_ms=v.integer("mysql-connect_timeout_server"),
             connect_timeout_max_ms=v.integer("mysql-connect_timeout_server_max"),
             connect_retries=v.integer("mysql-connect_retries_on_failure"),
@@ -91,6 +94,17 @@ class PoolSettings:
             no_writer_wait_ms=v.integer("mysql-no_writer_wait_ms"),
             max_allowed_packet=v.integer("mysql-max_allowed_packet"),
         )
+
+
+def server_tls(server: MysqlServer, context: ssl.SSLContext | None) -> ssl.SSLContext | None:
+    """The TLS context to reach ``server`` with: ``context`` when its ``use_ssl`` is set (BackendError when there is
+    none: such a server is never reached in clear text), else None."""
+    if not server.use_ssl:
+        return None
+    if context is None:
+        where = f"{server.hostname}:{server.port}"
+        raise BackendError(f"{where} has use_ssl=1 and no TLS context is configured", ErrorCode.SSL_CONNECTION)
+    return context
 
 
 class ServerPool:
@@ -415,6 +429,7 @@ class Hostgroup:
                 schema,
                 timeout=settings.connect_timeout_ms / 1000,
                 max_packet=settings.max_allowed_packet,
+                tls=server_tls(pool.server, settings.tls),
             )
         except BackendError as exc:
             pool.connecting -= 1

@@ -40,6 +40,7 @@ from proxyapp.config.tables import (
 )
 from proxyapp.config.variables import (
     NOT_HONOURED,
+    TLS_FILE_PAIRS,
     VARIABLES,
     Variables,
     check_range,
@@ -518,6 +519,9 @@ def parse_config(doc: object) -> Config:
     if errors:
         raise ConfigError(errors)
     variables = Variables.from_rows(obj for _, obj in rows["global_variables"])
+    errors.extend(_tls_errors(rows["global_variables"], variables))
+    if errors:
+        raise ConfigError(errors)
     return Config(
         mysql_servers=tuple(obj for _, obj in rows["mysql_servers"]),
         mysql_users=tuple(obj for _, obj in rows["mysql_users"]),
@@ -588,6 +592,15 @@ def _sharding_errors(rows: _Rows) -> Iterator[str]:
             yield f"{where}: parameters: {exc}"
 
 
+def _tls_errors(rows: list[tuple[int, GlobalVariable]], variables: Variables) -> Iterator[str]:
+    """A TLS certificate named without its key, or a key without its certificate."""
+    where = {row.variable_name: index for index, row in rows}
+    for pair in TLS_FILE_PAIRS:
+        for name, other in (pair, pair[::-1]):
+            if variables[name] and not variables[other]:
+                yield (f"global_variables[{where[name]}] {name}: set without {other}; set both (PEM files) or neither")
+
+
 def _warnings(rows: _Rows, variables: Variables) -> Iterator[str]:
     """Hostgroups referred to that have no servers, rules that can never match, users with an empty password, and
     variables set that ProxyFleet does not act on."""
@@ -614,6 +627,8 @@ def _warnings(rows: _Rows, variables: Variables) -> Iterator[str]:
     for index, user in rows["mysql_users"]:
         if user.password == "":
             yield f"{_label('mysql_users', index, user)} has an empty password"
+        if user.use_ssl and not variables.flag("mysql-have_ssl"):
+            yield f"{_label('mysql_users', index, user)} has use_ssl=1 and mysql-have_ssl is false: it can never log in"
     for index, variable in rows["global_variables"]:
         name = variable.variable_name
         if name in NOT_HONOURED and variables[name] != VARIABLES[name].default:

@@ -61,7 +61,7 @@ class MysqlServer:
     compression: bool = column(False)
     max_connections: int = column(1000, minimum=0)
     max_replication_lag: int = column(0, minimum=0, maximum=126_144_000)
-    use_ssl: bool = column(False)
+    use_ssl: bool = column(False, help="reach the server over TLS only (mysql-ssl_p2s_* variables)")
     max_latency_ms: int = column(0, minimum=0, maximum=UINT32_MAX)
     comment: str = column("")
 
@@ -83,7 +83,7 @@ class MysqlUser:
     username: str = column(required=True)
     password: str = column("", help="clear text, or a mysql_native_password hash '*HEX'")
     active: bool = column(True)
-    use_ssl: bool = column(False)
+    use_ssl: bool = column(False, help="the client must log in over TLS (mysql-have_ssl)")
     default_hostgroup: int = column(0, minimum=0)
     default_schema: str | None = column(None)
     schema_locked: bool = column(False)

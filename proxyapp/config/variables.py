@@ -168,6 +168,17 @@ def ordered_mirror_hostgroups(value: Value) -> dict[int, str]:
     return modes
 
 
+def absolute_path(value: Value) -> None:
+    """A file path variable's check: empty (not set) or an absolute path."""
+    text = str(value)
+    if text and (not text.startswith("/") or "\x00" in text):
+        raise ValueError(f"{text!r} is not an absolute path (write the file's full path, or '' for none)")
+
+
+#: The TLS variables that name files, as (certificate, key) pairs that are set together or not at all.
+TLS_FILE_PAIRS = (("mysql-ssl_cert", "mysql-ssl_key"), ("mysql-ssl_p2s_cert", "mysql-ssl_p2s_key"))
+
+
 _SPECS = (
     # Frontend: listener, handshake, limits.
     _int("mysql-threads", 4, "worker threads; read at start only", minimum=1, maximum=256),
@@ -234,6 +245,56 @@ _SPECS = (
         True,
         "allow LOAD DATA LOCAL INFILE. ProxyFleet default true: the file is relayed from the client, "
         "as with a direct connection; ProxySQL (default false) would read it on the proxy host instead",
+    ),
+    # TLS, client to proxy.
+    _bool(
+        "mysql-have_ssl",
+        True,
+        "offer clients TLS (CLIENT_SSL in the handshake; at least TLS 1.2) with mysql-ssl_cert and mysql-ssl_key, or "
+        "with a self-signed certificate each proxy process makes at start when they are not set (encryption "
+        "without proof of the proxy's identity, as ProxySQL's generated certificate). Users with use_ssl=1 must "
+        "log in over TLS",
+    ),
+    _str(
+        "mysql-ssl_cert",
+        "",
+        "ProxyFleet's own (ProxySQL reads proxysql-cert.pem from its datadir): PEM certificate, with its chain, the "
+        "proxy presents to clients; absolute path, read at start and at each reload; '' for a self-signed one",
+        check=absolute_path,
+    ),
+    _str(
+        "mysql-ssl_key",
+        "",
+        "ProxyFleet's own (ProxySQL: proxysql-key.pem): PEM private key of mysql-ssl_cert; absolute path",
+        check=absolute_path,
+    ),
+    _str(
+        "mysql-ssl_ca",
+        "",
+        "ProxyFleet's own (ProxySQL: proxysql-ca.pem): PEM CA certificates; when set, clients are asked for a "
+        "certificate and one that does not chain to these CAs is refused; absolute path, '' for none",
+        check=absolute_path,
+    ),
+    # TLS, proxy to servers (mysql_servers.use_ssl=1).
+    _str(
+        "mysql-ssl_p2s_ca",
+        "",
+        "PEM CA certificates that servers' certificates are verified against when mysql-ssl_p2s_verify is true; "
+        "absolute path, '' for the system's store",
+        check=absolute_path,
+    ),
+    _str(
+        "mysql-ssl_p2s_cert",
+        "",
+        "PEM client certificate the proxy presents to servers with use_ssl=1 (for REQUIRE X509); absolute path",
+        check=absolute_path,
+    ),
+    _str("mysql-ssl_p2s_key", "", "PEM private key of mysql-ssl_p2s_cert; absolute path", check=absolute_path),
+    _bool(
+        "mysql-ssl_p2s_verify",
+        False,
+        "ProxyFleet's own: verify the certificate of servers with use_ssl=1 against mysql-ssl_p2s_ca and their "
+        "mysql_servers.hostname; false (ProxySQL's behaviour) encrypts without proving who the server is",
     ),
     # Backend connections and the pool.
     _int(

@@ -93,6 +93,16 @@ def verify(plugin: str, stored: str, scramble: bytes, token: bytes) -> Verdict:
     return Verdict(False)
 
 
+def verify_clear(stored: str, password: bytes) -> Verdict:
+    """Check a password a client sent as it is (caching_sha2_password's full authentication, over TLS only) against
+    the configured ``stored`` password, clear or a '*HEX' hash."""
+    if stored.startswith("*") and len(stored) == 41:
+        stage1 = hashlib.sha1(password).digest()
+        ok = hmac.compare_digest(("*" + hashlib.sha1(stage1).hexdigest().upper()).encode(), stored.upper().encode())
+        return Verdict(ok, stage1 if ok else None)
+    return Verdict(hmac.compare_digest(password, stored.encode()))
+
+
 def rsa_encrypt_password(password: str, scramble: bytes, public_key_pem: bytes) -> bytes:
     """caching_sha2_password full authentication without TLS: the password, XORed with the scramble, RSA-OAEP."""
     from cryptography.hazmat.primitives import hashes, serialization

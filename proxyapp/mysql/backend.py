@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import ssl
 from dataclasses import dataclass, field
 
 from proxyapp.mysql import auth
@@ -13,10 +14,11 @@ from proxyapp.mysql.constants import (
     PROXY_CAPABILITIES,
     Cap,
     Command,
+    ErrorCode,
     Status,
     names_for_collation,
 )
-from proxyapp.mysql.handshake import ClientLogin, ServerGreeting, parse_auth_switch
+from proxyapp.mysql.handshake import ClientLogin, ServerGreeting, parse_auth_switch, ssl_request
 from proxyapp.mysql.packets import ErrPacket, ProtocolError, parse_err, parse_ok
 from proxyapp.mysql.resultset import read_named_result, read_text_result
 from proxyapp.mysql.wire import STATUS_UNKNOWN, PeerClosed, Response, Wire, open_wire, read_response
@@ -151,12 +153,20 @@ class BackendConnection:
         timeout: float,
         charset: int = DEFAULT_COLLATION_ID,
         max_packet: int = 1 << 30,
+        tls: ssl.SSLContext | None = None,
     ) -> BackendConnection:
-        """Open and authenticate a connection within ``timeout`` seconds; raises BackendError."""
+        """Open and authenticate a connection within ``timeout`` seconds, over TLS with ``tls`` (a server with
+        ``use_ssl=1``); raises BackendError. Pools, the monitor, the mirror and KILL all connect through here."""
         try:
-            return await asyncio.wait_for(cls._connect(host, port, credentials, schema, charset, max_packet), timeout)
+            return await asyncio.wait_for(
+                cls._connect(host, port, credentials, schema, charset, max_packet, tls), timeout
+            )
         except TimeoutError:
             raise BackendError(f"connect to {host}:{port} timed out after {timeout * 1000:.0f} ms") from None
+        except ssl.SSLError as failed:  # before OSError, its base class
+            raise BackendError(
+                f"TLS with {host}:{port} failed: {failed.reason or failed}", ErrorCode.SSL_CONNECTION
+            ) from None
         except (OSError, PeerClosed) as refused:
             reason = os.strerror(refused.errno) if refused.errno else str(refused)  # "Connection refused"
             raise BackendError(f"cannot connect to {host}:{port}: {reason}") from None
@@ -172,6 +182,7 @@ class BackendConnection:
         schema: str | None,
         charset: int,
         max_packet: int,
+        tls: ssl.SSLContext | None,
     ) -> BackendConnection:
         wire = await open_wire(host, port)
         wire.max_packet = max_packet
@@ -195,7 +206,17 @@ class BackendConnection:
                 attributes={"_client_name": "proxyfleet", "program_name": "proxyfleet"},
                 max_packet=max_packet,
             )
-            wire.send(login.encode(), 1)
+            seq = 1
+            if tls is not None:
+                if not greeting.capabilities & Cap.SSL:
+                    raise BackendError(
+                        f"{host}:{port} does not offer TLS, which its use_ssl=1 requires", ErrorCode.SSL_CONNECTION
+                    )
+                login.capabilities |= Cap.SSL
+                wire.send(ssl_request(login.capabilities, max_packet, charset), seq)
+                await wire.start_tls(tls, False, host)
+                seq += 1
+            wire.send(login.encode(), seq)
             await _finish_auth(wire, plugin, credentials, greeting.scramble, f"{host}:{port}")
         except BaseException:
             wire.close()
@@ -271,6 +292,9 @@ async def _finish_auth(wire: Wire, plugin: str, credentials: Credentials, scramb
             if reply[1:2] == auth.SHA2_FULL_AUTH:
                 if not credentials.password:
                     raise BackendError(f"{where} needs the clear password of '{credentials.username}'", 1045)
+                if wire.tls is not None:  # the channel is private: the password goes as it is
+                    wire.send(credentials.password.encode() + b"\x00", wire.seq + 1)
+                    continue
                 wire.send(auth.SHA2_REQUEST_PUBLIC_KEY, wire.seq + 1)
                 key = await wire.read_payload()
                 wire.send(auth.rsa_encrypt_password(credentials.password, scramble, key[1:]), wire.seq + 1)

@@ -161,6 +161,7 @@ class ErrorCode(enum.IntEnum):
     KILL_DENIED = 1095  # KILL of another user's session
     CONNECTION_KILLED = 1927  # MariaDB's answer to a KILL of one's own connection
     BACKEND_LOST = 2013
+    SSL_CONNECTION = 2026  # CR_SSL_CONNECTION_ERROR: TLS with a backend failed
     PROXY_ERROR = 9001  # ProxySQL's "Max connect timeout reached while reaching hostgroup N" family
     HOSTGROUP_LOCKED = 9006
     RULE_BLOCKED = 1148  # ProxySQL's default errno for error_msg rules

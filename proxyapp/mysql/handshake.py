@@ -154,6 +154,20 @@ class ClientLogin:
         return cls(caps, username, auth or b"", charset, database, plugin, attrs, max_packet)
 
 
+#: The length of an SSL request: a handshake response cut after its filler, with ``Cap.SSL`` set.
+SSL_REQUEST_LENGTH = 32
+
+
+def ssl_request(capabilities: int, max_packet: int, charset: int) -> bytes:
+    """The SSLRequest payload a client sends before upgrading the connection to TLS."""
+    return struct.pack("<IIB", capabilities | Cap.SSL, max_packet, charset) + b"\x00" * 23
+
+
+def is_ssl_request(payload: bytes) -> bool:
+    """Whether a client's first packet asks for TLS rather than logging in (a full handshake response follows)."""
+    return len(payload) == SSL_REQUEST_LENGTH and bool(struct.unpack_from("<I", payload)[0] & Cap.SSL)
+
+
 def auth_switch_request(plugin: str, scramble: bytes) -> bytes:
     """An AuthSwitchRequest payload asking the client to answer ``plugin`` over ``scramble``."""
     return b"\xfe" + plugin.encode() + b"\x00" + scramble + b"\x00"

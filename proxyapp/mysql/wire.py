@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
@@ -25,6 +26,7 @@ from proxyapp.mysql.packets import (
     parse_ok,
     read_lenenc_int,
 )
+from proxyapp.mysql.tls import TlsLayer
 
 FLUSH_AT = 1 << 20
 PAUSE_READING_AT = 8 << 20
@@ -78,6 +80,20 @@ class WireProtocol(asyncio.Protocol):
         """Append to the buffer and wake the reader."""
         wire = self.wire
         assert wire is not None
+        tls = wire.tls
+        if tls is not None:
+            try:
+                data = tls.unwrap(data)
+            except ssl.SSLError as broken:  # the session's next read ends it with this reason
+                wire.closed = f"TLS error: {broken.reason or broken}"
+                wire.transport.close()
+                wire.wake()
+                return
+            answer = tls.pending()
+            if answer:
+                wire.transport.write(answer)
+            if not data:
+                return
         if wire.compression is not None:
             try:
                 data = wire.compression.unpack(data)
@@ -145,6 +161,7 @@ class Wire:
         "pos",
         "reading_paused",
         "seq",
+        "tls",
         "transport",
         "waiter",
         "writing_paused",
@@ -166,6 +183,7 @@ class Wire:
         self.reading_paused = False
         self.writing_paused = False
         self.compression: Compression | None = None  # the compressed protocol, once the client's login enabled it
+        self.tls: TlsLayer | None = None  # TLS, once the connection was upgraded (``start_tls``)
         self.on_close: Callable[[], None] | None = None  # told once when the peer closes or the connection breaks
 
     def peer_gone(self) -> None:
@@ -178,6 +196,25 @@ class Wire:
     def compress(self) -> None:
         """From now on, read and write in compressed frames (after the login's OK, for a client that asked)."""
         self.compression = Compression(self.max_packet)
+
+    async def start_tls(self, context: ssl.SSLContext, server_side: bool, server_hostname: str | None = None) -> None:
+        """Upgrade the connection to TLS (after the SSL request was read or sent): the handshake starts from the
+        bytes already buffered and not read; plaintext that came with its last records stays buffered to read.
+        ``ssl.SSLError`` when the peer does not speak TLS or fails the handshake, PeerClosed when it goes."""
+        layer = TlsLayer(context, server_side, server_hostname)
+        while True:
+            received = bytes(self.buf[self.pos :])
+            self.pos = self.mark = len(self.buf)
+            done, out = layer.handshake(received)
+            if out:
+                self.transport.write(out)
+            if done:
+                break
+            await self._fill()
+        del self.buf[:]
+        self.buf += layer.unwrap(b"")
+        self.pos = self.mark = 0
+        self.tls = layer
 
     def wake(self) -> None:
         """Wake the task waiting for data."""
@@ -291,6 +328,9 @@ class Wire:
         self.bytes_out += len(raw)
         if self.compression is not None:
             raw = self.compression.pack(raw)
+        tls = self.tls
+        if tls is not None:
+            raw = tls.wrap(raw)
         self.transport.write(raw)
 
     async def drain(self) -> None:

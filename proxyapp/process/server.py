@@ -16,6 +16,7 @@ from proxyapp.clock import Clock, admin_may_advance
 from proxyapp.config.document import Config, ConfigError, load_config_file, parse_config
 from proxyapp.mirror.mirror import Mirror
 from proxyapp.mysql.constants import ErrorCode
+from proxyapp.mysql.tls import TlsContexts, TlsError, contexts
 from proxyapp.mysql.wire import Wire, WireProtocol
 from proxyapp.native import compiled_modules
 from proxyapp.process.admin import AdminServer
@@ -60,6 +61,15 @@ def parse_address(text: str, default_port: int) -> tuple[str, int]:
         raise ValueError(f"bad address {text!r}: the port must be a number") from None
 
 
+def load_tls(config: Config) -> TlsContexts:
+    """The TLS contexts ``config`` asks for, its certificate files read now; ConfigError names the variable whose
+    file cannot be used (a start fails with it, a reload is refused and the running config stays)."""
+    try:
+        return contexts(config.variables)
+    except TlsError as exc:
+        raise ConfigError([f"global_variables {exc}"]) from None
+
+
 class Proxy(SessionServices):
     """A running proxy: one config, its pools and statistics, the listener and the admin endpoint; its sessions see
     it as ``SessionServices``."""
@@ -82,6 +92,7 @@ class Proxy(SessionServices):
         self.clock = Clock()
         self.pools = PoolManager(self.counters, workers, self.clock)
         self.runtime = Runtime.build(config, str(config_path or "document"))
+        self.tls = load_tls(config)
         #: The monitor's latest findings, from this process's own monitor or (a worker) from the supervisor's.
         self.monitor_state = MonitorState()
         #: The monitor, when this process runs it: with one worker process (else the supervisor does).
@@ -121,7 +132,9 @@ class Proxy(SessionServices):
         self.background.add(sweeper)  # type: ignore[arg-type]
         await self.mirror.start()
         if self.workers == 1:
-            monitor = self.monitor = Monitor(self.runtime.config, self._adopt_monitor_state, self.clock)
+            monitor = self.monitor = Monitor(
+                self.runtime.config, self._adopt_monitor_state, self.clock, tls=self.tls.backend
+            )
             monitor.start()
         if admin is not None:
             self.admin = AdminServer(self, admin[0], admin[1], self.admin_token, clock_movable=admin_may_advance())
@@ -203,13 +216,15 @@ class Proxy(SessionServices):
 
     # --------------------------------------------------------------------------------------- reloads
 
-    def apply(self, config: Config, source: str) -> None:
-        """Swap in a validated config: new sessions and new commands use it, commands in flight finish as they are."""
+    def apply(self, config: Config, source: str, tls: TlsContexts) -> None:
+        """Swap in a validated config and its TLS contexts (``load_tls``): new sessions and new commands use them,
+        commands in flight finish as they are, established TLS sessions keep theirs."""
         self.runtime = Runtime.build(config, source)
+        self.tls = tls
         self._apply_servers()
         monitor = self.monitor
         if monitor is not None:
-            monitor.reconfigure(config)
+            monitor.reconfigure(config, tls.backend)
         self.cache.max_bytes = config.variables.integer("mysql-query_cache_size_MB") << 20
         self._configure_throttle(config)
         self.mirror.configure(config, self.config_path)
@@ -229,7 +244,7 @@ class Proxy(SessionServices):
         """Give the pools the runtime view of the config's servers under the monitor's latest findings."""
         config = self.runtime.config
         view = runtime_view(config, self.monitor_state)
-        settings = PoolSettings.from_variables(config.variables)
+        settings = PoolSettings.from_variables(config.variables, self.tls.backend)
         self.pools.apply(view.servers, settings, view.reader_of, view.placement, view.status_reasons)
 
     def _adopt_monitor_state(self, state: MonitorState) -> None:
@@ -248,6 +263,7 @@ class Proxy(SessionServices):
             }
         try:
             config = load_config_file(self.config_path)
+            tls = load_tls(config)
         except ConfigError as exc:
             log.error("reload refused, keeping config %s:\n%s", self.runtime.config.checksum[:12], exc)
             return {
@@ -256,7 +272,7 @@ class Proxy(SessionServices):
                 "errors": exc.errors,
                 "warnings": [],
             }
-        self.apply(config, str(self.config_path))
+        self.apply(config, str(self.config_path), tls)
         return {"ok": True, "checksum": config.checksum, "errors": [], "warnings": list(config.warnings)}
 
     # --------------------------------------------------------------------------------------- admin provider
@@ -267,6 +283,7 @@ class Proxy(SessionServices):
             return self.reload_file()
         try:
             config = parse_config(document)
+            tls = load_tls(config)
         except ConfigError as exc:
             return {
                 "ok": False,
@@ -274,7 +291,7 @@ class Proxy(SessionServices):
                 "errors": exc.errors,
                 "warnings": [],
             }
-        self.apply(config, "admin")
+        self.apply(config, "admin", tls)
         return {"ok": True, "checksum": config.checksum, "errors": [], "warnings": list(config.warnings)}
 
     async def config_document(self) -> dict:

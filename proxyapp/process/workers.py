@@ -29,6 +29,7 @@ from proxyapp.backends.topology import MonitorState
 from proxyapp.clock import Clock, admin_may_advance
 from proxyapp.config.document import Config, ConfigError, load_config_file, parse_config
 from proxyapp.process.admin import AdminServer
+from proxyapp.process.server import load_tls
 from proxyapp.report.merge import merge_digest_rows, merge_snapshots
 from proxyapp.session.kill import forward_kill, unknown_thread, worker_of
 from proxyapp.session.seats import Seats
@@ -78,7 +79,7 @@ class Supervisor:
         )
         try:
             await asyncio.gather(*(self._spawn(w) for w in self.workers))
-            self.monitor = Monitor(self.config, self._relay_state, self.clock)
+            self.monitor = Monitor(self.config, self._relay_state, self.clock, tls=load_tls(self.config).backend)
             self.monitor.start()
             if admin is not None:
                 self.admin = AdminServer(self, admin[0], admin[1], self.token, clock_movable=admin_may_advance())
@@ -286,6 +287,7 @@ class Supervisor:
         """Validate once (the file when ``document`` is None), then load the config in every worker."""
         try:
             config = load_config_file(self.config_path) if document is None else parse_config(document)
+            tls = load_tls(config)
         except ConfigError as exc:
             log.error("reload refused, keeping config %s:\n%s", self.config.checksum[:12], exc)
             return {"ok": False, "checksum": self.config.checksum, "errors": exc.errors, "warnings": []}
@@ -300,6 +302,6 @@ class Supervisor:
             }
         self.config = config
         if self.monitor is not None:
-            self.monitor.reconfigure(config)
+            self.monitor.reconfigure(config, tls.backend)
         log.info("config %s loaded in %d workers", config.checksum[:12], len(self.workers))
         return {"ok": True, "checksum": config.checksum, "errors": [], "warnings": list(config.warnings)}

@@ -181,6 +181,10 @@ class GlobalCounters:
     Client_Connections_created: int = _counter("client connections accepted")
     Client_Connections_aborted: int = _counter("client connections that ended with an error or a timeout")
     Client_Connections_non_idle: int = _gauge("client connections currently running a command")
+    Client_Connections_tls: int = _counter("client connections upgraded to TLS")
+    Client_TLS_handshake_errors: int = _counter(
+        "client connections dropped because their TLS handshake failed (not TLS, an old version, a bad certificate)"
+    )
     Questions: int = _counter("client commands received (queries and prepared statement commands)")
     Slow_queries: int = _counter("queries that ran longer than mysql-long_query_time")
     Active_Transactions: int = _gauge("client sessions currently inside a transaction")

@@ -11,7 +11,7 @@ import asyncio
 import logging
 import time
 
-from proxyapp.backends.pool import Hostgroup, PoolError, ServerPool
+from proxyapp.backends.pool import Hostgroup, PoolError, ServerPool, server_tls
 from proxyapp.mysql.backend import BackendConnection, BackendError
 from proxyapp.mysql.constants import Command, ErrorCode
 from proxyapp.mysql.packets import ErrPacket, ProtocolError
@@ -298,7 +298,12 @@ class BackendLink:
         assert isinstance(pool, ServerPool)
         try:
             killer = await BackendConnection.connect(
-                pool.server.hostname, pool.server.port, self.client.credentials, None, timeout=2
+                pool.server.hostname,
+                pool.server.port,
+                self.client.credentials,
+                None,
+                timeout=2,
+                tls=server_tls(pool.server, pool.hostgroup.manager.settings.tls),
             )
         except BackendError as exc:
             log.warning("session %d: cannot kill %s: %s", self.session_id, what, exc)

@@ -1,17 +1,19 @@
 """Who the client is: the handshake and login, and COM_CHANGE_USER's new authentication.
 
 Both check the client's proof against ``mysql_users`` with the plugin the client chose when the proxy supports it
-(``mysql_native_password`` otherwise), and answer an unknown user exactly as a wrong password.
+(``mysql_native_password`` otherwise), and answer an unknown user exactly as a wrong password. A client that sends
+an SSL request has its connection upgraded to TLS (``services.tls.frontend``) before it logs in; a user with
+``use_ssl=1`` who logs in without TLS is refused as a wrong password is.
 """
 
 from __future__ import annotations
 
 import logging
-import struct
+import ssl
 
 from proxyapp.mysql import auth
 from proxyapp.mysql.constants import PROXY_CAPABILITIES, Cap, ErrorCode, names_for_collation
-from proxyapp.mysql.handshake import ClientLogin, ServerGreeting, auth_switch_request
+from proxyapp.mysql.handshake import ClientLogin, ServerGreeting, auth_switch_request, is_ssl_request
 from proxyapp.mysql.packets import ProtocolError, ok_packet, read_nul_str
 from proxyapp.session.client import Client, SessionEnd
 from proxyapp.session.services import SessionServices
@@ -32,19 +34,30 @@ async def log_in(client: Client, services: SessionServices, state: SessionState,
         why = f"Host '{client.addr}' is blocked because of many failed logins (mysql-max_auth_errors_until_block)"
         client.send_error(ErrorCode.HOST_IS_BLOCKED, why, 0)  # instead of the greeting, as the server does
         return False
+    tls = services.tls.frontend
+    capabilities = PROXY_CAPABILITIES | Cap.COMPRESS if rt.settings.have_compress else PROXY_CAPABILITIES
     greeting = ServerGreeting(
         server_version=rt.settings.server_version or services.pools.backend_version or _DEFAULT_VERSION,
         connection_id=session_id,
         scramble=client.scramble,
-        capabilities=PROXY_CAPABILITIES | Cap.COMPRESS if rt.settings.have_compress else PROXY_CAPABILITIES,
+        capabilities=capabilities | Cap.SSL if tls is not None else capabilities,
         charset=45,
         plugin=rt.settings.auth_plugin,
     )
     wire.send(greeting.encode(), 0)
     payload = await wire.read_payload()
-    if len(payload) == 32 and struct.unpack_from("<I", payload)[0] & Cap.SSL:
-        client.send_error(ErrorCode.HANDSHAKE, "SSL is not enabled on this ProxyFleet listener", 2)
-        return False
+    if is_ssl_request(payload):
+        if tls is None:
+            client.send_error(ErrorCode.HANDSHAKE, "SSL is not enabled on this ProxyFleet listener", 2)
+            return False
+        try:
+            await wire.start_tls(tls, True)
+        except ssl.SSLError as failed:  # garbage instead of a ClientHello, an old version, a bad certificate
+            services.counters.Client_TLS_handshake_errors += 1
+            log.info("session %d: TLS handshake with %s failed: %s", session_id, client.addr, failed.reason or failed)
+            return False
+        services.counters.Client_Connections_tls += 1
+        payload = await wire.read_payload()
     login = ClientLogin.decode(payload)
     if login.capabilities & Cap.COMPRESS and not rt.settings.have_compress:
         # Its next packets would come in frames this listener does not read: refuse now rather than misread.
@@ -62,13 +75,26 @@ async def log_in(client: Client, services: SessionServices, state: SessionState,
     client_plugin = login.plugin or auth.NATIVE
     token = login.auth_response
     wanted = client_plugin
-    if client_plugin not in auth.SUPPORTED_PLUGINS or (client_plugin == auth.CACHING_SHA2 and password.startswith("*")):
+    over_tls = wire.tls is not None
+    if client_plugin not in auth.SUPPORTED_PLUGINS or (
+        client_plugin == auth.CACHING_SHA2 and password.startswith("*") and not over_tls
+    ):
         wanted = auth.NATIVE
     if wanted != client_plugin and client.capabilities & Cap.PLUGIN_AUTH:
         wire.send(auth_switch_request(wanted, client.scramble), seq)
         token = await wire.read_payload()
         seq = wire.seq + 1
     verdict = auth.verify(wanted, password, client.scramble, token) if user is not None else auth.Verdict(False)
+    full_auth = wanted == auth.CACHING_SHA2 and over_tls and not verdict.ok
+    if full_auth:
+        # caching_sha2_password's full authentication, as the server asks it when the scramble does not do (a
+        # '*HEX' password, a wrong one, an unknown user alike): the client sends its password inside TLS.
+        wire.send(b"\x01" + auth.SHA2_FULL_AUTH, seq)
+        sent = await wire.read_payload()
+        seq = wire.seq + 1
+        verdict = auth.verify_clear(password, sent.rstrip(b"\x00")) if user is not None else auth.Verdict(False)
+    if user is not None and user.use_ssl and not over_tls:  # refused as a wrong password is, as MariaDB does
+        verdict = auth.Verdict(False)
     if user is None or not verdict.ok:
         services.counters.Access_Denied_Wrong_Password += 1
         if services.throttle.failed(client.addr, services.clock()):
@@ -80,7 +106,7 @@ async def log_in(client: Client, services: SessionServices, state: SessionState,
         services.counters.Access_Denied_Max_Connections += 1
         client.send_error(ErrorCode.CON_COUNT, "Too many connections", seq)
         return False
-    if wanted == auth.CACHING_SHA2 and user.password:
+    if wanted == auth.CACHING_SHA2 and user.password and not full_auth:
         wire.send(b"\x01" + auth.SHA2_FAST_AUTH_OK, seq)
         seq += 1
     client.become(rt, user.username, verdict.stage1)
@@ -142,6 +168,8 @@ async def authenticate_change(client: Client, services: SessionServices, payload
         token = await client.wire.read_payload()
         seq = client.wire.seq + 1
         verdict = auth.verify(plugin, user.password, client.scramble, token) if user else auth.Verdict(False)
+    if user is not None and user.use_ssl and client.wire.tls is None:
+        verdict = auth.Verdict(False)
     if user is None or not verdict.ok:
         services.counters.Access_Denied_Wrong_Password += 1
         client.send_error(ErrorCode.ACCESS_DENIED, f"Access denied for user '{username}'@'{client.addr}'", seq)

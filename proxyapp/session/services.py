@@ -1,6 +1,7 @@
 """What a session may use of the proxy that runs it, and nothing more: counters and digest stats, the pools, the
 loaded config (``runtime``, replaced by a reload), the query cache, the events log, the listener that hears its
-commands, the task set for background work, the node's session seats, the clock, the start time, and KILL.
+commands, the task set for background work, the node's session seats, the clock, the start time, the TLS
+contexts, and KILL.
 ``server.Proxy`` provides it; a session never sees the rest of the proxy (its listener, admin endpoint, monitor,
 other sessions).
 """
@@ -11,6 +12,7 @@ import asyncio
 
 from proxyapp.backends.pool import PoolManager
 from proxyapp.clock import Clock
+from proxyapp.mysql.tls import TlsContexts
 from proxyapp.report.eventslog import EventsLog
 from proxyapp.report.stats import DigestStats, GlobalCounters
 from proxyapp.rules.cache import QueryCache
@@ -35,6 +37,7 @@ class SessionServices:
     throttle: AuthThrottle  # failed logins by client address
     clock: Clock  # what session limits, idle times and login throttling count with
     started: float  # the clock's time the proxy started
+    tls: TlsContexts  # what clients are offered (``frontend``) and TLS backends reached with, as last loaded
 
     async def kill_session(self, target: int, query_only: bool, username: str | None) -> dict:
         """KILL [QUERY] of session ``target`` on behalf of ``username`` (None: the admin); the outcome."""

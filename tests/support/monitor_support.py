@@ -37,10 +37,10 @@ def global_variables(overrides: dict[str, object] | None = None) -> list[dict[st
 
 
 @contextmanager
-def own_sandbox(label: str, replicas: int, semi_sync: bool = False) -> Iterator[Sandbox]:
+def own_sandbox(label: str, replicas: int, semi_sync: bool = False, tls: bool = False) -> Iterator[Sandbox]:
     """A sandbox for one test module (its module-scoped fixture holds it), taken down after it."""
     box = Sandbox(module_sandbox_dir(label))
-    box.up(replicas=replicas, semi_sync=semi_sync)
+    box.up(replicas=replicas, semi_sync=semi_sync, tls=tls)
     try:
         yield box
     finally:

@@ -8,6 +8,7 @@ builders (handshake, auth tokens, framing) but none of its session logic.
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +18,7 @@ from devstack.proxy import WRITER_HG, ProxyProcess, rw_split_config
 from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox
 from proxyapp.mysql import auth
 from proxyapp.mysql.constants import MAX_PACKET, PROXY_CAPABILITIES, Cap, Command, FieldType
-from proxyapp.mysql.handshake import ClientLogin, ServerGreeting, parse_auth_switch
+from proxyapp.mysql.handshake import ClientLogin, ServerGreeting, parse_auth_switch, ssl_request
 from proxyapp.mysql.packets import frame, lenenc_str, read_lenenc_int, read_lenenc_str
 
 #: What the raw client announces by default: everything the proxy offers (multi statements and results too).
@@ -329,6 +330,11 @@ class RawClient:
         return True
 
     # ------------------------------------------------------------------------------- handshake
+
+    def start_tls(self, context: ssl.SSLContext, caps: int = DEFAULT_CAPS) -> None:
+        """After the greeting: send an SSL request (sequence 1) and go on over TLS; the login then takes sequence 2."""
+        self.send_packet(ssl_request(caps, 1 << 24, 45), 1)
+        self.sock = context.wrap_socket(self.sock, server_hostname="127.0.0.1")
 
     def read_greeting(self) -> ServerGreeting:
         """Read and decode the server's handshake."""

@@ -30,6 +30,7 @@ class Command(IntermixedCommand):
         parser.add_argument("name", nargs="?", help="the server for start and stop (primary, replica1, ...)")
         parser.add_argument("--replicas", type=int, default=1, help="number of replicas for up (default 1)")
         parser.add_argument("--semi-sync", action="store_true", help="semi-synchronous replication (up)")
+        parser.add_argument("--tls", action="store_true", help="servers offer TLS with a CA of the sandbox's own (up)")
         parser.add_argument("--json", action="store_true", help="print the servers as a JSON list")
         parser.add_argument(
             "--dir", default="var/sandbox", help="the sandbox directory, relative to the repository (var/sandbox)"
@@ -42,7 +43,7 @@ class Command(IntermixedCommand):
         started = time.monotonic()
         try:
             if action == "up":
-                servers = sandbox.up(replicas=options["replicas"], semi_sync=options["semi_sync"])
+                servers = sandbox.up(replicas=options["replicas"], semi_sync=options["semi_sync"], tls=options["tls"])
             elif action == "down":
                 sandbox.down()
                 servers = []
