@@ -25,7 +25,7 @@ from proxyapp.report.stats import DigestStats, GlobalCounters
 from proxyapp.rules.cache import QueryCache
 from proxyapp.rules.runtime import Runtime
 from proxyapp.session.kill import forward_kill, outcome, unknown_thread, worker_of
-from proxyapp.session.limits import DISCONNECT, KILL, overstay
+from proxyapp.session.limits import ABANDON, DISCONNECT, KILL, overstay
 from proxyapp.session.seats import Seats
 from proxyapp.session.services import SessionServices
 from proxyapp.session.session import Session
@@ -179,13 +179,25 @@ class Proxy(SessionServices):
         settings = self.runtime.settings
         now = self.clock()
         for session in list(self.clients.values()):
-            if session.killed:
-                continue
             stalled = session.stalled(now)
             since = session.transaction_since
-            action, why = overstay(session.in_transaction, since, session.idle_since, stalled, now, settings)
+            action, why = overstay(
+                session.in_transaction,
+                since,
+                session.idle_since,
+                stalled,
+                now,
+                settings,
+                session.login_since,
+                session.gone_since,
+            )
+            if session.killed and action != ABANDON:  # being killed already: only a backend ignoring it matters
+                continue
             if action == KILL:
                 self._end(session, why)
+            elif action == ABANDON:
+                log.warning("session %d: %s: dropping its backend connection", session.id, why)
+                session.abandon()
             elif action == DISCONNECT:
                 log.info("session %d: %s, disconnecting", session.id, why)
                 session.wire.close()

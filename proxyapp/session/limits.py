@@ -1,7 +1,8 @@
 """Which sessions have outstayed a limit: a pure function of a session's times and the settings, given the time.
 
-The proxy's housekeeping asks it once a second for every session with the loop's clock; tests ask it with any
-clock they like (``tests/unit/proxyapp/session/test_limits.py``), so no test waits for a limit to pass.
+The proxy's housekeeping asks it once a second for every session with the proxy's clock (``proxyapp.clock``); tests
+ask it with any clock they like (``tests/unit/proxyapp/session/test_limits.py``) or move the proxy's, so no test
+waits for a limit to pass.
 """
 
 from __future__ import annotations
@@ -14,6 +15,10 @@ STAY = 0
 KILL = 1
 #: Close the client connection, as a server does past ``wait_timeout``.
 DISCONNECT = 2
+#: Drop the backend connection still running the statement of a client gone: the backend ignored the KILL.
+ABANDON = 3
+#: How long a backend may take to end the statement of a client gone (KILLed) before its connection is dropped.
+ABANDON_AFTER_S = 5.0
 
 
 def overstay(
@@ -23,10 +28,17 @@ def overstay(
     stalled_since: float,
     now: float,
     settings: SessionSettings,
+    login_since: float = 0.0,
+    gone_since: float = 0.0,
 ) -> tuple[int, str]:
     """What to do with a session at time ``now`` (its times on the same clock; ``idle_since`` 0 while a command
-    runs; ``stalled_since`` 0 unless the client left a packet half sent, else since when no byte of it came), and
-    why."""
+    runs; ``stalled_since`` 0 unless the client left a packet half sent, else since when no byte of it came;
+    ``login_since`` since when it has been logging in, 0 once it has; ``gone_since`` since when its client is gone
+    with its statement still running, 0 if not), and why."""
+    if login_since and now - login_since > settings.connect_timeout_client_ms / 1000:
+        return DISCONNECT, "did not log in within mysql-connect_timeout_client"
+    if gone_since and now - gone_since > ABANDON_AFTER_S:
+        return ABANDON, "the backend did not end the statement of a client gone"
     if stalled_since and now - stalled_since > settings.net_read_timeout_ms / 1000:
         return DISCONNECT, "a packet half sent for over mysql-net_read_timeout"
     idle = now - idle_since if idle_since else 0.0

@@ -14,7 +14,6 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from proxyapp.backends.pool import ServerPool
-from proxyapp.mysql.backend import BackendConnection
 from proxyapp.mysql.constants import Command, ErrorCode, names_for_collation
 from proxyapp.mysql.packets import PacketTooLarge, ProtocolError, eof_packet, ok_packet
 from proxyapp.mysql.wire import PeerClosed, Wire
@@ -31,8 +30,6 @@ from proxyapp.sql.digest import compute_digest
 
 log = logging.getLogger("proxyapp.session.session")
 
-#: Seconds a backend may take to end the statement of a client that went away before its connection is dropped.
-_ABANDON_AFTER_S = 5.0
 #: The processlist's ``info`` shows at most this many bytes of a statement.
 _PROCESSLIST_INFO_MAX = 1000
 #: The processlist's ``command`` column, as the server's SHOW PROCESSLIST names the commands.
@@ -73,6 +70,8 @@ class Session:
         self.seated = False  # it logged in and holds one of the node's seats (mysql-max_connections)
         self.partial = 0  # bytes of a half-sent packet the housekeeping saw last, and since when they stand still
         self.partial_since = 0.0
+        self.login_since = 0.0  # since when (the proxy's clock) it has been logging in; 0 once it has
+        self.gone_since = 0.0  # since when its client is gone with its statement still running on a backend
         wire.on_close = self._client_gone
 
     def stalled(self, now: float) -> float:
@@ -115,14 +114,9 @@ class Session:
         client = self.client
         clean = False
         try:
-            try:
-                logged_in = await asyncio.wait_for(
-                    log_in(client, self.services, self.state, self.id),
-                    self.services.runtime.settings.connect_timeout_client_ms / 1000,
-                )
-            except TimeoutError:
-                log.info("session %d: %s did not log in within mysql-connect_timeout_client", self.id, client.addr)
-                logged_in = False
+            self.login_since = self.services.clock()  # the housekeeping ends a login past connect_timeout_client
+            logged_in = await log_in(client, self.services, self.state, self.id)
+            self.login_since = 0.0
             if logged_in:
                 self.seated = True
                 if client.fast_forward:
@@ -167,13 +161,15 @@ class Session:
         task = self.wire.loop.create_task(link.kill_query(conn, f"the query of session {self.id} (client gone)"))
         self.services.background.add(task)
         task.add_done_callback(self.services.background.discard)
-        # A backend that does not answer even the KILL must not keep the session: its connection is dropped.
-        self.wire.loop.call_later(_ABANDON_AFTER_S, self._abandon, conn)
+        # A backend that does not answer even the KILL must not keep the session: the housekeeping drops its
+        # connection after ``limits.ABANDON_AFTER_S`` (``abandon``).
+        self.gone_since = self.services.clock()
 
-    def _abandon(self, conn: BackendConnection) -> None:
-        """The client is gone and its statement still runs on ``conn``: close it (the session then ends)."""
-        if self.link.running is conn:
-            log.warning("session %d: the backend did not end the statement of a client gone: dropping it", self.id)
+    def abandon(self) -> None:
+        """The client is gone and its statement still runs: close the backend connection (the session then ends)."""
+        conn = self.link.running
+        self.gone_since = 0.0
+        if conn is not None:
             conn.wire.transport.abort()
 
     async def _forward_raw(self) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from proxyapp.config.document import parse_config
 from proxyapp.rules.runtime import Runtime, SessionSettings
-from proxyapp.session.limits import DISCONNECT, KILL, STAY, overstay
+from proxyapp.session.limits import ABANDON, ABANDON_AFTER_S, DISCONNECT, KILL, STAY, overstay
 
 
 def settings(
@@ -62,3 +62,16 @@ def test_a_packet_left_half_sent_past_net_read_timeout_disconnects() -> None:
     action, why = overstay(False, 0.0, NOW - 10.0, NOW - 5.1, NOW, limits)
     assert (action, why) == (DISCONNECT, "a packet half sent for over mysql-net_read_timeout")
     assert overstay(True, NOW - 1.0, NOW - 1.0, NOW - 6.0, NOW, limits)[0] == DISCONNECT  # in a transaction too
+
+
+def test_a_login_past_connect_timeout_client_disconnects() -> None:
+    limits = dataclasses.replace(settings(), connect_timeout_client_ms=10_000)
+    assert overstay(False, 0.0, 0.0, 0.0, NOW, limits, login_since=NOW - 9.9) == (STAY, "")
+    action, why = overstay(False, 0.0, 0.0, 0.0, NOW, limits, login_since=NOW - 10.1)
+    assert (action, why) == (DISCONNECT, "did not log in within mysql-connect_timeout_client")
+
+
+def test_a_statement_a_gone_client_left_running_is_abandoned_after_its_kill_had_time() -> None:
+    assert overstay(True, NOW - 1.0, 0.0, 0.0, NOW, settings(), gone_since=NOW - ABANDON_AFTER_S + 0.1)[0] == STAY
+    action, why = overstay(True, NOW - 1.0, 0.0, 0.0, NOW, settings(), gone_since=NOW - ABANDON_AFTER_S - 0.1)
+    assert (action, why) == (ABANDON, "the backend did not end the statement of a client gone")
