@@ -44,9 +44,10 @@ LOST = frozenset({0, 2006, 2013, 2055, 4031, 1927})
 #: Errors that undo one statement and leave its transaction open (innodb_rollback_on_timeout is off).
 STATEMENT_ERRORS = frozenset({1062, 1205, 1317})
 DEADLOCK = 1213
-#: Longer than any transaction of the walk takes: only the overstay step, which moves the proxy's clock past it,
-#: makes the proxy end transactions (every one open at that moment).
-MAX_TRANSACTION_TIME_MS = 60_000
+#: The proxy ends transactions older than this: the overstay step moves the proxy's clock past it (ending every
+#: transaction open at that moment); short, so that transactions stuck in lock waits do not hold the small pool's
+#: connections for long (walkers waiting for one would time out with 9001).
+MAX_TRANSACTION_TIME_MS = 3000
 SAVEPOINTS = ("s1", "s2", "s3")
 
 
