@@ -16,22 +16,12 @@ import pytest
 from devstack import stack
 from devstack.api_client import ApiClient
 from devstack.proxy import rw_split_config
+from tests.support.fleet_seed import cluster_seed
 
 CLUSTER = "tls"
 NODE = "tls-1"
 OPERATOR, OPERATOR_PASSWORD = "tls-operator", "tls-operator-pass"
-SEED = """
-import json, os
-from django.contrib.auth.models import User
-from fleet.core import publishing, roles
-from fleet.core.models import Cluster, ProxyNode
-account = User.objects.create_user(os.environ["TLS_OPERATOR"], password=os.environ["TLS_PASSWORD"])
-roles.grant(account, roles.OPERATOR)
-cluster = Cluster.objects.create(name=os.environ["TLS_CLUSTER"])
-publishing.import_document(cluster, json.loads(os.environ["TLS_DOCUMENT"]), None)
-for name, address in json.loads(os.environ["FLEET_NODES"]).items():
-    ProxyNode.objects.create(cluster=cluster, name=name, mysql_address=address)
-"""
+SEED = cluster_seed("TLS")
 HEALTH = "from fleet.core import health; print(health.control_plane().service('broker').summary)"
 
 

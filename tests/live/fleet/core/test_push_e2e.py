@@ -32,6 +32,7 @@ from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox
 from proxyapp.config.document import parse_config
 from proxyapp.node.agent import APPLY_TASK
 from proxyapp.node.signature import SIGNATURE_FAILED, SignedConfig, new_private_key, private_key_from_text, sign
+from tests.support.fleet_seed import cluster_seed
 
 pytestmark = pytest.mark.sandbox
 
@@ -40,18 +41,7 @@ OPERATOR = "e2e-operator"
 OPERATOR_PASSWORD = "e2e-operator-pass"
 #: How long a node may take to apply a published version (it takes about a second).
 APPLY_TIMEOUT = 30
-SEED = """
-import json, os
-from django.contrib.auth.models import User
-from fleet.core import publishing, roles
-from fleet.core.models import Cluster, ProxyNode
-account = User.objects.create_user(os.environ["E2E_OPERATOR"], password=os.environ["E2E_PASSWORD"])
-roles.grant(account, roles.OPERATOR)
-cluster = Cluster.objects.create(name=os.environ["E2E_CLUSTER"])
-publishing.import_document(cluster, json.loads(os.environ["E2E_DOCUMENT"]), None)
-for name, address in json.loads(os.environ["FLEET_NODES"]).items():
-    ProxyNode.objects.create(cluster=cluster, name=name, mysql_address=address)
-"""
+SEED = cluster_seed("E2E")
 
 
 def seed_document(sandbox: Sandbox) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox
 from fleet.core import roles
 from fleet.core.models import Cluster, ConfigVersion, ProxyNode
 from tests.support.control_plane import LOGIN_PASSWORD, make_account
+from tests.support.fleet_seed import cluster_seed
 from tests.support.monitor_support import global_variables, own_sandbox
 from tests.support.node_messages import pool_row, send_ack, send_report, snapshot
 
@@ -157,19 +158,7 @@ VIEWER, VIEWER_PASSWORD = "live-viewer", "live-viewer-pass"
 OPERATOR = "live-operator"  # with VIEWER_PASSWORD
 #: Seeds the stack's database: a viewer and an operator, the cluster with its config published (pushed to the node's
 #: queue).
-LIVE_SEED = """
-import json, os
-from django.contrib.auth.models import User
-from fleet.core import publishing, roles
-from fleet.core.models import Cluster, ProxyNode
-roles.grant(User.objects.create_user(os.environ["LIVE_VIEWER"], password=os.environ["LIVE_PASSWORD"]), roles.VIEWER)
-roles.grant(User.objects.create_user(os.environ["LIVE_OPERATOR"], password=os.environ["LIVE_PASSWORD"]), roles.OPERATOR)
-cluster = Cluster.objects.create(name=os.environ["LIVE_CLUSTER"])
-publishing.import_document(cluster, json.loads(os.environ["LIVE_DOCUMENT"]), None)
-for name, address in json.loads(os.environ["FLEET_NODES"]).items():
-    ProxyNode.objects.create(cluster=cluster, name=name, mysql_address=address)
-publishing.publish(cluster, None, "the dashboard's config")
-"""
+LIVE_SEED = cluster_seed("LIVE", viewer=True, publish="the dashboard's config")
 
 
 @dataclass
