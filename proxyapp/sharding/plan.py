@@ -10,7 +10,7 @@ wrong answer. A pure function: no IO, the same answer on every node.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from proxyapp.config.sharding import Key, ShardKeyError
@@ -178,15 +178,25 @@ def _alias(tokens: Tokens, i: int, hi: int, table: str) -> tuple[int, str]:
     return i, table.lower()
 
 
+def _top_level(tokens: Tokens, lo: int, hi: int) -> Iterator[int]:
+    """The token indexes in ``[lo, hi)`` outside any parentheses (a closing one included)."""
+    depth = 0
+    texts = tokens.texts
+    for i in range(lo, hi):
+        text = texts[i]
+        depth += (text == "(") - (text == ")")
+        if depth == 0:
+            yield i
+
+
+def _find_at_top(tokens: Tokens, lo: int, hi: int, words: frozenset[str]) -> int:
+    """The index of the first of ``words`` in ``[lo, hi)`` outside any parentheses, or -1."""
+    return next((i for i in _top_level(tokens, lo, hi) if tokens.word(i) in words), -1)
+
+
 def _words_at_depth(tokens: Tokens, lo: int, hi: int, words: frozenset[str]) -> bool:
     """Whether one of ``words`` stands in ``[lo, hi)`` outside any parentheses."""
-    depth = 0
-    for i in range(lo, hi):
-        text = tokens.texts[i]
-        depth += (text == "(") - (text == ")")
-        if depth == 0 and tokens.word(i) in words:
-            return True
-    return False
+    return _find_at_top(tokens, lo, hi, words) >= 0
 
 
 # --- the key values -------------------------------------------------------------------------------------------
@@ -225,12 +235,9 @@ def _column_at(tokens: Tokens, i: int, hi: int, ref: _Ref) -> int:
 def _conjuncts(tokens: Tokens, lo: int, hi: int) -> list[tuple[int, int]] | None:
     """The top-level AND-ed parts of a condition ``[lo, hi)``; None when an OR (or XOR) joins them at the top."""
     parts: list[tuple[int, int]] = []
-    depth, start, between = 0, lo, False
-    for i in range(lo, hi):
+    start, between = lo, False
+    for i in _top_level(tokens, lo, hi):
         text = tokens.texts[i]
-        depth += (text == "(") - (text == ")")
-        if depth:
-            continue
         word = tokens.word(i)
         if word in ("OR", "XOR") or text == "||":
             return None
@@ -276,23 +283,11 @@ def _compared(tokens: Tokens, lo: int, hi: int, ref: _Ref) -> list[Key] | None:
 
 def _where_keys(tokens: Tokens, lo: int, hi: int, ref: _Ref) -> list[Key] | None:
     """The key values the WHERE clause narrows the statement to; None when it does not narrow it."""
-    depth, start = 0, -1
-    for i in range(lo, hi):
-        text = tokens.texts[i]
-        depth += (text == "(") - (text == ")")
-        if depth == 0 and tokens.word(i) == "WHERE":
-            start = i + 1
-            break
-    if start < 0:
+    where = _find_at_top(tokens, lo, hi, frozenset({"WHERE"}))
+    if where < 0:
         return None
-    end, depth = hi, 0
-    for i in range(start, hi):
-        text = tokens.texts[i]
-        depth += (text == "(") - (text == ")")
-        if depth == 0 and tokens.word(i) in _WHERE_ENDS:
-            end = i
-            break
-    parts = _conjuncts(tokens, start, end)
+    end = _find_at_top(tokens, where + 1, hi, _WHERE_ENDS)
+    parts = _conjuncts(tokens, where + 1, hi if end < 0 else end)
     if parts is None:
         return None
     narrowed: list[Key] | None = None
@@ -307,13 +302,8 @@ def _where_keys(tokens: Tokens, lo: int, hi: int, ref: _Ref) -> list[Key] | None
 
 def _sets_key(tokens: Tokens, lo: int, hi: int, ref: _Ref) -> bool:
     """Whether the assignments of an UPDATE's SET (or of ON DUPLICATE KEY UPDATE) in ``[lo, hi)`` set the key."""
-    depth = 0
     assigning = False
-    for i in range(lo, hi):
-        text = tokens.texts[i]
-        depth += (text == "(") - (text == ")")
-        if depth:
-            continue
+    for i in _top_level(tokens, lo, hi):
         word = tokens.word(i)
         if word == "SET" or (word == "UPDATE" and tokens.word(i - 1) == "KEY"):
             assigning = True
