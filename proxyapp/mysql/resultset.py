@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
 import struct
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
-from proxyapp.mysql.constants import FieldType, Status
+from proxyapp.mysql.constants import MAX_PACKET, FieldType, Status
 from proxyapp.mysql.packets import (
     ErrPacket,
+    OkPacket,
     ProtocolError,
     eof_packet,
     frame,
@@ -61,16 +64,54 @@ def result_set(
     seq: int = 1,
 ) -> bytes:
     """A whole framed result set (column count, definitions, EOF, rows, EOF) starting at sequence ``seq``."""
-    packets = [lenenc_int(len(columns))]
-    packets.extend(column_definition(name, ftype) for name, ftype in columns)
-    packets.append(eof_packet(status))
-    packets.extend(text_row(row) for row in rows)
-    packets.append(eof_packet(status))
+    return result_set_of([column_definition(name, ftype) for name, ftype in columns], rows, status, 0, seq)
+
+
+def result_set_of(
+    definitions: Sequence[bytes],
+    rows: Iterable[Sequence[object]],
+    status: int = Status.AUTOCOMMIT,
+    warnings: int = 0,
+    seq: int = 1,
+) -> bytes:
+    """A whole framed result set from column definition payloads (as a server sent them, or ``column_definition``)
+    and rows, starting at sequence ``seq``."""
     out = bytearray()
-    for payload in packets:
+    payloads = itertools.chain(
+        (lenenc_int(len(definitions)),),
+        definitions,
+        (eof_packet(status),),
+        (text_row(row) for row in rows),
+        (eof_packet(status, warnings),),
+    )
+    for payload in payloads:
         out += frame(payload, seq)
-        seq += 1
+        seq = (seq + len(payload) // MAX_PACKET + 1) & 0xFF  # a payload of 16 MB or more takes several packets
     return bytes(out)
+
+
+@dataclass(slots=True)
+class ColumnInfo:
+    """One column of a text result: its definition as the server sent it, and what the proxy reads of it."""
+
+    payload: bytes
+    name: str
+    type: int
+    charset: int
+    flags: int
+    decimals: int
+
+
+@dataclass(slots=True)
+class TextResult:
+    """A whole text-protocol response read into memory: a result set's columns and rows, or an OK, or an error."""
+
+    columns: list[ColumnInfo] = field(default_factory=list)
+    rows: list[list[bytes | None]] = field(default_factory=list)
+    status: int = 0
+    warnings: int = 0
+    ok: OkPacket | None = None
+    error: ErrPacket | None = None
 
 
 async def read_text_result(wire: Wire) -> tuple[list[tuple[int, int]], list[list[bytes | None]], int, ErrPacket | None]:
@@ -78,27 +119,27 @@ async def read_text_result(wire: Wire) -> tuple[list[tuple[int, int]], list[list
 
     Returns ([(column type, charset id)], rows of raw values, status flags, error or None).
     """
-    columns, _, rows, status, err = await _read_result(wire)
-    return columns, rows, status, err
+    result = await read_whole_result(wire)
+    return [(c.type, c.charset) for c in result.columns], result.rows, result.status, result.error
 
 
 async def read_named_result(wire: Wire) -> tuple[list[str], list[list[bytes | None]], ErrPacket | None]:
     """Read a small text-protocol result by column name: ([column names], rows of raw values, error or None)."""
-    _, names, rows, _, err = await _read_result(wire)
-    return names, rows, err
+    result = await read_whole_result(wire)
+    return [c.name for c in result.columns], result.rows, result.error
 
 
-async def _read_result(
-    wire: Wire,
-) -> tuple[list[tuple[int, int]], list[str], list[list[bytes | None]], int, ErrPacket | None]:
+async def read_whole_result(wire: Wire) -> TextResult:
+    """Read one whole text-protocol response (one result: a statement that returns several is not read past its
+    first)."""
     first = await wire.read_payload()
     if first[:1] == b"\xff":
-        return [], [], [], 0, parse_err(first)
+        return TextResult(error=parse_err(first))
     if first[:1] == b"\x00":
-        return [], [], [], parse_ok(first).status, None
+        ok = parse_ok(first)
+        return TextResult(status=ok.status, warnings=ok.warnings, ok=ok)
     count, _ = read_lenenc_int(first, 0)
-    columns = []
-    names = []
+    result = TextResult()
     for _ in range(count or 0):
         definition = await wire.read_payload()
         pos = 0
@@ -107,23 +148,34 @@ async def _read_result(
             value, pos = read_lenenc_str(definition, pos)
             if index == 4:
                 name = value or b""
-        if len(definition) < pos + 13:
+        if len(definition) < pos + 11:
             raise ProtocolError("truncated column definition")
-        charset = definition[pos + 1] | definition[pos + 2] << 8
-        columns.append((definition[pos + 7], charset))
-        names.append(name.decode("utf-8", "replace"))
+        result.columns.append(
+            ColumnInfo(
+                definition,
+                name.decode("utf-8", "replace"),
+                definition[pos + 7],
+                definition[pos + 1] | definition[pos + 2] << 8,
+                definition[pos + 8] | definition[pos + 9] << 8,
+                definition[pos + 10],
+            )
+        )
     await wire.read_payload()  # EOF after the definitions
-    rows: list[list[bytes | None]] = []
+    rows = result.rows
+    width = len(result.columns)
     while True:
         payload = await wire.read_payload()
         if payload[:1] == b"\xfe" and len(payload) < 9:
-            status = payload[3] | payload[4] << 8 if len(payload) >= 5 else 0
-            return columns, names, rows, status, None
+            if len(payload) >= 5:
+                result.warnings = payload[1] | payload[2] << 8
+                result.status = payload[3] | payload[4] << 8
+            return result
         if payload[:1] == b"\xff":
-            return columns, names, rows, 0, parse_err(payload)
+            result.error = parse_err(payload)
+            return result
         row = []
         pos = 0
-        for _ in columns:
+        for _ in range(width):
             value, pos = read_lenenc_str(payload, pos)
             row.append(value)
         rows.append(row)

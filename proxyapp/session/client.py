@@ -52,11 +52,11 @@ class Client:
         self.transaction_persistent = user.transaction_persistent
         self.fast_forward = user.fast_forward
 
-    def send_error(self, code: int, message: str, seq: int = 1) -> None:
+    def send_error(self, code: int, message: str, seq: int = 1, sqlstate: str | None = None) -> None:
         """An error packet the proxy itself answers with (counted); a client already gone is no error."""
         self.counters.generated_error_packets += 1
         with contextlib.suppress(ConnectionError, RuntimeError, AttributeError):
-            self.wire.send(err_packet(code, message), seq)
+            self.wire.send(err_packet(code, message, sqlstate), seq)
 
     def send_ok(self, status: int, info: bytes = b"", affected: int = 0) -> None:
         """An OK packet the proxy itself answers with."""

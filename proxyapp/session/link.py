@@ -103,7 +103,7 @@ class BackendLink:
             relay = Relay(self.client.wire, cache_key is not None)
             timer = None
             if timeout_ms < _NO_TIMEOUT_MS:
-                timer = self.client.wire.loop.call_later(timeout_ms / 1000, self._on_query_timeout, conn)
+                timer = self.client.wire.loop.call_later(timeout_ms / 1000, self.on_query_timeout, conn)
             sent_before = conn.wire.bytes_out
             began = time.perf_counter()
             self.running = conn
@@ -286,7 +286,7 @@ class BackendLink:
                 reusable = False
         pool.hostgroup.release(conn, pool, reusable)
 
-    def _on_query_timeout(self, conn: BackendConnection) -> None:
+    def on_query_timeout(self, conn: BackendConnection) -> None:
         """The query timeout fired: kill the running query from a separate connection."""
         task = asyncio.get_running_loop().create_task(self.kill_query(conn, "a timed-out query"))
         self.services.background.add(task)

@@ -21,10 +21,11 @@ from proxyapp.session.link import BackendLink, CacheKey
 from proxyapp.session.prepared import ClientStatement
 from proxyapp.session.relay import InfileAbandoned, Relay
 from proxyapp.session.route import route
+from proxyapp.session.scatter import Scatter
 from proxyapp.session.services import SessionServices
 from proxyapp.session.state import Pin, SessionState
-from proxyapp.sharding.placement import placement
-from proxyapp.sharding.plan import plan
+from proxyapp.sharding.placement import Placement, placement
+from proxyapp.sharding.plan import Plan, plan
 from proxyapp.sql.digest import Digest, compute_digest
 from proxyapp.sql.scan import Statement, scan
 
@@ -46,6 +47,7 @@ class QueryPipeline:
         self.session_id = session_id
         self.flag_in = 0  # the rules' flagIN for the next statement (a rule's next_query_flagIN sets it)
         self.followed = False  # the listener hears every command of this session (it said so)
+        self.scattering: Scatter | None = None  # runs statements over several shards, made on first use
 
     async def com_query(self, payload: bytes) -> None:
         """Serve a COM_QUERY."""
@@ -118,10 +120,17 @@ class QueryPipeline:
                 return
         hostgroup = self.route(statements, outcome)
         if rt.shard_map is not None:
-            hostgroup = self.place(sql, hostgroup)
-            if hostgroup < 0:
-                self.record(-1, digest, started, 0, 0)
-                return
+            placed = self.place(sql)
+            if placed is not None:
+                found, where = placed
+                if where.refused:
+                    client.send_error(ErrorCode.NOT_SUPPORTED, where.refused, 1)
+                    self.record(-1, digest, started, 0, 0)
+                    return
+                if where.shards:
+                    await self.scatter(sql, found, where, digest, started)
+                    return
+                hostgroup = where.hostgroup
         relay_infile = self._relay_infile
 
         async def run(conn: BackendConnection, relay: Relay) -> Response:
@@ -167,18 +176,28 @@ class QueryPipeline:
         hostgroup, stand_in = route(statements, outcome.destination_hostgroup, services.runtime.writer_of, situation)
         return services.pools.stand_in(hostgroup) if stand_in else hostgroup
 
-    def place(self, sql: str, hostgroup: int) -> int:
-        """The shard's hostgroup when ``sql`` names a sharded table (``proxyapp.sharding``), ``hostgroup`` when it
-        names none; -1 when it cannot run (the error is sent)."""
+    def place(self, sql: str) -> tuple[Plan, Placement] | None:
+        """Where ``sql`` runs when it names a sharded table (``proxyapp.sharding``); None when it names none."""
         shard_map = self.services.runtime.shard_map
         assert shard_map is not None
         found = plan(sql, self.state.schema, shard_map)
         if found is None:
-            return hostgroup
-        placed, refused = placement(found, self.link.situation().kept)
-        if refused:
-            self.client.send_error(ErrorCode.NOT_SUPPORTED, refused, 1)
-        return placed
+            return None
+        situation = self.link.situation()
+        return found, placement(found, situation.kept, self.state.autocommit)
+
+    async def scatter(self, sql: str, found: Plan, where: Placement, digest: Digest, started: float) -> None:
+        """Run a statement over several shards (``session.scatter``) and count it."""
+        if self.scattering is None:
+            self.scattering = Scatter(self.services, self.client, self.link)
+        status = self.status()
+        if found.gather is not None:
+            done = await self.scattering.read(where.shards, found.gather, status)
+        else:
+            name = f"{found.table.schema}.{found.table.table}"
+            done = await self.scattering.everywhere(where.shards, sql, status, f"DDL on {name}")
+        if done is not None:
+            self.record(where.shards[0].hostgroup_id, digest, started, done.rows, done.affected)
 
     def tell(
         self,

@@ -1,39 +1,64 @@
-"""Where a planned statement runs for a session: one shard's hostgroup, or the reason it cannot run yet.
+"""Where a planned statement runs for a session: one shard's hostgroup, a scatter over several shards, or the reason
+it cannot run.
 
-What runs today is a statement that reaches one shard (its key narrows it there, or it reads a global table), outside
-a transaction or inside one that stays on that shard. Statements over several shards wait for the scatter-gather
-merger and cross-shard transactions for XA (issue 14): they are refused, saying so, never run on a wrong shard.
+One shard: a statement its key narrows there, or a read of a global table (where the session already is, else shard
+0), outside a transaction or inside one that stays on that shard. Several shards: a SELECT the gather merges, or DDL
+that runs on every shard, outside a transaction. Writes over several shards wait for XA (issue 14) and are refused,
+saying so, never run on a wrong shard.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from proxyapp.sharding.plan import Plan
+from proxyapp.sharding.shardmap import Shard
 
 _NOT_YET = "ProxyFleet sharding does not support"
 
 
-def placement(found: Plan, kept: int | None) -> tuple[int, str]:
-    """``(hostgroup, "")`` where ``found`` runs for a session that keeps a connection to hostgroup ``kept`` (None:
-    it keeps none), or ``(-1, reason)``."""
+@dataclass(frozen=True)
+class Placement:
+    """One shard's ``hostgroup``, or the ``shards`` a scatter runs on, or the reason it cannot run."""
+
+    hostgroup: int = -1
+    shards: tuple[Shard, ...] = ()
+    refused: str = ""
+
+
+def placement(found: Plan, kept: int | None, autocommit: bool) -> Placement:
+    """Where ``found`` runs for a session that keeps a connection to hostgroup ``kept`` (None: it keeps none) with
+    ``autocommit`` on or off."""
     if found.refused:
-        return -1, found.refused
+        return Placement(refused=found.refused)
     table = found.table
     name = f"{table.schema}.{table.table}"
     if table.is_global and not found.writes and kept is not None:
         for shard in table.shards:  # a global table is whole on every shard: read it where the session is
             if shard.hostgroup_id == kept:
-                return kept, ""
-    if len(found.shards) != 1:
-        return -1, (
-            f"{_NOT_YET} statements over several shards of {name} yet ({len(found.shards)} of {len(table.shards)}): "
-            f"compare its shard key {table.key or '(global)'} with = or IN"
+                return Placement(kept)
+    shards = tuple(table.shards[number] for number in sorted(found.shards))
+    for shard in shards:
+        if shard.physical_schema is not None and shard.physical_schema != table.schema:
+            return Placement(
+                refused=f"{_NOT_YET} a physical schema other than the logical one ({shard.physical_schema}) yet"
+            )
+    if len(shards) == 1:
+        shard = shards[0]
+        if kept is not None and kept != shard.hostgroup_id:
+            return Placement(
+                refused=f"{_NOT_YET} a transaction or pinned session across shards yet: it is on hostgroup {kept}, "
+                f"{name} shard {shard.number} is hostgroup {shard.hostgroup_id}"
+            )
+        return Placement(shard.hostgroup_id)
+    if kept is not None or not autocommit:
+        return Placement(
+            refused=f"{_NOT_YET} statements over several shards of {name} inside a transaction or a pinned session "
+            f"yet ({len(shards)} of {len(table.shards)})"
         )
-    shard = table.shards[next(iter(found.shards))]
-    if shard.physical_schema is not None and shard.physical_schema != table.schema:
-        return -1, f"{_NOT_YET} a physical schema other than the logical one ({shard.physical_schema}) yet"
-    if kept is not None and kept != shard.hostgroup_id:
-        return -1, (
-            f"{_NOT_YET} a transaction or pinned session across shards yet: it is on hostgroup {kept}, "
-            f"{name} shard {shard.number} is hostgroup {shard.hostgroup_id}"
-        )
-    return shard.hostgroup_id, ""
+    if found.gather is not None or found.ddl:
+        return Placement(shards=shards)
+    return Placement(
+        refused=f"{_NOT_YET} writes over several shards of {name} yet ({len(shards)} of {len(table.shards)}): "
+        f"compare its shard key {table.key or '(global)'} with = or IN"
+    )

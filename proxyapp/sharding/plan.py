@@ -10,12 +10,14 @@ wrong answer. A pure function: no IO, the same answer on every node.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import contextlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from proxyapp.config.sharding import Key, ShardKeyError
+from proxyapp.sharding.gather import Gather, Refused, gather
 from proxyapp.sharding.shardmap import ShardedTable, ShardMap
-from proxyapp.sql.lex import TokenKind, Tokens, statement_ranges, tokenize, unquote
+from proxyapp.sql.lex import TokenKind, Tokens, find_top, statement_ranges, tokenize, top_level, unquote
 
 _T = TokenKind
 #: Statements that change rows; a write to a global table goes to every shard.
@@ -40,13 +42,16 @@ _WHERE_ENDS = frozenset({"GROUP", "ORDER", "LIMIT", "HAVING", "FOR", "LOCK", "WI
 @dataclass(frozen=True)
 class Plan:
     """Where a statement on sharded tables runs: ``shards`` of ``table``'s group (``every``: all of them, nothing
-    narrowed it), ``writes`` whether it changes rows or tables; ``refused`` the reason it cannot run ("" if it can)."""
+    narrowed it), ``writes`` whether it changes rows or tables (``ddl``: tables); ``refused`` the reason it cannot
+    run ("" if it can); ``gather`` how a SELECT over several shards is merged."""
 
     table: ShardedTable
     shards: frozenset[int]
     every: bool
     writes: bool
     refused: str = ""
+    ddl: bool = False
+    gather: Gather | None = None
 
 
 @dataclass(frozen=True)
@@ -86,7 +91,7 @@ def plan(sql: str, schema: str | None, shard_map: ShardMap) -> Plan | None:
     writes = verb in _WRITES or verb in _DDL
     every = frozenset(range(len(first.shards)))
     if verb in _DDL:
-        return Plan(first, every, True, True)
+        return Plan(first, every, True, True, ddl=True)
     if not sharded:  # only global tables: read from one shard, write to all
         return Plan(first, every if writes else frozenset({0}), writes, writes)
     ref = next(iter(sharded.values()))
@@ -98,13 +103,17 @@ def plan(sql: str, schema: str | None, shard_map: ShardMap) -> Plan | None:
     if verb == "UPDATE" and _sets_key(tokens, lo, hi, ref):
         return _refuse(table, f"changing the shard key {table.key} of {_name(table)} (the row would change shard)")
     keys = _where_keys(tokens, lo, hi, ref)
-    if keys is None:
-        return Plan(table, frozenset(range(len(table.shards))), True, writes)
-    try:
-        shards = frozenset(table.algorithm.shard_of(key) for key in keys)
-    except ShardKeyError:  # a value no shard holds may still equal a stored key as MySQL compares: ask them all
-        return Plan(table, frozenset(range(len(table.shards))), True, writes)
-    return Plan(table, shards, False, writes)
+    shards, narrowed = every, False
+    if keys is not None:
+        # A value no shard holds may still equal a stored key as MySQL compares: then ask them all.
+        with contextlib.suppress(ShardKeyError):
+            shards, narrowed = frozenset(table.algorithm.shard_of(key) for key in keys), True
+    if verb == "SELECT" and len(shards) > 1:
+        try:
+            return Plan(table, shards, not narrowed, False, gather=gather(tokens, lo, hi))
+        except Refused as refused:
+            return _refuse(table, str(refused))
+    return Plan(table, shards, not narrowed, writes)
 
 
 def _refuse(table: ShardedTable, what: str) -> Plan:
@@ -128,7 +137,11 @@ def _refs(tokens: Tokens, lo: int, hi: int, schema: str | None, shard_map: Shard
             depth += 1
         elif text == ")":
             depth -= 1
-        elif tokens.word(i) in _TABLE_LEADS or (tokens.word(i) == "DELETE" and tokens.word(i + 1) != "FROM"):
+        elif (
+            tokens.word(i) in _TABLE_LEADS
+            or (tokens.word(i) == "DELETE" and tokens.word(i + 1) != "FROM")
+            or (tokens.word(i) == "ON" and tokens.word(lo) in ("CREATE", "DROP"))  # CREATE/DROP INDEX i ON t
+        ):
             i += 1
             while i < hi:
                 name, i = _table_name(tokens, i, hi, schema)
@@ -178,25 +191,9 @@ def _alias(tokens: Tokens, i: int, hi: int, table: str) -> tuple[int, str]:
     return i, table.lower()
 
 
-def _top_level(tokens: Tokens, lo: int, hi: int) -> Iterator[int]:
-    """The token indexes in ``[lo, hi)`` outside any parentheses (a closing one included)."""
-    depth = 0
-    texts = tokens.texts
-    for i in range(lo, hi):
-        text = texts[i]
-        depth += (text == "(") - (text == ")")
-        if depth == 0:
-            yield i
-
-
-def _find_at_top(tokens: Tokens, lo: int, hi: int, words: frozenset[str]) -> int:
-    """The index of the first of ``words`` in ``[lo, hi)`` outside any parentheses, or -1."""
-    return next((i for i in _top_level(tokens, lo, hi) if tokens.word(i) in words), -1)
-
-
 def _words_at_depth(tokens: Tokens, lo: int, hi: int, words: frozenset[str]) -> bool:
     """Whether one of ``words`` stands in ``[lo, hi)`` outside any parentheses."""
-    return _find_at_top(tokens, lo, hi, words) >= 0
+    return find_top(tokens, lo, hi, words) >= 0
 
 
 # --- the key values -------------------------------------------------------------------------------------------
@@ -236,7 +233,7 @@ def _conjuncts(tokens: Tokens, lo: int, hi: int) -> list[tuple[int, int]] | None
     """The top-level AND-ed parts of a condition ``[lo, hi)``; None when an OR (or XOR) joins them at the top."""
     parts: list[tuple[int, int]] = []
     start, between = lo, False
-    for i in _top_level(tokens, lo, hi):
+    for i in top_level(tokens, lo, hi):
         text = tokens.texts[i]
         word = tokens.word(i)
         if word in ("OR", "XOR") or text == "||":
@@ -283,10 +280,10 @@ def _compared(tokens: Tokens, lo: int, hi: int, ref: _Ref) -> list[Key] | None:
 
 def _where_keys(tokens: Tokens, lo: int, hi: int, ref: _Ref) -> list[Key] | None:
     """The key values the WHERE clause narrows the statement to; None when it does not narrow it."""
-    where = _find_at_top(tokens, lo, hi, frozenset({"WHERE"}))
+    where = find_top(tokens, lo, hi, frozenset({"WHERE"}))
     if where < 0:
         return None
-    end = _find_at_top(tokens, where + 1, hi, _WHERE_ENDS)
+    end = find_top(tokens, where + 1, hi, _WHERE_ENDS)
     parts = _conjuncts(tokens, where + 1, hi if end < 0 else end)
     if parts is None:
         return None
@@ -303,7 +300,7 @@ def _where_keys(tokens: Tokens, lo: int, hi: int, ref: _Ref) -> list[Key] | None
 def _sets_key(tokens: Tokens, lo: int, hi: int, ref: _Ref) -> bool:
     """Whether the assignments of an UPDATE's SET (or of ON DUPLICATE KEY UPDATE) in ``[lo, hi)`` set the key."""
     assigning = False
-    for i in _top_level(tokens, lo, hi):
+    for i in top_level(tokens, lo, hi):
         word = tokens.word(i)
         if word == "SET" or (word == "UPDATE" and tokens.word(i - 1) == "KEY"):
             assigning = True

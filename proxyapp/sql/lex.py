@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 
@@ -346,6 +347,34 @@ def statement_ranges(tokens: Tokens) -> list[tuple[int, int]]:
         ranges.append((lo, hi))
         lo = hi + 1
     return ranges
+
+
+def top_level(tokens: Tokens, lo: int, hi: int) -> Iterator[int]:
+    """The token indexes in ``[lo, hi)`` outside any parentheses (a closing one included)."""
+    depth = 0
+    texts = tokens.texts
+    for i in range(lo, hi):
+        text = texts[i]
+        depth += (text == "(") - (text == ")")
+        if depth == 0:
+            yield i
+
+
+def find_top(tokens: Tokens, lo: int, hi: int, words: frozenset[str]) -> int:
+    """The index of the first of ``words`` in ``[lo, hi)`` outside any parentheses, or -1."""
+    return next((i for i in top_level(tokens, lo, hi) if tokens.word(i) in words), -1)
+
+
+def split_top(tokens: Tokens, lo: int, hi: int) -> list[tuple[int, int]]:
+    """The comma-separated parts of ``[lo, hi)`` (commas outside parentheses), each as ``(lo, hi)``."""
+    parts: list[tuple[int, int]] = []
+    start = lo
+    for i in top_level(tokens, lo, hi):
+        if tokens.texts[i] == "," and tokens.kinds[i] is _T.OPERATOR:
+            parts.append((start, i))
+            start = i + 1
+    parts.append((start, hi))
+    return parts
 
 
 def split_statements(sql: str) -> list[str]:

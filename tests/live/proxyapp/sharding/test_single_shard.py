@@ -1,7 +1,7 @@
 """Sharding through a real proxy on two independent servers (issue 14, its first working part): Amoeba's tb_Shop by
-City_ID mod 2. Statements its key narrows to one shard run there, and only there; what needs several shards (a
-scatter, a transaction across shards, a multi-row INSERT over both) is refused with 1235 saying why, changing
-nothing; a global table is read from a shard; prepared statements on sharded tables are refused."""
+City_ID mod 2. Statements its key narrows to one shard run there, and only there; writes over several shards (a
+transaction across shards, a multi-row INSERT over both) are refused with 1235 saying why, changing nothing; a
+global table is read from a shard; prepared statements on sharded tables are refused."""
 
 from __future__ import annotations
 
@@ -99,7 +99,8 @@ def test_rows_go_to_the_shard_their_key_names_and_only_there(
         cur.execute("SELECT c.name FROM tb_Shop s JOIN cities c ON c.id = 1 WHERE s.City_ID = 5")
         assert cur.fetchall() == (("Hangzhou",),)
 
-        assert "several shards of shop.tb_Shop" in refused(cur, "SELECT COUNT(*) FROM tb_Shop")
+        cur.execute("SELECT COUNT(*) FROM tb_Shop")  # both shards, merged (test_scatter.py has the rest)
+        assert cur.fetchall() == ((8,),)
         assert "several shards" in refused(cur, "INSERT INTO tb_Shop (City_ID, name) VALUES (20, 'x'), (21, 'y')")
         assert "changing the shard key" in refused(cur, "UPDATE tb_Shop SET City_ID = 7 WHERE City_ID = 5")
         assert ids_on(shards[0]) == [2, 4, 6, 8, 10] and ids_on(shards[1]) == [1, 3, 5]  # nothing refused ran

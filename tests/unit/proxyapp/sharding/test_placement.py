@@ -1,10 +1,11 @@
-"""Where a planned statement runs for a session (proxyapp.sharding.placement): one shard's hostgroup, or why not yet."""
+"""Where a planned statement runs for a session (proxyapp.sharding.placement): one shard's hostgroup, a scatter over
+several shards, or why not (yet)."""
 
 from __future__ import annotations
 
 import pytest
 
-from proxyapp.sharding.placement import placement
+from proxyapp.sharding.placement import Placement, placement
 from proxyapp.sharding.plan import plan
 from proxyapp.sharding.shardmap import ShardMap
 
@@ -25,23 +26,42 @@ def test_a_statement_on_one_shard_runs_on_its_hostgroup(
 ) -> None:
     found = plan(sql, "shop", shard_map)
     assert found is not None
-    assert placement(found, kept) == (hostgroup, "")
+    assert placement(found, kept, True) == Placement(hostgroup)
 
 
 @pytest.mark.parametrize(
-    ("sql", "kept", "reason"),
+    ("sql", "hostgroups"),
     [
-        ("SELECT * FROM tb_Shop", None, "statements over several shards of shop.tb_Shop yet (4 of 4): compare its"),
-        ("DELETE FROM tb_Shop WHERE City_ID IN (1, 2)", None, "several shards of shop.tb_Shop yet (2 of 4)"),
-        ("INSERT INTO cities (id) VALUES (1)", None, "several shards of shop.cities yet (4 of 4)"),
-        ("SELECT * FROM tb_Shop WHERE City_ID = 5", 100, "it is on hostgroup 100, shop.tb_Shop shard 1 is hostgroup"),
-        ("UPDATE tb_Shop SET City_ID = 1", None, "changing the shard key"),
+        ("SELECT * FROM tb_Shop", (100, 101, 102, 103)),
+        ("SELECT name FROM tb_Shop WHERE City_ID IN (1, 2) ORDER BY name", (101, 102)),
+        ("SELECT COUNT(*) FROM tb_Shop s JOIN cities c ON c.id = s.City_ID", (100, 101, 102, 103)),
+        ("ALTER TABLE tb_Shop ADD COLUMN x int", (100, 101, 102, 103)),
+        ("CREATE INDEX i ON cities (name)", (100, 101, 102, 103)),
     ],
 )
-def test_what_needs_several_shards_is_refused_saying_so(
-    shard_map: ShardMap, sql: str, kept: int | None, reason: str
+def test_reads_and_ddl_over_several_shards_scatter(shard_map: ShardMap, sql: str, hostgroups: tuple[int, ...]) -> None:
+    found = plan(sql, "shop", shard_map)
+    assert found is not None
+    where = placement(found, None, True)
+    assert where.refused == "" and tuple(s.hostgroup_id for s in where.shards) == hostgroups
+
+
+@pytest.mark.parametrize(
+    ("sql", "kept", "autocommit", "reason"),
+    [
+        ("DELETE FROM tb_Shop WHERE City_ID IN (1, 2)", None, True, "writes over several shards of shop.tb_Shop yet"),
+        ("INSERT INTO cities (id) VALUES (1)", None, True, "several shards of shop.cities yet (4 of 4)"),
+        ("SELECT * FROM tb_Shop WHERE City_ID = 5", 100, True, "it is on hostgroup 100, shop.tb_Shop shard 1 is"),
+        ("SELECT * FROM tb_Shop", 100, True, "several shards of shop.tb_Shop inside a transaction"),
+        ("SELECT * FROM tb_Shop", None, False, "several shards of shop.tb_Shop inside a transaction"),
+        ("UPDATE tb_Shop SET City_ID = 1", None, True, "changing the shard key"),
+        ("SELECT GROUP_CONCAT(name) FROM tb_Shop", None, True, "GROUP_CONCAT over several shards"),
+    ],
+)
+def test_what_cannot_run_is_refused_saying_so(
+    shard_map: ShardMap, sql: str, kept: int | None, autocommit: bool, reason: str
 ) -> None:
     found = plan(sql, "shop", shard_map)
     assert found is not None
-    hostgroup, refused = placement(found, kept)
-    assert hostgroup == -1 and reason in refused
+    where = placement(found, kept, autocommit)
+    assert where.hostgroup == -1 and where.shards == () and reason in where.refused

@@ -1,0 +1,658 @@
+"""How a SELECT that reaches several shards is gathered: the statement every shard runs, and how their results merge
+into the one result an unsharded server would return (``proxyapp.sharding.merge`` carries it out).
+
+Each shard runs the client's SELECT with its own select list first (the columns the client sees) and hidden columns
+after them: the values the merge compares that the list does not show, and for each compared value its
+``WEIGHT_STRING`` (its sort key in its own collation, so that case-insensitive and accent-insensitive collations
+order and group as on the server) and the weight of a space in that collation when it pads with spaces (NULL for a
+NO PAD collation or a binary string). What it changes per shard:
+
+- plain rows: ORDER BY stays (each shard's rows come sorted, the merge merges them), LIMIT ``o, n`` becomes
+  ``LIMIT o + n`` (the first ``o + n`` of the whole are among the first ``o + n`` of each shard) and OFFSET
+  applies after the merge; DISTINCT stays and the merge drops duplicates across shards;
+- aggregates: GROUP BY stays, HAVING, ORDER BY and LIMIT go (they apply to whole groups after the merge); COUNT
+  adds up, SUM adds up, MIN and MAX compare, AVG also asks SUM and COUNT of its argument and divides; without
+  ORDER BY the groups come in GROUP BY order, as MariaDB returns them.
+
+What cannot be merged exactly is refused with the reason (nested or unknown aggregates, COUNT(DISTINCT),
+GROUP_CONCAT, window functions, WITH ROLLUP, SQL_CALC_FOUND_ROWS, SELECT ... INTO, HAVING beyond comparisons of
+aggregates and group keys with numbers). A pure function of the statement's tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import NoReturn
+
+from proxyapp.sql.lex import TokenKind, Tokens, find_top, split_top, tokenize, top_level
+
+_T = TokenKind
+#: The aggregates the merge combines.
+AGGREGATES = frozenset({"COUNT", "SUM", "MIN", "MAX", "AVG"})
+#: Aggregates whose partial results cannot be combined into the exact whole.
+_UNMERGEABLE = frozenset(
+    {
+        "GROUP_CONCAT", "STD", "STDDEV", "STDDEV_POP", "STDDEV_SAMP", "VARIANCE", "VAR_POP", "VAR_SAMP", "BIT_AND",
+        "BIT_OR", "BIT_XOR", "JSON_ARRAYAGG", "JSON_OBJECTAGG", "PERCENTILE_CONT", "PERCENTILE_DISC", "MEDIAN",
+    }
+)  # fmt: skip
+#: SELECT options that change nothing the merge depends on.
+_HARMLESS_OPTIONS = frozenset(
+    {"ALL", "HIGH_PRIORITY", "STRAIGHT_JOIN", "SQL_SMALL_RESULT", "SQL_BIG_RESULT", "SQL_BUFFER_RESULT", "SQL_CACHE",
+     "SQL_NO_CACHE"}
+)  # fmt: skip
+#: Where a SELECT's clauses begin, at its top level.
+_CLAUSES = frozenset(
+    {"FROM", "WHERE", "GROUP", "HAVING", "WINDOW", "ORDER", "LIMIT", "FOR", "LOCK", "INTO", "PROCEDURE"}
+)
+_COMPARISONS = frozenset({"=", "<>", "!=", "<", "<=", ">", ">=", "<=>"})
+
+
+@dataclass(frozen=True)
+class Column:
+    """Where a compared value sits in a shard's row (negative: a hidden column, counted from the row's end), and
+    where its collation weight and the weight of a space in its collation are (None: not asked)."""
+
+    value: int
+    weight: int | None = None
+    pad: int | None = None
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """An aggregate column the merge combines: ``function`` (COUNT, SUM, MIN, MAX, AVG) of ``column``; an AVG
+    also has its argument's SUM and COUNT columns."""
+
+    function: str
+    column: Column
+    sum: int | None = None
+    count: int | None = None
+
+
+@dataclass(frozen=True)
+class Order:
+    """One ORDER BY key."""
+
+    column: Column
+    descending: bool
+
+
+@dataclass(frozen=True)
+class Compare:
+    """``left op right`` of a HAVING condition; an operand is a column (``Column``) or a number."""
+
+    op: str
+    left: Column | Decimal
+    right: Column | Decimal
+
+
+@dataclass(frozen=True)
+class Logic:
+    """``AND``, ``OR`` or ``NOT`` over HAVING conditions."""
+
+    op: str
+    parts: tuple[Condition, ...]
+
+
+@dataclass(frozen=True)
+class IsNull:
+    """``operand IS [NOT] NULL`` in a HAVING condition."""
+
+    operand: Column
+    negated: bool
+
+
+Condition = Compare | Logic | IsNull
+
+
+@dataclass(frozen=True)
+class Gather:
+    """The scatter of one SELECT: what each shard runs and how the results merge."""
+
+    sql: str
+    hidden: int  # the trailing columns the client does not see
+    grouped: bool  # aggregates: the rows are groups to combine
+    distinct: bool
+    keys: tuple[Column, ...]  # the group keys (grouped), or every visible column (distinct)
+    aggregates: tuple[Aggregate, ...]
+    order: tuple[Order, ...]
+    having: Condition | None
+    offset: int
+    limit: int | None
+
+
+class Refused(Exception):
+    """A SELECT the merge cannot return exactly: the construct, for the client's error."""
+
+
+@dataclass
+class _Item:
+    """One select-list item: its expression's token range, its alias (lowercase, '' if none), what it is."""
+
+    lo: int
+    hi: int
+    alias: str
+    star: bool
+    aggregate: str  # COUNT, SUM, MIN, MAX, AVG when the whole item is one such call, else ''
+    argument: tuple[int, int]  # the aggregate's argument range
+
+
+class _Builder:
+    """Collects the hidden columns a gather needs, one of each expression."""
+
+    def __init__(self, tokens: Tokens) -> None:
+        self.tokens = tokens
+        self.hidden: list[str] = []
+
+    def add(self, expression: str) -> int:
+        """A hidden column computing ``expression``: ``-k`` for the k-th hidden one (``_fix`` turns it into an
+        index from the row's end once all are known)."""
+        self.hidden.append(expression)
+        return -len(self.hidden)
+
+    def compared(self, expression: str, value: int | None = None) -> Column:
+        """A compared value: ``expression`` hidden (unless it is visible at ``value``), with its weights."""
+        at = value if value is not None else self.add(expression)
+        return Column(at, self.add(f"WEIGHT_STRING({expression})"), self.add(_pad_weight(expression)))
+
+
+def _pad_weight(expression: str) -> str:
+    """The weight of a space in ``expression``'s collation when it pads with spaces, else NULL (the ``LEFT(e, 0)``
+    gives the literals ``expression``'s collation)."""
+    empty = f"LEFT({expression}, 0)"
+    return f"IF(CONCAT({empty}, 'a') = CONCAT({empty}, 'a '), WEIGHT_STRING(CONCAT({empty}, ' ')), NULL)"
+
+
+def gather(tokens: Tokens, lo: int, hi: int) -> Gather:
+    """The gather of the SELECT in ``[lo, hi)``; raises ``Refused`` for what cannot be merged exactly."""
+    clauses = _clauses(tokens, lo, hi)
+    start = lo + 1
+    distinct = False
+    while True:
+        word = tokens.word(start)
+        if word in ("DISTINCT", "DISTINCTROW"):
+            distinct = True
+        elif word == "SQL_CALC_FOUND_ROWS":
+            raise Refused("SQL_CALC_FOUND_ROWS over several shards")
+        elif word not in _HARMLESS_OPTIONS:
+            break
+        start += 1
+    if "INTO" in clauses or "PROCEDURE" in clauses:
+        raise Refused("SELECT ... INTO over several shards")
+    if "WINDOW" in clauses or any(tokens.word(i) == "OVER" for i in range(lo, hi)):
+        raise Refused("window functions over several shards")
+    end_of_items = min((clause.keyword for clause in clauses.values()), default=hi)
+    items = [_item(tokens, a, b) for a, b in split_top(tokens, start, end_of_items)]
+    group = clauses.get("GROUP")
+    order_by = clauses.get("ORDER")
+    limit_clause = clauses.get("LIMIT")
+    offset, limit = _limit(tokens, limit_clause.lo, limit_clause.hi) if limit_clause else (0, None)
+    grouped = group is not None or any(item.aggregate for item in items)
+    if group is not None and find_top(tokens, group.lo, group.hi, frozenset({"WITH"})) >= 0:
+        raise Refused("GROUP BY ... WITH ROLLUP over several shards")
+    for item in items:
+        _refuse_nested(tokens, item)
+    builder = _Builder(tokens)
+    source = tokens.source
+    aggregates: list[Aggregate] = []
+    keys: list[Column] = []
+    group_texts: list[str] = []
+    if grouped:
+        if distinct:
+            raise Refused("DISTINCT with aggregates over several shards")
+        if any(item.star for item in items):
+            raise Refused("* beside aggregates over several shards")
+        for position, item in enumerate(items):
+            if item.aggregate:
+                aggregates.append(_aggregate(builder, item.aggregate, source(*item.argument), position))
+        if group is not None:
+            for a, b in split_top(tokens, group.lo, group.hi):
+                if tokens.word(b - 1) in ("ASC", "DESC"):
+                    raise Refused("GROUP BY ... ASC/DESC over several shards")
+                expression = _resolve(tokens, a, b, items)
+                group_texts.append(_normal(expression))
+                keys.append(builder.compared(expression, _visible(tokens, items, expression)))
+    elif distinct:
+        if any(item.star for item in items):
+            raise Refused("SELECT DISTINCT * over several shards: name the columns")
+        keys = [builder.compared(source(item.lo, item.hi), position) for position, item in enumerate(items)]
+    order: list[Order] = []
+    if order_by is not None and not (order_by.hi == order_by.lo + 1 and tokens.word(order_by.lo) == "NULL"):
+        for a, b in split_top(tokens, order_by.lo, order_by.hi):
+            descending = tokens.word(b - 1) == "DESC"
+            if tokens.word(b - 1) in ("ASC", "DESC"):
+                b -= 1
+            column = _order_column(tokens, a, b, items, builder, grouped, distinct, keys, group_texts, aggregates)
+            order.append(Order(column, descending))
+    elif grouped and keys and order_by is None:  # MariaDB returns groups in GROUP BY order
+        order = [Order(key, False) for key in keys]
+    having = None
+    having_clause = clauses.get("HAVING")
+    if having_clause is not None:
+        if not grouped:
+            raise Refused("HAVING without aggregates over several shards")
+        having = _Having(tokens, items, builder, keys, group_texts, aggregates).parse(
+            having_clause.lo, having_clause.hi
+        )
+    hidden = len(builder.hidden)
+    items_sql = source(start, end_of_items)
+    if builder.hidden:
+        items_sql += ", " + ", ".join(builder.hidden)
+    head = source(lo, start)
+    body_end = min((clauses[name].keyword for name in _TAIL if name in clauses), default=hi)
+    parts = [head, items_sql, source(end_of_items, body_end)]
+    if grouped:
+        if group is not None:
+            parts.append(source(group.keyword, group.hi))
+    else:
+        if order_by is not None:
+            parts.append(source(order_by.keyword, order_by.hi))
+        if limit is not None:
+            parts.append(f"LIMIT {offset + limit}")
+    locking = min((clauses[name].keyword for name in ("FOR", "LOCK") if name in clauses), default=-1)
+    if locking >= 0:
+        parts.append(source(locking, hi))
+    return Gather(
+        " ".join(part for part in parts if part),
+        hidden,
+        grouped,
+        distinct,
+        tuple(_fix(key, hidden) for key in keys),
+        tuple(
+            Aggregate(
+                a.function,
+                _fix(a.column, hidden),
+                None if a.sum is None else _index(a.sum, hidden),
+                None if a.count is None else _index(a.count, hidden),
+            )
+            for a in aggregates
+        ),
+        tuple(Order(_fix(o.column, hidden), o.descending) for o in order),
+        _fix_condition(having, hidden) if having is not None else None,
+        offset,
+        limit,
+    )
+
+
+#: The clauses after the FROM ... WHERE body that the shard statement rebuilds.
+_TAIL = ("GROUP", "HAVING", "WINDOW", "ORDER", "LIMIT", "FOR", "LOCK")
+
+
+@dataclass(frozen=True)
+class _Clause:
+    """A top-level clause of a SELECT: its keyword's index, where its content begins and ends."""
+
+    keyword: int
+    lo: int
+    hi: int
+
+
+def _clauses(tokens: Tokens, lo: int, hi: int) -> dict[str, _Clause]:
+    """The SELECT's top-level clauses by keyword (GROUP and ORDER with their BY), each the first of its name."""
+    starts: list[tuple[str, int, int]] = []
+    for i in top_level(tokens, lo + 1, hi):
+        word = tokens.word(i)
+        if word not in _CLAUSES or any(name == word for name, _, _ in starts):
+            continue
+        if word in ("GROUP", "ORDER"):
+            if tokens.word(i + 1) == "BY":
+                starts.append((word, i, i + 2))
+        else:
+            starts.append((word, i, i if word in ("FOR", "LOCK") else i + 1))
+    return {
+        name: _Clause(keyword, content, next((k for _, k, _ in starts if k > keyword), hi))
+        for name, keyword, content in starts
+    }
+
+
+def _limit(tokens: Tokens, lo: int, hi: int) -> tuple[int, int]:
+    """``LIMIT n``, ``LIMIT o, n`` or ``LIMIT n OFFSET o`` with literal numbers: (offset, count)."""
+    numbers = [
+        int(tokens.texts[i]) for i in range(lo, hi) if tokens.kinds[i] is _T.NUMBER and tokens.texts[i].isdigit()
+    ]
+    shape = ["n" if tokens.kinds[i] is _T.NUMBER else tokens.text(i).upper() for i in range(lo, hi)]
+    if shape.count("n") == len(numbers):
+        if shape == ["n"]:
+            return 0, numbers[0]
+        if shape == ["n", ",", "n"]:
+            return numbers[0], numbers[1]
+        if shape == ["n", "OFFSET", "n"]:
+            return numbers[1], numbers[0]
+    raise Refused("this LIMIT over several shards (only LIMIT n, LIMIT o, n and LIMIT n OFFSET o with numbers)")
+
+
+def _item(tokens: Tokens, lo: int, hi: int) -> _Item:
+    """A select-list item: its expression, alias and kind."""
+    if hi - lo == 1 and tokens.texts[lo] == "*":
+        return _Item(lo, hi, "", True, "", (lo, lo))
+    if hi - lo >= 3 and tokens.texts[hi - 1] == "*" and tokens.texts[hi - 2] == ".":
+        return _Item(lo, hi, "", True, "", (lo, lo))
+    alias = ""
+    end = hi
+    if hi - lo >= 2 and tokens.kinds[hi - 1] in (_T.WORD, _T.QUOTED_IDENT, _T.STRING):
+        if tokens.word(hi - 2) == "AS":
+            alias, end = _name_text(tokens, hi - 1), hi - 2
+        elif _may_alias(tokens, hi - 1):
+            alias, end = _name_text(tokens, hi - 1), hi - 1
+    aggregate = ""
+    argument = (lo, lo)
+    word = tokens.word(lo)
+    if word in AGGREGATES and tokens.text(lo + 1) == "(" and _closing(tokens, lo + 1, end) == end - 1:
+        aggregate = word
+        argument = (lo + 2, end - 1)
+        if tokens.word(lo + 2) == "DISTINCT":
+            if word in ("MIN", "MAX"):
+                argument = (lo + 3, end - 1)
+            else:
+                raise Refused(f"{word}(DISTINCT ...) over several shards")
+        if tokens.word(lo + 2) == "ALL":
+            argument = (lo + 3, end - 1)
+    return _Item(lo, end, alias, False, aggregate, argument)
+
+
+#: Words that end an expression and so cannot be an alias after it.
+_NOT_ALIASES = frozenset(
+    {"NULL", "TRUE", "FALSE", "END", "ASC", "DESC", "UNKNOWN", "DAY", "HOUR", "MINUTE", "SECOND", "MONTH", "YEAR",
+     "WEEK", "QUARTER", "MICROSECOND", "BINARY", "UNSIGNED", "SIGNED", "CHAR", "DATE", "DATETIME", "TIME", "DECIMAL",
+     "INTEGER", "INT"}
+)  # fmt: skip
+
+
+#: Words that join or end an expression: the word after one is not an alias.
+_OPERATOR_WORDS = frozenset(
+    {"DIV", "MOD", "AND", "OR", "XOR", "NOT", "LIKE", "IS", "IN", "BETWEEN", "REGEXP", "RLIKE", "SOUNDS", "BINARY",
+     "INTERVAL", "ESCAPE", "CASE", "WHEN", "THEN", "ELSE", "DISTINCT", "COLLATE", "SELECT", "ALL", "NEW"}
+)  # fmt: skip
+
+
+def _may_alias(tokens: Tokens, i: int) -> bool:
+    """Whether the name at ``i`` (the last token of an item) is an alias: it follows the end of an expression (a
+    name, a number, a string or a closing parenthesis), not an operator."""
+    if tokens.word(i) in _NOT_ALIASES:
+        return False
+    before = i - 1
+    if tokens.word(before) in _OPERATOR_WORDS:
+        return False
+    return tokens.kinds[before] in (_T.WORD, _T.QUOTED_IDENT, _T.NUMBER, _T.STRING) or tokens.texts[before] == ")"
+
+
+def _name_text(tokens: Tokens, i: int) -> str:
+    text = tokens.texts[i]
+    if tokens.kinds[i] in (_T.QUOTED_IDENT, _T.STRING):
+        text = text[1:-1]
+    return text.lower()
+
+
+def _closing(tokens: Tokens, i: int, hi: int) -> int:
+    """The index of the ``)`` closing the ``(`` at ``i``, or -1."""
+    depth = 0
+    for j in range(i, hi):
+        text = tokens.texts[j]
+        if text == "(":
+            depth += 1
+        elif text == ")":
+            depth -= 1
+            if depth == 0:
+                return j
+    return -1
+
+
+def _calls(tokens: Tokens, lo: int, hi: int, names: frozenset[str]) -> list[int]:
+    """The indexes of calls of ``names`` (a name followed by ``(``) in ``[lo, hi)``."""
+    return [i for i in range(lo, hi) if tokens.word(i) in names and tokens.text(i + 1) == "("]
+
+
+def _refuse_nested(tokens: Tokens, item: _Item) -> None:
+    """Refuse an item that holds an aggregate the merge cannot combine, or an expression over aggregates."""
+    unmergeable = _calls(tokens, item.lo, item.hi, _UNMERGEABLE)
+    if unmergeable:
+        raise Refused(f"{tokens.word(unmergeable[0])} over several shards")
+    calls = _calls(tokens, item.lo, item.hi, AGGREGATES)
+    inner = _calls(tokens, *item.argument, AGGREGATES) if item.aggregate else []
+    if inner or (calls and not item.aggregate):
+        raise Refused(f"an expression over aggregates ({tokens.source(item.lo, item.hi)}) over several shards")
+
+
+def _normal(text: str) -> str:
+    """An expression's text for comparing two spellings of it: case and spaces ignored."""
+    return "".join(text.split()).lower()
+
+
+def _resolve(tokens: Tokens, lo: int, hi: int, items: list[_Item]) -> str:
+    """The expression a GROUP BY or ORDER BY item names: a select item by position or alias, else its own text."""
+    if hi - lo == 1 and tokens.kinds[lo] is _T.NUMBER and tokens.texts[lo].isdigit():
+        position = int(tokens.texts[lo])
+        if not 1 <= position <= len(items) or any(item.star for item in items[:position]):
+            raise Refused(f"ORDER BY or GROUP BY position {position} over several shards")
+        item = items[position - 1]
+        return tokens.source(item.lo, item.hi)
+    if hi - lo == 1 and tokens.kinds[lo] in (_T.WORD, _T.QUOTED_IDENT):
+        name = _name_text(tokens, lo)
+        for item in items:
+            if item.alias == name:
+                return tokens.source(item.lo, item.hi)
+    return tokens.source(lo, hi)
+
+
+def _visible(tokens: Tokens, items: list[_Item], expression: str) -> int | None:
+    """The position of the select item computing ``expression`` (not an aggregate; no ``*`` before it: its place in
+    the row is known), or None."""
+    wanted = _normal(expression)
+    for position, item in enumerate(items):
+        if item.star:
+            return None
+        if not item.aggregate and _normal(tokens.source(item.lo, item.hi)) == wanted:
+            return position
+    return None
+
+
+def _aggregate(builder: _Builder, function: str, argument: str, position: int | None) -> Aggregate:
+    """An aggregate of ``argument``, visible at ``position`` or hidden (None), with what its merge needs."""
+    call = f"{function}({argument})"
+    if function in ("MIN", "MAX"):
+        return Aggregate(function, builder.compared(call, position))
+    at = Column(position if position is not None else builder.add(call))
+    if function == "AVG":
+        return Aggregate(function, at, builder.add(f"SUM({argument})"), builder.add(f"COUNT({argument})"))
+    return Aggregate(function, at)
+
+
+def _order_column(
+    tokens: Tokens,
+    lo: int,
+    hi: int,
+    items: list[_Item],
+    builder: _Builder,
+    grouped: bool,
+    distinct: bool,
+    keys: list[Column],
+    group_texts: list[str],
+    aggregates: list[Aggregate],
+) -> Column:
+    """The column an ORDER BY item sorts on, hidden columns added as needed."""
+    expression = _resolve(tokens, lo, hi, items)
+    wanted = _normal(expression)
+    visible = [i for i, item in enumerate(items) if _normal(tokens.source(item.lo, item.hi)) == wanted]
+    if distinct:
+        if not visible:
+            raise Refused(f"SELECT DISTINCT ordered by {expression}, which it does not select, over several shards")
+        return keys[visible[0]]
+    if not grouped:
+        return builder.compared(expression, _visible(tokens, items, expression))
+    if wanted in group_texts:
+        return keys[group_texts.index(wanted)]
+    for aggregate in aggregates:
+        at = aggregate.column.value
+        if at >= 0 and at in visible:
+            return aggregate.column
+    sub = tokenize(expression)
+    head = sub.word(0)
+    if head in AGGREGATES and sub.text(1) == "(" and _closing(sub, 1, len(sub)) == len(sub) - 1:
+        if _calls(sub, 2, len(sub) - 1, AGGREGATES | _UNMERGEABLE) or sub.word(2) == "DISTINCT":
+            raise Refused(f"ORDER BY {expression} over several shards")
+        added = _aggregate(builder, head, sub.source(2, len(sub) - 1), None)
+        aggregates.append(added)
+        return added.column
+    if _calls(sub, 0, len(sub), AGGREGATES | _UNMERGEABLE):
+        raise Refused(f"ORDER BY an expression over aggregates ({expression}) over several shards")
+    return builder.compared(expression)
+
+
+class _Having:
+    """The HAVING condition as the merge evaluates it: comparisons of aggregates, group keys and select aliases
+    with numbers or each other, IS [NOT] NULL, AND, OR, NOT and parentheses."""
+
+    def __init__(
+        self,
+        tokens: Tokens,
+        items: list[_Item],
+        builder: _Builder,
+        keys: list[Column],
+        group_texts: list[str],
+        aggregates: list[Aggregate],
+    ) -> None:
+        self.tokens = tokens
+        self.items = items
+        self.builder = builder
+        self.keys = keys
+        self.group_texts = group_texts
+        self.aggregates = aggregates
+        self.i = 0
+        self.hi = 0
+
+    def parse(self, lo: int, hi: int) -> Condition:
+        self.i, self.hi = lo, hi
+        condition = self._or()
+        if self.i != hi:
+            self._refuse()
+        return condition
+
+    def _refuse(self) -> NoReturn:
+        raise Refused(f"HAVING {self.tokens.source(self.i, self.hi)} over several shards (only comparisons of "
+                      "aggregates and group keys with numbers)")  # fmt: skip
+
+    def _or(self) -> Condition:
+        parts = [self._and()]
+        while self.tokens.word(self.i) == "OR" or self.tokens.text(self.i) == "||":
+            self.i += 1
+            parts.append(self._and())
+        return parts[0] if len(parts) == 1 else Logic("OR", tuple(parts))
+
+    def _and(self) -> Condition:
+        parts = [self._not()]
+        while self.tokens.word(self.i) == "AND" or self.tokens.text(self.i) == "&&":
+            self.i += 1
+            parts.append(self._not())
+        return parts[0] if len(parts) == 1 else Logic("AND", tuple(parts))
+
+    def _not(self) -> Condition:
+        if self.tokens.word(self.i) == "NOT" or self.tokens.text(self.i) == "!":
+            self.i += 1
+            return Logic("NOT", (self._not(),))
+        if self.tokens.text(self.i) == "(":
+            end = _closing(self.tokens, self.i, self.hi)
+            inner = self.tokens.word(self.i + 1)
+            if end > 0 and inner not in AGGREGATES:  # a parenthesized condition, not an operand
+                self.i += 1
+                condition = self._or()
+                if self.i != end:
+                    self._refuse()
+                self.i = end + 1
+                return condition
+        left = self._operand()
+        tokens = self.tokens
+        if tokens.word(self.i) == "IS":
+            negated = tokens.word(self.i + 1) == "NOT"
+            self.i += 2 if negated else 1
+            if tokens.word(self.i) != "NULL" or not isinstance(left, Column):
+                self._refuse()
+            self.i += 1
+            return IsNull(left, negated)
+        op = tokens.text(self.i)
+        if op not in _COMPARISONS:
+            self._refuse()
+        self.i += 1
+        return Compare(op, left, self._operand())
+
+    def _operand(self) -> Column | Decimal:
+        tokens = self.tokens
+        i = self.i
+        negative = tokens.text(i) == "-"
+        j = i + 1 if negative else i
+        if j < self.hi and tokens.kinds[j] is _T.NUMBER and not tokens.texts[j].lower().startswith(("0x", "0b")):
+            self.i = j + 1
+            number = Decimal(tokens.texts[j])
+            return -number if negative else number
+        end = self._operand_end(i)
+        if end == i:
+            self._refuse()
+        self.i = end
+        return self._column(tokens.source(i, end))
+
+    def _operand_end(self, i: int) -> int:
+        """The end of an operand starting at ``i``: a name (maybe qualified) or a call."""
+        tokens = self.tokens
+        if tokens.kinds[i] not in (_T.WORD, _T.QUOTED_IDENT) if i < self.hi else True:
+            return i
+        j = i + 1
+        while tokens.text(j) == "." and j + 1 < self.hi:
+            j += 2
+        if tokens.text(j) == "(":
+            end = _closing(tokens, j, self.hi)
+            return end + 1 if end > 0 else i
+        return j
+
+    def _column(self, expression: str) -> Column:
+        """The column a HAVING operand reads: an alias, a group key, a selected or hidden aggregate."""
+        sub = tokenize(expression)
+        wanted = _normal(expression)
+        if len(sub) == 1:
+            name = _name_text(sub, 0)
+            for position, item in enumerate(self.items):
+                if item.alias == name:
+                    return self._item_column(position)
+        for key, text in zip(self.keys, self.group_texts, strict=True):
+            if text == wanted:
+                return key
+        for position, item in enumerate(self.items):
+            if _normal(self.tokens.source(item.lo, item.hi)) == wanted:
+                return self._item_column(position)
+        head = sub.word(0)
+        if head in AGGREGATES and sub.text(1) == "(" and _closing(sub, 1, len(sub)) == len(sub) - 1:
+            if _calls(sub, 2, len(sub) - 1, AGGREGATES | _UNMERGEABLE) or sub.word(2) == "DISTINCT":
+                self._refuse()
+            added = _aggregate(self.builder, head, sub.source(2, len(sub) - 1), None)
+            self.aggregates.append(added)
+            return added.column
+        self._refuse()
+
+    def _item_column(self, position: int) -> Column:
+        for aggregate in self.aggregates:
+            if aggregate.column.value == position:
+                return aggregate.column
+        self._refuse()
+
+
+def _index(at: int, hidden: int) -> int:
+    """A column's index in a shard's row: a visible one as it is, the k-th hidden one (``-k``) from the row's end."""
+    return at if at >= 0 else -(hidden + at + 1)
+
+
+def _fix(column: Column, hidden: int) -> Column:
+    """``column`` with its hidden indexes counted from the row's end."""
+    return Column(
+        _index(column.value, hidden),
+        None if column.weight is None else _index(column.weight, hidden),
+        None if column.pad is None else _index(column.pad, hidden),
+    )
+
+
+def _fix_condition(condition: Condition, hidden: int) -> Condition:
+    if isinstance(condition, Compare):
+        left = _fix(condition.left, hidden) if isinstance(condition.left, Column) else condition.left
+        right = _fix(condition.right, hidden) if isinstance(condition.right, Column) else condition.right
+        return Compare(condition.op, left, right)
+    if isinstance(condition, IsNull):
+        return IsNull(_fix(condition.operand, hidden), condition.negated)
+    return Logic(condition.op, tuple(_fix_condition(part, hidden) for part in condition.parts))
