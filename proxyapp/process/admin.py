@@ -76,7 +76,8 @@ class AdminProvider(Protocol):
         Keys: ``global`` (counter name -> int), ``connection_pool`` (stats_mysql_connection_pool rows),
         ``query_digest`` (stats_mysql_query_digest rows), ``query_rules`` (``{"rule_id", "hits"}`` rows) and
         ``config`` (``{"checksum": str, "loaded_at": float, "source": str}``); optionally
-        ``query_digest_overflow`` (queries not recorded because the digest table was full), ``server_transitions``,
+        ``query_digest_overflow`` (queries not recorded because the digest table was full), ``sharding_digest``
+        (``proxyapp.sharding.stats``), ``server_transitions``,
         ``monitor`` and ``monitor_checks`` (``proxyapp.backends.monitor``); any others are passed through to
         ``GET /stats``.
         """
@@ -490,6 +491,13 @@ def render_metrics(snapshot: dict[str, Any]) -> str:
             "queries not recorded in the digest table because it was full",
             [({}, snapshot["query_digest_overflow"])],
         )
+    sharded = snapshot.get("sharding_digest", [])
+    out.family(
+        "proxyfleet_sharded_statements_total",
+        "counter",
+        "statements on sharded tables by the shards they reached: one, several (scatter) or refused",
+        [({"reach": reach}, sum(row[reach] for row in sharded)) for reach in ("single_shard", "scatter", "refused")],
+    )
     out.family(
         "proxyfleet_query_rule_hits_total",
         "counter",

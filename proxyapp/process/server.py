@@ -30,6 +30,7 @@ from proxyapp.session.seats import Seats
 from proxyapp.session.services import SessionServices
 from proxyapp.session.session import Session
 from proxyapp.session.throttle import AuthThrottle
+from proxyapp.sharding.stats import ShardingStats
 
 log = logging.getLogger("proxyapp")
 
@@ -89,6 +90,7 @@ class Proxy(SessionServices):
         self.workers = workers
         self.counters = GlobalCounters()
         self.digests = DigestStats()
+        self.sharding = ShardingStats()
         self.clock = Clock()
         self.pools = PoolManager(self.counters, workers, self.clock)
         self.runtime = Runtime.build(config, str(config_path or "document"))
@@ -311,7 +313,8 @@ class Proxy(SessionServices):
         return self.runtime.config.to_document()
 
     async def reset_query_digest(self) -> list[dict]:
-        """Admin call: the digest rows, then an empty digest table."""
+        """Admin call: the digest rows, then an empty digest table (and sharding's per-digest table)."""
+        self.sharding.reset()
         return self.digests.reset()
 
     async def stats_snapshot(self) -> dict:
@@ -324,6 +327,7 @@ class Proxy(SessionServices):
             "connection_pool": self.pools.rows(),
             "query_digest": self.digests.rows(),
             "query_digest_overflow": self.digests.overflow,
+            "sharding_digest": self.sharding.rows(),
             "query_rules": [{"rule_id": k, "hits": v} for k, v in sorted(rt.rules.hits.items())],
             "config": {"checksum": rt.config.checksum, "loaded_at": rt.loaded_at, "source": rt.source},
             "native": compiled_modules(),

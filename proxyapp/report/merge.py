@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from proxyapp.sharding.stats import merge_rows as merge_sharding_rows
+
 _SUMMED_POOL = (
     "ConnUsed",
     "ConnFree",
@@ -78,6 +80,7 @@ def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
     out["connection_pool"] = list(pools.values())
     out["query_digest"] = merge_digest_rows([row for snap in snapshots for row in snap["query_digest"]])
     out["query_digest_overflow"] = sum(snap.get("query_digest_overflow", 0) for snap in snapshots)
+    out["sharding_digest"] = merge_sharding_rows([row for snap in snapshots for row in snap.get("sharding_digest", [])])
     out["query_rules"] = [{"rule_id": k, "hits": v} for k, v in sorted(hits.items())]
     transitions = [row for snap in snapshots for row in snap.get("server_transitions", [])]
     out["server_transitions"] = merge_transitions(transitions)

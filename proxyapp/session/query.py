@@ -126,11 +126,13 @@ class QueryPipeline:
                 if where.refused:
                     client.send_error(ErrorCode.NOT_SUPPORTED, where.refused, 1)
                     self.record(-1, digest, started, 0, 0)
+                    self.record_sharded(digest, 0)
                     return
                 if where.shards:
                     await self.scatter(sql, found, where, digest, started)
                     return
                 hostgroup = where.hostgroup
+                self.record_sharded(digest, 1)
         relay_infile = self._relay_infile
 
         async def run(conn: BackendConnection, relay: Relay) -> Response:
@@ -198,6 +200,14 @@ class QueryPipeline:
             done = await self.scattering.everywhere(where.shards, sql, status, f"DDL on {name}")
         if done is not None:
             self.record(where.shards[0].hostgroup_id, digest, started, done.rows, done.affected)
+            self.record_sharded(digest, len(where.shards), done.rows, done.merge_us)
+
+    def record_sharded(self, digest: Digest, shards: int, merge_rows: int = 0, merge_us: int = 0) -> None:
+        """Count a statement on sharded tables in the sharding statistics (``shards`` 0: refused)."""
+        if self.services.runtime.settings.query_digests:
+            self.services.sharding.record(
+                self.state.schema or "", digest.hash, digest.text, shards, merge_rows, merge_us
+            )
 
     def tell(
         self,

@@ -20,6 +20,7 @@ from proxyapp.rules.runtime import Runtime
 from proxyapp.session.events import SessionListener
 from proxyapp.session.seats import Seats
 from proxyapp.session.throttle import AuthThrottle
+from proxyapp.sharding.stats import ShardingStats
 
 
 class SessionServices:
@@ -27,6 +28,7 @@ class SessionServices:
 
     counters: GlobalCounters
     digests: DigestStats
+    sharding: ShardingStats  # per-digest: statements on sharded tables by shards reached
     pools: PoolManager
     runtime: Runtime
     cache: QueryCache

@@ -198,3 +198,20 @@ def test_ddl_runs_on_every_shard_and_a_failure_tells_each_shard(
         assert code == 1091, message  # the failing shard's own error
         assert "failed on 1 of 2 shards" in message and "shard 0 (hostgroup 100): done" in message
         assert "shard 1 (hostgroup 101): 1091" in message
+
+
+def test_stats_tell_each_digests_scatter_ratio(proxy: ProxyProcess) -> None:
+    with proxy.connect(database="shop", autocommit=True) as conn, conn.cursor() as cur:
+        for city in (1, 2, 3):
+            cur.execute(f"SELECT name FROM items WHERE City_ID = {city}")  # one shard each
+        cur.execute("SELECT name FROM items WHERE City_ID IN (1, 2)")  # both
+        cur.execute("SELECT name FROM items WHERE qty > 100 ORDER BY name")  # both: misses the key
+        with pytest.raises(pymysql.err.MySQLError):
+            cur.execute("SELECT GROUP_CONCAT(name) FROM items WHERE qty > 100")
+    rows = {row["digest_text"]: row for row in proxy.stats()["sharding_digest"]}
+    point = rows["SELECT name FROM items WHERE City_ID = ?"]
+    assert (point["single_shard"], point["scatter"], point["scatter_ratio"]) == (3, 0, 0.0)
+    missed = rows["SELECT name FROM items WHERE qty > ? ORDER BY name"]
+    assert (missed["scatter"], missed["shards_reached"], missed["scatter_ratio"]) == (1, 2, 1.0)
+    assert rows["SELECT GROUP_CONCAT(name) FROM items WHERE qty > ?"]["refused"] == 1
+    assert 'proxyfleet_sharded_statements_total{reach="scatter"}' in proxy.admin("GET", "/metrics")
