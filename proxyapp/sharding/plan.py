@@ -81,10 +81,11 @@ def plan(sql: str, schema: str | None, shard_map: ShardMap) -> Plan | None:
     groups = sorted({ref.table.group for ref in found})
     if len(groups) > 1:
         return _refuse(first, f"a statement on tables of several shard groups ({', '.join(groups)})")
-    sharded = {(r.table.schema, r.table.table): r for r in found if not r.table.is_global}
+    sharded = [r for r in found if not r.table.is_global]
     if len(sharded) > 1:
-        names = ", ".join(f"{s}.{t}" for s, t in sorted(sharded))
-        return _refuse(first, f"a statement on several sharded tables ({names}); joins across shards")
+        apart = _apart(tokens, lo, hi, sharded)
+        if apart:
+            return _refuse(first, apart)
     nested = next((r for r in found if r.depth > 0), None)
     if nested is not None:
         return _refuse(first, f"a subquery on {_name(nested.table)}")
@@ -94,7 +95,7 @@ def plan(sql: str, schema: str | None, shard_map: ShardMap) -> Plan | None:
         return Plan(first, every, True, True, ddl=True)
     if not sharded:  # only global tables: read from one shard, write to all
         return Plan(first, every if writes else frozenset({0}), writes, writes)
-    ref = next(iter(sharded.values()))
+    ref = sharded[0]
     table = ref.table
     if _words_at_depth(tokens, lo, hi, frozenset({"UNION"})):
         return _refuse(table, f"UNION over {_name(table)}")
@@ -102,7 +103,7 @@ def plan(sql: str, schema: str | None, shard_map: ShardMap) -> Plan | None:
         return _insert(tokens, lo, hi, ref)
     if verb == "UPDATE" and _sets_key(tokens, lo, hi, ref):
         return _refuse(table, f"changing the shard key {table.key} of {_name(table)} (the row would change shard)")
-    keys = _where_keys(tokens, lo, hi, ref)
+    keys = next((k for k in (_where_keys(tokens, lo, hi, r) for r in sharded) if k is not None), None)
     shards, narrowed = every, False
     if keys is not None:
         # A value no shard holds may still equal a stored key as MySQL compares: then ask them all.
@@ -114,6 +115,62 @@ def plan(sql: str, schema: str | None, shard_map: ShardMap) -> Plan | None:
         except Refused as refused:
             return _refuse(table, str(refused))
     return Plan(table, shards, not narrowed, writes)
+
+
+#: Words that end a join's ON condition at its depth.
+_ON_ENDS = frozenset(
+    {"JOIN", "INNER", "LEFT", "RIGHT", "CROSS", "NATURAL", "STRAIGHT_JOIN", "FULL", "WHERE", "GROUP", "ORDER",
+     "LIMIT", "HAVING", "WINDOW", "FOR", "LOCK", "UNION", "SET"}
+)  # fmt: skip
+
+
+def _apart(tokens: Tokens, lo: int, hi: int, refs: list[_Ref]) -> str:
+    """Why a statement joining several sharded tables (or one table twice) cannot run shard by shard ("" if it
+    can): they must be sharded by one rule and joined on their shard keys (``a.key = b.key`` in an ON condition,
+    or in the WHERE clause of an inner join), so that rows that join live on one shard."""
+    names = ", ".join(sorted({_name(r.table) for r in refs}))
+    rules = {r.table.rule for r in refs}
+    if len(rules) > 1:
+        return f"a join of tables sharded by different rules ({names}); joins across shards"
+    outer = _words_at_depth(tokens, lo, hi, frozenset({"LEFT", "RIGHT", "FULL", "NATURAL"}))
+    conditions = [(i + 1, _end_at_top(tokens, i + 1, hi, _ON_ENDS)) for i in top_level(tokens, lo, hi)
+                  if tokens.word(i) == "ON"]  # fmt: skip
+    where = find_top(tokens, lo, hi, frozenset({"WHERE"}))
+    if where >= 0 and not outer:
+        conditions.append((where + 1, _end_at_top(tokens, where + 1, hi, _WHERE_ENDS)))
+    joined = list(range(len(refs)))  # union-find over the references
+
+    def root(n: int) -> int:
+        while joined[n] != n:
+            n = joined[n]
+        return n
+
+    for c_lo, c_hi in conditions:
+        for part_lo, part_hi in _conjuncts(tokens, c_lo, c_hi) or []:
+            equals = next((i for i in top_level(tokens, part_lo, part_hi) if tokens.texts[i] == "="), -1)
+            left = _key_ref(tokens, part_lo, equals, refs) if equals > 0 else -1
+            right = _key_ref(tokens, equals + 1, part_hi, refs) if equals > 0 else -1
+            if left >= 0 and right >= 0:
+                joined[root(left)] = root(right)
+    if len({root(n) for n in range(len(refs))}) > 1:
+        keys = " = ".join(f"{r.alias}.{r.table.key}" for r in refs)
+        return f"a join of {names} that is not on their shard keys ({keys}); joins across shards"
+    return ""
+
+
+def _end_at_top(tokens: Tokens, lo: int, hi: int, words: frozenset[str]) -> int:
+    """Where a clause starting at ``lo`` ends: the first of ``words`` (or a comma) outside parentheses, or ``hi``."""
+    return next((i for i in top_level(tokens, lo, hi) if tokens.word(i) in words or tokens.texts[i] == ","), hi)
+
+
+def _key_ref(tokens: Tokens, lo: int, hi: int, refs: list[_Ref]) -> int:
+    """The index of the reference whose shard key ``[lo, hi)`` names as ``alias.key``, or -1."""
+    if hi - lo != 3 or tokens.text(lo + 1) != ".":
+        return -1
+    qualifier, column = _ident(tokens, lo), _ident(tokens, lo + 2)
+    if qualifier is None or column is None:
+        return -1
+    return next((n for n, r in enumerate(refs) if r.alias == qualifier.lower() and r.table.key == column.lower()), -1)
 
 
 def _refuse(table: ShardedTable, what: str) -> Plan:

@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from proxyapp.config.document import Config
-from proxyapp.config.sharding import Algorithm, build
+from proxyapp.config.sharding import Algorithm, build, parse_parameters
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,7 @@ class ShardedTable:
     shards: tuple[Shard, ...]
     key: str | None  # lowercase; None for a global table
     algorithm: Algorithm
+    rule: str  # the algorithm and its parameters, canonical: tables with one rule hold equal keys on one shard
 
     @property
     def is_global(self) -> bool:
@@ -59,6 +61,7 @@ class ShardMap:
                 shards,
                 row.shard_key.lower() if row.shard_key else None,
                 build(row.algorithm, row.parameters, len(shards)),
+                f"{row.algorithm} {json.dumps(parse_parameters(row.algorithm, row.parameters), sort_keys=True)}",
             )
         return cls(tables)
 

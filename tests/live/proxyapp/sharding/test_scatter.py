@@ -32,6 +32,7 @@ ROWS = [
     (11, "Cherry", "7.50", "2026-01-06", 4),
     (12, "date", "-2.00", "2026-01-06", None),
 ]
+VISITS = [(1, 10), (1, 11), (2, 20), (4, 40), (7, 70), (7, 71), (12, 120), (13, 130)]
 TABLE = (
     "CREATE TABLE {schema}.items (City_ID int PRIMARY KEY, name varchar(20) COLLATE utf8mb4_general_ci, "
     "price decimal(8,2), made date, qty int NULL) DEFAULT CHARSET=utf8mb4"
@@ -57,12 +58,14 @@ def shards(sandbox: Sandbox, other: Sandbox) -> Iterator[tuple[SandboxServer, Sa
                 cur.execute(f"CREATE DATABASE {schema} DEFAULT CHARSET utf8mb4")
                 cur.execute(TABLE.format(schema=schema))
                 cur.execute(f"CREATE TABLE {schema}.cities (id int PRIMARY KEY, name varchar(20))")
+                cur.execute(f"CREATE TABLE {schema}.visits (city int, n int)")
                 cur.executemany(
                     f"INSERT INTO {schema}.cities VALUES (%s, %s)", [(n, f"city {n}") for n in range(1, 13)]
                 )
             cur.execute(f"GRANT ALL ON shop.* TO '{APP_USER}'@'%'")
     with servers[0].connect() as conn, conn.cursor() as cur:
         cur.executemany("INSERT INTO ref.items VALUES (%s, %s, %s, %s, %s)", ROWS)
+        cur.executemany("INSERT INTO ref.visits VALUES (%s, %s)", VISITS)
     yield servers
     for server in servers:
         with server.connect() as conn, conn.cursor() as cur:
@@ -77,10 +80,15 @@ def proxy(
     """The proxy over both shards, items sharded by City_ID mod 2, its rows inserted through it."""
     document = config(shards)
     document["mysql_sharded_tables"][0]["tablename"] = "items"
+    document["mysql_sharded_tables"].append(
+        {"schemaname": "shop", "tablename": "visits", "shard_group": "shops", "algorithm": "mod", "shard_key": "city"}
+    )
     started = start_module_proxy(document, tmp_path_factory.mktemp("scatter-proxy"))
     with started.connect(database="shop", autocommit=True) as conn, conn.cursor() as cur:
         for row in ROWS:
             cur.execute("INSERT INTO items (City_ID, name, price, made, qty) VALUES (%s, %s, %s, %s, %s)", row)
+        for visit in VISITS:
+            cur.execute("INSERT INTO visits (city, n) VALUES (%s, %s)", visit)
     yield started
     started.stop()
 
@@ -121,6 +129,11 @@ ORDERED = [
     "SELECT DISTINCT made FROM items ORDER BY made DESC LIMIT 2",
     "SELECT i.City_ID, c.name FROM items i JOIN cities c ON c.id = i.City_ID WHERE i.qty > 2 ORDER BY i.City_ID",
     "SELECT made, COUNT(*) FROM items WHERE 1 = 0 GROUP BY made",
+    # Co-located joins: visits is sharded by the same rule, joined on the keys.
+    "SELECT i.City_ID, v.n FROM items i JOIN visits v ON v.city = i.City_ID ORDER BY i.City_ID, v.n",
+    "SELECT i.made, COUNT(*), SUM(v.n) FROM items i JOIN visits v ON v.city = i.City_ID GROUP BY i.made",
+    "SELECT i.City_ID, v.n FROM items i LEFT JOIN visits v ON i.City_ID = v.city ORDER BY i.City_ID, v.n",
+    "SELECT COUNT(*) FROM items i, visits v WHERE i.City_ID = v.city AND i.City_ID IN (1, 7)",
 ]
 
 
@@ -168,6 +181,7 @@ def test_strings_group_and_order_by_their_collation(
         ("SELECT City_ID, ROW_NUMBER() OVER (ORDER BY City_ID) FROM items", "window functions"),
         ("SELECT made FROM items GROUP BY made WITH ROLLUP", "WITH ROLLUP"),
         ("SELECT * FROM items WHERE City_ID IN (SELECT id FROM cities)", None),
+        ("SELECT COUNT(*) FROM items i JOIN visits v ON v.n = i.qty", "not on their shard keys"),
     ],
 )
 def test_what_cannot_be_merged_exactly_is_refused(proxy: ProxyProcess, sql: str, construct: str | None) -> None:

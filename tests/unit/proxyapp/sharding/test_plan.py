@@ -47,6 +47,12 @@ EVERY = frozenset(range(4))
         ("SELECT * FROM cities WHERE id = 1", {0}, False, False),
         ("INSERT INTO cities (id, name) VALUES (1, 'x')", EVERY, True, True),
         ("UPDATE cities SET name = 'y'", EVERY, True, True),
+        # Co-located joins: tables of one rule joined on their keys (an inner join's WHERE counts).
+        ("SELECT * FROM tb_Shop s JOIN visits v ON v.city = s.City_ID WHERE s.City_ID = 5", {1}, False, False),
+        ("SELECT * FROM tb_Shop s JOIN visits v ON v.city = s.City_ID WHERE v.city = 6", {2}, False, False),
+        ("SELECT * FROM tb_Shop s LEFT JOIN visits v ON s.City_ID = v.city AND v.n > 1", EVERY, True, False),
+        ("SELECT * FROM tb_Shop a, visits v WHERE a.City_ID = v.city AND a.City_ID = 3", {3}, False, False),
+        ("SELECT * FROM tb_Shop a JOIN tb_Shop b ON a.City_ID = b.City_ID", EVERY, True, False),
         # DDL: every shard.
         ("ALTER TABLE tb_Shop ADD COLUMN x int", EVERY, True, True),
         ("TRUNCATE TABLE tb_Shop", EVERY, True, True),
@@ -78,7 +84,10 @@ def test_statements_on_other_tables_keep_todays_path(shard_map: ShardMap, sql: s
 @pytest.mark.parametrize(
     ("sql", "reason"),
     [
-        ("SELECT * FROM tb_Shop JOIN visits USING (x)", "several sharded tables (shop.tb_Shop, shop.visits)"),
+        ("SELECT * FROM tb_Shop JOIN visits USING (x)", "a join of shop.tb_Shop, shop.visits that is not on their"),
+        ("SELECT * FROM tb_Shop a JOIN tb_Shop b ON a.name = b.name WHERE a.City_ID = 1", "(a.city_id = b.city_id)"),
+        ("SELECT * FROM tb_Shop s LEFT JOIN visits v ON s.n = v.n WHERE s.City_ID = v.city", "not on their shard"),
+        ("SELECT * FROM tb_Shop s JOIN visits v ON v.city = s.City_ID + 0", "not on their shard keys"),
         ("SELECT * FROM tb_Shop, orders", "tables of several shard groups (orders, shops)"),
         ("SELECT * FROM cities WHERE id IN (SELECT City_ID FROM tb_Shop)", "a subquery on shop.tb_Shop"),
         ("SELECT 1 FROM tb_Shop UNION SELECT 2", "UNION over shop.tb_Shop"),
