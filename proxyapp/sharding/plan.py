@@ -43,7 +43,8 @@ _WHERE_ENDS = frozenset({"GROUP", "ORDER", "LIMIT", "HAVING", "FOR", "LOCK", "WI
 class Plan:
     """Where a statement on sharded tables runs: ``shards`` of ``table``'s group (``every``: all of them, nothing
     narrowed it), ``writes`` whether it changes rows or tables (``ddl``: tables); ``refused`` the reason it cannot
-    run ("" if it can); ``gather`` how a SELECT over several shards is merged."""
+    run ("" if it can); ``gather`` how a SELECT over several shards is merged; ``statements`` what each shard
+    runs of an INSERT whose rows go to several."""
 
     table: ShardedTable
     shards: frozenset[int]
@@ -52,6 +53,8 @@ class Plan:
     refused: str = ""
     ddl: bool = False
     gather: Gather | None = None
+    statements: tuple[tuple[int, str], ...] = ()  # an INSERT over several shards: each shard's rows
+    first_row_shard: int = 0  # the shard of an INSERT's first row (its LAST_INSERT_ID is the statement's)
 
 
 @dataclass(frozen=True)
@@ -396,9 +399,13 @@ def _insert(tokens: Tokens, lo: int, hi: int, ref: _Ref) -> Plan:
     if tokens.word(i) not in ("VALUES", "VALUE"):
         return _refuse(table, f"this form of INSERT into {_name(table)}")
     keys: list[Key] = []
+    rows: list[tuple[int, int]] = []  # each row's tokens, its parentheses included
     i += 1
+    head_end = i
     while i < hi and tokens.text(i) == "(":
+        start = i
         row, i = _row(tokens, i + 1, hi)
+        rows.append((start, i))
         if row is None or len(row) != len(columns):
             return _refuse(table, f"an INSERT into {_name(table)} whose rows do not match its column list")
         key = row[position]
@@ -411,10 +418,20 @@ def _insert(tokens: Tokens, lo: int, hi: int, ref: _Ref) -> Plan:
     if tokens.word(i) == "ON" and _sets_key(tokens, i, hi, ref):
         return _refuse(table, f"ON DUPLICATE KEY UPDATE of the shard key {table.key} of {_name(table)}")
     try:
-        shards = frozenset(table.algorithm.shard_of(key) for key in keys)
+        placed = [table.algorithm.shard_of(key) for key in keys]
     except ShardKeyError as exc:
         return Plan(table, frozenset(), False, True, f"ProxyFleet sharding: {_name(table)}: {exc}")
-    return Plan(table, shards, False, True)
+    shards = frozenset(placed)
+    if len(shards) == 1:
+        return Plan(table, shards, False, True)
+    head, tail = tokens.source(lo, head_end), tokens.source(i, hi)
+    split = tuple(
+        (shard, " ".join(part for part in (head, ", ".join(
+            tokens.source(*row) for row, at in zip(rows, placed, strict=True) if at == shard
+        ), tail) if part))
+        for shard in sorted(shards)
+    )  # fmt: skip
+    return Plan(table, shards, False, True, statements=split, first_row_shard=placed[0])
 
 
 #: A VALUES item that is not a literal (an expression, a function call, a placeholder).

@@ -109,3 +109,19 @@ def test_what_cannot_be_done_exactly_is_refused_with_the_reason(shard_map: Shard
     found = plan(sql, "shop", shard_map)
     assert found is not None
     assert found.shards == frozenset() and reason in found.refused, found
+
+
+def test_an_insert_over_several_shards_gives_each_shard_its_rows(shard_map: ShardMap) -> None:
+    found = plan(
+        "INSERT INTO tb_Shop (City_ID, name) VALUES (5, 'a'), (6, 'b,c'), (9, CONCAT('x', ')')) "
+        "ON DUPLICATE KEY UPDATE name = VALUES(name)",
+        "shop",
+        shard_map,
+    )
+    assert found is not None and found.refused == "" and found.first_row_shard == 1
+    assert dict(found.statements) == {
+        1: "INSERT INTO tb_Shop (City_ID, name) VALUES (5, 'a'), (9, CONCAT('x', ')')) "
+        "ON DUPLICATE KEY UPDATE name = VALUES(name)",
+        2: "INSERT INTO tb_Shop (City_ID, name) VALUES (6, 'b,c') ON DUPLICATE KEY UPDATE name = VALUES(name)",
+    }
+    assert plan("INSERT INTO tb_Shop (City_ID) VALUES (5), (9)", "shop", shard_map).statements == ()  # type: ignore[union-attr]
