@@ -21,13 +21,14 @@ with its prefix) and that no transaction of this process is busy with: ``XA COMM
 ``XA ROLLBACK``; an xid of the log is finished once every server of its branches shows none of it prepared.
 ``Recovery`` runs it at a worker's start and, while the log has unfinished xids, every ``RECOVERY_INTERVAL``.
 
-What MariaDB 10.11 does (tried on 10.11.19; the live tests rely on it):
+What MariaDB 10.11 does (tried on 10.11.19, by hand with a USAGE-only user; the live tests recover as the sandbox's
+monitor user and rely on the rest):
 
 - ``XA RECOVER`` needs no privilege: a user with USAGE only lists every prepared xid of the server, of every user,
   including those still attached to the connection that prepared them.
 - ``XA COMMIT`` and ``XA ROLLBACK`` of a prepared xid whose connection is gone need no privilege either, and any user
   may run them, not only the one that prepared it: recovery connects as one user per server, the monitor user will
-  do (``REPLICATION CLIENT`` only), and the user in the log is for the reader.
+  do (no privilege on any data), and the user in the log is for the reader.
 - While the connection that prepared an xid lives (or the server has not yet noticed it is dead), other connections
   get 1397 (XAER_NOTA) for it. So an xid ``XA RECOVER`` does not list has no prepared branch there, and one it lists
   that answers 1397 is tried again on the next pass.

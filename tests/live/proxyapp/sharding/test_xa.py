@@ -183,7 +183,8 @@ def test_a_branch_the_server_refuses_to_prepare_rolls_both_back(servers: Servers
 
             wait_until(lock_wait, "the branch waiting for a lock", 10)
             cur.execute(f"UPDATE {DB}.t SET shard = 8 WHERE id = 100")  # a deadlock: the branch is the victim
-            assert (await waiting).error.code == 1213  # type: ignore[union-attr]
+            refused = (await waiting).error
+            assert refused is not None and refused.code == 1213
             other.rollback()
         outcome = await commit(branches, xid, log)
         assert not outcome.committed and outcome.pending == ()
@@ -297,6 +298,33 @@ def test_a_commit_a_branch_does_not_confirm_is_finished_by_recovery(servers: Ser
 
     asyncio.run(run())
 
+    report = asyncio.run(recover(log, [name(s) for s in servers], monitor_connect))
+    assert report.committed == [f"{xid},1@{name(servers[1])}"] and report.errors == []
+    assert [ids(s) for s in servers] == [[1], [2]]
+    assert prepared(servers[1]) == [] and log.entries == {}
+    asyncio.run(log.close())
+
+
+def test_a_branch_prepared_on_a_server_that_crashes_is_committed_after_its_restart(
+    servers: Servers, other: Sandbox, tmp_path: Path
+) -> None:
+    log = DecisionLog.open(log_path(tmp_path, 0), PREFIX)
+    xid = log.new_xid()
+
+    async def run() -> None:
+        branches = await open_branches(servers, xid)
+        assert await prepare(branches, xid, log) is None
+        await log.decide_commit(xid)
+        other.kill(servers[1].name)
+        try:
+            outcome = await commit_prepared(branches, xid, log)
+        finally:
+            other.start(servers[1].name)
+        assert outcome.committed and outcome.pending == (1,)
+        close(branches)
+
+    asyncio.run(run())
+    assert prepared(servers[1]) == [(xid, "1")]  # kept through the server's crash
     report = asyncio.run(recover(log, [name(s) for s in servers], monitor_connect))
     assert report.committed == [f"{xid},1@{name(servers[1])}"] and report.errors == []
     assert [ids(s) for s in servers] == [[1], [2]]
