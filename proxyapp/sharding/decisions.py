@@ -46,6 +46,13 @@ def log_path(directory: Path, worker: int) -> Path:
     return directory / f"worker-{worker}.xa"
 
 
+def orphaned_workers(directory: Path, workers: int) -> list[int]:
+    """The worker numbers of the logs in ``directory`` of workers that no longer run (``workers`` run now, numbered
+    from 0): one of today's workers recovers their xids (``DecisionLog.open`` with that worker's prefix)."""
+    numbers = (re.fullmatch(r"worker-(\d+)\.xa", path.name) for path in directory.glob("worker-*.xa"))
+    return sorted(n for n in (int(found[1]) for found in numbers if found) if n >= workers)
+
+
 @dataclass(slots=True)
 class Entry:
     """An unfinished xid: the servers of its branches, the user that ran them, and whether COMMIT was decided."""

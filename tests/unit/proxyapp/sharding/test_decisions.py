@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from proxyapp.sharding.decisions import DecisionLog, log_path
+from proxyapp.sharding.decisions import DecisionLog, log_path, orphaned_workers
 
 PREFIX = "pftest.0."
 SERVERS = ["10.0.0.1:3306", "10.0.0.2:3306"]
@@ -119,3 +119,11 @@ def test_gtrids_differ_across_transactions_and_runs_and_fit_mariadb(tmp_path: Pa
     assert all(xid.startswith("pf0123456789.12.") and len(xid) <= 64 for xid in made)
     with pytest.raises(ValueError):
         DecisionLog.open(path, "it's")
+
+
+def test_the_logs_of_workers_no_longer_running_are_found(tmp_path: Path) -> None:
+    for worker in (0, 1, 2, 10):
+        log_path(tmp_path, worker).touch()
+    (tmp_path / "worker-3.xa.tmp").touch()
+    assert orphaned_workers(tmp_path, 2) == [2, 10]
+    assert orphaned_workers(tmp_path, 11) == []
