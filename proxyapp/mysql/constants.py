@@ -160,6 +160,7 @@ class ErrorCode(enum.IntEnum):
     NO_SUCH_THREAD = 1094  # KILL of an id no session has
     KILL_DENIED = 1095  # KILL of another user's session
     CONNECTION_KILLED = 1927  # MariaDB's answer to a KILL of one's own connection
+    ERROR_ON_WRITE = 1026  # a file of the proxy's own (the XA decision log) cannot be written
     BACKEND_LOST = 2013
     SSL_CONNECTION = 2026  # CR_SSL_CONNECTION_ERROR: TLS with a backend failed
     PROXY_ERROR = 9001  # ProxySQL's "Max connect timeout reached while reaching hostgroup N" family

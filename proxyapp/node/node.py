@@ -69,7 +69,7 @@ class NodeStore:
         returns the config file's path."""
         self.directory.mkdir(parents=True, exist_ok=True)
         if not self.config_path.exists():
-            _write_atomically(self.config_path, "{}\n")
+            write_atomically(self.config_path, "{}\n")
         credential.load_or_create(self.token_path)
         return self.config_path
 
@@ -99,11 +99,11 @@ class NodeStore:
         """
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.directory.chmod(0o700)  # the config holds the backends' passwords: nobody else on the host reads it
-        _write_atomically(self.config_path, json.dumps(document, indent=1, sort_keys=True) + "\n")
-        _write_atomically(self.applied_path, json.dumps(asdict(applied), indent=1) + "\n")
+        write_atomically(self.config_path, json.dumps(document, indent=1, sort_keys=True) + "\n")
+        write_atomically(self.applied_path, json.dumps(asdict(applied), indent=1) + "\n")
 
 
-def _write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` (owner-only, 0600): a temporary file in the same directory, synced, renamed
     over it."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
