@@ -50,16 +50,16 @@ def shard_map(request: HttpRequest) -> HttpResponse:
     errors: list[str] = []
     location: Location | None = None
     config: Config | None = None
-    valid = form.is_valid() if form.is_bound else True
-    source = (form.cleaned_data.get("source") if form.is_bound and valid else None) or DRAFT
-    if cluster is not None and valid:
+    asked = form.is_bound and form.is_valid() and form.asks()
+    source = (form.cleaned_data.get("source") if form.is_bound else None) or DRAFT
+    if cluster is not None and not form.has_error("source"):  # the map shows beside a question's field errors
         try:
             config = config_of(cluster, source)
         except ConfigVersion.DoesNotExist:
             errors = [f"no version {source} in {cluster}"]
         except ConfigError as error:
             errors = [f"the draft does not validate, so it has no shard map: {e}" for e in error.errors]
-    if config is not None and form.is_bound and form.asks():
+    if config is not None and asked:
         try:
             location = locate(config, form.cleaned_data["table"], form.cleaned_data["key"])
         except LocateError as error:
