@@ -1,15 +1,16 @@
 """`make run` (``python -m devstack.run_demo``): the whole product on one machine, until Ctrl-C.
 
-A MariaDB sandbox (primary + replica, ``var/sandbox``); Redis (the one answering at ``REDIS_URL``, default
-127.0.0.1:6379, or else a private ``redis-server`` on a free port); the control plane on ``DATABASE_URL`` (default
-SQLite ``var/fleet.sqlite3``, schema by ``migrate``): gunicorn on 127.0.0.1:8000, a Celery worker, the
-benchmark jobs' worker (queue ``bench``) and Celery beat; two proxy nodes, ``node1`` (127.0.0.1:6033, admin
-6070) and ``node2`` (6034, admin 6071), each with
-its agent and the control plane's public signing key (the nodes refuse configs it did not sign); the cluster
-``demo`` with the demo config (``devstack/demo.py``) published to both. The admin account's
-password is kept in ``var/demo/admin-password``; every process logs to ``var/demo/logs/``.
+A MariaDB sandbox (primary + replica, ``var/sandbox``) and two independent shard servers (``var/shards``); Redis
+(the one answering at ``REDIS_URL``, default 127.0.0.1:6379, or else a private ``redis-server`` on a free port); the
+control plane on ``DATABASE_URL`` (default SQLite ``var/fleet.sqlite3``, schema by ``migrate``): gunicorn on
+127.0.0.1:8000, a Celery worker, the benchmark jobs' worker (queue ``bench``) and Celery beat; two proxy nodes,
+``node1`` (127.0.0.1:6033, admin 6070) and ``node2`` (6034, admin 6071), each with its agent and the control plane's
+public signing key (the nodes refuse configs it did not sign); the cluster ``demo`` with the demo config
+(``devstack/demo.py``: the read/write split, and ``shop.tb_Shop`` sharded over the shard servers, whose schema is
+made here and whose first shops are inserted through node1) published to both. The admin account's password is kept
+in ``var/demo/admin-password``; every process logs to ``var/demo/logs/``.
 
-A restart keeps what the last run left: the sandbox's data and ports (it is stopped, not thrown away), the draft
+A restart keeps what the last run left: the sandboxes' data and ports (they are stopped, not thrown away), the draft
 and the published versions. A child that exits is started again while the others keep running.
 """
 
@@ -20,13 +21,15 @@ import secrets
 import signal
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pymysql
 from kombu.utils.url import maybe_sanitize_url
 
 from devstack import stack
-from devstack.demo import demo_config
-from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox
+from devstack.demo import SHARD_SCHEMA, demo_config, insert_shops, prepare_shop
+from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox, shard_sandboxes
 from proxyapp import credential
 from proxyapp.node.node import NodeStore
 
@@ -38,6 +41,7 @@ CLUSTER = "demo"
 ADMIN = "admin"
 NODES = {"node1": ("127.0.0.1:6033", "127.0.0.1:6070"), "node2": ("127.0.0.1:6034", "127.0.0.1:6071")}
 APPLY_TIMEOUT = 60
+SHARD_SERVERS = 2
 
 
 def kept_secret(path: Path) -> str:
@@ -69,7 +73,7 @@ def choose_redis(services: list[stack.Service]) -> str:
     return url
 
 
-def prepare_control_plane(sandbox: Sandbox, admin_password: str) -> None:
+def prepare_control_plane(sandbox: Sandbox, shards: list[Sandbox], admin_password: str) -> None:
     """Schema, static files, the admin account, the cluster ``demo`` with its nodes and the demo config as its
     draft (in this process, with the environment the children get)."""
     import django
@@ -97,7 +101,8 @@ def prepare_control_plane(sandbox: Sandbox, admin_password: str) -> None:
             defaults={"cluster": cluster, "mysql_address": mysql, "admin_address": admin_address, "admin_token": token},
         )
     if created:  # a restart keeps the draft and the versions the user made
-        publishing.import_document(cluster, demo_config(sandbox), admin)
+        document = demo_config(sandbox.primary(), sandbox.replicas(), [box.primary() for box in shards])
+        publishing.import_document(cluster, document, admin)
 
 
 def signing_public_key() -> str:
@@ -122,6 +127,26 @@ def publish_demo() -> tuple[int, str]:
     return version.number, version.checksum
 
 
+def sandboxes_up(sandbox: Sandbox, shards: list[Sandbox]) -> None:
+    """The sandbox (primary + 1 replica) and the shard servers (a primary each), started side by side."""
+    with ThreadPoolExecutor(max_workers=1 + len(shards)) as pool:
+        started = [pool.submit(sandbox.up, replicas=1), *(pool.submit(box.up, replicas=0) for box in shards)]
+        for future in started:
+            future.result()
+
+
+def fill_shards(made: bool) -> None:
+    """The demo's shops, inserted through node1 when the shard servers' tables were made on this run; a proxy that
+    refuses them (a draft published without the demo's sharding) is said, and the rest keeps running."""
+    if not made:
+        return
+    port = int(NODES["node1"][0].rpartition(":")[2])
+    try:
+        insert_shops(port)
+    except pymysql.MySQLError as error:
+        print(f"the demo's shops were not inserted through node1: {error}", file=sys.stderr, flush=True)
+
+
 def wait_applied(number: int, nodes: dict[str, stack.Service]) -> None:
     """Wait until both nodes acknowledged ``number``."""
     from fleet.core.models import ProxyNode
@@ -141,10 +166,13 @@ def banner(number: int, checksum: str, admin_password: str, redis_url: str) -> s
         f"    (stats http://{admin}/stats)"
         for name, (mysql, admin) in NODES.items()
     )
+    node1_port = NODES["node1"][0].rpartition(":")[2]
     return (
         f"\nProxyFleet is up: cluster {CLUSTER} runs v{number} ({checksum[:12]}) on both nodes.\n"
         f"  web:   http://{WEB}/   login {ADMIN} / {admin_password}   (API http://{WEB}/api/v1/, docs /api/docs/)\n"
         f"{node_lines}\n"
+        f"  shards: mysql -h 127.0.0.1 -P {node1_port} -u {APP_USER} -p{APP_PASSWORD} {SHARD_SCHEMA} "
+        f'-e "SELECT * FROM tb_Shop WHERE City_ID = 1"    (map and tester http://{WEB}/shards/)\n'
         f"  redis: {maybe_sanitize_url(redis_url)}   logs: {LOGS.relative_to(REPO)}/\n"
         "Ctrl-C stops everything."
     )
@@ -185,10 +213,12 @@ def main() -> int:
         signal.signal(sig, signal.default_int_handler)
     services: list[stack.Service] = []
     sandbox = Sandbox("var/sandbox")
+    shards = shard_sandboxes(SHARD_SERVERS)
     status = 0
     try:
-        print("starting the MariaDB sandbox (primary + 1 replica)...", flush=True)
-        sandbox.up(replicas=1)
+        print(f"starting the MariaDB sandbox (primary + 1 replica) and {SHARD_SERVERS} shard servers...", flush=True)
+        sandboxes_up(sandbox, shards)
+        made = prepare_shop(sandbox.primary(), [box.primary() for box in shards])
         redis_url = choose_redis(services)
         env = stack.control_plane_env(
             os.environ.get("DATABASE_URL", "sqlite:///var/fleet.sqlite3"),
@@ -198,7 +228,7 @@ def main() -> int:
         os.environ.update(env)
         admin_password = kept_secret(DEMO / "admin-password")
         print("preparing the control plane (schema, static files, admin account, demo cluster)...", flush=True)
-        prepare_control_plane(sandbox, admin_password)
+        prepare_control_plane(sandbox, shards, admin_password)
         print("starting the Celery workers and beat, two proxy nodes and the web server...", flush=True)
         services.append(stack.worker(env, LOGS))
         services.append(stack.worker(env, LOGS, concurrency=1, queue="bench"))
@@ -212,6 +242,7 @@ def main() -> int:
         services.append(stack.web(env, WEB, LOGS))
         number, checksum = publish_demo()
         wait_applied(number, nodes)
+        fill_shards(made)
         print(banner(number, checksum, admin_password, redis_url), flush=True)
         supervise(services)
     except KeyboardInterrupt:
@@ -222,7 +253,8 @@ def main() -> int:
     finally:
         print("\nstopping...", flush=True)
         stack.stop_all(services)
-        sandbox.stop()  # its data and ports stay for the next make run
+        for box in (sandbox, *shards):
+            box.stop()  # their data and ports stay for the next make run
         print("stopped.")
     return status
 

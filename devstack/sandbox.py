@@ -510,6 +510,16 @@ class Sandbox:
                 time.sleep(0.05)
 
 
+#: Where ``make run`` keeps its independent shard servers, one sandbox of a primary each (``shard0``, ``shard1``...).
+SHARDS_DIR = "var/shards"
+
+
+def shard_sandboxes(count: int, base_dir: Path | str = SHARDS_DIR) -> list[Sandbox]:
+    """``count`` independent servers for the shards of a shard group: a sandbox of one primary each under
+    ``base_dir`` (``shard0``, ``shard1``...), up with ``up(replicas=0)``, kept across restarts like any sandbox."""
+    return [Sandbox(Path(base_dir) / f"shard{number}") for number in range(count)]
+
+
 def _slave_status(cur: pymysql.cursors.Cursor) -> dict[str, Any]:
     cur.execute("SHOW SLAVE STATUS")
     row = cur.fetchone()

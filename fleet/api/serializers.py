@@ -368,3 +368,35 @@ class RuleTestSerializer(serializers.Serializer):
     client_addr = serializers.CharField(max_length=255, required=False, default="127.0.0.1")
     flag_in = serializers.IntegerField(min_value=0, required=False, default=0)
     source = serializers.RegexField(r"^(draft|[1-9][0-9]{0,8})$", required=False, default="draft")
+
+
+class ShardLocateSerializer(serializers.Serializer):
+    """What the shard tester locates: a key of a sharded table (``schema.table``) in the draft or a version. A key
+    of digits (or a JSON integer) is an integer, as the planner reads an unquoted number; anything else a string."""
+
+    table = serializers.CharField(max_length=200)
+    key = serializers.CharField(max_length=255)
+    source = serializers.RegexField(r"^(draft|[1-9][0-9]{0,8})$", required=False, default="draft")
+
+
+class ShardServerSerializer(serializers.Serializer):
+    """A server of the shard's hostgroup, as the config has it."""
+
+    hostname = serializers.CharField()
+    port = serializers.IntegerField()
+    status = serializers.CharField()
+    weight = serializers.IntegerField()
+
+
+class ShardLocationSerializer(serializers.Serializer):
+    """The shard tester's answer: the shard holding the key, or (``shard`` null) why its table's rule refuses it."""
+
+    answer = serializers.CharField(help_text="the answer in one sentence")
+    table = serializers.CharField(help_text="schema.table as the config names it")
+    shard_group = serializers.CharField()
+    key = serializers.JSONField(help_text="the key as read: an integer or a string")
+    shard = serializers.IntegerField(allow_null=True)
+    hostgroup = serializers.IntegerField(allow_null=True)
+    physical_schema = serializers.CharField(allow_null=True)
+    servers = ShardServerSerializer(many=True)
+    refused = serializers.CharField(allow_null=True, help_text="the algorithm's refusal (ShardKeyError), if any")

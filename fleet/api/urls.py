@@ -26,6 +26,7 @@ urlpatterns = [
     path("auth/token/", views.TokenView.as_view(), name="token"),
     path("publish/", views.PublishView.as_view(), name="publish"),
     path("rules/test/", views.RuleTestView.as_view(), name="rule-test"),
+    path("shards/locate/", views.ShardLocateView.as_view(), name="shard-locate"),
     path("export/", views.ExportView.as_view(), name="export"),
     path("import/", views.ImportView.as_view(), name="import"),
     path("import-cnf/", views.ImportCnfView.as_view(), name="import-cnf"),

@@ -36,6 +36,7 @@ from fleet.core.drafts import delete_row
 from fleet.core.models import AuditEntry, Cluster, ConfigVersion, ProxyNode
 from fleet.core.proxysql_cnf import import_cnf
 from fleet.core.ruletest import config_of
+from fleet.core.shards import LocateError, locate
 from proxyapp.config.document import ConfigError
 
 
@@ -332,6 +333,48 @@ class RuleTestView(ClusterScoped, APIView):
             "rewritten": trial.rewritten,
             "outcome": trial.outcome,
             "notes": trial.notes,
+        }
+        return Response(body)
+
+
+class ShardLocateView(ClusterScoped, APIView):
+    """The shard tester: which shard of the draft's or a published version's (``source``) shard map holds ``key``
+    of ``table``, answered by the proxy's own sharding code; a key its table's rule refuses is answered with the
+    refusal (``shard`` null). Any viewer may ask; nothing changes."""
+
+    permission_classes = [ViewerPermission]
+
+    @extend_schema(
+        parameters=[CLUSTER_PARAMETER],
+        request=api.ShardLocateSerializer,
+        responses={200: api.ShardLocationSerializer, 400: api.RefusedSerializer},
+    )
+    def post(self, request: Request) -> Response:
+        asked = api.ShardLocateSerializer(data=request.data)
+        asked.is_valid(raise_exception=True)
+        data = asked.validated_data
+        try:
+            location = locate(config_of(self.cluster(), data["source"]), data["table"], data["key"])
+        except ConfigVersion.DoesNotExist:
+            return refused([f"no version {data['source']} in {self.cluster()}"])
+        except ConfigError as error:
+            return refused(error.errors)
+        except LocateError as error:
+            return refused([str(error)])
+        shard = location.shard
+        body = {
+            "answer": location.answer,
+            "table": location.name,
+            "shard_group": location.table.group,
+            "key": location.key,
+            "shard": None if shard is None else shard.number,
+            "hostgroup": None if shard is None else shard.hostgroup_id,
+            "physical_schema": None if shard is None else shard.physical_schema,
+            "servers": [
+                {"hostname": s.hostname, "port": s.port, "status": s.status, "weight": s.weight}
+                for s in location.servers
+            ],
+            "refused": location.refusal,
         }
         return Response(body)
 

@@ -15,6 +15,7 @@ from fleet.web.views import (
     mirror,
     nodes,
     ruletest,
+    shards,
     tables,
     versions,
 )
@@ -37,6 +38,7 @@ urlpatterns = [
     path("tables/<slug:slug>/<int:pk>/", tables.row_edit, name="row_edit"),
     path("tables/<slug:slug>/<int:pk>/delete/", tables.row_delete, name="row_delete"),
     path("rules/test/", ruletest.rule_test, name="rule_test"),
+    path("shards/", shards.shard_map, name="shard_map"),
     path("publish/", versions.publish_page, name="publish"),
     path("import/", importcnf.import_page, name="import_cnf"),
     path("versions/", versions.history, name="history"),

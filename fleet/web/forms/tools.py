@@ -1,4 +1,5 @@
-"""The tools' forms: a ProxySQL cnf to import, and a query to try against a config's rules."""
+"""The tools' forms: a ProxySQL cnf to import, a query to try against a config's rules, and a key to locate in a
+config's shard map."""
 
 from __future__ import annotations
 
@@ -45,6 +46,28 @@ class RuleTestForm(forms.Form):
 
     def __init__(self, *args: object, cluster: Cluster | None = None, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        if cluster is not None:
-            numbers = ConfigVersion.objects.filter(cluster=cluster).order_by("-number").values_list("number", flat=True)
-            self.fields["source"].choices = [(DRAFT, "the draft"), *((str(n), f"version {n}") for n in numbers[:50])]
+        self.fields["source"].choices = source_choices(cluster)
+
+
+class ShardLocateForm(forms.Form):
+    """Which config's shard map to show, and the tester's question: which shard holds ``key`` of ``table``."""
+
+    source = forms.ChoiceField(choices=[(DRAFT, "the draft")], required=False)
+    table = forms.CharField(max_length=200, required=False, help_text="schema.table")
+    key = forms.CharField(max_length=255, required=False, help_text="digits: an integer; anything else: a string")
+
+    def __init__(self, *args: object, cluster: Cluster | None = None, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.fields["source"].choices = source_choices(cluster)
+
+    def asks(self) -> bool:
+        """Whether the tester was asked something (a table or a key given)."""
+        return bool(self.cleaned_data.get("table") or self.cleaned_data.get("key"))
+
+
+def source_choices(cluster: Cluster | None) -> list[tuple[str, str]]:
+    """The configs a tool may read: the draft, then the cluster's latest 50 published versions."""
+    if cluster is None:
+        return [(DRAFT, "the draft")]
+    numbers = ConfigVersion.objects.filter(cluster=cluster).order_by("-number").values_list("number", flat=True)
+    return [(DRAFT, "the draft"), *((str(n), f"version {n}") for n in numbers[:50])]

@@ -8,7 +8,7 @@ from proxyapp.config.document import parse_config
 
 
 def test_demo_config_is_a_valid_rw_split_over_the_sandbox(sandbox: Sandbox) -> None:
-    config = parse_config(demo_config(sandbox))
+    config = parse_config(demo_config(sandbox.primary(), sandbox.replicas()))
     primary, replica = sandbox.primary(), sandbox.replicas()[0]
     by_hostgroup = {(s.hostgroup_id, s.port): s.weight for s in config.mysql_servers}
     assert by_hostgroup == {

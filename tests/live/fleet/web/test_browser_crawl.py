@@ -34,6 +34,7 @@ def every_viewer_page(cluster: Cluster) -> list[str]:
         *viewer_urls(),
         reverse("web:diff") + "?old=2&new=3",
         reverse("web:rule_test") + "?" + urlencode({"query": HOSTILE, "username": HOSTILE, "source": "draft"}),
+        reverse("web:shard_map") + "?" + urlencode({"table": f"{HOSTILE}.{HOSTILE}", "key": HOSTILE, "source": "3"}),
         reverse("web:api_token"),
         reverse("web:mirror"),
         reverse("web:mirror_table"),

@@ -27,6 +27,8 @@ from fleet.core.models import (
     QueryRule,
     ReplicationHostgroup,
     Server,
+    Shard,
+    ShardedTable,
     User,
     Variable,
 )
@@ -103,6 +105,7 @@ def viewer_urls() -> list[str]:
         reverse("web:audit"),
         reverse("web:audit") + "?action=create&table=mysql_servers",
         reverse("web:rule_test"),
+        reverse("web:shard_map"),
         reverse("web:fleet"),
         reverse("web:node", args=[NODE]),
     ]
@@ -188,7 +191,8 @@ def test_viewer_sees_no_mutating_forms_or_buttons(published: Cluster, viewer: Cl
     for url in viewer_urls():
         html = viewer.get(url).content.decode()
         assert set(post_forms(html)) <= {reverse("logout")}, url
-        assert buttons(html) <= {"Log out", "Diff", "Go", "Search", "Filter", "Try it"}, url  # GET forms only
+        get_forms = {"Log out", "Diff", "Go", "Search", "Filter", "Try it", "Which shard?"}
+        assert buttons(html) <= get_forms, url
         assert not re.search(r'href="/tables/[^"]+/(add|\d+)/"', html), url
     # the same pages show an operator the buttons
     operator = client_for(roles.OPERATOR)
@@ -570,7 +574,8 @@ HOSTILE = '"><script>alert(1)</script><img src=x onerror=alert(2)>'
 
 def plant_hostile_values(cluster: Cluster) -> None:
     """Markup in every text column of ``cluster`` that accepts any text (a user, a rule, a variable, a server, a
-    hostgroup, the cluster, a version's comment), published, and in a digest its node ``NODE`` reports."""
+    hostgroup, a shard and a sharded table, the cluster, a version's comment), published, and in a digest its node
+    ``NODE`` reports."""
     save_row(User(cluster=cluster, username=HOSTILE, password="x", default_schema=HOSTILE, comment=HOSTILE), None)
     rule = QueryRule(
         cluster=cluster,
@@ -586,6 +591,11 @@ def plant_hostile_values(cluster: Cluster) -> None:
     save_row(rule, None)
     save_row(Variable(cluster=cluster, variable_name="mysql-server_version", variable_value=HOSTILE), None)
     save_row(Server(cluster=cluster, hostgroup_id=30, hostname="10.0.0.30", port=3306, comment=HOSTILE), None)
+    save_row(Shard(cluster=cluster, shard_group=HOSTILE, shard=0, hostgroup_id=30, comment=HOSTILE), None)
+    sharded = ShardedTable(
+        cluster=cluster, schemaname=HOSTILE, tablename=HOSTILE, shard_group=HOSTILE, algorithm="hash", shard_key=HOSTILE
+    )
+    save_row(sharded, None)
     hostgroup = Hostgroup.objects.get(cluster=cluster, hostgroup_id=10)
     hostgroup.name = hostgroup.comment = HOSTILE
     hostgroup.save()
@@ -603,6 +613,7 @@ def test_hostile_values_are_escaped_on_every_page(published: Cluster, operator: 
     plant_hostile_values(cluster)
     urls = [*viewer_urls(), *operator_urls(cluster), reverse("web:diff") + "?old=2&new=3", reverse("web:api_token")]
     urls.append(reverse("web:rule_test") + "?" + urlencode({"query": HOSTILE, "username": HOSTILE, "source": "draft"}))
+    urls.append(reverse("web:shard_map") + "?" + urlencode({"table": f"{HOSTILE}.{HOSTILE}", "key": HOSTILE}))
     for url in urls:
         response = operator.get(url)
         assert response.status_code == 200, url
