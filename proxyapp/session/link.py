@@ -27,7 +27,8 @@ from proxyapp.sql.scan import Statement
 
 log = logging.getLogger("proxyapp.session.link")
 
-_NO_TIMEOUT_MS = 86_400_000
+#: A query timeout this long (a day, in ms) means none.
+NO_TIMEOUT_MS = 86_400_000
 
 #: The query cache's key: user, schema, statement bytes.
 CacheKey = tuple[str, str, bytes]
@@ -102,7 +103,7 @@ class BackendLink:
             assert isinstance(pool, ServerPool)
             relay = Relay(self.client.wire, cache_key is not None)
             timer = None
-            if timeout_ms < _NO_TIMEOUT_MS:
+            if timeout_ms < NO_TIMEOUT_MS:
                 timer = self.client.wire.loop.call_later(timeout_ms / 1000, self.on_query_timeout, conn)
             sent_before = conn.wire.bytes_out
             began = time.perf_counter()

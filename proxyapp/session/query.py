@@ -199,7 +199,7 @@ class QueryPipeline:
             name = f"{found.table.schema}.{found.table.table}"
             done = await self.scattering.everywhere(where.shards, sql, status, f"DDL on {name}")
         if done is not None:
-            self.record(where.shards[0].hostgroup_id, digest, started, done.rows, done.affected)
+            self.record(where.shards[0].hostgroup_id, digest, started, done.rows, 0)
             self.record_sharded(digest, len(where.shards), done.rows, done.merge_us)
 
     def record_sharded(self, digest: Digest, shards: int, merge_rows: int = 0, merge_us: int = 0) -> None:

@@ -20,7 +20,7 @@ from proxyapp.mysql.packets import ProtocolError
 from proxyapp.mysql.resultset import TextResult, read_whole_result, result_set_of
 from proxyapp.mysql.wire import STATUS_UNKNOWN, PeerClosed, Response
 from proxyapp.session.client import Client
-from proxyapp.session.link import BackendLink, release
+from proxyapp.session.link import NO_TIMEOUT_MS, BackendLink, release
 from proxyapp.session.services import SessionServices
 from proxyapp.sharding.gather import Gather, Refused
 from proxyapp.sharding.merge import merge
@@ -28,15 +28,12 @@ from proxyapp.sharding.shardmap import Shard
 
 log = logging.getLogger("proxyapp.session.scatter")
 
-_NO_TIMEOUT_MS = 86_400_000
-
 
 @dataclass(frozen=True)
 class Scattered:
-    """What a scatter did, for the digest statistics: rows sent, rows affected, the merge's time in µs."""
+    """What a scatter did, for the digest statistics: rows sent, the merge's time in µs."""
 
     rows: int
-    affected: int
     merge_us: int
 
 
@@ -60,7 +57,7 @@ class Scatter:
             self.client.send_error(ErrorCode.NOT_SUPPORTED, f"ProxyFleet sharding does not support {refused} yet")
             return None
         self.client.wire.write(result_set_of([c.payload for c in merged.columns], merged.rows, status, merged.warnings))
-        return Scattered(len(merged.rows), 0, int((time.perf_counter() - began) * 1_000_000))
+        return Scattered(len(merged.rows), int((time.perf_counter() - began) * 1_000_000))
 
     async def everywhere(self, shards: tuple[Shard, ...], sql: str, status: int, what: str) -> Scattered | None:
         """Run a DDL statement ``sql`` on every shard of ``shards``; OK when all did, else an error that tells
@@ -71,7 +68,7 @@ class Scatter:
         failed = [(shard, result) for shard, result in zip(shards, results, strict=True) if result.error is not None]
         if not failed:
             self.client.send_ok(status)
-            return Scattered(0, 0, 0)
+            return Scattered(0, 0)
         outcomes = "; ".join(
             f"shard {shard.number} (hostgroup {shard.hostgroup_id}): "
             + (f"{result.error.code} {result.error.message}" if result.error is not None else "done")
@@ -103,7 +100,7 @@ class Scatter:
         timers = []
         for conn in conns:
             conn.wire.send(payload, 0)
-            if timeout_ms < _NO_TIMEOUT_MS:
+            if timeout_ms < NO_TIMEOUT_MS:
                 timers.append(loop.call_later(timeout_ms / 1000, link.on_query_timeout, conn))
         began = time.perf_counter()
         answers = await asyncio.gather(*(read_whole_result(conn.wire) for conn in conns), return_exceptions=True)

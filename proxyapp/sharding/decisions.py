@@ -112,8 +112,18 @@ class DecisionLog:
     async def decide_commit(self, xid: str) -> None:
         """Record the decision to commit ``xid`` and return once it is on disk; OSError when it cannot be written
         or synced (then ``xid`` is not to be committed: ``committed`` says no)."""
-        entry = self.entries[xid]
+        self.write_commit(xid)
+        await self.synced(xid)
+
+    def write_commit(self, xid: str) -> None:
+        """Write the decision to commit ``xid`` (not yet on disk: ``synced`` makes it count); OSError when it cannot
+        be written."""
         self._append({"xid": xid, "state": COMMIT})
+
+    async def synced(self, xid: str) -> None:
+        """Return once ``xid``'s written commit decision is on disk, and count it from then on; OSError when it
+        cannot be synced."""
+        entry = self.entries[xid]
         await self._sync()
         entry.commit = True
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import NoReturn
 
-from proxyapp.sql.lex import TokenKind, Tokens, find_top, split_top, tokenize, top_level
+from proxyapp.sql.lex import TokenKind, Tokens, find_top, split_top, tokenize, top_level, unquote
 
 _T = TokenKind
 #: The aggregates the merge combines.
@@ -378,10 +378,8 @@ def _may_alias(tokens: Tokens, i: int) -> bool:
 
 
 def _name_text(tokens: Tokens, i: int) -> str:
-    text = tokens.texts[i]
-    if tokens.kinds[i] in (_T.QUOTED_IDENT, _T.STRING):
-        text = text[1:-1]
-    return text.lower()
+    """The name at ``i`` as compared with aliases: unquoted, lowercase."""
+    return unquote(tokens.texts[i]).lower()
 
 
 def _closing(tokens: Tokens, i: int, hi: int) -> int:
@@ -487,16 +485,25 @@ def _order_column(
         if at >= 0 and at in visible:
             return aggregate.column
     sub = tokenize(expression)
-    head = sub.word(0)
-    if head in AGGREGATES and sub.text(1) == "(" and _closing(sub, 1, len(sub)) == len(sub) - 1:
-        if _calls(sub, 2, len(sub) - 1, AGGREGATES | _UNMERGEABLE) or sub.word(2) == "DISTINCT":
-            raise Refused(f"ORDER BY {expression} over several shards")
-        added = _aggregate(builder, head, sub.source(2, len(sub) - 1), None)
-        aggregates.append(added)
-        return added.column
+    added = _hidden_aggregate(builder, sub, aggregates, "ORDER BY")
+    if added is not None:
+        return added
     if _calls(sub, 0, len(sub), AGGREGATES | _UNMERGEABLE):
         raise Refused(f"ORDER BY an expression over aggregates ({expression}) over several shards")
     return builder.compared(expression)
+
+
+def _hidden_aggregate(builder: _Builder, sub: Tokens, aggregates: list[Aggregate], clause: str) -> Column | None:
+    """The column of the aggregate call ``sub`` (an ORDER BY or HAVING operand the select list does not show),
+    added hidden; None when ``sub`` is not one aggregate call; ``Refused`` for one the merge cannot combine."""
+    head = sub.word(0)
+    if head not in AGGREGATES or sub.text(1) != "(" or _closing(sub, 1, len(sub)) != len(sub) - 1:
+        return None
+    if _calls(sub, 2, len(sub) - 1, AGGREGATES | _UNMERGEABLE) or sub.word(2) == "DISTINCT":
+        raise Refused(f"{clause} {sub.sql} over several shards")
+    added = _aggregate(builder, head, sub.source(2, len(sub) - 1), None)
+    aggregates.append(added)
+    return added.column
 
 
 class _Having:
@@ -618,14 +625,13 @@ class _Having:
         for position, item in enumerate(self.items):
             if _normal(self.tokens.source(item.lo, item.hi)) == wanted:
                 return self._item_column(position)
-        head = sub.word(0)
-        if head in AGGREGATES and sub.text(1) == "(" and _closing(sub, 1, len(sub)) == len(sub) - 1:
-            if _calls(sub, 2, len(sub) - 1, AGGREGATES | _UNMERGEABLE) or sub.word(2) == "DISTINCT":
-                self._refuse()
-            added = _aggregate(self.builder, head, sub.source(2, len(sub) - 1), None)
-            self.aggregates.append(added)
-            return added.column
-        self._refuse()
+        try:
+            added = _hidden_aggregate(self.builder, sub, self.aggregates, "HAVING")
+        except Refused:
+            added = None
+        if added is None:
+            self._refuse()
+        return added
 
     def _item_column(self, position: int) -> Column:
         for aggregate in self.aggregates:

@@ -175,13 +175,13 @@ def test_a_branch_the_server_refuses_to_prepare_rolls_both_back(servers: Servers
         with servers[1].connect(autocommit=False) as other, other.cursor() as cur:
             cur.execute(f"UPDATE {DB}.t SET shard = 8 WHERE id > 100")  # ten rows: the heavier transaction
             waiting = asyncio.create_task(victim.query("UPDATE t SET shard = 9 WHERE id = 101"))
-            await asyncio.sleep(0)  # sent: it waits for the other transaction's lock
 
             def lock_wait() -> bool:
                 cur.execute("SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'")
                 return cur.fetchone()[0] == 1
 
-            wait_until(lock_wait, "the branch waiting for a lock", 10)
+            # In a thread, so that the event loop sends the branch's UPDATE meanwhile: the server shows it waiting.
+            await asyncio.to_thread(wait_until, lock_wait, "the branch waiting for a lock", 10)
             cur.execute(f"UPDATE {DB}.t SET shard = 8 WHERE id = 100")  # a deadlock: the branch is the victim
             refused = (await waiting).error
             assert refused is not None and refused.code == 1213

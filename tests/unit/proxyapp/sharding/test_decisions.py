@@ -86,11 +86,11 @@ def test_a_commit_decision_counts_only_once_written_and_synced(tmp_path: Path) -
         log = DecisionLog.open(path, PREFIX)
         log.begin("a", SERVERS, "app")
         log.begin("b", SERVERS, "app")
-        deciding = [asyncio.create_task(log.decide_commit(xid)) for xid in ("a", "b")]
-        await asyncio.sleep(0)  # both records written, their sync under way
+        log.write_commit("a")
+        log.write_commit("b")  # both records written, neither synced yet
         assert [r["state"] for r in records(path)] == ["prepare", "prepare", "commit", "commit"]
         assert not log.committed("a") and not log.committed("b")
-        await asyncio.gather(*deciding)
+        await asyncio.gather(log.synced("a"), log.synced("b"))
         assert log.committed("a") and log.committed("b")
         await log.close()
 
