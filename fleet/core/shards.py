@@ -141,13 +141,19 @@ def _mod_rule(params: dict[str, Any], key: str, shards: int) -> str:
     return f"{key} mod {shards} (never negative)"
 
 
+def _hashed_key(params: dict[str, Any], key: str) -> str:
+    if params.get("key_type") == "string":
+        return f"{key}'s text (without case, accents or trailing spaces)"
+    return f"the integer {key}"
+
+
 def _hash_rule(params: dict[str, Any], key: str, shards: int) -> str:
-    return f"BLAKE2b of {key}'s text, mod {shards}"
+    return f"BLAKE2b of {_hashed_key(params, key)}, mod {shards}"
 
 
 def _bucket_rule(params: dict[str, Any], key: str, shards: int) -> str:
     buckets = params.get("buckets", DEFAULT_BUCKETS)
-    spread = f"hash of {key} into {buckets} buckets"
+    spread = f"hash of {_hashed_key(params, key)} into {buckets} buckets"
     assignment = params.get("assignment")
     if not assignment:
         return f"{spread}, split evenly over the {shards} shards"
@@ -194,8 +200,8 @@ _RULES = {
 
 
 def key_of(text: str) -> Key:
-    """A key typed in a form: an integer when it is digits (maybe after a minus sign), as the planner reads an
-    unquoted number; any other text as a string."""
+    """A key typed in a form for a table whose key is not a string: an integer when it is digits (maybe after a
+    minus sign), as the planner reads an unquoted number; any other text as a string."""
     return int(text) if _INTEGER.fullmatch(text) else text
 
 
@@ -212,7 +218,7 @@ def locate(config: Config, table: str, key: str) -> Location:
         raise LocateError(f"{table.strip()} is not a sharded or global table in this config (its tables: {known})")
     if key == "":
         raise LocateError("give a key to locate")
-    value = key_of(key)
+    value = key if found.algorithm.strings else key_of(key)
     try:
         number = found.algorithm.shard_of(value)
     except ShardKeyError as error:

@@ -6,17 +6,26 @@ algorithm for a group of N shards (the config document's cross-table check, whic
 pure function of the key, so each proxy node, and the control plane's "which shard holds K" tester, answer alike.
 
 - ``mod``: the integer key modulo N (Amoeba's ``City_ID % 2``); never negative.
-- ``hash``: a stable hash (BLAKE2b) of the key's text, modulo N.
+- ``hash``: a stable hash (BLAKE2b) of the key, modulo N. ``key_type``: ``integer`` (the default: ``'0401'`` is
+  401, as MariaDB compares a string with an integer column) or ``string`` (the key's folded text, below).
 - ``consistent_hash``: the same hash modulo a fixed number of virtual buckets (``buckets``, default 1024), each
   bucket assigned to a shard (``assignment``: ``[[first, last, shard], ...]``, default an even split), so that a
-  later change can move buckets between shards without rehashing every key.
+  later change can move buckets between shards without rehashing every key; ``key_type`` as for ``hash``.
 - ``range``: ``ranges``: ``[[from, to, shard], ...]``, ``from`` included, ``to`` excluded, ``null`` unbounded;
   ``default``: the shard of a key in no range (else such a key is refused).
-- ``list``: ``lists``: ``{"SHARD": [value, ...], ...}``; ``default`` as for ranges.
+- ``list``: ``lists``: ``{"SHARD": [value, ...], ...}``; ``default`` as for ranges. Integer values only: an integer
+  key; any string value: a string key, each value and key folded.
 - ``date``: ``unit`` (``day``, ``month`` or ``year``), ``start`` (``YYYY-MM-DD``), ``per_shard`` (units per shard,
   default 1): shard ``((units since start) // per_shard) mod N``, as MyCat's date rule; a date before ``start`` is
   refused.
 - ``global``: no key: the table is on every shard (written to all, read from one).
+
+A string key is placed by its folded text (``fold``): keys that MariaDB's utf8mb4 ``general_ci``, ``unicode_ci``,
+``unicode_520_ci`` and ``bin`` collations hold equal (case, accents, trailing spaces) fold alike, so they land on
+one shard. The fold is exact only for the characters ``placeable`` lists (printable ASCII and the letters that fold
+to one of them, CJK ideographs, Hangul syllables); a key with any other character has no shard (a read of it runs
+on every shard, an insert of it is refused), never a guessed one. A comparison of a string key column with an
+integer (``WHERE code = 7``) matches many texts (``'7'``, ``'07'``), so it has no shard either.
 """
 
 from __future__ import annotations
@@ -24,6 +33,8 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import re
+import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +47,8 @@ MAX_SHARDS = 4096
 DEFAULT_BUCKETS = 1024
 MAX_BUCKETS = 65536
 DATE_UNITS = ("day", "month", "year")
+#: The types a hashed key may have.
+KEY_TYPES = ("integer", "string")
 
 #: A shard key's value as a statement gives it: an integer, a string (a date is a string), or NULL.
 Key = int | str | None
@@ -52,12 +65,21 @@ class Algorithm:
     name: str
     shards: int
     pick: Callable[[Key], int]
+    strings: bool = False  # the key is a string (an integer compared with it has no shard; stored, it is its text)
 
     def shard_of(self, key: Key) -> int:
-        """The shard (0 to shards - 1) of ``key``; ShardKeyError when no shard holds it."""
+        """The shard (0 to shards - 1) that holds the rows whose key equals ``key`` as MariaDB compares it;
+        ShardKeyError when no one shard does."""
         if key is None:
             raise ShardKeyError("a shard key cannot be NULL")
         return self.pick(key)
+
+    def shard_of_stored(self, key: Key) -> int:
+        """The shard of a row written with ``key`` (an INSERT's value: an integer into a string key is stored as
+        its text)."""
+        if self.strings and isinstance(key, int):
+            key = str(key)
+        return self.shard_of(key)
 
 
 def parse_parameters(algorithm: str, text: str) -> dict[str, Any]:
@@ -89,29 +111,80 @@ def build(algorithm: str, text: str, shards: int) -> Algorithm:
     if not 1 <= shards <= MAX_SHARDS:
         raise ValueError(f"a shard group has 1 to {MAX_SHARDS} shards, not {shards}")
     params = parse_parameters(algorithm, text)
-    return Algorithm(algorithm, shards, _BUILDERS[algorithm](params, shards))
+    return Algorithm(algorithm, shards, _BUILDERS[algorithm](params, shards), _string_keyed(algorithm, params))
+
+
+def _string_keyed(algorithm: str, params: dict[str, Any]) -> bool:
+    if algorithm == "list":
+        return any(isinstance(v, str) for values in params["lists"].values() for v in values)
+    return params.get("key_type") == "string"
 
 
 # --- the keys ---------------------------------------------------------------------------------------------------
 
 
+#: A string MariaDB reads as exactly that integer (spaces around, a sign, ASCII digits; no point, exponent or _).
+_INTEGER_TEXT = re.compile(r"[ \t\n\r]*[+-]?[0-9]+[ \t\n\r]*")
+
+
 def _integer(key: Key) -> int:
-    """An integer key (a string of digits counts, as MySQL compares it)."""
+    """An integer key: an integer, or a string MariaDB compares with an integer column as that integer."""
     if isinstance(key, bool):
         raise ShardKeyError(f"the shard key must be an integer, not {key!r}")
     if isinstance(key, int):
         return key
     assert isinstance(key, str)
-    try:
-        return int(key.strip())
-    except ValueError:
-        raise ShardKeyError(f"the shard key must be an integer, not {key!r}") from None
+    if _INTEGER_TEXT.fullmatch(key) is None:
+        raise ShardKeyError(f"the shard key must be an integer, not {key!r}")
+    return int(key)
 
 
-def _hash(key: Key) -> int:
-    """A stable 64-bit hash of the key's text: the same on every node and every run (integers by their digits)."""
-    text = str(_integer(key)) if isinstance(key, int) else str(key)
+def placeable(char: str) -> str | None:
+    """The folded form of one character of a string key (case and accents gone), or None when the fold is not
+    known to match MariaDB's collations for it (``tests/live/proxyapp/sharding/test_key_fold.py`` checks every
+    character of the Basic Multilingual Plane against the server's weights)."""
+    if "\uac00" <= char <= "\ud7a3":  # a Hangul syllable: itself (its jamo are not placed)
+        return char
+    folded = "".join(c for c in unicodedata.normalize("NFKD", char) if unicodedata.category(c) != "Mn").casefold()
+    if len(folded) != 1:
+        return None
+    if " " <= folded <= "~" or "\u4e00" <= folded <= "\u9fff" or "\u3400" <= folded <= "\u4dbf":
+        return folded
+    return None
+
+
+def fold(key: str) -> str:
+    """A string key as the collations compare it: each character folded, trailing spaces gone (PAD SPACE);
+    ShardKeyError for a key with a character the fold does not know."""
+    out = []
+    for char in key:
+        folded = placeable(char)
+        if folded is None:
+            raise ShardKeyError(
+                f"the string key {key!r} has a character ({char!r}, U+{ord(char):04X}) that ProxyFleet cannot place "
+                "exactly under a case- or accent-insensitive collation"
+            )
+        out.append(folded)
+    return "".join(out).rstrip(" ")
+
+
+def _string(key: Key) -> str:
+    """A string key's folded text; an integer has none (``WHERE code = 7`` matches '7', '07', ' 7'...)."""
+    if not isinstance(key, str):
+        raise ShardKeyError(f"an integer ({key!r}) compared with a string shard key matches many keys")
+    return fold(key)
+
+
+def _hash_text(text: str) -> int:
+    """A stable 64-bit hash of ``text``: the same on every node and every run."""
     return int.from_bytes(hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big")
+
+
+def _hasher(params: dict[str, Any]) -> Callable[[Key], int]:
+    """The hash of a key of the parameters' ``key_type``: an integer by its digits, a string by its fold."""
+    if params.get("key_type") == "string":
+        return lambda key: _hash_text(_string(key))
+    return lambda key: _hash_text(str(_integer(key)))
 
 
 def _date(key: Key) -> datetime.date:
@@ -128,8 +201,8 @@ def _date(key: Key) -> datetime.date:
 
 _PARAMETERS: dict[str, tuple[str, ...]] = {
     "mod": (),
-    "hash": (),
-    "consistent_hash": ("buckets", "assignment"),
+    "hash": ("key_type",),
+    "consistent_hash": ("buckets", "assignment", "key_type"),
     "range": ("ranges", "default"),
     "list": ("lists", "default"),
     "date": ("unit", "start", "per_shard"),
@@ -149,7 +222,13 @@ def _no_shape(params: dict[str, Any]) -> None:
     return None
 
 
+def _hash_shape(params: dict[str, Any]) -> None:
+    if params.get("key_type", "integer") not in KEY_TYPES:
+        raise ValueError(f"key_type must be one of {', '.join(KEY_TYPES)}, not {json.dumps(params['key_type'])}")
+
+
 def _bucket_shape(params: dict[str, Any]) -> None:
+    _hash_shape(params)
     buckets = _whole(params.get("buckets", DEFAULT_BUCKETS), "buckets", 1, MAX_BUCKETS)
     assignment = params.get("assignment")
     if assignment is None:
@@ -211,7 +290,6 @@ def _list_shape(params: dict[str, Any]) -> None:
     lists = params.get("lists")
     if not isinstance(lists, dict) or not lists:
         raise ValueError('lists is required: an object {"SHARD": [value, ...], ...}')
-    seen: dict[Any, str] = {}
     for shard, values in lists.items():
         if not shard.isdigit() or int(shard) >= MAX_SHARDS:
             raise ValueError(f"lists: {json.dumps(shard)} is not a shard number")
@@ -220,9 +298,7 @@ def _list_shape(params: dict[str, Any]) -> None:
         for value in values:
             if isinstance(value, bool) or not isinstance(value, int | str):
                 raise ValueError(f"lists: shard {shard}: {json.dumps(value)} is not an integer or a string")
-            if value in seen:
-                raise ValueError(f"lists: {json.dumps(value)} is listed for shards {seen[value]} and {shard}")
-            seen[value] = shard
+    _list_keys(lists)
     _default_shape(params)
 
 
@@ -241,7 +317,7 @@ def _date_shape(params: dict[str, Any]) -> None:
 
 _SHAPES: dict[str, Callable[[dict[str, Any]], None]] = {
     "mod": _no_shape,
-    "hash": _no_shape,
+    "hash": _hash_shape,
     "consistent_hash": _bucket_shape,
     "range": _range_shape,
     "list": _list_shape,
@@ -261,7 +337,8 @@ def _mod(params: dict[str, Any], shards: int) -> Callable[[Key], int]:
 
 
 def _hashed(params: dict[str, Any], shards: int) -> Callable[[Key], int]:
-    return lambda key: _hash(key) % shards
+    hashed = _hasher(params)
+    return lambda key: hashed(key) % shards
 
 
 def _buckets(params: dict[str, Any], shards: int) -> Callable[[Key], int]:
@@ -270,7 +347,8 @@ def _buckets(params: dict[str, Any], shards: int) -> Callable[[Key], int]:
     for first, last, shard in params.get("assignment") or ():
         for bucket in range(first, last + 1):
             owner[bucket] = _in_group(shard, shards, "assignment")
-    return lambda key: owner[_hash(key) % count]
+    hashed = _hasher(params)
+    return lambda key: owner[hashed(key) % count]
 
 
 def _fallback(params: dict[str, Any], shards: int, what: str) -> Callable[[int | str], int]:
@@ -300,23 +378,37 @@ def _ranged(params: dict[str, Any], shards: int) -> Callable[[Key], int]:
 
 
 def _listed(params: dict[str, Any], shards: int) -> Callable[[Key], int]:
-    where: dict[int | str, int] = {}
-    for shard, values in params["lists"].items():
-        for value in values:
-            where[value] = _in_group(int(shard), shards, "lists")
+    listed = _list_keys(params["lists"])
+    where = {value: _in_group(shard, shards, "lists") for value, shard in listed.items()}
     otherwise = _fallback(params, shards, "list")
+    as_key: Callable[[Key], int | str] = _string if _string_keyed("list", params) else _integer
 
     def pick(key: Key) -> int:
-        assert key is not None
-        if key in where:
-            return where[key]
-        if isinstance(key, str) and key.strip().lstrip("-").isdigit() and int(key) in where:
-            return where[int(key)]  # '7' is 7, as MySQL compares a string with an integer
-        if isinstance(key, int) and str(key) in where:
-            return where[str(key)]
-        return otherwise(key)
+        value = as_key(key)
+        shard = where.get(value)
+        return otherwise(value) if shard is None else shard
 
     return pick
+
+
+def _list_keys(lists: dict[str, list[int | str]]) -> dict[int | str, int]:
+    """Each listed value as a key (integers; or, when any value is a string, every value's folded text) and its
+    shard; ValueError for a value listed twice as the collation compares them."""
+    strings = any(isinstance(v, str) for values in lists.values() for v in values)
+    keys: dict[int | str, int] = {}
+    for shard, values in lists.items():
+        for value in values:
+            try:
+                key: int | str = fold(str(value)) if strings else value
+            except ShardKeyError as exc:
+                raise ValueError(f"lists: shard {shard}: {exc}") from None
+            if key in keys:
+                raise ValueError(
+                    f"lists: {json.dumps(value)} of shard {shard} is the same key as a value of shard {keys[key]}"
+                    + (" (strings compare without case, accents or trailing spaces)" if strings else "")
+                )
+            keys[key] = int(shard)
+    return keys
 
 
 def _dated(params: dict[str, Any], shards: int) -> Callable[[Key], int]:

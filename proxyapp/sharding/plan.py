@@ -418,7 +418,7 @@ def _insert(tokens: Tokens, lo: int, hi: int, ref: _Ref) -> Plan:
     if tokens.word(i) == "ON" and _sets_key(tokens, i, hi, ref):
         return _refuse(table, f"ON DUPLICATE KEY UPDATE of the shard key {table.key} of {_name(table)}")
     try:
-        placed = [table.algorithm.shard_of(key) for key in keys]
+        placed = [table.algorithm.shard_of_stored(key) for key in keys]
     except ShardKeyError as exc:
         return Plan(table, frozenset(), False, True, f"ProxyFleet sharding: {_name(table)}: {exc}")
     shards = frozenset(placed)

@@ -33,8 +33,12 @@ def shards(sandbox: Sandbox, other: Sandbox) -> Iterator[tuple[SandboxServer, Sa
     for server in servers:
         with server.connect() as conn, conn.cursor() as cur:
             cur.execute("CREATE DATABASE IF NOT EXISTS shop")
-            cur.execute("DROP TABLE IF EXISTS shop.tb_Shop, shop.cities")
+            cur.execute("DROP TABLE IF EXISTS shop.tb_Shop, shop.cities, shop.accounts")
             cur.execute("CREATE TABLE shop.tb_Shop (City_ID int PRIMARY KEY, name varchar(20))")
+            cur.execute(
+                "CREATE TABLE shop.accounts (code varchar(20) COLLATE utf8mb4_general_ci PRIMARY KEY, n int) "
+                "DEFAULT CHARSET utf8mb4"
+            )
             cur.execute("CREATE TABLE shop.cities (id int PRIMARY KEY, name varchar(20))")
             cur.execute("INSERT INTO shop.cities VALUES (1, 'Hangzhou')")
             cur.execute(f"GRANT ALL ON shop.* TO '{APP_USER}'@'%'")
@@ -63,6 +67,14 @@ def config(servers: tuple[SandboxServer, SandboxServer]) -> dict[str, Any]:
                 "shard_key": "City_ID",
             },
             {"schemaname": "shop", "tablename": "cities", "shard_group": "shops", "algorithm": "global"},
+            {
+                "schemaname": "shop",
+                "tablename": "accounts",
+                "shard_group": "shops",
+                "algorithm": "hash",
+                "shard_key": "code",
+                "parameters": '{"key_type": "string"}',
+            },
         ],
     }
 
@@ -107,6 +119,40 @@ def test_rows_go_to_the_shard_their_key_names_and_only_there(
     with shards[1].connect() as conn, conn.cursor() as cur:
         cur.execute("SELECT name FROM shop.tb_Shop WHERE City_ID = 5")
         assert cur.fetchone() == ("renamed",)
+
+
+def test_string_keys_the_collation_holds_equal_are_one_key(
+    shards: tuple[SandboxServer, SandboxServer], start_proxy: StartProxy
+) -> None:
+    proxy = start_proxy(config(shards))
+    with proxy.connect(database="shop", autocommit=True) as conn, conn.cursor() as cur:
+        for n, code in enumerate(("apple", "pear", "plum", "fig", "kiwi", "lime")):
+            cur.execute("INSERT INTO accounts (code, n) VALUES (%s, %s)", (code, n))
+        for same in ("APPLE", "Äpple ", "apple  "):  # as one server: the primary key says it is there already
+            with pytest.raises(pymysql.err.IntegrityError) as info:
+                cur.execute("INSERT INTO accounts (code, n) VALUES (%s, 9)", (same,))
+            assert info.value.args[0] == 1062
+            cur.execute("SELECT code, n FROM accounts WHERE code = %s", (same,))
+            assert cur.fetchall() == (("apple", 0),)
+        cur.execute("SELECT code FROM accounts WHERE code IN ('PEAR', 'Plum ') ORDER BY code")
+        assert cur.fetchall() == (("pear",), ("plum",))
+        cur.execute("SELECT name FROM tb_Shop WHERE City_ID = '0003'")  # an integer key written as text
+        assert cur.fetchall() == ()
+        cur.execute("INSERT INTO tb_Shop (City_ID, name) VALUES ('0003', 'three')")
+        cur.execute("SELECT name FROM tb_Shop WHERE City_ID = 3")
+        assert cur.fetchall() == (("three",),)
+        assert "the string key 'straße'" in refused(cur, "INSERT INTO accounts (code, n) VALUES ('straße', 1)")
+        cur.execute("SELECT COUNT(*) FROM accounts WHERE code = 'straße'")  # a key not placed: every shard
+        assert cur.fetchall() == ((0,),)
+    assert ids_on(shards[0]) == [] and ids_on(shards[1]) == [3]
+    counts = []
+    for server in shards:
+        with server.connect() as conn, conn.cursor() as cur:
+            cur.execute("SELECT COUNT(*) FROM shop.accounts")
+            row = cur.fetchone()
+            assert row is not None
+            counts.append(int(row[0]))
+    assert sum(counts) == 6 and min(counts) > 0  # spread over both shards
 
 
 def test_a_transaction_stays_on_its_shard(shards: tuple[SandboxServer, SandboxServer], start_proxy: StartProxy) -> None:

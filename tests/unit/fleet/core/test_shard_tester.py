@@ -26,7 +26,7 @@ HOSTILE = '"><script>alert(1)</script>'
 #: One table per algorithm over the group ``shops`` (hostgroups 100 and 101), and a global one.
 TABLES: list[dict[str, Any]] = [
     {"tablename": "by_mod", "algorithm": "mod", "shard_key": "City_ID"},
-    {"tablename": "by_hash", "algorithm": "hash", "shard_key": "id"},
+    {"tablename": "by_hash", "algorithm": "hash", "shard_key": "code", "parameters": '{"key_type": "string"}'},
     {
         "tablename": "by_bucket",
         "algorithm": "consistent_hash",
@@ -97,11 +97,12 @@ def where(cluster: Cluster, table: str, key: str) -> tuple[int | None, str | Non
         ("by_mod", "-7", 1),  # never negative, as the proxy computes it
         ("by_mod", "10", 0),
         # hash: the first 8 bytes of BLAKE2b(text), big-endian, mod 2; consistent_hash: the same mod 4 buckets
-        ("by_hash", "7", 0),
+        ("by_hash", "7", 0),  # a string key: the text '7'
         ("by_hash", "abc", 1),
+        ("by_hash", "ABC ", 1),
         ("by_bucket", "7", 0),  # bucket 2
         ("by_bucket", "2", 1),  # bucket 0
-        ("by_bucket", "x", 0),  # bucket 3
+        ("by_bucket", "0401", 0),  # the integer 401: bucket 3
         ("by_range", "-5", 0),
         ("by_range", "999", 0),
         ("by_range", "1000", 1),
@@ -154,8 +155,8 @@ def test_the_map_shows_groups_shards_servers_and_each_rule_in_words(sharded: Clu
     assert [(v.hostname, v.status) for v in group.shards[1].servers] == [("10.0.1.11", "OFFLINE_SOFT")]
     rules = {t.name: t.rule for t in group.tables}
     assert rules == {
-        "shop.by_bucket": "hash of id into 4 buckets: buckets 0-1 → shard 1; buckets 2-3 → shard 0",
-        "shop.by_hash": "BLAKE2b of id's text, mod 2",
+        "shop.by_bucket": "hash of the integer id into 4 buckets: buckets 0-1 → shard 1; buckets 2-3 → shard 0",
+        "shop.by_hash": "BLAKE2b of code's text (without case, accents or trailing spaces), mod 2",
         "shop.by_list": 'region in ("eu", 7) → shard 0; region in ("us") → shard 1; any other key: shard 1',
         "shop.by_mod": "City_ID mod 2 (never negative)",
         "shop.by_month": "by month of day from 2024-01-01: one month per shard, round the 2 shards; "

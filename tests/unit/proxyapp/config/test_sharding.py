@@ -12,7 +12,9 @@ from proxyapp.config.document import ConfigError, parse_config
 from proxyapp.config.sharding import ShardKeyError, build, parse_parameters
 
 RANGES = '{"ranges": [[null, 100, 0], [100, 200, 1], [200, null, 2]]}'
-LISTS = '{"lists": {"0": [1, 2, "eu"], "1": [3, "us"]}, "default": 2}'
+LISTS = '{"lists": {"0": [1, 2, "eu"], "1": [3, "us"]}, "default": 2}'  # a string value: string keys
+NUMBERS = '{"lists": {"0": [1, 2], "1": [3]}, "default": 2}'
+STRINGS = '{"key_type": "string"}'
 MONTHS = '{"unit": "month", "start": "2026-01-01"}'
 
 
@@ -24,12 +26,17 @@ MONTHS = '{"unit": "month", "start": "2026-01-01"}'
         ("mod", "", 2, -3, 1),  # never negative
         ("mod", "", 3, "42", 0),  # a string of digits is the number
         ("hash", "", 4, 12345, 1),  # pinned: a changed hash would move every row
-        ("hash", "", 4, "abc", 1),
         ("hash", "", 4, 7, 2),
-        ("hash", "", 4, "7", 2),  # 7 and '7' are one key, as MySQL compares them
+        ("hash", "", 4, "7", 2),  # 7 and '7' are one key, as MySQL compares them with an integer column
+        ("hash", "", 4, "0401", 2),  # ... and '0401' is 401
+        ("hash", "", 4, " +401 ", 2),
+        ("hash", "", 4, 401, 2),
+        ("hash", STRINGS, 4, "abc", 1),
+        ("hash", STRINGS, 4, "ABC  ", 1),  # one key under a case-insensitive, PAD SPACE collation
+        ("hash", STRINGS, 4, "Äbc", 1),  # ... and an accent-insensitive one
         ("consistent_hash", "", 4, 12345, 2),  # pinned too
-        ("consistent_hash", '{"buckets": 4}', 2, "abc", 0),  # bucket 1 of 0-1: shard 0
-        ("consistent_hash", '{"buckets": 4}', 2, "x", 1),  # bucket 3 of 2-3: shard 1
+        ("consistent_hash", '{"buckets": 4, "key_type": "string"}', 2, "abc", 0),  # bucket 1 of 0-1: shard 0
+        ("consistent_hash", '{"buckets": 4, "key_type": "string"}', 2, "X", 1),  # bucket 3 of 2-3: shard 1
         ("consistent_hash", '{"buckets": 4, "assignment": [[0, 3, 1]]}', 2, 12345, 1),
         ("range", RANGES, 3, -5, 0),
         ("range", RANGES, 3, 99, 0),
@@ -37,10 +44,13 @@ MONTHS = '{"unit": "month", "start": "2026-01-01"}'
         ("range", RANGES, 3, "199", 1),
         ("range", RANGES, 3, 10**12, 2),
         ("range", '{"ranges": [[0, 10, 1]], "default": 0}', 2, 10, 0),
-        ("list", LISTS, 3, 1, 0),
         ("list", LISTS, 3, "1", 0),
         ("list", LISTS, 3, "us", 1),
-        ("list", LISTS, 3, 99, 2),
+        ("list", LISTS, 3, "US ", 1),
+        ("list", LISTS, 3, "99", 2),
+        ("list", NUMBERS, 3, 1, 0),
+        ("list", NUMBERS, 3, "03", 1),  # an integer column: '03' is 3
+        ("list", NUMBERS, 3, 99, 2),
         ("date", MONTHS, 4, "2026-01-15", 0),
         ("date", MONTHS, 4, "2026-02-01", 1),
         ("date", MONTHS, 4, "2026-05-31 23:59:59", 0),  # the fifth month wraps to shard 0
@@ -57,6 +67,12 @@ def test_which_shard_holds_a_key(algorithm: str, parameters: str, shards: int, k
     [
         ("mod", "", None, "a shard key cannot be NULL"),
         ("mod", "", "x", "must be an integer, not 'x'"),
+        ("mod", "", "4_01", "must be an integer"),  # MariaDB reads 4, Python's int() 401
+        ("mod", "", "401.5", "must be an integer"),
+        ("hash", "", "abc", "must be an integer, not 'abc'"),
+        ("hash", STRINGS, 7, r"an integer \(7\) compared with a string shard key matches many keys"),
+        ("hash", STRINGS, "straße", r"\('ß', U\+00DF\) that ProxyFleet cannot place exactly"),  # general_ci: s
+        ("list", '{"lists": {"0": ["eu"]}}', 1, "an integer"),  # WHERE region = 1 matches '1', '01', ' 1'...
         ("range", '{"ranges": [[0, 10, 0]]}', 10, "no shard holds the key 10: it is in no range and the rule has no"),
         ("list", '{"lists": {"0": [1]}}', 2, "no shard holds the key 2: it is in no list"),
         ("date", MONTHS, "2025-12-31", "no shard holds the date 2025-12-31: the rule starts on 2026-01-01"),
@@ -89,7 +105,10 @@ def test_hashes_spread_keys_evenly() -> None:
         ("range", '{"ranges": [[0, 10, 0], [5, 20, 1]]}', r"\[5, 20, 1\] overlaps another range"),
         ("range", '{"ranges": [[0, "9", 0]]}', "ranges: to must be an integer or null"),
         ("range", '{"ranges": [[0, 9, 0]], "default": -1}', "default must be a whole number 0 to 4095"),
-        ("list", '{"lists": {"0": [1], "1": [1]}}', "1 is listed for shards 0 and 1"),
+        ("list", '{"lists": {"0": [1], "1": [1]}}', "1 of shard 1 is the same key as a value of shard 0"),
+        ("list", '{"lists": {"0": ["eu"], "1": ["EU "]}}', r"\"EU \" of shard 1 is the same key .* without case"),
+        ("list", '{"lists": {"0": ["Æ"]}}', "lists: shard 0: the string key 'Æ' has a character"),
+        ("hash", '{"key_type": "text"}', 'key_type must be one of integer, string, not "text"'),
         ("list", '{"lists": {"a": [1]}}', '"a" is not a shard number'),
         ("list", '{"lists": {"0": [true]}}', "true is not an integer or a string"),
         ("date", '{"unit": "week", "start": "2026-01-01"}', "unit is required: one of day, month, year"),

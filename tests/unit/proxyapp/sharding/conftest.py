@@ -23,7 +23,14 @@ def shard_map() -> ShardMap:
         },
         {"schemaname": "shop", "tablename": "cities", "shard_group": "shops", "algorithm": "global"},
         {"schemaname": "shop", "tablename": "visits", "shard_group": "shops", "algorithm": "mod", "shard_key": "city"},
-        {"schemaname": "shop", "tablename": "orders", "shard_group": "orders", "algorithm": "hash", "shard_key": "id"},
+        {
+            "schemaname": "shop",
+            "tablename": "orders",
+            "shard_group": "orders",
+            "algorithm": "hash",
+            "shard_key": "id",
+            "parameters": '{"key_type": "string"}',
+        },
     ]
     servers = [{"hostgroup_id": hg, "hostname": "db"} for hg in (100, 101, 102, 103, 200, 201)]
     return ShardMap.build(
