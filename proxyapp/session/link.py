@@ -51,6 +51,9 @@ class BackendLink:
         self.busy_since = 0.0  # when (the proxy's clock) the current (or last) command arrived
         self.transaction_since = 0.0  # when the command that opened the current transaction arrived
         self.killed = False  # a KILL ended the session: a command still waiting for a connection must not run
+        # A BEGIN held back until the transaction's first statement shows which shard it belongs on (``defer``).
+        self.opening: bytes | None = None
+        self.opening_hostgroup = 0  # where the held-back BEGIN would have run
 
     def situation(self) -> Situation:
         """The session's situation as routing sees it."""
@@ -99,6 +102,9 @@ class BackendLink:
                 if not kept:
                     release(conn)
                 raise SessionEnd
+            opened = self.opening is not None and not kept
+            if opened and not await self._open(conn):
+                return None
             pool = conn.pool
             assert isinstance(pool, ServerPool)
             relay = Relay(self.client.wire, cache_key is not None)
@@ -126,8 +132,10 @@ class BackendLink:
                     timer.cancel()
             if lost is not None:
                 self.lose(conn, pool)
+                if opened:  # the transaction it opened is gone with it
+                    self.end_transaction()
                 what = f"{pool.server.hostname}:{pool.server.port} (hostgroup {pool.server.hostgroup_id})"
-                if relay.written == 0 and not kept and safe_to_retry and retries > 0:
+                if relay.written == 0 and not kept and not opened and safe_to_retry and retries > 0:
                     retries -= 1
                     log.info("session %d: retrying a read after losing %s: %s", self.session_id, what, lost)
                     continue
@@ -252,8 +260,45 @@ class BackendLink:
             self.end_transaction()
         pool.hostgroup.release(conn, pool, reusable=False)
 
+    def defer(self, payload: bytes, hostgroup: int) -> None:
+        """Hold back a BEGIN (COM_QUERY ``payload``, bound for ``hostgroup``): the session is in a transaction that
+        opens on the connection of its first statement, so that a sharded table's key can choose the shard."""
+        self.opening = payload
+        self.opening_hostgroup = hostgroup
+        if not self.in_transaction:
+            self.in_transaction = True
+            self.transaction_since = self.busy_since
+            self.services.counters.Active_Transactions += 1
+
+    async def _open(self, conn: BackendConnection) -> bool:
+        """Run the held-back BEGIN on ``conn`` before the statement; False after sending the error it met (the
+        connection is given back, the transaction is over)."""
+        opening = self.opening
+        assert opening is not None
+        self.opening = None
+        pool = conn.pool
+        assert isinstance(pool, ServerPool)
+        try:
+            err = await conn.simple_command(opening)
+        except (PeerClosed, ProtocolError, OSError) as exc:
+            self.lose(conn, pool)
+            self.end_transaction()
+            self.client.send_error(
+                ErrorCode.BACKEND_LOST,
+                f"Lost connection to backend {pool.server.hostname}:{pool.server.port} while opening the "
+                f"transaction: {exc}",
+            )
+            return False
+        if err is not None:
+            release(conn, reusable=not conn.in_transaction)
+            self.end_transaction()
+            self.client.send_error(err.code, err.message, 1, err.sqlstate)
+            return False
+        return True
+
     def end_transaction(self) -> None:
         """The session is no longer in a transaction (its connection is gone, reset or the session ends)."""
+        self.opening = None
         if self.in_transaction:
             self.in_transaction = False
             self.services.counters.Active_Transactions -= 1

@@ -27,7 +27,7 @@ from proxyapp.session.state import Pin, SessionState
 from proxyapp.sharding.placement import Placement, placement
 from proxyapp.sharding.plan import Plan, plan
 from proxyapp.sql.digest import Digest, compute_digest
-from proxyapp.sql.scan import Statement, scan
+from proxyapp.sql.scan import Kind, Statement, scan
 
 _WARNING_QUERIES = ("SHOW WARNINGS", "SHOW ERRORS", "SHOW COUNT")
 #: The verdict when no rule can apply (shared: never modified).
@@ -120,6 +120,10 @@ class QueryPipeline:
                 return
         hostgroup = self.route(statements, outcome)
         if rt.shard_map is not None:
+            if len(statements) == 1 and self.held_back(first, sql, hostgroup, payload):
+                client.send_ok(self.status())
+                self.record(-1, digest, started, 0, 0)
+                return
             placed = self.place(sql)
             if placed is not None:
                 found, where = placed
@@ -174,9 +178,30 @@ class QueryPipeline:
     def route(self, statements: list[Statement], outcome: RuleOutcome) -> int:
         """The hostgroup ``statements`` run in (``route.route`` for this session, its stand-in resolved)."""
         services = self.services
-        situation = self.link.situation()
+        link = self.link
+        if link.opening is not None:  # in a transaction held back: where its BEGIN would have run
+            return link.opening_hostgroup
+        situation = link.situation()
         hostgroup, stand_in = route(statements, outcome.destination_hostgroup, services.runtime.writer_of, situation)
         return services.pools.stand_in(hostgroup) if stand_in else hostgroup
+
+    def held_back(self, statement: Statement, sql: str, hostgroup: int, payload: bytes) -> bool:
+        """With sharded tables, a BEGIN outside a transaction is held back (``BackendLink.defer``) until the
+        transaction's first statement, so that a shard key can choose the shard it runs on; a COMMIT or ROLLBACK
+        of a transaction that never ran a statement ends it here. True when the proxy answers the statement."""
+        link = self.link
+        if link.opening is not None and statement.kind in (Kind.COMMIT, Kind.ROLLBACK):
+            link.end_transaction()
+            return True
+        if (
+            statement.kind is Kind.BEGIN
+            and statement.keyword in ("BEGIN", "START")
+            and link.conn is None
+            and "SNAPSHOT" not in sql.upper()  # WITH CONSISTENT SNAPSHOT: its snapshot is taken now
+        ):
+            link.defer(payload, hostgroup)
+            return True
+        return False
 
     def place(self, sql: str) -> tuple[Plan, Placement] | None:
         """Where ``sql`` runs when it names a sharded table (``proxyapp.sharding``); None when it names none."""
@@ -186,7 +211,7 @@ class QueryPipeline:
         if found is None:
             return None
         situation = self.link.situation()
-        return found, placement(found, situation.kept, self.state.autocommit)
+        return found, placement(found, situation.kept, self.state.autocommit and self.link.opening is None)
 
     async def scatter(self, sql: str, found: Plan, where: Placement, digest: Digest, started: float) -> None:
         """Run a statement over several shards (``session.scatter``) and count it."""

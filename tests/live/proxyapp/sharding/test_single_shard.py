@@ -168,6 +168,38 @@ def test_a_transaction_stays_on_its_shard(shards: tuple[SandboxServer, SandboxSe
     assert ids_on(shards[0]) == [] and ids_on(shards[1]) == []
 
 
+def test_a_transaction_opens_on_the_shard_of_its_first_statement(
+    shards: tuple[SandboxServer, SandboxServer], start_proxy: StartProxy
+) -> None:
+    proxy = start_proxy(config(shards))
+    with proxy.connect(database="shop", autocommit=True) as conn, conn.cursor() as cur:
+        cur.execute("BEGIN")  # held back: no shard is chosen yet, but the client is in a transaction
+        assert conn.server_status & pymysql.constants.SERVER_STATUS.SERVER_STATUS_IN_TRANS
+        cur.execute("INSERT INTO tb_Shop (City_ID, name) VALUES (3, 'shard 1')")  # shard 1, not the default's 0
+        cur.execute("UPDATE tb_Shop SET name = 'updated' WHERE City_ID = 3")
+        cur.execute("SELECT name FROM tb_Shop WHERE City_ID = 3 FOR UPDATE")  # sees its own write
+        assert cur.fetchall() == (("updated",),)
+        assert ids_on(shards[1]) == []  # not committed yet
+        assert "hostgroup 101" in refused(cur, "INSERT INTO tb_Shop (City_ID, name) VALUES (2, 'shard 0')")
+        cur.execute("COMMIT")
+        assert not conn.server_status & pymysql.constants.SERVER_STATUS.SERVER_STATUS_IN_TRANS
+        assert ids_on(shards[1]) == [3]
+
+        cur.execute("START TRANSACTION")
+        cur.execute("INSERT INTO tb_Shop (City_ID, name) VALUES (5, 'rolled back')")
+        cur.execute("ROLLBACK")
+        cur.execute("BEGIN")
+        cur.execute("COMMIT")  # a transaction that ran nothing ends at the proxy
+        cur.execute("BEGIN")
+        assert "inside a transaction" in refused(cur, "SELECT COUNT(*) FROM tb_Shop")  # several shards: not yet
+        cur.execute("SELECT name FROM tb_Shop WHERE City_ID = 4")  # the transaction opens on shard 0
+        cur.execute("ROLLBACK")
+        cur.execute("SELECT COUNT(*) FROM tb_Shop")
+        assert cur.fetchall() == ((1,),)
+    assert ids_on(shards[0]) == [] and ids_on(shards[1]) == [3]
+    assert proxy.stats()["global"]["Active_Transactions"] == 0
+
+
 def test_prepared_statements_on_sharded_tables_are_refused(
     shards: tuple[SandboxServer, SandboxServer], start_proxy: StartProxy
 ) -> None:
