@@ -610,7 +610,12 @@ def render_markdown(doc: dict[str, Any], command: str) -> str:
         f"- Machine: {m.get('nproc')} CPUs ({m.get('cpu_model')}), {m.get('memory')}, {m.get('kernel')}; load "
         f"average (1/5/15 min) before {m.get('loadavg_before')}, after {m.get('loadavg_after')}; during the runs "
         "other processes took "
-        + (f"median {statistics.median(others):.0f} % (max {max(others):.0f} %)" if others else "an unknown share")
+        + (
+            f"median {statistics.median(others):.0f} % (max {max(others):.0f} %; above 10 % in "
+            f"{sum(o > 10 for o in others)} of {len(others)} runs)"
+            if others
+            else "an unknown share"
+        )
         + " of the machine's CPU. Everything below (4 MariaDB servers, 3 proxies, sysbench) ran on these CPUs.",
         f"- MariaDB {m.get('mariadb')} (4 sandbox servers, `devstack/sandbox.py` settings, buffer pool "
         f"{BUFFER_POOL_BYTES // 1024 // 1024} MiB) · {m.get('sysbench')} with `devstack/bench/sharding_shop.lua`, "
