@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
 
-.PHONY: deps sysdeps lint build test test-unit run bench bench-failover txmodel clean
+.PHONY: deps sysdeps lint build test test-unit run bench bench-failover bench-sharding txmodel clean
 
 # The virtualenv with requirements.txt installed, and the Debian packages.
 deps: sysdeps $(STAMP)
@@ -44,6 +44,11 @@ bench: deps build
 # docs/benchmarks.md; about 40 s a run (BENCH_ARGS='--runs N', default 3).
 bench-failover: deps build
 	$(PY) -m devstack.bench.failover_bench $(BENCH_ARGS)
+
+# Sharding through the proxy (2 and 4 shards) against one server direct: the "Sharding" section of
+# docs/benchmarks.md; about 6 minutes a run (BENCH_ARGS='--rounds N --time S', default 3 rounds of 5 s).
+bench-sharding: deps build
+	$(PY) -m devstack.bench.sharding_bench $(BENCH_ARGS)
 
 # The model-based transaction test at length (tests/support/txmodel.py; make test runs it small):
 # BENCH_ARGS-style flags in TXMODEL_ARGS, e.g. TXMODEL_ARGS='--walkers 16 --steps 5000 --seed 7'.

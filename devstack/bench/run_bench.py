@@ -376,7 +376,7 @@ class CpuSnapshot:
         return out
 
 
-class _PidFile:
+class PidFile:
     """The pids this harness started, so a rerun after a SIGKILL can stop the leftovers (only those)."""
 
     def __init__(self, path: Path) -> None:
@@ -428,7 +428,7 @@ class Bench:
         self.results: list[RunResult] = []
         self.machine: dict[str, Any] = {}
         self.logs = BENCH_DIR / "logs"
-        self.pids = _PidFile(BENCH_DIR / "pids.json")
+        self.pids = PidFile(BENCH_DIR / "pids.json")
 
     # ------------------------------------------------------------------------------------------ set up / down
 
