@@ -1,7 +1,7 @@
 """The statement classes of the sharding differential test's workloads (``tests.support.sharding_workload`` draws
-them): each a function of the generator that makes one ``Statement`` of its class (None when the workload's schema
-has no place for it), registered in ``CLASSES`` by name. The names are what ``tests.support.sharding_diff`` lists as
-expected refusals and open defects.
+them): each a function of the generator that makes one ``Statement`` of its class (or a transaction's sequence of
+them; None when the workload's schema has no place for it), registered in ``CLASSES`` by name. The names are what
+``tests.support.sharding_diff`` lists as expected refusals and open defects.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ class Statement:
     fold: tuple[int, ...] = ()
 
 
-Maker: TypeAlias = "Callable[[Generator], Statement | None]"
+#: A class's maker: a statement, or a sequence of them (a transaction), or None when the schema has no place for it.
+Maker: TypeAlias = "Callable[[Generator], Statement | list[Statement] | None]"
 CLASSES: dict[str, Maker] = {}
 #: Relative weights of the classes after the load (2 unless named).
 WEIGHTS = {
@@ -892,3 +893,96 @@ def _delete_alias(g: Generator) -> Statement:
     alias = g.rng.choice(("x", "AS x"))
     return Statement("delete_alias", f"DELETE x FROM {t.name} {alias} WHERE {g.where_key('x')} AND "
                      f"x.{t.column('int')} > {g.rng.randint(3, 10)}")  # fmt: skip
+
+
+@_class("group_by_expression")
+def _group_by_expression(g: Generator) -> Statement:
+    """Groups of an expression (by its alias or its text), or of a column the select list does not show."""
+    t = g.t
+    i, s, d = t.column("int"), t.column("str"), t.column("dec")
+    sql = g.rng.choice((
+        f"SELECT {i} % 3 AS m, COUNT(*), SUM({d}) FROM {t.name} GROUP BY m",
+        f"SELECT {i} % 3, COUNT(*), MIN(id) FROM {t.name} GROUP BY {i} % 3",
+        f"SELECT COUNT(*), SUM({d}), MAX(id) FROM {t.name} GROUP BY {i}",
+        f"SELECT LENGTH({s}), COUNT(*) FROM {t.name} GROUP BY LENGTH({s}) ORDER BY COUNT(*) DESC, 1",
+        f"SELECT COUNT(*) AS n, MIN(id) FROM {t.name} GROUP BY {t.column('date')} HAVING n > 1",
+    ))  # fmt: skip
+    return Statement("group_by_expression", sql, ordered=True)
+
+
+@_class("transaction")
+def _transaction(g: Generator) -> list[Statement]:
+    """A transaction on one key's shard: a write, reads that see it, a read of another key (refused when it is on
+    another shard) and of every shard (refused), then COMMIT or ROLLBACK."""
+    t = g.t
+    i, k = t.column("int"), t.key
+    key = g.existing()
+    literal, other = g.keys.literal(key), g.key_literal()
+    steps = [
+        Statement("txn_begin", g.rng.choice(("BEGIN", "START TRANSACTION"))),
+        Statement("txn_write", f"UPDATE {t.name} SET {i} = {g.value('int')} WHERE {k} = {literal}"),
+        Statement("txn_read", f"SELECT id, {i} FROM {t.name} WHERE {k} = {literal} ORDER BY id", ordered=True),
+        Statement("txn_insert", g.insert(t, [key], [g.keys.variant(key)])),
+        Statement("txn_read", f"SELECT COUNT(*), SUM({i}) FROM {t.name} WHERE {k} = {literal}", ordered=True),
+        Statement("txn_other_key", f"SELECT id FROM {t.name} WHERE {k} = {other} ORDER BY id", ordered=True),
+        Statement("txn_scatter", f"SELECT COUNT(*) FROM {t.name}", ordered=True),
+        Statement("txn_read", f"SELECT id, {i} FROM {t.name} WHERE {k} = {literal} ORDER BY id", ordered=True),
+        Statement("txn_end", g.rng.choice(("COMMIT", "ROLLBACK"))),
+    ]
+    return steps
+
+
+@_class("select_limit")
+def _select_limit(g: Generator) -> list[Statement]:
+    """Reads under the session's sql_select_limit, which caps what the client gets, not each shard's part."""
+    t = g.t
+    i, d = t.column("int"), t.column("dec")
+    return [
+        Statement("select_limit_set", f"SET SESSION sql_select_limit = {g.rng.randint(1, 4)}"),
+        Statement("select_limit_read", f"SELECT id, {d} FROM {t.name} ORDER BY {d} DESC, id", ordered=True),
+        Statement("select_limit_read", f"SELECT {i}, COUNT(*) FROM {t.name} GROUP BY {i}", ordered=True),
+        Statement("select_limit_read", f"SELECT DISTINCT {i} FROM {t.name} ORDER BY {i}", ordered=True),
+        Statement("select_limit_read", f"SELECT id FROM {t.name} ORDER BY id LIMIT 2, 3", ordered=True),
+        Statement("select_limit_reset", "SET SESSION sql_select_limit = DEFAULT"),
+    ]
+
+
+@_class("autocommit_off")
+def _autocommit_off(g: Generator) -> list[Statement]:
+    """Statements with autocommit off: a transaction on the first one's shard, ended by COMMIT or ROLLBACK."""
+    t = g.t
+    i, k = t.column("int"), t.key
+    literal = g.key_literal()
+    return [
+        Statement("autocommit_set", "SET autocommit = 0"),
+        Statement("autocommit_write", f"UPDATE {t.name} SET {i} = {g.value('int')} WHERE {k} = {literal}"),
+        Statement("autocommit_read", f"SELECT id, {i} FROM {t.name} WHERE {k} = {literal} ORDER BY id", ordered=True),
+        Statement("autocommit_scatter", f"SELECT MAX(id) FROM {t.name}", ordered=True),
+        Statement("autocommit_end", g.rng.choice(("COMMIT", "ROLLBACK"))),
+        Statement("autocommit_read", f"SELECT id, {i} FROM {t.name} WHERE {k} = {literal} ORDER BY id", ordered=True),
+        Statement("autocommit_reset", "SET autocommit = 1"),
+    ]
+
+
+@_class("session_variables")
+def _session_variables(g: Generator) -> list[Statement]:
+    """Reads over several shards under a session setting that changes their answer: each shard's connection must
+    carry it."""
+    t = g.t
+    i, s, d, dt = t.column("int"), t.column("str"), t.column("dec"), t.column("date")
+    setting, reads = g.rng.choice((
+        ("div_precision_increment = 8",
+         [f"SELECT AVG({d}), AVG({i}) FROM {t.name}", f"SELECT {i}, AVG({d}) FROM {t.name} GROUP BY {i}"]),
+        ("lc_time_names = 'de_DE'",
+         [f"SELECT id, DATE_FORMAT({dt}, '%W %d %M') FROM {t.name} ORDER BY id",
+          f"SELECT DATE_FORMAT({dt}, '%M') AS m, COUNT(*) FROM {t.name} GROUP BY m"]),
+        ("sql_mode = 'STRICT_TRANS_TABLES,NO_ENGINE_SUBSTITUTION,PIPES_AS_CONCAT'",
+         [f"SELECT id, {s} || '!' FROM {t.name} ORDER BY id", f"SELECT id FROM {t.name} WHERE {i} > 2 || {i} < 0 "
+          "ORDER BY id"]),
+    ))  # fmt: skip
+    name = setting.split(" = ")[0]
+    return [
+        Statement("session_set", f"SET SESSION {setting}"),
+        *(Statement("session_read", sql, ordered=True) for sql in reads),
+        Statement("session_reset", f"SET SESSION {name} = DEFAULT"),
+    ]

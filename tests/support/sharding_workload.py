@@ -257,14 +257,16 @@ class Generator:
             cls = self.rng.choices(("insert_one", "insert_one_variant", "insert_multi_same_key", "insert_second"),
                                    (6, 3, 1, 3))[0]  # fmt: skip
             made = CLASSES[cls](self)
-            if made is not None:
+            if isinstance(made, Statement):
                 statements.append(made)
         names = list(CLASSES)
         weights = [WEIGHTS.get(name, 2) for name in names]
         while len(statements) < count:
             made = CLASSES[self.rng.choices(names, weights)[0]](self)
-            if made is not None:
+            if isinstance(made, Statement):
                 statements.append(made)
+            elif made is not None:  # a sequence (a transaction)
+                statements.extend(made)
         tables = [table for table in (self.t, self.u, self.g) if table is not None]
         return Workload(self.seed, self.kind, tables, global_rows, statements)
 
