@@ -143,8 +143,9 @@ OPEN_DEFECTS = [
         "needless-refusals",
         "refused though one server's answer is within reach: a SELECT in parentheses ('a subquery'), a co-located "
         "join whose ON condition is in parentheses, DELETE a FROM t a JOIN u b ... WHERE a.key = v (the FROM "
-        "table is not seen, so the write looks like one over every shard of u)",
-        frozenset({"select_in_parentheses", "join_on_parenthesized", "delete_join_point"}),
+        "table is not seen, so the write looks like one over every shard of u), HAVING on a group key named by "
+        "its alias (GROUP BY x HAVING x > 2)",
+        frozenset({"select_in_parentheses", "join_on_parenthesized", "delete_join_point", "having_group_alias"}),
     ),
 ]
 #: The algorithms that can shard a key of each type.

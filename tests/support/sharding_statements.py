@@ -447,9 +447,8 @@ def _join(g: Generator, kind: str) -> str:
 def _join_colocated(g: Generator) -> Statement | None:
     if g.u is None:
         return None
-    return Statement(
-        "join_colocated", f"SELECT a.id, b.id, b.hits FROM {_join(g, 'JOIN')} ORDER BY a.id, b.id", ordered=True
-    )
+    items = g.rng.choice(("a.id, b.id, b.hits", "*"))
+    return Statement("join_colocated", f"SELECT {items} FROM {_join(g, 'JOIN')} ORDER BY a.id, b.id", ordered=True)
 
 
 @_class("join_colocated_left")
@@ -687,12 +686,22 @@ def _aggregate_expressions(g: Generator) -> Statement:
 
 @_class("distinct_limit")
 def _distinct_limit(g: Generator) -> Statement:
+    """DISTINCT, ORDER BY and LIMIT over strings, some differing only by trailing spaces."""
     t = g.t
-    column = g.rng.choice((t.column("int"), t.column("str"), t.key, t.column("date")))
-    fold = (0,) if column == t.column("str") or (column == t.key and g.kind == "string") else ()
+    column = g.rng.choice([*t.kinds("str"), *([t.key] if g.kind == "string" else [])])
     direction = g.rng.choice(("", " DESC"))
-    return Statement("distinct_limit", f"SELECT DISTINCT {column} FROM {t.name} ORDER BY {column}{direction}"
-                     f"{g.limit()}", ordered=True, fold=fold)  # fmt: skip
+    return Statement("distinct_limit", f"SELECT DISTINCT {column} FROM {t.name} ORDER BY {column}{direction} "
+                     f"LIMIT {g.rng.randint(2, 5)}", ordered=True, fold=(0,))  # fmt: skip
+
+
+@_class("distinct_limit_plain")
+def _distinct_limit_plain(g: Generator) -> Statement:
+    """DISTINCT, ORDER BY and LIMIT over numbers and dates."""
+    t = g.t
+    column = g.rng.choice([t.column("int"), t.column("date"), *([t.key] if g.kind != "string" else [])])
+    direction = g.rng.choice(("", " DESC"))
+    return Statement("distinct_limit_plain", f"SELECT DISTINCT {column} FROM {t.name} ORDER BY {column}{direction}"
+                     f"{g.limit()}", ordered=True)  # fmt: skip
 
 
 @_class("point_in_aggregate")
@@ -906,6 +915,7 @@ def _group_by_expression(g: Generator) -> Statement:
         f"SELECT COUNT(*), SUM({d}), MAX(id) FROM {t.name} GROUP BY {i}",
         f"SELECT LENGTH({s}), COUNT(*) FROM {t.name} GROUP BY LENGTH({s}) ORDER BY COUNT(*) DESC, 1",
         f"SELECT COUNT(*) AS n, MIN(id) FROM {t.name} GROUP BY {t.column('date')} HAVING n > 1",
+        f"SELECT {i}, COUNT(*) FROM {t.name} GROUP BY 1 ORDER BY 2 DESC, 1",
     ))  # fmt: skip
     return Statement("group_by_expression", sql, ordered=True)
 
@@ -986,3 +996,23 @@ def _session_variables(g: Generator) -> list[Statement]:
         *(Statement("session_read", sql, ordered=True) for sql in reads),
         Statement("session_reset", f"SET SESSION {name} = DEFAULT"),
     ]
+
+
+@_class("order_alias_shadows_column")
+def _order_alias_shadows_column(g: Generator) -> Statement:
+    """ORDER BY a select alias that is also a column's name: MariaDB orders by the alias."""
+    t = g.t
+    i, d = t.column("int"), t.column("dec")
+    sql = g.rng.choice((
+        f"SELECT id, -{i} AS {i} FROM {t.name} ORDER BY {i}, id",
+        f"SELECT id, {d} AS {i} FROM {t.name} ORDER BY {i} DESC, id{g.limit()}",
+    ))  # fmt: skip
+    return Statement("order_alias_shadows_column", sql, ordered=True)
+
+
+@_class("having_group_alias")
+def _having_group_alias(g: Generator) -> Statement:
+    """HAVING on a group key named by its select alias."""
+    t, i = g.t, g.t.column("int")
+    return Statement("having_group_alias", f"SELECT {i} AS x, COUNT(*) AS n FROM {t.name} GROUP BY x HAVING x > 2 "
+                     "ORDER BY n, x", ordered=True)  # fmt: skip

@@ -10,7 +10,7 @@
 - rows whose keys come in the spellings MariaDB holds equal (``'abc'``, ``'ABC'``, ``'abc  '``, ``'äbc'``; an
   integer as ``'0401'``; a date with a time of midnight), with NULLs, case variants and trailing spaces in the
   other columns too;
-- statements of about ninety classes (``tests.support.sharding_statements``): inserts, point and range reads by
+- statements of about a hundred classes (``tests.support.sharding_statements``): inserts, point and range reads by
   the key, scatter reads with ORDER BY, LIMIT, DISTINCT, GROUP BY, HAVING and aggregates, co-located and global
   joins, updates and deletes by the key, other spellings of them, and statements the proxy must refuse.
 
@@ -341,6 +341,7 @@ class Generator:
             f" WHERE {t.column('dec')} < {rng.randint(0, 40)}",
             f" WHERE {t.column('str')} IS NOT NULL",
             f" WHERE {t.column('date')} >= '2026-01-0{rng.randint(1, 9)}'",
+            " WHERE id < 0",
         ]
         return rng.choice(choices)
 
