@@ -82,6 +82,7 @@ class ProxyProcess:
         self.admin_port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.started = False  # it came up once: a restart keeps its ports
+        self.env: dict[str, str] = {}  # more environment for the next start (a test hook, say)
 
     def write_config(self, config: dict[str, Any]) -> None:
         """Replace the config file (takes effect on reload).
@@ -113,7 +114,7 @@ class ProxyProcess:
         raise AssertionError("unreachable")
 
     def _start(self, timeout: float) -> ProxyProcess:
-        env = dict(os.environ, PYTHONPATH=str(self.repo), **{TEST_CLOCK_ENV: "1"})
+        env = dict(os.environ, PYTHONPATH=str(self.repo), **{TEST_CLOCK_ENV: "1"}, **self.env)
         self._log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
             [

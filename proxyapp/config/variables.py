@@ -638,6 +638,24 @@ _SPECS = (
         minimum=1000,
         maximum=7 * _DAY_MS,
     ),
+    # Sharding (docs/sharding.md).
+    _bool(
+        "mysql-sharding_cross_shard_writes",
+        True,
+        "a write over several shards commits on all of them or none with XA (false: it is refused with an error "
+        "that says so)",
+    ),
+    _str(
+        "mysql-sharding_xa_log_dir",
+        "",
+        "directory of the XA decision logs ('': xa-log beside the config file); keep it across restarts",
+    ),
+    _str(
+        "mysql-sharding_xa_identity",
+        "",
+        "name setting this proxy's XA transactions apart from other proxies' on the same shard servers ('': the "
+        "host's name and the config file's path); keep it across restarts",
+    ),
     # Admin (the HTTP admin and its stats).
     _bool(
         "admin-restapi_enabled",

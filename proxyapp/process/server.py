@@ -30,6 +30,7 @@ from proxyapp.session.seats import Seats
 from proxyapp.session.services import SessionServices
 from proxyapp.session.session import Session
 from proxyapp.session.throttle import AuthThrottle
+from proxyapp.sharding.coordinator import Coordinator
 from proxyapp.sharding.stats import ShardingStats
 
 log = logging.getLogger("proxyapp")
@@ -95,6 +96,9 @@ class Proxy(SessionServices):
         self.pools = PoolManager(self.counters, workers, self.clock)
         self.runtime = Runtime.build(config, str(config_path or "document"))
         self.tls = load_tls(config)
+        self.xa: Coordinator | None = None
+        self.xa_error = ""
+        self._open_xa()
         #: The monitor's latest findings, from this process's own monitor or (a worker) from the supervisor's.
         self.monitor_state = MonitorState()
         #: The monitor, when this process runs it: with one worker process (else the supervisor does).
@@ -204,6 +208,8 @@ class Proxy(SessionServices):
                 log.info("session %d: %s, disconnecting", session.id, why)
                 session.wire.close()
         self.pools.housekeeping(now)
+        if self.xa is not None:
+            self.xa.sweep(now)
 
     def _end(self, session: Session, why: str) -> None:
         """Kill ``session`` (its running statement, its connection; its transaction is rolled back)."""
@@ -223,6 +229,8 @@ class Proxy(SessionServices):
         if self._sessions:
             await asyncio.wait(list(self._sessions), timeout=5)
         await self.mirror.stop()
+        if self.xa is not None:
+            await self.xa.close()
         monitor = self.monitor
         if monitor is not None:
             await monitor.stop()
@@ -242,6 +250,7 @@ class Proxy(SessionServices):
         self.cache.max_bytes = config.variables.integer("mysql-query_cache_size_MB") << 20
         self._configure_throttle(config)
         self.mirror.configure(config, self.config_path)
+        self._open_xa()
         if self.events.path != self.runtime.settings.eventslog_filename:
             self.events.close()
             self.events = EventsLog(self.runtime.settings.eventslog_filename)
@@ -249,6 +258,19 @@ class Proxy(SessionServices):
         log.info("config %s loaded from %s", config.checksum[:12], source)
         for warning in config.warnings:
             log.warning("config: %s", warning)
+
+    def _open_xa(self) -> None:
+        """Open the XA decision log and recovery the first time the config has sharded tables."""
+        if self.xa is not None or self.runtime.shard_map is None:
+            return
+        try:
+            self.xa = Coordinator.open(
+                lambda: self.runtime.config, self.config_path, lambda: self.tls, self.worker, self.workers
+            )
+            self.xa_error = ""
+        except (OSError, ValueError) as exc:
+            self.xa_error = str(exc)
+            log.error("sharding: the XA decision log cannot be opened, writes over several shards are refused: %s", exc)
 
     def _configure_throttle(self, config: Config) -> None:
         v = config.variables

@@ -42,6 +42,7 @@ class SessionSettings:
     max_transaction_idle_time_ms: int
     query_cache_stores_empty_result: bool
     kill_backend_when_disconnect: bool
+    cross_shard_writes: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +87,7 @@ class Runtime:
             max_transaction_idle_time_ms=v.integer("mysql-max_transaction_idle_time"),
             query_cache_stores_empty_result=v.flag("mysql-query_cache_stores_empty_result"),
             kill_backend_when_disconnect=v.flag("mysql-kill_backend_connection_when_disconnect"),
+            cross_shard_writes=v.flag("mysql-sharding_cross_shard_writes"),
         )
         frontend = {u.username: u for u in config.mysql_users if u.active and u.frontend}
         backend = {u.username: u for u in config.mysql_users if u.active and u.backend}

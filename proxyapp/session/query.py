@@ -211,21 +211,31 @@ class QueryPipeline:
         if found is None:
             return None
         situation = self.link.situation()
-        return found, placement(found, situation.kept, self.state.autocommit and self.link.opening is None)
+        autocommit = self.state.autocommit and self.link.opening is None
+        writes = self.services.runtime.settings.cross_shard_writes
+        return found, placement(found, situation.kept, autocommit, writes)
 
     async def scatter(self, sql: str, found: Plan, where: Placement, digest: Digest, started: float) -> None:
         """Run a statement over several shards (``session.scatter``) and count it."""
         if self.scattering is None:
             self.scattering = Scatter(self.services, self.client, self.link)
         status = self.status()
+        name = f"{found.table.schema}.{found.table.table}"
+        affected = 0
         if found.gather is not None:
             done = await self.scattering.read(where.shards, found.gather, status)
-        else:
-            name = f"{found.table.schema}.{found.table.table}"
+        elif found.ddl:
             done = await self.scattering.everywhere(where.shards, sql, status, f"DDL on {name}")
+        else:
+            split = dict(found.statements)
+            statements = [(shard, split.get(shard.number, sql)) for shard in where.shards]
+            first = found.table.shards[found.first_row_shard]
+            done = await self.scattering.write(statements, first, status, f"a write to {name}")
+            affected = done.rows if done is not None else 0
         if done is not None:
-            self.record(where.shards[0].hostgroup_id, digest, started, done.rows, 0)
-            self.record_sharded(digest, len(where.shards), done.rows, done.merge_us)
+            rows = 0 if affected else done.rows
+            self.record(where.shards[0].hostgroup_id, digest, started, rows, affected)
+            self.record_sharded(digest, len(where.shards), rows, done.merge_us)
 
     def record_sharded(self, digest: Digest, shards: int, merge_rows: int = 0, merge_us: int = 0) -> None:
         """Count a statement on sharded tables in the sharding statistics (``shards`` 0: refused)."""

@@ -1,5 +1,6 @@
 """A statement over several shards for one session: it runs on a connection to each shard side by side, then its
-results merge into one (a SELECT, ``proxyapp.sharding.merge``) or its outcome is told shard by shard (DDL).
+results merge into one (a SELECT, ``proxyapp.sharding.merge``), or its outcome is told shard by shard (DDL), or
+(a write) it commits on every shard or none as one XA transaction (``proxyapp.sharding.xa``).
 
 Each connection is borrowed from its shard's hostgroup and brought to the session's state like any other, and
 given back after the statement (the session is outside a transaction: ``placement`` refuses a scatter inside one).
@@ -10,13 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from dataclasses import dataclass
 
 from proxyapp.backends.pool import ServerPool
+from proxyapp.config.tables import MysqlServer
 from proxyapp.mysql.backend import BackendConnection
 from proxyapp.mysql.constants import ErrorCode
-from proxyapp.mysql.packets import ProtocolError
+from proxyapp.mysql.packets import OkPacket, ProtocolError, ok_packet
 from proxyapp.mysql.resultset import TextResult, read_whole_result, result_set_of
 from proxyapp.mysql.wire import STATUS_UNKNOWN, PeerClosed, Response
 from proxyapp.session.client import Client
@@ -25,6 +28,7 @@ from proxyapp.session.services import SessionServices
 from proxyapp.sharding.gather import Gather, Refused
 from proxyapp.sharding.merge import merge
 from proxyapp.sharding.shardmap import Shard
+from proxyapp.sharding.xa import Branch, commit, rollback, xa_start_sql
 
 log = logging.getLogger("proxyapp.session.scatter")
 
@@ -81,48 +85,91 @@ class Scatter:
         )
         return None
 
+    async def write(
+        self, statements: list[tuple[Shard, str]], first: Shard, status: int, what: str
+    ) -> Scattered | None:
+        """Run a write over several shards, each shard its statement, as one XA transaction: committed on all of
+        them or none (``proxyapp.sharding.xa``); an OK whose counts add up the shards', whose insert id is shard
+        ``first``'s (the statement's first row). None: an error was sent, and nothing was written."""
+        coordinator = self.services.xa
+        if coordinator is None:
+            self.client.send_error(
+                ErrorCode.ERROR_ON_WRITE,
+                f"ProxyFleet sharding: {what} over several shards needs the XA decision log, which could not be "
+                f"opened: {self.services.xa_error}",
+            )
+            return None
+        shards = [shard for shard, _ in statements]
+        conns = await self._borrow(shards)
+        if conns is None:
+            return None
+        xid = coordinator.log.new_xid()
+        branches = [
+            Branch(shard.number, f"{_server(conn).hostname}:{_server(conn).port}", conn)
+            for shard, conn in zip(shards, conns, strict=True)
+        ]
+        opened = await self._ask(conns, [xa_start_sql(xid, shard.number) for shard in shards])
+        answers = opened
+        if all(isinstance(a, TextResult) and a.error is None for a in opened):
+            answers = await self._ask(conns, [sql for _, sql in statements])
+        failed = self._failure(shards, answers)
+        if failed is None:
+            outcome = await commit(branches, xid, coordinator.log)
+            if not outcome.committed:
+                assert outcome.failure is not None
+                failed = (outcome.failure.code, f"ProxyFleet sharding: {what} was rolled back: {outcome.failure}", None)
+        else:
+            await rollback(branches, xid)
+        for branch in branches:
+            release(branch.conn, reusable=branch.reusable)
+        if failed is not None:
+            code, message, sqlstate = failed
+            self.client.send_error(code, message, 1, sqlstate)
+            return None
+        oks = [a.ok for a in answers if isinstance(a, TextResult) and a.ok is not None]
+        last_insert_id = next(
+            (a.ok.last_insert_id for shard, a in zip(shards, answers, strict=True)
+             if shard == first and isinstance(a, TextResult) and a.ok is not None),
+            0,
+        )  # fmt: skip
+        if last_insert_id:
+            self.link.last_insert_id = last_insert_id
+        affected = sum(ok.affected_rows for ok in oks)
+        warnings = sum(ok.warnings for ok in oks)
+        self.client.wire.send(ok_packet(affected, last_insert_id, status, warnings, added_info(oks)), 1)
+        return Scattered(affected, 0)
+
+    def _failure(
+        self, shards: list[Shard], answers: list[TextResult | BaseException]
+    ) -> tuple[int, str, str | None] | None:
+        """The error to tell of a write's branches (a lost connection, else the first shard's error), or None."""
+        for shard, answer in zip(shards, answers, strict=True):
+            if isinstance(answer, BaseException):
+                return (
+                    ErrorCode.BACKEND_LOST,
+                    f"Lost connection to shard {shard.number} (hostgroup {shard.hostgroup_id}) during query: {answer}",
+                    None,
+                )
+        for answer in answers:
+            if isinstance(answer, TextResult) and answer.error is not None:
+                return answer.error.code, answer.error.message, answer.error.sqlstate
+        return None
+
     async def _run(self, shards: tuple[Shard, ...], sql: str, keep_going: bool = False) -> list[TextResult] | None:
         """Run ``sql`` on a connection to each shard and read each whole result; None when a connection could not
         be had or was lost, or (unless ``keep_going``) a shard answered an error: the error is sent."""
-        link = self.link
-        conns: list[BackendConnection] = []
-        for shard in shards:
-            conn = await link.borrow(shard.hostgroup_id)
-            if conn is None:
-                for taken in conns:
-                    release(taken)
-                return None
-            conns.append(conn)
-        payload = b"\x03" + sql.encode("utf-8", "surrogateescape")
-        settings = self.services.runtime.settings
-        timeout_ms = settings.default_query_timeout_ms
-        loop = self.client.wire.loop
-        timers = []
-        for conn in conns:
-            conn.wire.send(payload, 0)
-            if timeout_ms < NO_TIMEOUT_MS:
-                timers.append(loop.call_later(timeout_ms / 1000, link.on_query_timeout, conn))
-        began = time.perf_counter()
-        answers = await asyncio.gather(*(read_whole_result(conn.wire) for conn in conns), return_exceptions=True)
-        for timer in timers:
-            timer.cancel()
-        elapsed_us = int((time.perf_counter() - began) * 1_000_000)
+        conns = await self._borrow(list(shards))
+        if conns is None:
+            return None
+        answers = await self._ask(conns, [sql] * len(conns))
         results: list[TextResult] = []
         lost: tuple[Shard, BaseException] | None = None
         for shard, conn, answer in zip(shards, conns, answers, strict=True):
-            pool = conn.pool
-            assert isinstance(pool, ServerPool)
             if isinstance(answer, BaseException):
-                if not isinstance(answer, (PeerClosed, ProtocolError, OSError)):
-                    raise answer
-                link.lose(conn, pool)
+                release(conn, reusable=False)
                 lost = lost or (shard, answer)
                 continue
-            pool.queries += 1
-            pool.latency_us += (elapsed_us - pool.latency_us) >> 3
-            if answer.error is None:
-                conn.status = answer.status
-            else:
+            if answer.error is not None:
                 await conn.settle(Response(STATUS_UNKNOWN, answer.error))
             release(conn, reusable=not conn.in_transaction)
             results.append(answer)
@@ -139,3 +186,65 @@ class Scatter:
                     self.client.send_error(result.error.code, result.error.message, 1, result.error.sqlstate)
                     return None
         return results
+
+    async def _borrow(self, shards: list[Shard]) -> list[BackendConnection] | None:
+        """A connection to each shard, brought to the session's state; None after sending the error (none kept)."""
+        conns: list[BackendConnection] = []
+        for shard in shards:
+            conn = await self.link.borrow(shard.hostgroup_id)
+            if conn is None:
+                for taken in conns:
+                    release(taken)
+                return None
+            conns.append(conn)
+        return conns
+
+    async def _ask(self, conns: list[BackendConnection], sqls: list[str]) -> list[TextResult | BaseException]:
+        """Send each connection its statement at once and read the whole results, under the query timeout; a
+        connection lost (its exception in the list) is closed, to be given back as not reusable."""
+        link = self.link
+        timeout_ms = self.services.runtime.settings.default_query_timeout_ms
+        loop = self.client.wire.loop
+        timers = []
+        for conn, sql in zip(conns, sqls, strict=True):
+            conn.wire.send(b"\x03" + sql.encode("utf-8", "surrogateescape"), 0)
+            if timeout_ms < NO_TIMEOUT_MS:
+                timers.append(loop.call_later(timeout_ms / 1000, link.on_query_timeout, conn))
+        began = time.perf_counter()
+        answers = await asyncio.gather(*(read_whole_result(conn.wire) for conn in conns), return_exceptions=True)
+        for timer in timers:
+            timer.cancel()
+        elapsed_us = int((time.perf_counter() - began) * 1_000_000)
+        for conn, answer in zip(conns, answers, strict=True):
+            pool = conn.pool
+            assert isinstance(pool, ServerPool)
+            if isinstance(answer, BaseException):
+                if not isinstance(answer, (PeerClosed, ProtocolError, OSError)):
+                    raise answer
+                conn.wire.close()
+                continue
+            pool.queries += 1
+            pool.latency_us += (elapsed_us - pool.latency_us) >> 3
+            if answer.error is None:
+                conn.status = answer.status
+        return answers
+
+
+def _server(conn: BackendConnection) -> MysqlServer:
+    pool = conn.pool
+    assert isinstance(pool, ServerPool)
+    return pool.server
+
+
+#: The counts an OK packet's info text gives ("Records: 3  Duplicates: 0  Warnings: 0", "Rows matched: ...").
+_COUNT = re.compile(rb"([A-Za-z ]+): (\d+)")
+
+
+def added_info(oks: list[OkPacket]) -> bytes:
+    """The info text of one OK for several shards' OKs: each count added up when they all tell the same ones."""
+    counts = [_COUNT.findall(ok.info) for ok in oks]
+    names = [[name.strip() for name, _ in found] for found in counts]
+    if not counts or not names[0] or any(n != names[0] for n in names):
+        return b""
+    totals = [sum(int(found[i][1]) for found in counts) for i in range(len(names[0]))]
+    return b"  ".join(b"%s: %d" % (name, total) for name, total in zip(names[0], totals, strict=True))

@@ -2,9 +2,9 @@
 it cannot run.
 
 One shard: a statement its key narrows there, or a read of a global table (where the session already is, else shard
-0), outside a transaction or inside one that stays on that shard. Several shards: a SELECT the gather merges, or DDL
-that runs on every shard, outside a transaction. Writes over several shards wait for XA (issue 14) and are refused,
-saying so, never run on a wrong shard.
+0), outside a transaction or inside one that stays on that shard. Several shards, outside a transaction: a SELECT
+the gather merges, DDL that runs on every shard, or a write that commits on all of them or none with XA (refused,
+saying so, under ``mysql-sharding_cross_shard_writes=false``). Never on a wrong shard.
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ class Placement:
     refused: str = ""
 
 
-def placement(found: Plan, kept: int | None, autocommit: bool) -> Placement:
+def placement(found: Plan, kept: int | None, autocommit: bool, cross_shard_writes: bool = True) -> Placement:
     """Where ``found`` runs for a session that keeps a connection to hostgroup ``kept`` (None: it keeps none) with
-    ``autocommit`` on or off."""
+    ``autocommit`` on or off (off: or in a transaction not opened yet), writes over several shards allowed or not
+    (``mysql-sharding_cross_shard_writes``)."""
     if found.refused:
         return Placement(refused=found.refused)
     table = found.table
@@ -56,9 +57,10 @@ def placement(found: Plan, kept: int | None, autocommit: bool) -> Placement:
             refused=f"{_NOT_YET} statements over several shards of {name} inside a transaction or a pinned session "
             f"yet ({len(shards)} of {len(table.shards)})"
         )
-    if found.gather is not None or found.ddl:
+    if found.gather is not None or found.ddl or cross_shard_writes:
         return Placement(shards=shards)
     return Placement(
-        refused=f"{_NOT_YET} writes over several shards of {name} yet ({len(shards)} of {len(table.shards)}): "
-        f"compare its shard key {table.key or '(global)'} with = or IN"
+        refused=f"ProxyFleet sharding: a write over several shards of {name} ({len(shards)} of {len(table.shards)}) "
+        "is not allowed here (mysql-sharding_cross_shard_writes=false): "
+        + (f"compare its shard key {table.key} with = or IN" if table.key else "it is a global table")
     )

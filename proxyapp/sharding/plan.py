@@ -29,7 +29,7 @@ _TABLE_LEADS = frozenset({"FROM", "JOIN", "INTO", "UPDATE", "TABLE", "TABLES"})
 #: Words that end a table reference list (or an alias cannot be).
 _CLAUSE_WORDS = frozenset(
     {
-        "WHERE", "SET", "VALUES", "VALUE", "SELECT", "ON", "USING", "GROUP", "ORDER", "LIMIT", "HAVING", "FOR",
+        "WHERE", "SET", "VALUES", "VALUE", "SELECT", "FROM", "ON", "USING", "GROUP", "ORDER", "LIMIT", "HAVING", "FOR",
         "LOCK", "UNION", "JOIN", "INNER", "LEFT", "RIGHT", "CROSS", "NATURAL", "STRAIGHT_JOIN", "PARTITION",
         "WINDOW", "INTO", "RETURNING", "ADD", "DROP", "MODIFY", "CHANGE", "RENAME", "ENGINE", "AS", "LIKE",
         "IGNORE", "USE", "FORCE", "DEFAULT", "CHARACTER", "COLLATE", "COMMENT", "TO", "IF", "EXISTS", "NOT",
@@ -97,9 +97,18 @@ def plan(sql: str, schema: str | None, shard_map: ShardMap) -> Plan | None:
     if verb in _DDL:
         return Plan(first, every, True, True, ddl=True)
     if not sharded:  # only global tables: read from one shard, write to all
+        if writes:
+            unsteady = _nondeterministic(tokens, lo, hi)
+            if unsteady:
+                return _refuse(first, f"{unsteady} in a write to the global table {_name(first)} (each shard would "
+                               "store its own value)")  # fmt: skip
         return Plan(first, every if writes else frozenset({0}), writes, writes)
     ref = sharded[0]
     table = ref.table
+    if writes and len(sharded) < len(found):
+        written = next(r.table for r in found if r.table.is_global)
+        return _refuse(table, f"a write naming both the global table {_name(written)} and the sharded table "
+                       f"{_name(table)} (the global table's copies could differ)")  # fmt: skip
     if _words_at_depth(tokens, lo, hi, frozenset({"UNION"})):
         return _refuse(table, f"UNION over {_name(table)}")
     if verb in ("INSERT", "REPLACE"):
@@ -117,7 +126,36 @@ def plan(sql: str, schema: str | None, shard_map: ShardMap) -> Plan | None:
             return Plan(table, shards, not narrowed, False, gather=gather(tokens, lo, hi))
         except Refused as refused:
             return _refuse(table, str(refused))
+    if writes and len(shards) > 1:
+        if len(found) > 1:
+            return _refuse(table, f"a write joining several tables over several shards of {_name(table)}")
+        if _words_at_depth(tokens, lo, hi, frozenset({"ORDER", "LIMIT"})):
+            return _refuse(table, f"ORDER BY or LIMIT in a write over several shards of {_name(table)}")
     return Plan(table, shards, not narrowed, writes)
+
+
+#: Functions whose value differs from one server (or one moment) to the next; those of _BARE also without ().
+_UNSTEADY = frozenset(
+    {"RAND", "UUID", "UUID_SHORT", "SYS_GUID", "NOW", "SYSDATE", "CURRENT_TIMESTAMP", "CURRENT_TIME", "CURRENT_DATE",
+     "CURTIME", "CURDATE", "UNIX_TIMESTAMP", "UTC_TIMESTAMP", "UTC_TIME", "UTC_DATE", "LOCALTIME", "LOCALTIMESTAMP",
+     "CONNECTION_ID", "LAST_INSERT_ID", "ROW_COUNT", "FOUND_ROWS", "NEXTVAL", "USER", "CURRENT_USER"}
+)  # fmt: skip
+_BARE = frozenset(
+    {"CURRENT_TIMESTAMP", "CURRENT_TIME", "CURRENT_DATE", "LOCALTIME", "LOCALTIMESTAMP", "CURRENT_USER"}
+)  # fmt: skip
+
+
+def _nondeterministic(tokens: Tokens, lo: int, hi: int) -> str:
+    """The first function in ``[lo, hi)`` whose value differs between servers or moments (``NOW()``), or ""."""
+    for i in range(lo, hi):
+        if tokens.kinds[i] is not _T.WORD:
+            continue
+        word = tokens.word(i)
+        if word in _UNSTEADY and (tokens.text(i + 1) == "(" or word in _BARE):
+            return f"{word}()"
+        if word == "NEXT" and tokens.word(i + 1) == "VALUE":
+            return "NEXT VALUE FOR"
+    return ""
 
 
 #: Words that end a join's ON condition at its depth.

@@ -44,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import os
 import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -62,6 +63,10 @@ COMMAND_TIMEOUT = 10.0
 #: Seconds between recovery passes while the log has unfinished xids.
 RECOVERY_INTERVAL = 10.0
 XAER_NOTA = 1397  # "Unknown XID": gone, or attached to another connection
+#: A test hook: the worker process dies (as by ``kill -9``) when ``commit`` reaches the step this environment
+#: variable names: ``prepared`` (every branch prepared, no decision yet) or ``decided`` (COMMIT on disk, no branch
+#: committed yet); the tests restart the proxy and check that recovery leaves all or nothing.
+FAILPOINT = "PROXYFLEET_XA_FAILPOINT"
 _XID_PART = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 
@@ -147,6 +152,7 @@ async def commit(branches: list[Branch], xid: str, log: DecisionLog, timeout: fl
         return await _commit_one_phase(branches[0], xid, timeout)
     failure = await prepare(branches, xid, log, timeout)
     if failure is None:
+        _failpoint("prepared")
         try:
             await log.decide_commit(xid)
         except OSError as exc:
@@ -154,7 +160,15 @@ async def commit(branches: list[Branch], xid: str, log: DecisionLog, timeout: fl
     if failure is not None:
         await rollback(branches, xid, timeout)
         return _settled(branches, xid, log, Outcome(False, failure, _pending(branches)))
+    _failpoint("decided")
     return await commit_prepared(branches, xid, log, timeout)
+
+
+def _failpoint(step: str) -> None:
+    """Die here when the ``FAILPOINT`` test hook names ``step``."""
+    if os.environ.get(FAILPOINT) == step:
+        log.error("xa: %s=%s: the process dies here, as if killed", FAILPOINT, step)
+        os._exit(137)
 
 
 async def prepare(

@@ -37,6 +37,9 @@ def test_a_statement_on_one_shard_runs_on_its_hostgroup(
         ("SELECT COUNT(*) FROM tb_Shop s JOIN cities c ON c.id = s.City_ID", (100, 101, 102, 103)),
         ("ALTER TABLE tb_Shop ADD COLUMN x int", (100, 101, 102, 103)),
         ("CREATE INDEX i ON cities (name)", (100, 101, 102, 103)),
+        ("DELETE FROM tb_Shop WHERE City_ID IN (1, 2)", (101, 102)),  # a write: XA over both
+        ("INSERT INTO cities (id) VALUES (1)", (100, 101, 102, 103)),
+        ("INSERT INTO tb_Shop (City_ID) VALUES (1), (3), (4)", (100, 101, 103)),
     ],
 )
 def test_reads_and_ddl_over_several_shards_scatter(shard_map: ShardMap, sql: str, hostgroups: tuple[int, ...]) -> None:
@@ -47,10 +50,24 @@ def test_reads_and_ddl_over_several_shards_scatter(shard_map: ShardMap, sql: str
 
 
 @pytest.mark.parametrize(
+    ("sql", "reason"),
+    [
+        ("DELETE FROM tb_Shop WHERE City_ID IN (1, 2)", "shop.tb_Shop (2 of 4) is not allowed here "),
+        ("INSERT INTO cities (id) VALUES (1)", "shop.cities (4 of 4) is not allowed here "),
+    ],
+)
+def test_writes_over_several_shards_can_be_forbidden(shard_map: ShardMap, sql: str, reason: str) -> None:
+    found = plan(sql, "shop", shard_map)
+    assert found is not None
+    where = placement(found, None, True, cross_shard_writes=False)
+    assert reason in where.refused and "(mysql-sharding_cross_shard_writes=false)" in where.refused
+    assert placement(found, None, True).refused == ""
+
+
+@pytest.mark.parametrize(
     ("sql", "kept", "autocommit", "reason"),
     [
-        ("DELETE FROM tb_Shop WHERE City_ID IN (1, 2)", None, True, "writes over several shards of shop.tb_Shop yet"),
-        ("INSERT INTO cities (id) VALUES (1)", None, True, "several shards of shop.cities yet (4 of 4)"),
+        ("DELETE FROM tb_Shop WHERE City_ID IN (1, 2)", None, False, "several shards of shop.tb_Shop inside a"),
         ("SELECT * FROM tb_Shop WHERE City_ID = 5", 100, True, "it is on hostgroup 100, shop.tb_Shop shard 1 is"),
         ("SELECT * FROM tb_Shop", 100, True, "several shards of shop.tb_Shop inside a transaction"),
         ("SELECT * FROM tb_Shop", None, False, "several shards of shop.tb_Shop inside a transaction"),

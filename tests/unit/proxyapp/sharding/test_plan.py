@@ -43,6 +43,8 @@ EVERY = frozenset(range(4))
         ("INSERT INTO tb_Shop (name, City_ID) VALUES ('a', 5), ('b', 6), (CONCAT('c', 'd'), 9)", {1, 2}, False, True),
         ("REPLACE INTO shop.tb_Shop (City_ID) VALUE (8)", {0}, False, True),
         ("INSERT INTO tb_Shop (City_ID, n) VALUES (4, 1) ON DUPLICATE KEY UPDATE n = n + 1", {0}, False, True),
+        ("DELETE s FROM tb_Shop s WHERE s.City_ID = 5", {1}, False, True),  # a multi-table DELETE's target list
+        ("DELETE s FROM tb_Shop AS s JOIN visits v ON v.city = s.City_ID WHERE s.City_ID = 2", {2}, False, True),
         # Global tables: read from one shard, written to all.
         ("SELECT * FROM cities WHERE id = 1", {0}, False, False),
         ("INSERT INTO cities (id, name) VALUES (1, 'x')", EVERY, True, True),
@@ -103,12 +105,24 @@ def test_statements_on_other_tables_keep_todays_path(shard_map: ShardMap, sql: s
         ("INSERT INTO tb_Shop (City_ID) VALUES (1) ON DUPLICATE KEY UPDATE City_ID = 2", "ON DUPLICATE KEY UPDATE"),
         ("INSERT INTO tb_Shop (City_ID) VALUES (NULL)", "a shard key cannot be NULL"),
         ("INSERT INTO tb_Shop (City_ID) VALUES ('x')", "the shard key must be an integer, not 'x'"),
+        ("UPDATE tb_Shop SET n = 1 ORDER BY name LIMIT 2", "ORDER BY or LIMIT in a write over several shards"),
+        ("DELETE FROM tb_Shop WHERE City_ID IN (1, 2) LIMIT 1", "ORDER BY or LIMIT in a write over several"),
+        ("DELETE s FROM tb_Shop s JOIN visits v ON v.city = s.City_ID", "a write joining several tables over"),
+        ("UPDATE cities c JOIN tb_Shop s ON s.City_ID = c.id SET c.name = 'x' WHERE s.City_ID = 1", "a write naming"),
+        ("UPDATE cities SET name = NOW()", "NOW() in a write to the global table shop.cities"),
+        ("INSERT INTO cities (id, name) VALUES (1, UUID())", "UUID() in a write to the global table"),
+        ("UPDATE cities SET made = CURRENT_TIMESTAMP", "CURRENT_TIMESTAMP() in a write to the global table"),
     ],
 )
 def test_what_cannot_be_done_exactly_is_refused_with_the_reason(shard_map: ShardMap, sql: str, reason: str) -> None:
     found = plan(sql, "shop", shard_map)
     assert found is not None
     assert found.shards == frozenset() and reason in found.refused, found
+
+
+def test_a_global_write_may_name_columns_like_functions(shard_map: ShardMap) -> None:
+    found = plan("UPDATE cities SET name = 'x' WHERE user = 'bob' AND `now` = 1", "shop", shard_map)
+    assert found is not None and found.refused == "" and found.writes and len(found.shards) == 4
 
 
 def test_an_insert_over_several_shards_gives_each_shard_its_rows(shard_map: ShardMap) -> None:
