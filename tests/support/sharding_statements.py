@@ -170,9 +170,18 @@ def _delete_scatter(g: Generator) -> Statement:
 
 @_class("global_write")
 def _global_write(g: Generator) -> Statement | None:
+    """A write to the global table (on every shard)."""
     if g.g is None:
         return None
-    return Statement("global_write", f"UPDATE {g.g.name} SET pop = pop + 1 WHERE id = {g.rng.randint(1, 12)}")
+    name, n = g.g.name, g.rng.randint(1, 12)
+    sql = g.rng.choice((
+        f"UPDATE {name} SET pop = pop + 1 WHERE id = {n}",
+        f"UPDATE {name} SET label = {g.value('str')} WHERE pop > {g.rng.randint(0, 10)}",
+        f"DELETE FROM {name} WHERE id = {n}",
+        f"INSERT INTO {name} (id, gk, label, pop) VALUES ({g.new_id() + 100}, {g.key_literal()}, {g.value('str')}, "
+        f"{g.value('int')})",
+    ))  # fmt: skip
+    return Statement("global_write", sql)
 
 
 @_class("point_eq")
@@ -1016,3 +1025,55 @@ def _having_group_alias(g: Generator) -> Statement:
     t, i = g.t, g.t.column("int")
     return Statement("having_group_alias", f"SELECT {i} AS x, COUNT(*) AS n FROM {t.name} GROUP BY x HAVING x > 2 "
                      "ORDER BY n, x", ordered=True)  # fmt: skip
+
+
+@_class("insert_multi_dup")
+def _insert_multi_dup(g: Generator) -> Statement | None:
+    """A multi-row INSERT (its rows likely on several shards) one of whose rows has an id that exists with its key:
+    1062, and no row written anywhere."""
+    rows = g.rows[g.t.name]
+    if not rows:
+        return None
+    row = g.rng.choice(rows)
+    keys = [g.keys.fresh() for _ in range(g.rng.randint(1, 3))]
+    fresh = g.insert(g.t, keys, [g.keys.literal(key) for key in keys])
+    values = [str(row.id) if kind == "id" else g.keys.literal(row.key) if kind == "key" else g.value(kind)
+              for _, kind in g.t.columns]  # fmt: skip
+    return Statement("insert_multi_dup", f"{fresh}, ({', '.join(values)})")
+
+
+@_class("refuse_write_order_limit")
+def _refuse_write_order_limit(g: Generator) -> Statement:
+    """ORDER BY and LIMIT in a write over several shards: which rows come first is a question for all of them."""
+    t, i = g.t, g.t.column("int")
+    verb = g.rng.choice((f"UPDATE {t.name} SET {i} = 0", f"DELETE FROM {t.name}"))
+    return Statement("refuse_write_order_limit", f"{verb} WHERE {i} > {g.rng.randint(3, 9)} ORDER BY id LIMIT 2")
+
+
+@_class("refuse_multi_table_write")
+def _refuse_multi_table_write(g: Generator) -> Statement | None:
+    """A write joining co-located tables, over several shards."""
+    if g.u is None:
+        return None
+    t = g.t
+    return Statement("refuse_multi_table_write", f"UPDATE {t.name} a JOIN {g.u.name} b ON a.{t.key} = b.{g.u.key} "
+                     f"SET a.{t.column('int')} = 0 WHERE b.hits > {g.rng.randint(5, 10)}")  # fmt: skip
+
+
+@_class("refuse_global_and_sharded_write")
+def _refuse_global_and_sharded_write(g: Generator) -> Statement | None:
+    """A write naming the global table and a sharded one (even on one shard: the global copies would differ)."""
+    if g.g is None:
+        return None
+    t = g.t
+    return Statement("refuse_global_and_sharded_write", f"UPDATE {t.name} a JOIN {g.g.name} c ON c.id = "
+                     f"a.{t.column('int')} SET a.{t.column('dec')} = c.pop WHERE {g.where_key('a')}")  # fmt: skip
+
+
+@_class("refuse_unsteady_global_write")
+def _refuse_unsteady_global_write(g: Generator) -> Statement | None:
+    """A global write whose value differs between servers or moments."""
+    if g.g is None:
+        return None
+    value = g.rng.choice(("FLOOR(RAND() * 10)", "SECOND(NOW())", "LENGTH(UUID())"))
+    return Statement("refuse_unsteady_global_write", f"UPDATE {g.g.name} SET pop = {value} WHERE id = 1")
