@@ -48,6 +48,7 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcomes]:
 
 @pytest.mark.parametrize("combo", COMBOS, ids=lambda c: f"{c.algorithm}-{c.key_kind}-{c.shards}")
 def test_the_proxy_answers_as_one_server(outcomes: Outcomes, combo: Combo) -> None:
+    """Every statement's answer is one server's, a refusal by design, or an open defect's."""
     report = outcomes(combo)
     new = report.new()
     assert not new, "\n".join([*(str(m) for m in new[:5]), report.summary()])
@@ -60,5 +61,6 @@ def test_the_proxy_answers_as_one_server(outcomes: Outcomes, combo: Combo) -> No
     [pytest.param(d, id=d.slug, marks=pytest.mark.xfail(raises=AssertionError, strict=True)) for d in OPEN_DEFECTS],
 )
 def test_an_open_defect_is_fixed(outcomes: Outcomes, defect: Defect) -> None:
+    """No combo shows the defect (a strict xfail while it does)."""
     shown = [m for combo in COMBOS for m in outcomes(combo).mismatches if defect.explains(m)]
     assert not shown, f"{defect.text}: {len(shown)} mismatches, the first:\n{shown[0]}"
