@@ -24,6 +24,7 @@ import datetime
 import json
 import os
 import random
+import shutil
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -624,7 +625,11 @@ def main(argv: list[str] | None = None) -> int:
             box.down()
     print(report.summary())
     print(f"{time.monotonic() - started:.1f} s")
-    return 1 if report.new() else 0
+    if report.new():
+        print(f"the proxy's log: {base / 'proxy' / 'proxy.log'}")
+        return 1
+    shutil.rmtree(base, ignore_errors=True)
+    return 0
 
 
 if __name__ == "__main__":
