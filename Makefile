@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
 
-.PHONY: deps sysdeps lint build test test-unit run bench bench-failover bench-sharding txmodel clean
+.PHONY: deps sysdeps lint build test test-unit run bench bench-failover bench-sharding txmodel test-sharding-long clean
 
 # The virtualenv with requirements.txt installed, and the Debian packages.
 deps: sysdeps $(STAMP)
@@ -54,6 +54,12 @@ bench-sharding: deps build
 # BENCH_ARGS-style flags in TXMODEL_ARGS, e.g. TXMODEL_ARGS='--walkers 16 --steps 5000 --seed 7'.
 txmodel: deps build
 	$(PY) -m tests.support.txmodel $(TXMODEL_ARGS)
+
+# The sharding differential test at length (tests/support/sharding_diff.py; make test runs it small): 30 seeds of
+# 1000 statements over 2 and 4 shards of its own, against the server on 127.0.0.1:3306, about 15 minutes; more
+# flags in DIFF_ARGS, e.g. DIFF_ARGS='--seed 100 --seeds 5 --all'. It fails on a mismatch no open defect explains.
+test-sharding-long: deps build
+	$(PY) -m tests.support.sharding_diff --seed 1 --seeds 30 --statements 1000 --shards 2 4 $(DIFF_ARGS)
 
 # Takes down every sandbox under var/ (the dev one, test runs', benchmarks') before removing var/.
 clean:
