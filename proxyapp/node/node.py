@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from proxyapp import credential
+from proxyapp.statefile import write_atomically
 
 log = logging.getLogger("proxyapp.node.node")
 
@@ -101,25 +102,6 @@ class NodeStore:
         self.directory.chmod(0o700)  # the config holds the backends' passwords: nobody else on the host reads it
         write_atomically(self.config_path, json.dumps(document, indent=1, sort_keys=True) + "\n")
         write_atomically(self.applied_path, json.dumps(asdict(applied), indent=1) + "\n")
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` (owner-only, 0600): a temporary file in the same directory, synced, renamed
-    over it."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
 
 
 def check_node_name(name: str) -> str:

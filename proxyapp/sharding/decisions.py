@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from proxyapp.node.node import write_atomically
+from proxyapp.statefile import write_atomically
 
 log = logging.getLogger("proxyapp.sharding.xa")
 
