@@ -151,3 +151,16 @@ def test_the_rendered_statement_is_planned_like_its_text(shard_map: ShardMap) ->
         1: "INSERT INTO tb_Shop (City_ID) VALUES (1)",
         2: "INSERT INTO tb_Shop (City_ID) VALUES (2)",
     }
+
+
+def test_a_string_key_in_hex_is_planned_like_the_quoted_one(shard_map: ShardMap) -> None:
+    for key in (b"back\\slash", b"plain", "caf\u00e9".encode()):
+        escaped = key.decode().replace("\\", "\\\\")  # as a client writes it in a text statement
+        quoted = plan(f"SELECT * FROM orders WHERE id = '{escaped}'", "shop", shard_map)
+        values = literals(execute((FieldType.VAR_STRING, lenenc_str(key))), 1, {}, "utf8mb4")
+        rendered = plan(render("SELECT * FROM orders WHERE id = ?", values), "shop", shard_map)
+        assert quoted is not None and rendered is not None and not quoted.every
+        assert rendered.shards == quoted.shards
+    hexed = literals(execute((FieldType.VAR_STRING, lenenc_str(b"a\\b"))), 1, {}, "utf8mb4")[0]
+    found = plan(f"INSERT INTO orders (id) VALUES ({hexed})", "shop", shard_map)
+    assert found is not None and not found.refused
