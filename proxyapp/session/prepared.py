@@ -57,8 +57,8 @@ async def read_prepare_response(wire: Wire) -> tuple[PreparedOnBackend | ErrPack
 
 
 async def prepare_anew(conn: BackendConnection, sql: str) -> tuple[PreparedOnBackend | ErrPacket, bytes]:
-    """Prepare ``sql`` on ``conn`` for a client's COM_STMT_PREPARE: (what was prepared or the error, the raw response
-    for the client). Closes the statement it replaces (the same text prepared before) or pushes over the
+    """Prepare ``sql`` on ``conn``: (what was prepared or the error, the raw response, for a client's
+    COM_STMT_PREPARE). Closes the statement it replaces (the same text prepared before) or pushes over the
     per-connection cap: a backend statement nobody can reach again would stay open until max_prepared_stmt_count."""
     conn.wire.send(bytes((Command.STMT_PREPARE,)) + sql.encode("utf-8", "surrogateescape"), 0)
     result, raw = await read_prepare_response(conn.wire)
@@ -88,14 +88,7 @@ async def prepare_on(conn: BackendConnection, sql: str) -> PreparedOnBackend | E
     prepared = conn.prepared.get(sql)
     if prepared is not None:
         return prepared
-    if len(conn.prepared) >= MAX_STATEMENTS_PER_CONNECTION:
-        oldest_sql = next(iter(conn.prepared))
-        oldest = conn.prepared.pop(oldest_sql)
-        conn.wire.send(bytes((Command.STMT_CLOSE,)) + struct.pack("<I", oldest.stmt_id), 0)
-    conn.wire.send(bytes((Command.STMT_PREPARE,)) + sql.encode("utf-8", "surrogateescape"), 0)
-    result, _ = await read_prepare_response(conn.wire)
-    if isinstance(result, PreparedOnBackend):
-        conn.prepared[sql] = result
+    result, _ = await prepare_anew(conn, sql)
     return result
 
 
