@@ -157,6 +157,7 @@ class ErrorCode(enum.IntEnum):
     LOCAL_INFILE_DISABLED = 4166  # MariaDB's ER_LOAD_INFILE_CAPABILITY_DISABLED
     QUERY_INTERRUPTED = 1317
     UNKNOWN_STMT_HANDLER = 1243
+    WRONG_ARGUMENTS = 1210  # a prepared statement's parameters that cannot be read
     NOT_SUPPORTED = 1235  # ER_NOT_SUPPORTED_YET: a statement the proxy does not carry out
     NO_SUCH_THREAD = 1094  # KILL of an id no session has
     KILL_DENIED = 1095  # KILL of another user's session

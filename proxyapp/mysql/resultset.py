@@ -1,4 +1,5 @@
-"""Text-protocol result sets the proxy builds itself (answers it gives without a backend)."""
+"""Result sets the proxy builds itself: text-protocol answers it gives without a backend, and binary-protocol
+result sets of text-protocol rows (a prepared statement's merged scatter)."""
 
 from __future__ import annotations
 
@@ -76,18 +77,114 @@ def result_set_of(
 ) -> bytes:
     """A whole framed result set from column definition payloads (as a server sent them, or ``column_definition``)
     and rows, starting at sequence ``seq``."""
+    return _framed(definitions, (text_row(row) for row in rows), status, warnings, seq)
+
+
+def binary_result_set_of(
+    columns: Sequence[ColumnInfo],
+    rows: Iterable[Sequence[bytes | None]],
+    status: int = Status.AUTOCOMMIT,
+    warnings: int = 0,
+    seq: int = 1,
+) -> bytes:
+    """A whole framed binary-protocol result set (a COM_STMT_EXECUTE's) of text-protocol ``rows`` of ``columns``."""
+    return _framed([c.payload for c in columns], (binary_row(row, columns) for row in rows), status, warnings, seq)
+
+
+def _framed(definitions: Sequence[bytes], rows: Iterable[bytes], status: int, warnings: int, seq: int) -> bytes:
+    """Column count, definitions, EOF, row payloads, EOF: framed from sequence ``seq``."""
     out = bytearray()
     payloads = itertools.chain(
         (lenenc_int(len(definitions)),),
         definitions,
         (eof_packet(status),),
-        (text_row(row) for row in rows),
+        rows,
         (eof_packet(status, warnings),),
     )
     for payload in payloads:
         out += frame(payload, seq)
         seq = (seq + len(payload) // MAX_PACKET + 1) & 0xFF  # a payload of 16 MB or more takes several packets
     return bytes(out)
+
+
+#: Binary-protocol integer formats by column type: (signed, unsigned).
+_INTEGER_FORMATS: dict[int, tuple[str, str]] = {
+    FieldType.TINY: ("<b", "<B"),
+    FieldType.SHORT: ("<h", "<H"),
+    FieldType.YEAR: ("<h", "<H"),
+    FieldType.LONG: ("<i", "<I"),
+    FieldType.INT24: ("<i", "<I"),
+    FieldType.LONGLONG: ("<q", "<Q"),
+}
+_FLOAT_FORMATS: dict[int, str] = {FieldType.FLOAT: "<f", FieldType.DOUBLE: "<d"}
+_UNSIGNED_FLAG = 0x20
+
+
+def binary_row(values: Sequence[bytes | None], columns: Sequence[ColumnInfo]) -> bytes:
+    """A binary-protocol row payload of a text-protocol row (``values`` as the server wrote them for ``columns``):
+    the NULL bitmap (offset 2), then each value in its type's binary form (https://mariadb.com/kb/en/resultset-row/):
+    integers and floats fixed-size little-endian, dates and times as length-prefixed fields, the rest as strings."""
+    bitmap = bytearray((len(values) + 9) // 8)
+    out = bytearray()
+    for i, (value, column) in enumerate(zip(values, columns, strict=True)):
+        if value is None:
+            bitmap[(i + 2) // 8] |= 1 << ((i + 2) % 8)
+            continue
+        field_type = column.type
+        integer = _INTEGER_FORMATS.get(field_type)
+        if integer is not None:
+            out += struct.pack(integer[bool(column.flags & _UNSIGNED_FLAG)], int(value))
+        elif field_type in _FLOAT_FORMATS:
+            out += struct.pack(_FLOAT_FORMATS[field_type], float(value))
+        elif field_type in (FieldType.DATE, FieldType.DATETIME, FieldType.TIMESTAMP):
+            out += _binary_datetime(value)
+        elif field_type == FieldType.TIME:
+            out += _binary_time(value)
+        else:
+            out += lenenc_str(value)
+    return b"\x00" + bytes(bitmap) + bytes(out)
+
+
+def _binary_datetime(text: bytes) -> bytes:
+    """'YYYY-MM-DD[ hh:mm:ss[.ffffff]]' as the binary protocol's 0, 4, 7 or 11 bytes after their length."""
+    date, _, clock = text.partition(b" ")
+    year, month, day = (int(part) for part in date.split(b"-"))
+    hour = minute = second = micro = 0
+    if clock:
+        hours, minutes, seconds = clock.split(b":")
+        hour, minute = int(hours), int(minutes)
+        second, micro = _seconds(seconds)
+    if micro:
+        body = struct.pack("<HBBBBBI", year, month, day, hour, minute, second, micro)
+    elif hour or minute or second:
+        body = struct.pack("<HBBBBB", year, month, day, hour, minute, second)
+    elif year or month or day:
+        body = struct.pack("<HBB", year, month, day)
+    else:
+        body = b""
+    return bytes((len(body),)) + body
+
+
+def _binary_time(text: bytes) -> bytes:
+    """'[-]hh:mm:ss[.ffffff]' as the binary protocol's 0, 8 or 12 bytes (sign, days, hours, ...) after their length."""
+    negative = text.startswith(b"-")
+    hours, minutes, seconds = text.lstrip(b"-").split(b":")
+    days, hour = divmod(int(hours), 24)
+    minute = int(minutes)
+    second, micro = _seconds(seconds)
+    if micro:
+        body = struct.pack("<BIBBBI", negative, days, hour, minute, second, micro)
+    elif days or hour or minute or second:
+        body = struct.pack("<BIBBB", negative, days, hour, minute, second)
+    else:
+        body = b""
+    return bytes((len(body),)) + body
+
+
+def _seconds(text: bytes) -> tuple[int, int]:
+    """'ss[.ffffff]' as (seconds, microseconds)."""
+    whole, _, fraction = text.partition(b".")
+    return int(whole), int(fraction.ljust(6, b"0")[:6]) if fraction else 0
 
 
 @dataclass(slots=True)

@@ -37,6 +37,7 @@ class ClientStatement:
     long_data_bytes: int = 0  # their size; past mysql-max_allowed_packet they are dropped and the execute refused
     cursor: bool = False
     mirror: RuleOutcome | None = None  # the prepare's rule verdict when it asks for a mirror (proxyapp.mirror.mirror)
+    sharded: bool = False  # it names a sharded or global table: each execute is planned (sharded_statements)
 
 
 async def read_prepare_response(wire: Wire) -> tuple[PreparedOnBackend | ErrPacket, bytes]:
@@ -55,6 +56,23 @@ async def read_prepare_response(wire: Wire) -> tuple[PreparedOnBackend | ErrPack
     return PreparedOnBackend(stmt_id, num_params, num_columns), wire.take()
 
 
+async def prepare_anew(conn: BackendConnection, sql: str) -> tuple[PreparedOnBackend | ErrPacket, bytes]:
+    """Prepare ``sql`` on ``conn``: (what was prepared or the error, the raw response, for a client's
+    COM_STMT_PREPARE). Closes the statement it replaces (the same text prepared before) or pushes over the
+    per-connection cap: a backend statement nobody can reach again would stay open until max_prepared_stmt_count."""
+    conn.wire.send(bytes((Command.STMT_PREPARE,)) + sql.encode("utf-8", "surrogateescape"), 0)
+    result, raw = await read_prepare_response(conn.wire)
+    if isinstance(result, ErrPacket):
+        return result, raw
+    old = conn.prepared.pop(sql, None)
+    if old is None and len(conn.prepared) >= MAX_STATEMENTS_PER_CONNECTION:
+        old = conn.prepared.pop(next(iter(conn.prepared)))
+    if old is not None and old.stmt_id != result.stmt_id:
+        conn.wire.send(bytes((Command.STMT_CLOSE,)) + struct.pack("<I", old.stmt_id), 0)
+    conn.prepared[sql] = result
+    return result, raw
+
+
 def with_client_id(raw: bytes, client_id: int) -> bytes:
     """A prepare response with the backend's statement id replaced by the client's."""
     return raw[:5] + struct.pack("<I", client_id) + raw[9:]
@@ -70,14 +88,7 @@ async def prepare_on(conn: BackendConnection, sql: str) -> PreparedOnBackend | E
     prepared = conn.prepared.get(sql)
     if prepared is not None:
         return prepared
-    if len(conn.prepared) >= MAX_STATEMENTS_PER_CONNECTION:
-        oldest_sql = next(iter(conn.prepared))
-        oldest = conn.prepared.pop(oldest_sql)
-        conn.wire.send(bytes((Command.STMT_CLOSE,)) + struct.pack("<I", oldest.stmt_id), 0)
-    conn.wire.send(bytes((Command.STMT_PREPARE,)) + sql.encode("utf-8", "surrogateescape"), 0)
-    result, _ = await read_prepare_response(conn.wire)
-    if isinstance(result, PreparedOnBackend):
-        conn.prepared[sql] = result
+    result, _ = await prepare_anew(conn, sql)
     return result
 
 

@@ -215,15 +215,18 @@ class QueryPipeline:
         writes = self.services.runtime.settings.cross_shard_writes
         return found, placement(found, situation.kept, autocommit, writes)
 
-    async def scatter(self, sql: str, found: Plan, where: Placement, digest: Digest, started: float) -> None:
-        """Run a statement over several shards (``session.scatter``) and count it."""
+    async def scatter(
+        self, sql: str, found: Plan, where: Placement, digest: Digest, started: float, binary: bool = False
+    ) -> None:
+        """Run a statement over several shards (``session.scatter``) and count it (``binary``: a result set goes back
+        in the binary protocol, for a prepared statement's execute)."""
         if self.scattering is None:
             self.scattering = Scatter(self.services, self.client, self.link)
         status = self.status()
         name = f"{found.table.schema}.{found.table.table}"
         affected = 0
         if found.gather is not None:
-            done = await self.scattering.read(where.shards, found.gather, status)
+            done = await self.scattering.read(where.shards, found.gather, status, binary)
         elif found.ddl:
             done = await self.scattering.everywhere(where.shards, sql, status, f"DDL on {name}")
         else:

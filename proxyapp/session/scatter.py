@@ -20,7 +20,7 @@ from proxyapp.config.tables import MysqlServer
 from proxyapp.mysql.backend import BackendConnection
 from proxyapp.mysql.constants import ErrorCode
 from proxyapp.mysql.packets import OkPacket, ProtocolError, ok_packet
-from proxyapp.mysql.resultset import TextResult, read_whole_result, result_set_of
+from proxyapp.mysql.resultset import TextResult, binary_result_set_of, read_whole_result, result_set_of
 from proxyapp.mysql.wire import STATUS_UNKNOWN, PeerClosed, Response
 from proxyapp.session.client import Client
 from proxyapp.session.link import NO_TIMEOUT_MS, BackendLink, release
@@ -49,8 +49,11 @@ class Scatter:
         self.client = client
         self.link = link
 
-    async def read(self, shards: tuple[Shard, ...], plan: Gather, status: int) -> Scattered | None:
-        """Run ``plan``'s statement on ``shards`` and send the merged result (None: an error was sent)."""
+    async def read(
+        self, shards: tuple[Shard, ...], plan: Gather, status: int, binary: bool = False
+    ) -> Scattered | None:
+        """Run ``plan``'s statement on ``shards`` and send the merged result, a binary-protocol one if ``binary``
+        (None: an error was sent)."""
         results = await self._run(shards, plan.sql)
         if results is None:
             return None
@@ -60,7 +63,12 @@ class Scatter:
         except Refused as refused:
             self.client.send_error(ErrorCode.NOT_SUPPORTED, f"ProxyFleet sharding does not support {refused} yet")
             return None
-        self.client.wire.write(result_set_of([c.payload for c in merged.columns], merged.rows, status, merged.warnings))
+        if binary:
+            self.client.wire.write(binary_result_set_of(merged.columns, merged.rows, status, merged.warnings))
+        else:
+            self.client.wire.write(
+                result_set_of([c.payload for c in merged.columns], merged.rows, status, merged.warnings)
+            )
         return Scattered(len(merged.rows), int((time.perf_counter() - began) * 1_000_000))
 
     async def everywhere(self, shards: tuple[Shard, ...], sql: str, status: int, what: str) -> Scattered | None:

@@ -1,7 +1,8 @@
 """The binary protocol's commands (COM_STMT_PREPARE, EXECUTE, SEND_LONG_DATA, CLOSE, RESET, FETCH) for one session.
 
 The client's statements live here with the ids the proxy gave them; ``proxyapp.session.prepared`` prepares them on
-whichever backend connection an execute runs on.
+whichever backend connection an execute runs on, ``proxyapp.session.sharded_statements`` plans those on sharded
+tables.
 """
 
 from __future__ import annotations
@@ -16,25 +17,20 @@ from proxyapp.mysql.wire import Response, read_response
 from proxyapp.session.client import Client
 from proxyapp.session.link import BackendLink
 from proxyapp.session.prepared import (
-    MAX_STATEMENTS_PER_CONNECTION,
     ClientStatement,
     ensure_prepared,
-    read_prepare_response,
+    prepare_anew,
     rewrite_execute,
     with_client_id,
 )
 from proxyapp.session.query import NO_RULES, QueryPipeline
 from proxyapp.session.relay import Relay, relay_until_eof
 from proxyapp.session.services import SessionServices
+from proxyapp.session.sharded_statements import ShardedStatements
 from proxyapp.session.state import Pin, SessionState
 from proxyapp.sharding.plan import plan
 from proxyapp.sql.digest import compute_digest
 from proxyapp.sql.scan import scan
-
-#: The answer to COM_STMT_PREPARE of a statement on a sharded table (its plan would depend on the parameters).
-SHARDED_PREPARE = (
-    "ProxyFleet sharding does not support prepared statements on sharded tables yet: send the statement as text"
-)
 
 
 class PreparedStatements:
@@ -55,6 +51,7 @@ class PreparedStatements:
         self.queries = queries
         self.statements: dict[int, ClientStatement] = {}
         self.next_id = 1
+        self.sharded = ShardedStatements(client, state, link, queries)
 
     def clear(self) -> None:
         """Forget every statement (COM_RESET_CONNECTION, COM_CHANGE_USER)."""
@@ -76,36 +73,34 @@ class PreparedStatements:
             statements = scan(sql) or statements
             digest = compute_digest(sql, rt.settings.max_digest_length)
         hostgroup = self.queries.route(statements, outcome) if statements else self.client.default_hostgroup
-        if rt.shard_map is not None and plan(sql, self.state.schema, rt.shard_map) is not None:
-            self.client.send_error(ErrorCode.NOT_SUPPORTED, SHARDED_PREPARE, 1)
-            return
         stmt = ClientStatement(self.next_id, sql, statements, hostgroup, 0, 0, digest)
+        found = plan(sql, self.state.schema, rt.shard_map) if rt.shard_map is not None else None
+        if found is not None:  # on sharded tables: each execute is planned (sharded_statements)
+            stmt.sharded = True
+            prepared = await self.sharded.prepare(stmt, found.table)
+        else:
+            prepared = await self._prepare(stmt, hostgroup)
+        if prepared:
+            if outcome.mirror_hostgroup is not None or outcome.mirror_flagOUT is not None:
+                stmt.mirror = outcome
+            self.statements[stmt.client_id] = stmt
+            self.next_id += 1
+
+    async def _prepare(self, stmt: ClientStatement, hostgroup: int) -> bool:
+        """Prepare ``stmt`` on a connection of ``hostgroup`` and relay the answer; False when it was an error."""
 
         async def run(conn: BackendConnection, relay: Relay) -> Response:
-            conn.wire.send(b"\x16" + sql.encode("utf-8", "surrogateescape"), 0)
-            result, raw = await read_prepare_response(conn.wire)
+            result, raw = await prepare_anew(conn, stmt.sql)
             if isinstance(result, ErrPacket):
                 relay.write(raw)
                 return Response(status=conn.status, error=result)
-            # Close what this prepare replaces (the same text prepared before) or pushes over the per-connection
-            # cap: a backend statement nobody can reach again would stay open until max_prepared_stmt_count.
-            old = conn.prepared.pop(sql, None)
-            if old is None and len(conn.prepared) >= MAX_STATEMENTS_PER_CONNECTION:
-                old = conn.prepared.pop(next(iter(conn.prepared)))
-            if old is not None and old.stmt_id != result.stmt_id:
-                conn.wire.send(bytes((Command.STMT_CLOSE,)) + struct.pack("<I", old.stmt_id), 0)
-            conn.prepared[sql] = result
             stmt.num_params = result.num_params
             stmt.num_columns = result.num_columns
             relay.write(with_client_id(raw, stmt.client_id))
             return Response(status=conn.status)
 
         response = await self.link.execute(hostgroup, run, [], None)
-        if response is not None and response.error is None:
-            if outcome.mirror_hostgroup is not None or outcome.mirror_flagOUT is not None:
-                stmt.mirror = outcome
-            self.statements[stmt.client_id] = stmt
-            self.next_id += 1
+        return response is not None and response.error is None
 
     async def execute(self, payload: bytes) -> None:
         """COM_STMT_EXECUTE, on whichever connection the statement's route gives (prepared there if need be)."""
@@ -125,16 +120,22 @@ class PreparedStatements:
             )
             return
         try:  # a malformed execute is the client's error: not a lost backend (and its transaction)
-            rewrite_execute(payload, 0, stmt)
+            bound = rewrite_execute(payload, 0, stmt)
         except ProtocolError as exc:
             self.client.send_error(1835, f"Malformed communication packet: {exc}", 1)  # ER_MALFORMED_PACKET
             return
-        if len(payload) > 5 and payload[5] and stmt.num_columns:
-            stmt.cursor = True
         queries = self.queries
         hostgroup = queries.route(stmt.statements, NO_RULES) if stmt.statements else stmt.hostgroup
         if self.link.conn is None and self.state.autocommit:
             hostgroup = stmt.hostgroup
+        if stmt.sharded and self.services.runtime.shard_map is not None:
+            shard = await self.sharded.place(stmt, bound, hostgroup, started)
+            if shard is None:  # answered: over several shards, or refused
+                self._clear_long_data(stmt)
+                return
+            hostgroup = shard
+        if len(payload) > 5 and payload[5] and stmt.num_columns:
+            stmt.cursor = True
 
         async def run(conn: BackendConnection, relay: Relay) -> Response:
             prepared = await ensure_prepared(conn, stmt)

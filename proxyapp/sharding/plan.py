@@ -319,8 +319,9 @@ def _words_at_depth(tokens: Tokens, lo: int, hi: int, words: frozenset[str]) -> 
 
 
 def _literal(tokens: Tokens, i: int, hi: int) -> tuple[Key, int] | None:
-    """A literal the key can be compared with at ``i`` (an integer, maybe negative, or a string), and the index
-    after it; None for anything else (an expression, a placeholder, a decimal, a hex number...)."""
+    """A literal the key can be compared with at ``i`` (an integer, maybe negative, or a string, quoted or in hex
+    after a character set introducer), and the index after it; None for anything else (an expression, a
+    placeholder, a decimal, a hex number...)."""
     negative = tokens.text(i) == "-" and i + 1 < hi
     j = i + 1 if negative else i
     if j >= hi:
@@ -331,6 +332,10 @@ def _literal(tokens: Tokens, i: int, hi: int) -> tuple[Key, int] | None:
     if kind is _T.STRING and not negative:
         quote = min((text.find(q) for q in "'\"" if q in text), default=0)
         return unquote(text[quote:]), j + 1
+    if kind is _T.WORD and text[:1] == "_" and not negative and j + 1 < hi and tokens.kinds[j + 1] is _T.NUMBER:
+        hexed = tokens.texts[j + 1]  # _utf8mb4 X'..': a string in hex (a prepared statement's, sharding.params)
+        if hexed[:2] in ("X'", "x'") and len(hexed) % 2 == 1:
+            return bytes.fromhex(hexed[2:-1]).decode("utf-8", "surrogateescape"), j + 2
     return None
 
 

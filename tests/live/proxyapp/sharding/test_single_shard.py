@@ -1,15 +1,14 @@
 """Sharding through a real proxy on two independent servers (issue 14, its first working part): Amoeba's tb_Shop by
 City_ID mod 2. Statements its key narrows to one shard run there, and only there; a transaction runs on the shard
 of its first statement, and one that reaches another shard is refused with 1235 saying why, changing nothing; a
-global table is read from a shard; prepared statements on sharded tables are refused. String keys the collation
-holds equal are one key. (Writes over several shards: test_cross_shard_writes.py.)"""
+global table is read from a shard. String keys the collation holds equal are one key. (Writes over several shards:
+test_cross_shard_writes.py; prepared statements: test_prepared.py.)"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
 
-import mysql.connector
 import pymysql
 import pytest
 
@@ -198,22 +197,3 @@ def test_a_transaction_opens_on_the_shard_of_its_first_statement(
         assert cur.fetchall() == ((1,),)
     assert ids_on(shards[0]) == [] and ids_on(shards[1]) == [3]
     assert proxy.stats()["global"]["Active_Transactions"] == 0
-
-
-def test_prepared_statements_on_sharded_tables_are_refused(
-    shards: tuple[SandboxServer, SandboxServer], start_proxy: StartProxy
-) -> None:
-    proxy = start_proxy(config(shards))
-    conn = mysql.connector.connect(
-        host="127.0.0.1", port=proxy.port, user=APP_USER, password=APP_PASSWORD, database="shop", autocommit=True
-    )
-    try:
-        cur = conn.cursor(prepared=True)  # COM_STMT_PREPARE
-        with pytest.raises(mysql.connector.Error) as info:
-            cur.execute("SELECT name FROM tb_Shop WHERE City_ID = %s", (3,))
-        assert info.value.errno == 1235 and "prepared statements on sharded tables" in info.value.msg
-        plain = conn.cursor()
-        plain.execute("SELECT 1")  # the session goes on
-        assert plain.fetchall() == [(1,)]
-    finally:
-        conn.close()

@@ -1,0 +1,93 @@
+"""Prepared statements on sharded and global tables (issue 14): analyzed like text statements.
+
+COM_STMT_PREPARE runs on a connection to the table group's shard 0, which tells the client the parameters and
+columns; nothing is planned yet, as the plan depends on the values. Each COM_STMT_EXECUTE is rendered as the text
+statement its values make (``proxyapp.sharding.params``) and planned and placed like a COM_QUERY of it
+(``QueryPipeline.place``). One shard: the prepared statement runs there in the binary protocol, end to end (the
+caller's execute path, on that shard's hostgroup). Several shards: the text runs through the scatter
+(``session.scatter``), a merged result goes back as a binary result set, a write's OK as it is. A refusal is a 1235
+error, as for text.
+"""
+
+from __future__ import annotations
+
+from proxyapp.mysql.constants import ErrorCode
+from proxyapp.mysql.packets import ErrPacket, ProtocolError
+from proxyapp.mysql.wire import PeerClosed
+from proxyapp.session.client import Client
+from proxyapp.session.link import BackendLink, release
+from proxyapp.session.prepared import ClientStatement, prepare_anew, with_client_id
+from proxyapp.session.query import QueryPipeline
+from proxyapp.session.state import SessionState
+from proxyapp.sharding.params import ParamError, literals, long_data_values, render
+from proxyapp.sharding.shardmap import ShardedTable
+
+
+class ShardedStatements:
+    """Prepare and place a session's statements on sharded tables."""
+
+    def __init__(self, client: Client, state: SessionState, link: BackendLink, queries: QueryPipeline) -> None:
+        self.client = client
+        self.state = state
+        self.link = link
+        self.queries = queries
+
+    async def prepare(self, stmt: ClientStatement, table: ShardedTable) -> bool:
+        """Prepare ``stmt`` on a connection to ``table``'s shard 0 and send the client the answer with its id; the
+        connection goes back to the pool at once (the session's transaction, or one held back, is left alone).
+        False when the client got an error."""
+        shard = table.shards[0]
+        conn = await self.link.borrow(shard.hostgroup_id)
+        if conn is None:
+            return False
+        try:
+            result, raw = await prepare_anew(conn, stmt.sql)
+        except (PeerClosed, ProtocolError, OSError) as exc:
+            release(conn, reusable=False)
+            self.client.send_error(
+                ErrorCode.BACKEND_LOST,
+                f"Lost connection to shard {shard.number} (hostgroup {shard.hostgroup_id}) while preparing: {exc}",
+            )
+            return False
+        release(conn)
+        if isinstance(result, ErrPacket):
+            self.client.wire.write(raw)
+            return False
+        stmt.num_params = result.num_params
+        stmt.num_columns = result.num_columns
+        self.client.wire.write(with_client_id(raw, stmt.client_id))
+        return True
+
+    async def place(self, stmt: ClientStatement, execute: bytes, hostgroup: int, started: float) -> int | None:
+        """Where the execute ``execute`` (its parameter types bound: ``prepared.rewrite_execute``) of ``stmt`` runs:
+        the hostgroup of its one shard (``hostgroup`` when its values name no sharded table), or None when it was
+        answered here (a scatter, a refusal, parameters that cannot be read)."""
+        queries = self.queries
+        try:
+            values = literals(execute, stmt.num_params, long_data_values(stmt.long_data), client_charset(self.state))
+            sql = render(stmt.sql, values)
+        except ParamError as exc:
+            self.client.send_error(ErrorCode.WRONG_ARGUMENTS, f"Incorrect arguments to mysqld_stmt_execute: {exc}", 1)
+            return None
+        placed = queries.place(sql)
+        if placed is None:
+            return hostgroup
+        found, where = placed
+        if where.refused:
+            self.client.send_error(ErrorCode.NOT_SUPPORTED, where.refused, 1)
+            queries.record(-1, stmt.digest, started, 0, 0)
+            queries.record_sharded(stmt.digest, 0)
+            return None
+        if where.shards:
+            await queries.scatter(sql, found, where, stmt.digest, started, binary=True)
+            return None
+        queries.record_sharded(stmt.digest, 1)
+        return where.hostgroup
+
+
+def client_charset(state: SessionState) -> str:
+    """The character set a session's client sends its strings in (``character_set_client``, as SET NAMES or SET
+    character_set_client made it), lowercase."""
+    chosen = state.variables.get("character_set_client") or state.names
+    words = chosen.split()
+    return words[0].strip("'\"`").lower() if words else "binary"
