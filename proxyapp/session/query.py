@@ -230,7 +230,9 @@ class QueryPipeline:
             split = dict(found.statements)
             statements = [(shard, split.get(shard.number, sql)) for shard in where.shards]
             first = found.table.shards[found.first_row_shard]
-            done = await self.scattering.write(statements, first, status, f"a write to {name}")
+            done = await self.scattering.write(
+                statements, first, status, f"a write to {name}", copies=found.table.is_global
+            )
             affected = done.rows if done is not None else 0
         if done is not None:
             rows = 0 if affected else done.rows

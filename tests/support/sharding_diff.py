@@ -128,12 +128,6 @@ OPEN_DEFECTS = [
         frozenset({"insert_no_into", "update_modifiers"}),
     ),
     Defect(
-        "global-write-count",
-        "a write to a global table reports the rows it changed in every copy (N shards: N times what one server "
-        "says): UPDATE cities SET pop = pop + 1 WHERE id = 3 answers 2 rows affected over 2 shards",
-        frozenset({"global_write"}),
-    ),
-    Defect(
         "straight-join-unseen",
         "the table after STRAIGHT_JOIN is not seen, so a join of sharded tables not on their keys runs shard by "
         "shard instead of being refused: rows that join across shards are missing",
