@@ -223,7 +223,8 @@ class QueryPipeline:
         name = f"{found.table.schema}.{found.table.table}"
         affected = 0
         if found.gather is not None:
-            done = await self.scattering.read(where.shards, found.gather, status)
+            limit = self.state.variables.get("sql_select_limit")
+            done = await self.scattering.read(where.shards, found.gather, status, limit)
         elif found.ddl:
             done = await self.scattering.everywhere(where.shards, sql, status, f"DDL on {name}")
         else:

@@ -25,7 +25,7 @@ from proxyapp.mysql.wire import STATUS_UNKNOWN, PeerClosed, Response
 from proxyapp.session.client import Client
 from proxyapp.session.link import NO_TIMEOUT_MS, BackendLink, release
 from proxyapp.session.services import SessionServices
-from proxyapp.sharding.gather import Gather, Refused
+from proxyapp.sharding.gather import MAX_ROWS, Gather, Refused
 from proxyapp.sharding.merge import merge
 from proxyapp.sharding.shardmap import Shard
 from proxyapp.sharding.xa import Branch, commit, rollback, xa_start_sql
@@ -49,14 +49,23 @@ class Scatter:
         self.client = client
         self.link = link
 
-    async def read(self, shards: tuple[Shard, ...], plan: Gather, status: int) -> Scattered | None:
-        """Run ``plan``'s statement on ``shards`` and send the merged result (None: an error was sent)."""
+    async def read(
+        self, shards: tuple[Shard, ...], plan: Gather, status: int, select_limit: str | None = None
+    ) -> Scattered | None:
+        """Run ``plan``'s statement on ``shards`` and send the merged result, capped by the session's
+        ``select_limit`` (its sql_select_limit as set; None: not set) when the SELECT has no LIMIT (None: an error
+        was sent)."""
+        try:
+            cap = rows_cap(select_limit)
+        except Refused as refused:
+            self.client.send_error(ErrorCode.NOT_SUPPORTED, f"ProxyFleet sharding does not support {refused} yet")
+            return None
         results = await self._run(shards, plan.sql)
         if results is None:
             return None
         began = time.perf_counter()
         try:
-            merged = merge(plan, results)
+            merged = merge(plan, results, cap)
         except Refused as refused:
             self.client.send_error(ErrorCode.NOT_SUPPORTED, f"ProxyFleet sharding does not support {refused} yet")
             return None
@@ -237,6 +246,16 @@ class Scatter:
             if answer.error is None:
                 conn.status = answer.status
         return answers
+
+
+def rows_cap(select_limit: str | None) -> int | None:
+    """The most rows a SELECT without LIMIT returns under the session's sql_select_limit set to ``select_limit``
+    (None: not set, or DEFAULT: no cap); ``Refused`` for an expression the proxy does not evaluate."""
+    if select_limit is None or select_limit.strip().upper() == "DEFAULT":
+        return None
+    if not select_limit.strip().isdigit():
+        raise Refused(f"sql_select_limit = {select_limit} (only a number or DEFAULT) over several shards")
+    return min(int(select_limit), MAX_ROWS)  # the server takes a larger one as the largest
 
 
 def _server(conn: BackendConnection) -> MysqlServer:

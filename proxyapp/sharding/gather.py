@@ -8,11 +8,13 @@ order and group as on the server) and the weight of a space in that collation wh
 NO PAD collation or a binary string). What it changes per shard:
 
 - plain rows: ORDER BY stays (each shard's rows come sorted, the merge merges them), LIMIT ``o, n`` becomes
-  ``LIMIT o + n`` (the first ``o + n`` of the whole are among the first ``o + n`` of each shard) and OFFSET
-  applies after the merge; DISTINCT stays and the merge drops duplicates across shards;
+  ``LIMIT o + n`` (the first ``o + n`` of the whole are among the first ``o + n`` of each shard; at most
+  ``MAX_ROWS``) and OFFSET applies after the merge; DISTINCT stays and the merge drops duplicates across shards;
 - aggregates: GROUP BY stays, HAVING, ORDER BY and LIMIT go (they apply to whole groups after the merge); COUNT
   adds up, SUM adds up, MIN and MAX compare, AVG also asks SUM and COUNT of its argument and divides; without
-  ORDER BY the groups come in GROUP BY order, as MariaDB returns them.
+  ORDER BY the groups come in GROUP BY order, as MariaDB returns them;
+- a shard's statement always has a LIMIT (``MAX_ROWS`` when the client's has none), so that the session's
+  ``sql_select_limit`` does not cap a shard's part: it caps the merged result (``merge``).
 
 What cannot be merged exactly is refused with the reason (nested or unknown aggregates, COUNT(DISTINCT),
 GROUP_CONCAT, window functions, WITH ROLLUP, SQL_CALC_FOUND_ROWS, SELECT ... INTO, HAVING beyond comparisons of
@@ -47,6 +49,8 @@ _CLAUSES = frozenset(
     {"FROM", "WHERE", "GROUP", "HAVING", "WINDOW", "ORDER", "LIMIT", "FOR", "LOCK", "INTO", "PROCEDURE"}
 )
 _COMPARISONS = frozenset({"=", "<>", "!=", "<", "<=", ">", ">=", "<=>"})
+#: The largest row count a LIMIT takes: MySQL's "all the rows".
+MAX_ROWS = 18446744073709551615
 
 
 @dataclass(frozen=True)
@@ -245,11 +249,14 @@ def gather(tokens: Tokens, lo: int, hi: int) -> Gather:
     if grouped:
         if group is not None:
             parts.append(source(group.keyword, group.hi))
+        parts.append(f"LIMIT {MAX_ROWS}")  # every group: the session's sql_select_limit caps the merged ones
     else:
         if order_by is not None:
             parts.append(source(order_by.keyword, order_by.hi))
-        if limit is not None:
-            parts.append(f"LIMIT {offset + limit}")
+        if limit_clause is not None and max(offset, limit or 0) > MAX_ROWS:  # each shard refuses it as one server
+            parts.append(source(limit_clause.keyword, limit_clause.hi))
+        else:
+            parts.append(f"LIMIT {MAX_ROWS if limit is None else min(offset + limit, MAX_ROWS)}")
     locking = min((clauses[name].keyword for name in ("FOR", "LOCK") if name in clauses), default=-1)
     if locking >= 0:
         parts.append(source(locking, hi))

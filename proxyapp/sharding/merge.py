@@ -95,9 +95,10 @@ class _Descending:
         return other.key < self.key  # type: ignore[operator]  # tuples of comparable values
 
 
-def merge(plan: Gather, results: Sequence[TextResult]) -> Merged:
-    """Merge the shards' results (each a result set, in shard order) as ``plan`` says; raises ``Refused`` for a
-    comparison the merge cannot make exactly."""
+def merge(plan: Gather, results: Sequence[TextResult], select_limit: int | None = None) -> Merged:
+    """Merge the shards' results (each a result set, in shard order) as ``plan`` says, at most ``select_limit`` rows
+    (the session's sql_select_limit; None: no cap) when the SELECT has no LIMIT of its own; raises ``Refused`` for
+    a comparison the merge cannot make exactly."""
     columns = results[0].columns
     rows = [row for result in results for row in result.rows]
     warnings = sum(result.warnings for result in results)
@@ -117,7 +118,7 @@ def merge(plan: Gather, results: Sequence[TextResult]) -> Merged:
         for order in plan.order:
             value_of.check_orderable(order.column)
         rows.sort(key=_sort_key(plan, value_of))
-    end = None if plan.limit is None else plan.offset + plan.limit
+    end = select_limit if plan.limit is None else plan.offset + plan.limit
     rows = rows[plan.offset : end]
     visible = len(columns) - plan.hidden
     if plan.hidden:

@@ -109,12 +109,6 @@ OPEN_DEFECTS = [
         frozenset({"distinct_limit"}),
     ),
     Defect(
-        "limit-overflow",
-        "LIMIT o, 18446744073709551615 (MySQL's 'all rows after o'): each shard is sent LIMIT o + n, past the "
-        "largest row count: error 1064 instead of the rows",
-        frozenset({"limit_all_after_offset"}),
-    ),
-    Defect(
         "aggregate-hidden-digits",
         "AVG or SUM of a division (AVG(price / 3)): each shard's partial SUM is rounded to the column's scale before "
         "the merge adds and divides, where the server keeps its internal digits: the last digits differ",
@@ -132,12 +126,6 @@ OPEN_DEFECTS = [
         "the table after STRAIGHT_JOIN is not seen, so a join of sharded tables not on their keys runs shard by "
         "shard instead of being refused: rows that join across shards are missing",
         frozenset({"refuse_straight_join"}),
-    ),
-    Defect(
-        "session-select-limit",
-        "the session's sql_select_limit caps each shard's part of a scatter rather than the merged result: more rows "
-        "than the limit, from the wrong places, and groups counted from a shard's first groups only",
-        frozenset({"select_limit_read"}),
     ),
     Defect(
         "needless-refusals",

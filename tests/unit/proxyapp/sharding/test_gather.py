@@ -30,12 +30,28 @@ def test_plain_rows_keep_order_by_and_ask_offset_plus_limit() -> None:
 
 def test_aggregates_keep_group_by_and_leave_having_order_and_limit_to_the_merge() -> None:
     found = of("SELECT k, COUNT(*) c, AVG(x) FROM t GROUP BY k HAVING c > 2 ORDER BY c DESC LIMIT 3")
-    assert found.sql.split(" FROM ")[1] == "t GROUP BY k"
+    assert found.sql.split(" FROM ")[1] == "t GROUP BY k LIMIT 18446744073709551615"  # every group
     assert found.sql.startswith("SELECT k, COUNT(*) c, AVG(x), SUM(x), COUNT(x), WEIGHT_STRING(k), ")
     assert [a.function for a in found.aggregates] == ["COUNT", "AVG"]
     assert found.keys == (Column(0, -2, -1),)
     assert found.having == Compare(">", Column(1), Decimal(2))
     assert (found.limit, found.order[0].column, found.order[0].descending) == (3, Column(1), True)
+
+
+def test_a_shards_limit_stops_at_the_largest_row_count() -> None:
+    assert of("SELECT id FROM t ORDER BY id LIMIT 2, 18446744073709551615").sql.endswith(
+        " ORDER BY id LIMIT 18446744073709551615"
+    )
+    assert of("SELECT id FROM t LIMIT 18446744073709551616").sql.endswith(" LIMIT 18446744073709551616")  # an error
+
+
+def test_each_shard_sends_every_row_and_the_session_limit_caps_the_merged_ones() -> None:
+    found = of("SELECT a FROM t FOR UPDATE")
+    assert found.sql == "SELECT a FROM t LIMIT 18446744073709551615 FOR UPDATE" and found.limit is None
+    columns = [column("a", FieldType.LONG)]
+    shards = [TextResult(columns, [[b"1"], [b"2"]]), TextResult(columns, [[b"3"]])]
+    assert merge(found, shards, 2).rows == [[b"1"], [b"2"]]
+    assert merge(of("SELECT a FROM t LIMIT 3"), shards, 2).rows == [[b"1"], [b"2"], [b"3"]]  # its own LIMIT
 
 
 def test_groups_come_in_group_by_order_without_order_by() -> None:
