@@ -124,6 +124,7 @@ class Gather:
     having: Condition | None
     offset: int
     limit: int | None
+    shadowed: str = ""  # a GROUP BY name taken as a select alias that a column of the table would shadow
 
 
 class Refused(Exception):
@@ -202,6 +203,8 @@ def gather(tokens: Tokens, lo: int, hi: int) -> Gather:
     aggregates: list[Aggregate] = []
     keys: list[Column] = []
     group_texts: list[str] = []
+    group_names: list[str] = []  # each GROUP BY item's column name when it is a (qualified) name, else ''
+    shadowed = ""
     if grouped:
         if distinct:
             raise Refused("DISTINCT with aggregates over several shards")
@@ -214,8 +217,11 @@ def gather(tokens: Tokens, lo: int, hi: int) -> Gather:
             for a, b in split_top(tokens, group.lo, group.hi):
                 if tokens.word(b - 1) in ("ASC", "DESC"):
                     raise Refused("GROUP BY ... ASC/DESC over several shards")
-                expression = _resolve(tokens, a, b, items)
+                expression, shadowable = _group_key(tokens, a, b, items)
+                if shadowable:
+                    shadowed = shadowed or tokens.source(a, b)
                 group_texts.append(_normal(expression))
+                group_names.append(_column_name(tokens, a, b))
                 keys.append(builder.compared(expression, _visible(tokens, items, expression)))
     elif distinct:
         if any(item.star for item in items):
@@ -236,7 +242,7 @@ def gather(tokens: Tokens, lo: int, hi: int) -> Gather:
     if having_clause is not None:
         if not grouped:
             raise Refused("HAVING without aggregates over several shards")
-        having = _Having(tokens, items, builder, keys, group_texts, aggregates).parse(
+        having = _Having(tokens, items, builder, keys, group_texts, group_names, aggregates).parse(
             having_clause.lo, having_clause.hi
         )
     hidden = len(builder.hidden)
@@ -279,6 +285,7 @@ def gather(tokens: Tokens, lo: int, hi: int) -> Gather:
         _fix_condition(having, hidden) if having is not None else None,
         offset,
         limit,
+        shadowed,
     )
 
 
@@ -425,7 +432,8 @@ def _normal(text: str) -> str:
 
 
 def _resolve(tokens: Tokens, lo: int, hi: int, items: list[_Item]) -> str:
-    """The expression a GROUP BY or ORDER BY item names: a select item by position or alias, else its own text."""
+    """The expression a GROUP BY or ORDER BY item names: a select item by position or name (``_named``), else its
+    own text."""
     if hi - lo == 1 and tokens.kinds[lo] is _T.NUMBER and tokens.texts[lo].isdigit():
         position = int(tokens.texts[lo])
         if not 1 <= position <= len(items) or any(item.star for item in items[:position]):
@@ -433,11 +441,51 @@ def _resolve(tokens: Tokens, lo: int, hi: int, items: list[_Item]) -> str:
         item = items[position - 1]
         return tokens.source(item.lo, item.hi)
     if hi - lo == 1 and tokens.kinds[lo] in (_T.WORD, _T.QUOTED_IDENT):
-        name = _name_text(tokens, lo)
-        for item in items:
-            if item.alias == name:
-                return tokens.source(item.lo, item.hi)
+        named = _named(tokens, items, _name_text(tokens, lo))
+        if named is not None:
+            return tokens.source(items[named].lo, items[named].hi)
     return tokens.source(lo, hi)
+
+
+def _named(tokens: Tokens, items: list[_Item], name: str) -> int | None:
+    """The position of the select item an unqualified ``name`` stands for, as MariaDB looks it up in the select
+    list: the first item that is not a plain column and has that alias, else the first plain column so named (by
+    its alias, or its own name without one); None if none."""
+    found = None
+    for position, item in enumerate(items):
+        column = _column_name(tokens, item.lo, item.hi)
+        if not column and item.alias == name:
+            return position
+        if column and (item.alias or column) == name and found is None:
+            found = position
+    return found
+
+
+def _column_name(tokens: Tokens, lo: int, hi: int) -> str:
+    """The column's name (lowercase) when ``[lo, hi)`` is a plain column, maybe qualified (``t.a``), else ''."""
+    names = range(lo, hi, 2)
+    if (hi - lo) % 2 == 0 or any(tokens.kinds[i] not in (_T.WORD, _T.QUOTED_IDENT) for i in names):
+        return ""
+    if any(tokens.texts[i] != "." for i in range(lo + 1, hi, 2)):
+        return ""
+    return _name_text(tokens, hi - 1)
+
+
+def _group_key(tokens: Tokens, lo: int, hi: int, items: list[_Item]) -> tuple[str, bool]:
+    """The expression a GROUP BY item groups by, and whether a column of the table would stand for it instead.
+
+    MariaDB takes a GROUP BY name for a column of the FROM tables before a select alias of something else (with
+    warning 1052): an aggregate's alias is never grouped by, so the name is the column; another expression's alias
+    is, unless the table has such a column, which only the shards can tell (``Gather.shadowed``)."""
+    if hi - lo == 1 and tokens.kinds[lo] in (_T.WORD, _T.QUOTED_IDENT):
+        name = _name_text(tokens, lo)
+        named = _named(tokens, items, name)
+        if named is not None and _column_name(tokens, items[named].lo, items[named].hi) != name:
+            item = items[named]
+            if item.aggregate:
+                return tokens.source(lo, hi), False
+            return tokens.source(item.lo, item.hi), True
+    return _resolve(tokens, lo, hi, items), False
 
 
 def _visible(tokens: Tokens, items: list[_Item], expression: str) -> int | None:
@@ -515,7 +563,8 @@ def _hidden_aggregate(builder: _Builder, sub: Tokens, aggregates: list[Aggregate
 
 class _Having:
     """The HAVING condition as the merge evaluates it: comparisons of aggregates, group keys and select aliases
-    with numbers or each other, IS [NOT] NULL, AND, OR, NOT and parentheses."""
+    with numbers or each other, IS [NOT] NULL, AND, OR, NOT and parentheses. A name is a GROUP BY column's before
+    a select item's, as MariaDB reads it."""
 
     def __init__(
         self,
@@ -524,6 +573,7 @@ class _Having:
         builder: _Builder,
         keys: list[Column],
         group_texts: list[str],
+        group_names: list[str],
         aggregates: list[Aggregate],
     ) -> None:
         self.tokens = tokens
@@ -531,6 +581,7 @@ class _Having:
         self.builder = builder
         self.keys = keys
         self.group_texts = group_texts
+        self.group_names = group_names
         self.aggregates = aggregates
         self.i = 0
         self.hi = 0
@@ -623,9 +674,12 @@ class _Having:
         wanted = _normal(expression)
         if len(sub) == 1:
             name = _name_text(sub, 0)
-            for position, item in enumerate(self.items):
-                if item.alias == name:
-                    return self._item_column(position)
+            for key, group_name in zip(self.keys, self.group_names, strict=True):
+                if group_name == name:
+                    return key
+            named = _named(self.tokens, self.items, name)
+            if named is not None:
+                return self._item_column(named)
         for key, text in zip(self.keys, self.group_texts, strict=True):
             if text == wanted:
                 return key

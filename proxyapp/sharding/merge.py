@@ -99,6 +99,9 @@ def merge(plan: Gather, results: Sequence[TextResult], select_limit: int | None 
     """Merge the shards' results (each a result set, in shard order) as ``plan`` says, at most ``select_limit`` rows
     (the session's sql_select_limit; None: no cap) when the SELECT has no LIMIT of its own; raises ``Refused`` for
     a comparison the merge cannot make exactly."""
+    if plan.shadowed and any(result.warnings for result in results):  # maybe 1052: a column shadows the alias
+        raise Refused(f"GROUP BY {plan.shadowed}, a select alias that may also be a column's name (warnings were "
+                      "raised), over several shards")  # fmt: skip
     columns = results[0].columns
     rows = [row for result in results for row in result.rows]
     warnings = sum(result.warnings for result in results)

@@ -96,12 +96,6 @@ class Defect:
 #: defect no longer shows: drop it from here), the long run counts their mismatches apart.
 OPEN_DEFECTS = [
     Defect(
-        "alias-shadows-column",
-        "a select alias that is also a column's name: the scatter's GROUP BY and HAVING take the alias where MariaDB "
-        "takes the column (SELECT qty, COUNT(*) AS qty FROM t GROUP BY qty groups by the count)",
-        frozenset({"alias_shadows_column"}),
-    ),
-    Defect(
         "distinct-limit-pad",
         "SELECT DISTINCT s ... ORDER BY s LIMIT n over strings that differ only by trailing spaces ('a', 'a '): each "
         "shard's DISTINCT also covers the hidden WEIGHT_STRING columns, which tell them apart, so a shard's LIMIT "

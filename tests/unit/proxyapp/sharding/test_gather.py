@@ -54,6 +54,28 @@ def test_each_shard_sends_every_row_and_the_session_limit_caps_the_merged_ones()
     assert merge(of("SELECT a FROM t LIMIT 3"), shards, 2).rows == [[b"1"], [b"2"], [b"3"]]  # its own LIMIT
 
 
+def test_names_resolve_as_mariadb_resolves_them_beside_a_shadowing_alias() -> None:
+    # GROUP BY and HAVING take the column qty (an aggregate is not grouped by), ORDER BY the count's alias.
+    found = of("SELECT qty, COUNT(*) AS qty FROM t GROUP BY qty HAVING qty > 2 ORDER BY qty DESC")
+    assert found.keys[0].value == 0 and found.having == Compare(">", found.keys[0], Decimal(2))
+    assert found.order[0].column == Column(1) and not found.shadowed
+    # Another expression's alias is grouped by unless the table has such a column: the shards' warning tells.
+    assert of("SELECT qty + 1 AS n, COUNT(*) FROM t GROUP BY n").shadowed == "n"
+    assert not of("SELECT t.qty AS qty, COUNT(*) FROM t GROUP BY qty").shadowed
+    # An item that is not a plain column wins over a plain column of the same name.
+    assert of("SELECT id AS x, COUNT(*) AS x FROM t GROUP BY id ORDER BY x").order[0].column == Column(1)
+
+
+def test_a_group_alias_a_column_may_shadow_is_refused_when_the_shards_warn() -> None:
+    found = of("SELECT qty + 1 AS n, COUNT(*) FROM t GROUP BY n")
+    columns = [column("n", FieldType.LONGLONG), column("COUNT(*)", FieldType.LONGLONG)]
+    columns += [column("w", FieldType.VAR_STRING, 63), column("p", FieldType.VAR_STRING, 63)]
+    shard = TextResult(columns, [[b"2", b"1", b"2", None]])
+    assert merge(found, [shard, shard]).rows == [[b"2", b"2"]]
+    with pytest.raises(Refused, match="GROUP BY n, a select alias"):
+        merge(found, [shard, TextResult(columns, shard.rows, warnings=1)])
+
+
 def test_groups_come_in_group_by_order_without_order_by() -> None:
     found = of("SELECT made, COUNT(*) FROM t GROUP BY made")
     assert [o.column for o in found.order] == list(found.keys) and not found.order[0].descending
