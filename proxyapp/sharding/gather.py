@@ -156,10 +156,17 @@ class _Builder:
         self.hidden.append(expression)
         return -len(self.hidden)
 
-    def compared(self, expression: str, value: int | None = None) -> Column:
-        """A compared value: ``expression`` hidden (unless it is visible at ``value``), with its weights."""
+    def compared(self, expression: str, value: int | None = None, folded: bool = False) -> Column:
+        """A compared value: ``expression`` hidden (unless it is visible at ``value``), with its weights;
+        ``folded``: its weight without the trailing spaces' weights, so that a DISTINCT on each shard folds what the
+        merge folds ('a' and 'a ' under a PAD SPACE collation), and a shard's LIMIT counts the rows the merge
+        keeps."""
         at = value if value is not None else self.add(expression)
-        return Column(at, self.add(f"WEIGHT_STRING({expression})"), self.add(_pad_weight(expression)))
+        pad = _pad_weight(expression)
+        weight = f"WEIGHT_STRING({expression})"
+        if folded:
+            weight = f"IFNULL(TRIM(TRAILING {pad} FROM {weight}), {weight})"
+        return Column(at, self.add(weight), self.add(pad))
 
 
 def _pad_weight(expression: str) -> str:
@@ -226,7 +233,7 @@ def gather(tokens: Tokens, lo: int, hi: int) -> Gather:
     elif distinct:
         if any(item.star for item in items):
             raise Refused("SELECT DISTINCT * over several shards: name the columns")
-        keys = [builder.compared(source(item.lo, item.hi), position) for position, item in enumerate(items)]
+        keys = [builder.compared(source(item.lo, item.hi), position, True) for position, item in enumerate(items)]
     order: list[Order] = []
     if order_by is not None and not (order_by.hi == order_by.lo + 1 and tokens.word(order_by.lo) == "NULL"):
         for a, b in split_top(tokens, order_by.lo, order_by.hi):

@@ -96,13 +96,6 @@ class Defect:
 #: defect no longer shows: drop it from here), the long run counts their mismatches apart.
 OPEN_DEFECTS = [
     Defect(
-        "distinct-limit-pad",
-        "SELECT DISTINCT s ... ORDER BY s LIMIT n over strings that differ only by trailing spaces ('a', 'a '): each "
-        "shard's DISTINCT also covers the hidden WEIGHT_STRING columns, which tell them apart, so a shard's LIMIT "
-        "spends rows the merge then folds into one: too few rows",
-        frozenset({"distinct_limit"}),
-    ),
-    Defect(
         "aggregate-hidden-digits",
         "AVG or SUM of a division (AVG(price / 3)): each shard's partial SUM is rounded to the column's scale before "
         "the merge adds and divides, where the server keeps its internal digits: the last digits differ",

@@ -76,6 +76,14 @@ def test_a_group_alias_a_column_may_shadow_is_refused_when_the_shards_warn() -> 
         merge(found, [shard, TextResult(columns, shard.rows, warnings=1)])
 
 
+def test_each_shards_distinct_folds_trailing_spaces_as_the_merge() -> None:
+    found = of("SELECT DISTINCT s FROM t ORDER BY s LIMIT 2")
+    pad = "IF(CONCAT(LEFT(s, 0), 'a') = CONCAT(LEFT(s, 0), 'a '), WEIGHT_STRING(CONCAT(LEFT(s, 0), ' ')), NULL)"
+    folded = f"IFNULL(TRIM(TRAILING {pad} FROM WEIGHT_STRING(s)), WEIGHT_STRING(s))"
+    assert found.sql == f"SELECT DISTINCT s, {folded}, {pad} FROM t ORDER BY s LIMIT 2"
+    assert "TRIM" not in of("SELECT s FROM t ORDER BY s LIMIT 2").sql  # no DISTINCT: the weight as it is
+
+
 def test_groups_come_in_group_by_order_without_order_by() -> None:
     found = of("SELECT made, COUNT(*) FROM t GROUP BY made")
     assert [o.column for o in found.order] == list(found.keys) and not found.order[0].descending
