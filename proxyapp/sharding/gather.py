@@ -11,8 +11,9 @@ NO PAD collation or a binary string). What it changes per shard:
   ``LIMIT o + n`` (the first ``o + n`` of the whole are among the first ``o + n`` of each shard; at most
   ``MAX_ROWS``) and OFFSET applies after the merge; DISTINCT stays and the merge drops duplicates across shards;
 - aggregates: GROUP BY stays, HAVING, ORDER BY and LIMIT go (they apply to whole groups after the merge); COUNT
-  adds up, SUM adds up, MIN and MAX compare, AVG also asks SUM and COUNT of its argument and divides; without
-  ORDER BY the groups come in GROUP BY order, as MariaDB returns them;
+  adds up, SUM adds up, MIN and MAX compare, AVG also asks SUM and COUNT of its argument and divides (a SUM of a
+  division is asked with the digits it does not show: ``DIGITS``); without ORDER BY the groups come in GROUP BY
+  order, as MariaDB returns them;
 - a shard's statement always has a LIMIT (``MAX_ROWS`` when the client's has none), so that the session's
   ``sql_select_limit`` does not cap a shard's part: it caps the merged result (``merge``).
 
@@ -51,6 +52,9 @@ _CLAUSES = frozenset(
 _COMPARISONS = frozenset({"=", "<>", "!=", "<", "<=", ">", ">=", "<=>"})
 #: The largest row count a LIMIT takes: MySQL's "all the rows".
 MAX_ROWS = 18446744073709551615
+#: Added to a shard's SUM of a division, to show its value with 30 decimals (or as many as DECIMAL(65) leaves) where
+#: the column shows the division's scale: a DECIMAL plus a DECIMAL takes the larger scale; a DOUBLE stays one.
+DIGITS = "0." + "0" * 30
 
 
 @dataclass(frozen=True)
@@ -66,12 +70,15 @@ class Column:
 @dataclass(frozen=True)
 class Aggregate:
     """An aggregate column the merge combines: ``function`` (COUNT, SUM, MIN, MAX, AVG) of ``column``; an AVG
-    also has its argument's SUM and COUNT columns."""
+    also has its argument's SUM and COUNT columns. ``digits``: the argument divides, and its value has more digits
+    than it shows (MariaDB rounds a division's result only to show it), so ``sum`` is a SUM (of a SUM too) that
+    shows them (``DIGITS``)."""
 
     function: str
     column: Column
     sum: int | None = None
     count: int | None = None
+    digits: bool = False
 
 
 @dataclass(frozen=True)
@@ -285,6 +292,7 @@ def gather(tokens: Tokens, lo: int, hi: int) -> Gather:
                 _fix(a.column, hidden),
                 None if a.sum is None else _index(a.sum, hidden),
                 None if a.count is None else _index(a.count, hidden),
+                a.digits,
             )
             for a in aggregates
         ),
@@ -513,6 +521,9 @@ def _aggregate(builder: _Builder, function: str, argument: str, position: int | 
     if function in ("MIN", "MAX"):
         return Aggregate(function, builder.compared(call, position))
     at = Column(position if position is not None else builder.add(call))
+    if function in ("SUM", "AVG") and "/" in tokenize(argument).texts:
+        total = builder.add(f"SUM({argument}) + {DIGITS}")
+        return Aggregate(function, at, total, builder.add(f"COUNT({argument})") if function == "AVG" else None, True)
     if function == "AVG":
         return Aggregate(function, at, builder.add(f"SUM({argument})"), builder.add(f"COUNT({argument})"))
     return Aggregate(function, at)

@@ -96,12 +96,6 @@ class Defect:
 #: defect no longer shows: drop it from here), the long run counts their mismatches apart.
 OPEN_DEFECTS = [
     Defect(
-        "aggregate-hidden-digits",
-        "AVG or SUM of a division (AVG(price / 3)): each shard's partial SUM is rounded to the column's scale before "
-        "the merge adds and divides, where the server keeps its internal digits: the last digits differ",
-        frozenset({"aggregate_division"}),
-    ),
-    Defect(
         "write-table-unseen",
         "writes whose sharded table the planner does not see run unsharded on the user's default hostgroup: "
         "INSERT/REPLACE without INTO (rows placed on the wrong shard), UPDATE LOW_PRIORITY/IGNORE t (rows on other "

@@ -123,6 +123,9 @@ ORDERED = [
     "SELECT MIN(made), MAX(made), MIN(City_ID) FROM items WHERE City_ID IN (3, 4, 5)",
     "SELECT COUNT(*), SUM(qty), MAX(qty), AVG(price) FROM items WHERE 1 = 0",
     "SELECT made, COUNT(*), SUM(price), AVG(qty) FROM items GROUP BY made",
+    # A division's value has more digits than it shows: the sums add them.
+    "SELECT SUM(price / 3), AVG(price / 3), AVG(qty / 7), SUM(qty / 7 / 3) FROM items",
+    "SELECT made, SUM(price / 7), AVG(qty / 3) FROM items GROUP BY made HAVING AVG(price / 3) > 0.5",
     "SELECT made, COUNT(*) n FROM items GROUP BY made HAVING n > 1 AND SUM(price) < 10 ORDER BY made DESC",
     "SELECT made, SUM(qty) t FROM items GROUP BY made ORDER BY t DESC, made LIMIT 2",
     "SELECT made, MAX(qty) FROM items GROUP BY made HAVING MAX(qty) IS NULL OR MAX(qty) >= 5 ORDER BY 1",

@@ -143,6 +143,32 @@ def test_sums_and_averages_are_exact_decimals_at_the_columns_scale() -> None:
     assert merge(found, shards).rows == [[b"1.11", b"0.370000"]]
 
 
+def test_a_sum_of_a_division_adds_the_digits_each_shard_does_not_show() -> None:
+    found = of("SELECT SUM(p / 3), AVG(p / 3) FROM t")
+    assert found.sql == (
+        "SELECT SUM(p / 3), AVG(p / 3), SUM(p / 3) + 0.000000000000000000000000000000, "
+        "SUM(p / 3) + 0.000000000000000000000000000000, COUNT(p / 3) FROM t LIMIT 18446744073709551615"
+    )
+    columns = [
+        column("SUM(p / 3)", FieldType.NEWDECIMAL, 63, 6),
+        column("AVG(p / 3)", FieldType.NEWDECIMAL, 63, 10),
+        column("s", FieldType.NEWDECIMAL, 63, 30),
+        column("s", FieldType.NEWDECIMAL, 63, 30),
+        column("c", FieldType.LONGLONG, 63),
+    ]
+    digits = b"0.000000400000000000000000000000"  # 0.0000004 shows as 0.000000
+    shard = TextResult(columns, [[b"0.000000", b"0.0000001000", digits, digits, b"4"]])
+    assert merge(found, [shard, shard]).rows == [[b"0.000001", b"0.0000001000"]]
+
+
+def test_a_sum_of_a_division_too_near_a_rounding_boundary_is_refused() -> None:
+    found = of("SELECT SUM(p / 3) FROM t")
+    columns = [column("SUM(p / 3)", FieldType.NEWDECIMAL, 63, 6), column("s", FieldType.NEWDECIMAL, 63, 30)]
+    near = TextResult(columns, [[b"0.000000", b"0.000000250000000000000000000000"]])  # 2 x: on the boundary
+    with pytest.raises(Refused, match="too few digits"):
+        merge(found, [near, near])
+
+
 def test_min_and_max_of_an_enum_are_refused() -> None:
     found = of("SELECT MIN(e) FROM t")
     enum = ColumnInfo(b"", "MIN(e)", FieldType.STRING, 45, 256, 0)
