@@ -12,8 +12,9 @@ NO PAD collation or a binary string). What it changes per shard:
   ``MAX_ROWS``) and OFFSET applies after the merge; DISTINCT stays and the merge drops duplicates across shards;
 - aggregates: GROUP BY stays, HAVING, ORDER BY and LIMIT go (they apply to whole groups after the merge); COUNT
   adds up, SUM adds up, MIN and MAX compare, AVG also asks SUM and COUNT of its argument and divides (a SUM of a
-  division is asked with the digits it does not show: ``DIGITS``); without ORDER BY the groups come in GROUP BY
-  order, as MariaDB returns them;
+  division is asked with the digits it does not show: ``DIGITS``; with GROUP BY it is refused, as MariaDB adds
+  those digits when it groups along an index and the rounded values when it groups in a temporary table); without
+  ORDER BY the groups come in GROUP BY order, as MariaDB returns them;
 - a shard's statement always has a LIMIT (``MAX_ROWS`` when the client's has none), so that the session's
   ``sql_select_limit`` does not cap a shard's part: it caps the merged result (``merge``).
 
@@ -71,8 +72,8 @@ class Column:
 class Aggregate:
     """An aggregate column the merge combines: ``function`` (COUNT, SUM, MIN, MAX, AVG) of ``column``; an AVG
     also has its argument's SUM and COUNT columns. ``digits``: the argument divides, and its value has more digits
-    than it shows (MariaDB rounds a division's result only to show it), so ``sum`` is a SUM (of a SUM too) that
-    shows them (``DIGITS``)."""
+    than it shows (without GROUP BY, MariaDB adds them and rounds only the total to show it), so ``sum`` is a SUM
+    (of a SUM too) that shows them (``DIGITS``)."""
 
     function: str
     column: Column
@@ -259,6 +260,9 @@ def gather(tokens: Tokens, lo: int, hi: int) -> Gather:
         having = _Having(tokens, items, builder, keys, group_texts, group_names, aggregates).parse(
             having_clause.lo, having_clause.hi
         )
+    if group is not None and any(aggregate.digits for aggregate in aggregates):
+        raise Refused("SUM or AVG of a division with GROUP BY over several shards (whether MariaDB adds the digits "
+                      "the division does not show depends on the plan it chooses)")  # fmt: skip
     hidden = len(builder.hidden)
     items_sql = source(start, end_of_items)
     if builder.hidden:

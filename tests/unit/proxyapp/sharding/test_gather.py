@@ -107,6 +107,8 @@ def test_groups_come_in_group_by_order_without_order_by() -> None:
         ("SELECT a, COUNT(*) FROM t GROUP BY a HAVING a LIKE 'x%'", "HAVING"),
         ("SELECT a FROM t LIMIT ?", "this LIMIT"),
         ("SELECT a FROM t ORDER BY 3", "position 3"),
+        ("SELECT k, AVG(p / 3) FROM t GROUP BY k", "SUM or AVG of a division with GROUP BY"),
+        ("SELECT k FROM t GROUP BY k ORDER BY SUM(p / 3)", "SUM or AVG of a division with GROUP BY"),
     ],
 )
 def test_what_cannot_be_merged_exactly_is_refused(sql: str, construct: str) -> None:
