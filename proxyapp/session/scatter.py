@@ -56,7 +56,7 @@ class Scatter:
         ``select_limit`` (its sql_select_limit as set; None: not set) when the SELECT has no LIMIT (None: an error
         was sent)."""
         try:
-            cap = rows_cap(select_limit)
+            cap = rows_cap(select_limit) if plan.limit is None else None
         except Refused as refused:
             self.client.send_error(ErrorCode.NOT_SUPPORTED, f"ProxyFleet sharding does not support {refused} yet")
             return None
