@@ -226,14 +226,17 @@ class QueryPipeline:
         name = f"{found.table.schema}.{found.table.table}"
         affected = 0
         if found.gather is not None:
-            done = await self.scattering.read(where.shards, found.gather, status, binary)
+            limit = self.state.variables.get("sql_select_limit")
+            done = await self.scattering.read(where.shards, found.gather, status, limit, binary)
         elif found.ddl:
             done = await self.scattering.everywhere(where.shards, sql, status, f"DDL on {name}")
         else:
             split = dict(found.statements)
             statements = [(shard, split.get(shard.number, sql)) for shard in where.shards]
             first = found.table.shards[found.first_row_shard]
-            done = await self.scattering.write(statements, first, status, f"a write to {name}")
+            done = await self.scattering.write(
+                statements, first, status, f"a write to {name}", copies=found.table.is_global
+            )
             affected = done.rows if done is not None else 0
         if done is not None:
             rows = 0 if affected else done.rows

@@ -25,7 +25,7 @@ from proxyapp.mysql.wire import STATUS_UNKNOWN, PeerClosed, Response
 from proxyapp.session.client import Client
 from proxyapp.session.link import NO_TIMEOUT_MS, BackendLink, release
 from proxyapp.session.services import SessionServices
-from proxyapp.sharding.gather import Gather, Refused
+from proxyapp.sharding.gather import MAX_ROWS, Gather, Refused
 from proxyapp.sharding.merge import merge
 from proxyapp.sharding.shardmap import Shard
 from proxyapp.sharding.xa import Branch, commit, rollback, xa_start_sql
@@ -50,16 +50,27 @@ class Scatter:
         self.link = link
 
     async def read(
-        self, shards: tuple[Shard, ...], plan: Gather, status: int, binary: bool = False
+        self,
+        shards: tuple[Shard, ...],
+        plan: Gather,
+        status: int,
+        select_limit: str | None = None,
+        binary: bool = False,
     ) -> Scattered | None:
-        """Run ``plan``'s statement on ``shards`` and send the merged result, a binary-protocol one if ``binary``
-        (None: an error was sent)."""
+        """Run ``plan``'s statement on ``shards`` and send the merged result, capped by the session's
+        ``select_limit`` (its sql_select_limit as set; None: not set) when the SELECT has no LIMIT, a
+        binary-protocol one if ``binary`` (None: an error was sent)."""
+        try:
+            cap = rows_cap(select_limit) if plan.limit is None else None
+        except Refused as refused:
+            self.client.send_error(ErrorCode.NOT_SUPPORTED, f"ProxyFleet sharding does not support {refused} yet")
+            return None
         results = await self._run(shards, plan.sql)
         if results is None:
             return None
         began = time.perf_counter()
         try:
-            merged = merge(plan, results)
+            merged = merge(plan, results, cap)
         except Refused as refused:
             self.client.send_error(ErrorCode.NOT_SUPPORTED, f"ProxyFleet sharding does not support {refused} yet")
             return None
@@ -94,11 +105,13 @@ class Scatter:
         return None
 
     async def write(
-        self, statements: list[tuple[Shard, str]], first: Shard, status: int, what: str
+        self, statements: list[tuple[Shard, str]], first: Shard, status: int, what: str, copies: bool = False
     ) -> Scattered | None:
         """Run a write over several shards, each shard its statement, as one XA transaction: committed on all of
         them or none (``proxyapp.sharding.xa``); an OK whose counts add up the shards', whose insert id is shard
-        ``first``'s (the statement's first row). None: an error was sent, and nothing was written."""
+        ``first``'s (the statement's first row). ``copies``: the shards hold copies of one global table, the OK is
+        ``first``'s, and copies that answer differently roll the write back (``copies_differ``). None: an error
+        was sent, and nothing was written."""
         coordinator = self.services.xa
         if coordinator is None:
             self.client.send_error(
@@ -121,6 +134,10 @@ class Scatter:
         if all(isinstance(a, TextResult) and a.error is None for a in opened):
             answers = await self._ask(conns, [sql for _, sql in statements])
         failed = self._failure(shards, answers)
+        if failed is None and copies:
+            differ = copies_differ(shards, [a.ok for a in answers if isinstance(a, TextResult)])
+            if differ:
+                failed = (ErrorCode.XA_ROLLED_BACK, f"ProxyFleet sharding: {what} was rolled back: {differ}", None)
         if failed is None:
             outcome = await commit(branches, xid, coordinator.log)
             if not outcome.committed:
@@ -134,7 +151,10 @@ class Scatter:
             code, message, sqlstate = failed
             self.client.send_error(code, message, 1, sqlstate)
             return None
-        oks = [a.ok for a in answers if isinstance(a, TextResult) and a.ok is not None]
+        oks = [
+            a.ok for shard, a in zip(shards, answers, strict=True)
+            if isinstance(a, TextResult) and a.ok is not None and (shard == first or not copies)
+        ]  # fmt: skip
         last_insert_id = next(
             (a.ok.last_insert_id for shard, a in zip(shards, answers, strict=True)
              if shard == first and isinstance(a, TextResult) and a.ok is not None),
@@ -238,6 +258,16 @@ class Scatter:
         return answers
 
 
+def rows_cap(select_limit: str | None) -> int | None:
+    """The most rows a SELECT without LIMIT returns under the session's sql_select_limit set to ``select_limit``
+    (None: not set, or DEFAULT: no cap); ``Refused`` for an expression the proxy does not evaluate."""
+    if select_limit is None or select_limit.strip().upper() == "DEFAULT":
+        return None
+    if not select_limit.strip().isdigit():
+        raise Refused(f"sql_select_limit = {select_limit} (only a number or DEFAULT) over several shards")
+    return min(int(select_limit), MAX_ROWS)  # the server takes a larger one as the largest
+
+
 def _server(conn: BackendConnection) -> MysqlServer:
     pool = conn.pool
     assert isinstance(pool, ServerPool)
@@ -256,3 +286,16 @@ def added_info(oks: list[OkPacket]) -> bytes:
         return b""
     totals = [sum(int(found[i][1]) for found in counts) for i in range(len(names[0]))]
     return b"  ".join(b"%s: %d" % (name, total) for name, total in zip(names[0], totals, strict=True))
+
+
+def copies_differ(shards: list[Shard], oks: list[OkPacket | None]) -> str:
+    """Why the copies of a global table answered a write differently (their rows changed, insert ids or info
+    counts differ: the copies already differ, and the write would keep them apart), or "" when they agree."""
+    told = [(ok.affected_rows, ok.last_insert_id, ok.info) if ok is not None else None for ok in oks]
+    if all(t == told[0] for t in told):
+        return ""
+    answers = "; ".join(
+        f"shard {shard.number}: " + (f"{t[0]} rows affected, insert id {t[1]}" if t is not None else "no OK")
+        for shard, t in zip(shards, told, strict=True)
+    )
+    return f"the copies of the global table answered differently ({answers}); they need repair"

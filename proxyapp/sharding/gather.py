@@ -8,11 +8,15 @@ order and group as on the server) and the weight of a space in that collation wh
 NO PAD collation or a binary string). What it changes per shard:
 
 - plain rows: ORDER BY stays (each shard's rows come sorted, the merge merges them), LIMIT ``o, n`` becomes
-  ``LIMIT o + n`` (the first ``o + n`` of the whole are among the first ``o + n`` of each shard) and OFFSET
-  applies after the merge; DISTINCT stays and the merge drops duplicates across shards;
+  ``LIMIT o + n`` (the first ``o + n`` of the whole are among the first ``o + n`` of each shard; at most
+  ``MAX_ROWS``) and OFFSET applies after the merge; DISTINCT stays and the merge drops duplicates across shards;
 - aggregates: GROUP BY stays, HAVING, ORDER BY and LIMIT go (they apply to whole groups after the merge); COUNT
-  adds up, SUM adds up, MIN and MAX compare, AVG also asks SUM and COUNT of its argument and divides; without
-  ORDER BY the groups come in GROUP BY order, as MariaDB returns them.
+  adds up, SUM adds up, MIN and MAX compare, AVG also asks SUM and COUNT of its argument and divides (a SUM of a
+  division is asked with the digits it does not show: ``DIGITS``; with GROUP BY it is refused, as MariaDB adds
+  those digits when it groups along an index and the rounded values when it groups in a temporary table); without
+  ORDER BY the groups come in GROUP BY order, as MariaDB returns them;
+- a shard's statement always has a LIMIT (``MAX_ROWS`` when the client's has none), so that the session's
+  ``sql_select_limit`` does not cap a shard's part: it caps the merged result (``merge``).
 
 What cannot be merged exactly is refused with the reason (nested or unknown aggregates, COUNT(DISTINCT),
 GROUP_CONCAT, window functions, WITH ROLLUP, SQL_CALC_FOUND_ROWS, SELECT ... INTO, HAVING beyond comparisons of
@@ -47,6 +51,11 @@ _CLAUSES = frozenset(
     {"FROM", "WHERE", "GROUP", "HAVING", "WINDOW", "ORDER", "LIMIT", "FOR", "LOCK", "INTO", "PROCEDURE"}
 )
 _COMPARISONS = frozenset({"=", "<>", "!=", "<", "<=", ">", ">=", "<=>"})
+#: The largest row count a LIMIT takes: MySQL's "all the rows".
+MAX_ROWS = 18446744073709551615
+#: Added to a shard's SUM of a division, to show its value with 30 decimals (or as many as DECIMAL(65) leaves) where
+#: the column shows the division's scale: a DECIMAL plus a DECIMAL takes the larger scale; a DOUBLE stays one.
+DIGITS = "0." + "0" * 30
 
 
 @dataclass(frozen=True)
@@ -62,12 +71,15 @@ class Column:
 @dataclass(frozen=True)
 class Aggregate:
     """An aggregate column the merge combines: ``function`` (COUNT, SUM, MIN, MAX, AVG) of ``column``; an AVG
-    also has its argument's SUM and COUNT columns."""
+    also has its argument's SUM and COUNT columns. ``digits``: the argument divides, and its value has more digits
+    than it shows (without GROUP BY, MariaDB adds them and rounds only the total to show it), so ``sum`` is a SUM
+    (of a SUM too) that shows them (``DIGITS``)."""
 
     function: str
     column: Column
     sum: int | None = None
     count: int | None = None
+    digits: bool = False
 
 
 @dataclass(frozen=True)
@@ -120,6 +132,7 @@ class Gather:
     having: Condition | None
     offset: int
     limit: int | None
+    shadowed: str = ""  # a GROUP BY name taken as a select alias that a column of the table would shadow
 
 
 class Refused(Exception):
@@ -151,10 +164,17 @@ class _Builder:
         self.hidden.append(expression)
         return -len(self.hidden)
 
-    def compared(self, expression: str, value: int | None = None) -> Column:
-        """A compared value: ``expression`` hidden (unless it is visible at ``value``), with its weights."""
+    def compared(self, expression: str, value: int | None = None, folded: bool = False) -> Column:
+        """A compared value: ``expression`` hidden (unless it is visible at ``value``), with its weights;
+        ``folded``: its weight without the trailing spaces' weights, so that a DISTINCT on each shard folds what the
+        merge folds ('a' and 'a ' under a PAD SPACE collation), and a shard's LIMIT counts the rows the merge
+        keeps."""
         at = value if value is not None else self.add(expression)
-        return Column(at, self.add(f"WEIGHT_STRING({expression})"), self.add(_pad_weight(expression)))
+        pad = _pad_weight(expression)
+        weight = f"WEIGHT_STRING({expression})"
+        if folded:
+            weight = f"IFNULL(TRIM(TRAILING {pad} FROM {weight}), {weight})"
+        return Column(at, self.add(weight), self.add(pad))
 
 
 def _pad_weight(expression: str) -> str:
@@ -198,6 +218,8 @@ def gather(tokens: Tokens, lo: int, hi: int) -> Gather:
     aggregates: list[Aggregate] = []
     keys: list[Column] = []
     group_texts: list[str] = []
+    group_names: list[str] = []  # each GROUP BY item's column name when it is a (qualified) name, else ''
+    shadowed = ""
     if grouped:
         if distinct:
             raise Refused("DISTINCT with aggregates over several shards")
@@ -210,13 +232,16 @@ def gather(tokens: Tokens, lo: int, hi: int) -> Gather:
             for a, b in split_top(tokens, group.lo, group.hi):
                 if tokens.word(b - 1) in ("ASC", "DESC"):
                     raise Refused("GROUP BY ... ASC/DESC over several shards")
-                expression = _resolve(tokens, a, b, items)
+                expression, shadowable = _group_key(tokens, a, b, items)
+                if shadowable:
+                    shadowed = shadowed or tokens.source(a, b)
                 group_texts.append(_normal(expression))
+                group_names.append(_column_name(tokens, a, b))
                 keys.append(builder.compared(expression, _visible(tokens, items, expression)))
     elif distinct:
         if any(item.star for item in items):
             raise Refused("SELECT DISTINCT * over several shards: name the columns")
-        keys = [builder.compared(source(item.lo, item.hi), position) for position, item in enumerate(items)]
+        keys = [builder.compared(source(item.lo, item.hi), position, True) for position, item in enumerate(items)]
     order: list[Order] = []
     if order_by is not None and not (order_by.hi == order_by.lo + 1 and tokens.word(order_by.lo) == "NULL"):
         for a, b in split_top(tokens, order_by.lo, order_by.hi):
@@ -232,9 +257,12 @@ def gather(tokens: Tokens, lo: int, hi: int) -> Gather:
     if having_clause is not None:
         if not grouped:
             raise Refused("HAVING without aggregates over several shards")
-        having = _Having(tokens, items, builder, keys, group_texts, aggregates).parse(
+        having = _Having(tokens, items, builder, keys, group_texts, group_names, aggregates).parse(
             having_clause.lo, having_clause.hi
         )
+    if group is not None and any(aggregate.digits for aggregate in aggregates):
+        raise Refused("SUM or AVG of a division with GROUP BY over several shards (whether MariaDB adds the digits "
+                      "the division does not show depends on the plan it chooses)")  # fmt: skip
     hidden = len(builder.hidden)
     items_sql = source(start, end_of_items)
     if builder.hidden:
@@ -245,11 +273,14 @@ def gather(tokens: Tokens, lo: int, hi: int) -> Gather:
     if grouped:
         if group is not None:
             parts.append(source(group.keyword, group.hi))
+        parts.append(f"LIMIT {MAX_ROWS}")  # every group: the session's sql_select_limit caps the merged ones
     else:
         if order_by is not None:
             parts.append(source(order_by.keyword, order_by.hi))
-        if limit is not None:
-            parts.append(f"LIMIT {offset + limit}")
+        if limit_clause is not None and max(offset, limit or 0) > MAX_ROWS:  # each shard refuses it as one server
+            parts.append(source(limit_clause.keyword, limit_clause.hi))
+        else:
+            parts.append(f"LIMIT {MAX_ROWS if limit is None else min(offset + limit, MAX_ROWS)}")
     locking = min((clauses[name].keyword for name in ("FOR", "LOCK") if name in clauses), default=-1)
     if locking >= 0:
         parts.append(source(locking, hi))
@@ -265,6 +296,7 @@ def gather(tokens: Tokens, lo: int, hi: int) -> Gather:
                 _fix(a.column, hidden),
                 None if a.sum is None else _index(a.sum, hidden),
                 None if a.count is None else _index(a.count, hidden),
+                a.digits,
             )
             for a in aggregates
         ),
@@ -272,6 +304,7 @@ def gather(tokens: Tokens, lo: int, hi: int) -> Gather:
         _fix_condition(having, hidden) if having is not None else None,
         offset,
         limit,
+        shadowed,
     )
 
 
@@ -404,7 +437,8 @@ def _normal(text: str) -> str:
 
 
 def _resolve(tokens: Tokens, lo: int, hi: int, items: list[_Item]) -> str:
-    """The expression a GROUP BY or ORDER BY item names: a select item by position or alias, else its own text."""
+    """The expression a GROUP BY or ORDER BY item names: a select item by position or name (``_named``), else its
+    own text."""
     if hi - lo == 1 and tokens.kinds[lo] is _T.NUMBER and tokens.texts[lo].isdigit():
         position = int(tokens.texts[lo])
         if not 1 <= position <= len(items) or any(item.star for item in items[:position]):
@@ -412,11 +446,51 @@ def _resolve(tokens: Tokens, lo: int, hi: int, items: list[_Item]) -> str:
         item = items[position - 1]
         return tokens.source(item.lo, item.hi)
     if hi - lo == 1 and tokens.kinds[lo] in (_T.WORD, _T.QUOTED_IDENT):
-        name = _name_text(tokens, lo)
-        for item in items:
-            if item.alias == name:
-                return tokens.source(item.lo, item.hi)
+        named = _named(tokens, items, _name_text(tokens, lo))
+        if named is not None:
+            return tokens.source(items[named].lo, items[named].hi)
     return tokens.source(lo, hi)
+
+
+def _named(tokens: Tokens, items: list[_Item], name: str) -> int | None:
+    """The position of the select item an unqualified ``name`` stands for, as MariaDB looks it up in the select
+    list: the first item that is not a plain column and has that alias, else the first plain column so named (by
+    its alias, or its own name without one); None if none."""
+    found = None
+    for position, item in enumerate(items):
+        column = _column_name(tokens, item.lo, item.hi)
+        if not column and item.alias == name:
+            return position
+        if column and (item.alias or column) == name and found is None:
+            found = position
+    return found
+
+
+def _column_name(tokens: Tokens, lo: int, hi: int) -> str:
+    """The column's name (lowercase) when ``[lo, hi)`` is a plain column, maybe qualified (``t.a``), else ''."""
+    names = range(lo, hi, 2)
+    if (hi - lo) % 2 == 0 or any(tokens.kinds[i] not in (_T.WORD, _T.QUOTED_IDENT) for i in names):
+        return ""
+    if any(tokens.texts[i] != "." for i in range(lo + 1, hi, 2)):
+        return ""
+    return _name_text(tokens, hi - 1)
+
+
+def _group_key(tokens: Tokens, lo: int, hi: int, items: list[_Item]) -> tuple[str, bool]:
+    """The expression a GROUP BY item groups by, and whether a column of the table would stand for it instead.
+
+    MariaDB takes a GROUP BY name for a column of the FROM tables before a select alias of something else (with
+    warning 1052): an aggregate's alias is never grouped by, so the name is the column; another expression's alias
+    is, unless the table has such a column, which only the shards can tell (``Gather.shadowed``)."""
+    if hi - lo == 1 and tokens.kinds[lo] in (_T.WORD, _T.QUOTED_IDENT):
+        name = _name_text(tokens, lo)
+        named = _named(tokens, items, name)
+        if named is not None and _column_name(tokens, items[named].lo, items[named].hi) != name:
+            item = items[named]
+            if item.aggregate:
+                return tokens.source(lo, hi), False
+            return tokens.source(item.lo, item.hi), True
+    return _resolve(tokens, lo, hi, items), False
 
 
 def _visible(tokens: Tokens, items: list[_Item], expression: str) -> int | None:
@@ -437,6 +511,9 @@ def _aggregate(builder: _Builder, function: str, argument: str, position: int | 
     if function in ("MIN", "MAX"):
         return Aggregate(function, builder.compared(call, position))
     at = Column(position if position is not None else builder.add(call))
+    if function in ("SUM", "AVG") and "/" in tokenize(argument).texts:
+        total = builder.add(f"SUM({argument}) + {DIGITS}")
+        return Aggregate(function, at, total, builder.add(f"COUNT({argument})") if function == "AVG" else None, True)
     if function == "AVG":
         return Aggregate(function, at, builder.add(f"SUM({argument})"), builder.add(f"COUNT({argument})"))
     return Aggregate(function, at)
@@ -494,7 +571,8 @@ def _hidden_aggregate(builder: _Builder, sub: Tokens, aggregates: list[Aggregate
 
 class _Having:
     """The HAVING condition as the merge evaluates it: comparisons of aggregates, group keys and select aliases
-    with numbers or each other, IS [NOT] NULL, AND, OR, NOT and parentheses."""
+    with numbers or each other, IS [NOT] NULL, AND, OR, NOT and parentheses. A name is a GROUP BY column's before
+    a select item's, as MariaDB reads it."""
 
     def __init__(
         self,
@@ -503,6 +581,7 @@ class _Having:
         builder: _Builder,
         keys: list[Column],
         group_texts: list[str],
+        group_names: list[str],
         aggregates: list[Aggregate],
     ) -> None:
         self.tokens = tokens
@@ -510,6 +589,7 @@ class _Having:
         self.builder = builder
         self.keys = keys
         self.group_texts = group_texts
+        self.group_names = group_names
         self.aggregates = aggregates
         self.i = 0
         self.hi = 0
@@ -602,9 +682,12 @@ class _Having:
         wanted = _normal(expression)
         if len(sub) == 1:
             name = _name_text(sub, 0)
-            for position, item in enumerate(self.items):
-                if item.alias == name:
-                    return self._item_column(position)
+            for key, group_name in zip(self.keys, self.group_names, strict=True):
+                if group_name == name:
+                    return key
+            named = _named(self.tokens, self.items, name)
+            if named is not None:
+                return self._item_column(named)
         for key, text in zip(self.keys, self.group_texts, strict=True):
             if text == wanted:
                 return key

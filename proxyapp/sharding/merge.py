@@ -95,9 +95,13 @@ class _Descending:
         return other.key < self.key  # type: ignore[operator]  # tuples of comparable values
 
 
-def merge(plan: Gather, results: Sequence[TextResult]) -> Merged:
-    """Merge the shards' results (each a result set, in shard order) as ``plan`` says; raises ``Refused`` for a
-    comparison the merge cannot make exactly."""
+def merge(plan: Gather, results: Sequence[TextResult], select_limit: int | None = None) -> Merged:
+    """Merge the shards' results (each a result set, in shard order) as ``plan`` says, at most ``select_limit`` rows
+    (the session's sql_select_limit; None: no cap) when the SELECT has no LIMIT of its own; raises ``Refused`` for
+    a comparison the merge cannot make exactly."""
+    if plan.shadowed and any(result.warnings for result in results):  # maybe 1052: a column shadows the alias
+        raise Refused(f"GROUP BY {plan.shadowed}, a select alias that may also be a column's name (warnings were "
+                      "raised), over several shards")  # fmt: skip
     columns = results[0].columns
     rows = [row for result in results for row in result.rows]
     warnings = sum(result.warnings for result in results)
@@ -117,7 +121,7 @@ def merge(plan: Gather, results: Sequence[TextResult]) -> Merged:
         for order in plan.order:
             value_of.check_orderable(order.column)
         rows.sort(key=_sort_key(plan, value_of))
-    end = None if plan.limit is None else plan.offset + plan.limit
+    end = select_limit if plan.limit is None else plan.offset + plan.limit
     rows = rows[plan.offset : end]
     visible = len(columns) - plan.hidden
     if plan.hidden:
@@ -195,14 +199,16 @@ def _sort_key(plan: Gather, value_of: _Values) -> Callable[[Row], tuple[object, 
 
 class _Group:
     """One group being merged: its first row (carrying the group keys and the other values) and the aggregates'
-    running values."""
+    running values, with how far a sum of a division's partial sums may be from the exact one (each partial is
+    off by less than one unit of its last digit shown)."""
 
-    __slots__ = ("counts", "row", "sums")
+    __slots__ = ("counts", "errors", "row", "sums")
 
     def __init__(self, row: Row, size: int) -> None:
         self.row = list(row)
         self.sums: list[Decimal | float | None] = [None] * size
         self.counts = [0] * size
+        self.errors = [Decimal(0)] * size
 
 
 def _groups(plan: Gather, rows: list[Row], value_of: _Values) -> list[Row]:
@@ -237,12 +243,14 @@ def _accumulate(group: _Group, n: int, aggregate: Aggregate, row: Row, value_of:
     at = aggregate.column.value
     if function == "COUNT":
         group.counts[n] += int(row[at] or 0)
-    elif function == "SUM":
-        _add(group, n, row[at], value_of.info(at).type)
-    elif function == "AVG":
-        assert aggregate.sum is not None and aggregate.count is not None
-        _add(group, n, row[aggregate.sum], value_of.info(aggregate.sum).type)
-        group.counts[n] += int(row[aggregate.count] or 0)
+    elif function in ("SUM", "AVG"):
+        part = at if aggregate.sum is None else aggregate.sum  # an AVG's SUM, or a sum with its hidden digits
+        raw = row[part]
+        _add(group, n, raw, value_of.info(part).type)
+        if aggregate.digits and raw is not None and isinstance(group.sums[n], Decimal):
+            group.errors[n] += Decimal(1).scaleb(Decimal(raw.decode()).as_tuple().exponent)  # type: ignore[arg-type]
+        if aggregate.count is not None:
+            group.counts[n] += int(row[aggregate.count] or 0)
     elif not first:  # MIN, MAX: keep the partial that wins, with its weights
         column = aggregate.column
         mine = value_of(group.row, column)
@@ -277,6 +285,8 @@ def _finish(group: _Group, n: int, aggregate: Aggregate, value_of: _Values) -> N
         group.row[at] = str(group.counts[n]).encode()
     elif function == "SUM":
         total = group.sums[n]
+        if isinstance(total, Decimal) and aggregate.digits:
+            _check_digits(total, group.errors[n], info)
         group.row[at] = None if total is None else _render(total, info)
     elif function == "AVG":
         total, count = group.sums[n], group.counts[n]
@@ -285,7 +295,16 @@ def _finish(group: _Group, n: int, aggregate: Aggregate, value_of: _Values) -> N
         elif isinstance(total, float) or info.type in _FLOATS:
             group.row[at] = _render(float(total) / count, info)
         else:
-            group.row[at] = _render(_EXACT.divide(total, Decimal(count)), info)
+            average = _EXACT.divide(total, Decimal(count))
+            if aggregate.digits:
+                _check_digits(average, group.errors[n] / count, info)
+            group.row[at] = _render(average, info)
+
+
+def _check_digits(value: Decimal, error: Decimal, info: ColumnInfo) -> None:
+    """Refuse ``value``, known within ``error``, unless every value that near shows as it does in ``info``."""
+    if _render(value - error, info) != _render(value + error, info):
+        raise Refused(f"{info.name} over several shards: its partial sums show too few digits to round it exactly")
 
 
 def _render(value: Decimal | float, info: ColumnInfo) -> bytes:

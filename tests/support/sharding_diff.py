@@ -69,6 +69,7 @@ EXPECTED_REFUSALS = {
     "refuse_global_and_sharded_write": "a write naming both a global and a sharded table",
     "refuse_unsteady_global_write": "a write to a global table with a function whose value differs between servers",
     "refuse_rollup": "WITH ROLLUP over several shards",
+    "aggregate_division": "SUM or AVG of a division with GROUP BY over several shards (its digits depend on the plan)",
     "refuse_calc_found_rows": "SQL_CALC_FOUND_ROWS over several shards",
     "refuse_distinct_star": "SELECT DISTINCT * over several shards",
     "having_other": "HAVING beyond comparisons of aggregates and group keys with numbers, over several shards",
@@ -94,45 +95,7 @@ class Defect:
 
 #: The wrong answers known and being fixed: the differential test has a strict xfail for each (it fails once the
 #: defect no longer shows: drop it from here), the long run counts their mismatches apart.
-OPEN_DEFECTS = [
-    Defect(
-        "alias-shadows-column",
-        "a select alias that is also a column's name: the scatter's GROUP BY and HAVING take the alias where MariaDB "
-        "takes the column (SELECT qty, COUNT(*) AS qty FROM t GROUP BY qty groups by the count)",
-        frozenset({"alias_shadows_column"}),
-    ),
-    Defect(
-        "distinct-limit-pad",
-        "SELECT DISTINCT s ... ORDER BY s LIMIT n over strings that differ only by trailing spaces ('a', 'a '): each "
-        "shard's DISTINCT also covers the hidden WEIGHT_STRING columns, which tell them apart, so a shard's LIMIT "
-        "spends rows the merge then folds into one: too few rows",
-        frozenset({"distinct_limit"}),
-    ),
-    Defect(
-        "limit-overflow",
-        "LIMIT o, 18446744073709551615 (MySQL's 'all rows after o'): each shard is sent LIMIT o + n, past the "
-        "largest row count: error 1064 instead of the rows",
-        frozenset({"limit_all_after_offset"}),
-    ),
-    Defect(
-        "aggregate-hidden-digits",
-        "AVG or SUM of a division (AVG(price / 3)): each shard's partial SUM is rounded to the column's scale before "
-        "the merge adds and divides, where the server keeps its internal digits: the last digits differ",
-        frozenset({"aggregate_division"}),
-    ),
-    Defect(
-        "global-write-count",
-        "a write to a global table reports the rows it changed in every copy (N shards: N times what one server "
-        "says): UPDATE cities SET pop = pop + 1 WHERE id = 3 answers 2 rows affected over 2 shards",
-        frozenset({"global_write"}),
-    ),
-    Defect(
-        "session-select-limit",
-        "the session's sql_select_limit caps each shard's part of a scatter rather than the merged result: more rows "
-        "than the limit, from the wrong places, and groups counted from a shard's first groups only",
-        frozenset({"select_limit_read"}),
-    ),
-]
+OPEN_DEFECTS: list[Defect] = []
 #: The algorithms that can shard a key of each type.
 ALGORITHMS = {
     "integer": ("mod", "hash", "consistent_hash", "range", "list"),

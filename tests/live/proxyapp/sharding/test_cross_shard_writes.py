@@ -1,9 +1,10 @@
 """Writes over several shards through a real proxy on two independent servers (issue 14): one XA transaction over
 the shards they reach, committed on all of them or none. A multi-row INSERT gives each shard its rows, an UPDATE or
-DELETE without the key runs on both, a global table is written to both; the OK adds up the shards' counts. A shard
-that refuses its part rolls the other back. The proxy killed (by the XA test hook) after every branch is prepared,
-or after the decision to commit, leaves prepared branches that its recovery, at the restart, rolls back or commits:
-all or nothing, and nothing left prepared; and so does a proxy killed (SIGKILL) while six clients write."""
+DELETE without the key runs on both, a global table is written to both; the OK adds up the shards' counts (a global
+table's is one copy's, and copies that answer differently roll the write back). A shard that refuses its part rolls
+the other back. The proxy killed (by the XA test hook) after every branch is prepared, or after the decision to
+commit, leaves prepared branches that its recovery, at the restart, rolls back or commits: all or nothing, and
+nothing left prepared; and so does a proxy killed (SIGKILL) while six clients write."""
 
 from __future__ import annotations
 
@@ -72,8 +73,19 @@ def test_a_write_over_both_shards_commits_on_both(shards: Servers, start_proxy: 
         assert cur.execute("UPDATE tb_Shop SET n = n + 1 WHERE name <> 'd'") == 3
         assert cur.execute("DELETE FROM tb_Shop WHERE City_ID IN (3, 4)") == 2
         assert rows(shards[0]) == [(2, "b", 1)] and rows(shards[1]) == [(1, "a", 1)]
-        assert cur.execute("INSERT INTO cities (id, name) VALUES (1, 'Hangzhou'), (2, 'Ningbo')") == 4  # 2 each
+        assert cur.execute("INSERT INTO cities (id, name) VALUES (1, 'Hangzhou'), (2, 'Ningbo')") == 2  # one copy's
         assert rows(shards[0], "cities") == rows(shards[1], "cities") == [(1, "Hangzhou"), (2, "Ningbo")]
+        assert cur.execute("UPDATE cities SET name = 'Wenzhou' WHERE id = 2") == 1
+
+        # Copies that differ answer differently: the write is rolled back on both, saying so.
+        with shards[1].connect() as direct, direct.cursor() as other:
+            other.execute("DELETE FROM shop.cities WHERE id = 1")
+        with pytest.raises(pymysql.err.MySQLError) as differ:
+            cur.execute("DELETE FROM cities WHERE id < 3")
+        assert differ.value.args[0] == 1614 and "shard 0: 2 rows affected" in differ.value.args[1]
+        assert rows(shards[0], "cities") == [(1, "Hangzhou"), (2, "Wenzhou")] and rows(shards[1], "cities") == [
+            (2, "Wenzhou")
+        ]
 
         # Shard 0 refuses its row (a duplicate key): shard 1's row is rolled back with it.
         with pytest.raises(pymysql.err.IntegrityError) as info:

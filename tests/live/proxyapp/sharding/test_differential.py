@@ -56,11 +56,13 @@ def test_the_proxy_answers_as_one_server(outcomes: Outcomes, combo: Combo) -> No
     assert same > len(SEEDS) * STATEMENTS // 2, report.summary()
 
 
-@pytest.mark.parametrize(
-    "defect",
-    [pytest.param(d, id=d.slug, marks=pytest.mark.xfail(raises=AssertionError, strict=True)) for d in OPEN_DEFECTS],
-)
-def test_an_open_defect_is_fixed(outcomes: Outcomes, defect: Defect) -> None:
-    """No combo shows the defect (a strict xfail while it does)."""
-    shown = [m for combo in COMBOS for m in outcomes(combo).mismatches if defect.explains(m)]
-    assert not shown, f"{defect.text}: {len(shown)} mismatches, the first:\n{shown[0]}"
+if OPEN_DEFECTS:  # none open now: then there is nothing to run (rather than a skipped empty parametrization)
+
+    @pytest.mark.parametrize(
+        "defect",
+        [pytest.param(d, id=d.slug, marks=pytest.mark.xfail(raises=AssertionError, strict=True)) for d in OPEN_DEFECTS],
+    )
+    def test_an_open_defect_is_fixed(outcomes: Outcomes, defect: Defect) -> None:
+        """No combo shows the defect (a strict xfail while it does)."""
+        shown = [m for combo in COMBOS for m in outcomes(combo).mismatches if defect.explains(m)]
+        assert not shown, f"{defect.text}: {len(shown)} mismatches, the first:\n{shown[0]}"

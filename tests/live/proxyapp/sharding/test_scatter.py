@@ -1,8 +1,9 @@
 """Scatter-gather through a real proxy on two independent servers (issue 14): a SELECT over both shards returns
 exactly what one unsharded server returns for the same rows (checked against a reference copy of them on one
 server): row union, ORDER BY with a case-insensitive collation, trailing spaces and NULLs, LIMIT/OFFSET, DISTINCT,
-GROUP BY with COUNT, SUM, MIN, MAX, AVG and HAVING, COUNT(*), joins with a global table. What the merge cannot do
-exactly is refused with 1235 naming the construct; DDL runs on every shard, and a failure says what each shard did."""
+GROUP BY with COUNT, SUM, MIN, MAX, AVG and HAVING, COUNT(*), joins with a global table, a select alias shadowing a
+column, the session's sql_select_limit. What the merge cannot do exactly is refused with 1235 naming the construct;
+DDL runs on every shard, and a failure says what each shard did."""
 
 from __future__ import annotations
 
@@ -111,6 +112,7 @@ ORDERED = [
     "SELECT City_ID FROM items ORDER BY name DESC, City_ID DESC",
     "SELECT City_ID, name FROM items ORDER BY name, City_ID LIMIT 3 OFFSET 2",
     "SELECT City_ID, name FROM items ORDER BY name, City_ID LIMIT 4, 3",
+    "SELECT City_ID FROM items ORDER BY City_ID DESC LIMIT 2, 18446744073709551615",
     "SELECT * FROM items ORDER BY qty, City_ID",
     "SELECT City_ID, qty FROM items ORDER BY qty DESC, City_ID DESC LIMIT 4",
     "SELECT City_ID, price FROM items WHERE price > 2 ORDER BY price DESC, City_ID LIMIT 3",
@@ -121,10 +123,16 @@ ORDERED = [
     "SELECT MIN(made), MAX(made), MIN(City_ID) FROM items WHERE City_ID IN (3, 4, 5)",
     "SELECT COUNT(*), SUM(qty), MAX(qty), AVG(price) FROM items WHERE 1 = 0",
     "SELECT made, COUNT(*), SUM(price), AVG(qty) FROM items GROUP BY made",
+    # A division's value has more digits than it shows: the sums add them.
+    "SELECT SUM(price / 3), AVG(price / 3), AVG(qty / 7), SUM(qty / 7 / 3) FROM items",
+    "SELECT SUM(price / 7), AVG(qty / 3) FROM items WHERE City_ID > 2 HAVING AVG(price / 3) > 0.5",
     "SELECT made, COUNT(*) n FROM items GROUP BY made HAVING n > 1 AND SUM(price) < 10 ORDER BY made DESC",
     "SELECT made, SUM(qty) t FROM items GROUP BY made ORDER BY t DESC, made LIMIT 2",
     "SELECT made, MAX(qty) FROM items GROUP BY made HAVING MAX(qty) IS NULL OR MAX(qty) >= 5 ORDER BY 1",
     "SELECT made FROM items GROUP BY made ORDER BY COUNT(qty) DESC, made",
+    # A select alias that is a column's name: GROUP BY and HAVING take the column, ORDER BY the alias.
+    "SELECT qty, COUNT(*) AS qty FROM items GROUP BY qty HAVING qty > 2 ORDER BY qty DESC, 1",
+    "SELECT qty % 3 AS m, COUNT(*) FROM items GROUP BY m",
     "SELECT DISTINCT qty FROM items ORDER BY qty",
     "SELECT DISTINCT made FROM items ORDER BY made DESC LIMIT 2",
     "SELECT i.City_ID, c.name FROM items i JOIN cities c ON c.id = i.City_ID WHERE i.qty > 2 ORDER BY i.City_ID",
@@ -143,6 +151,28 @@ def test_a_scatter_returns_what_one_server_returns(
 ) -> None:
     through, direct = both(proxy, shards, sql)
     assert through == direct
+
+
+def test_the_session_select_limit_caps_the_merged_result(
+    proxy: ProxyProcess, shards: tuple[SandboxServer, SandboxServer]
+) -> None:
+    """sql_select_limit caps what the client gets, not each shard's part; a LIMIT of the statement's own wins."""
+    sqls = [
+        "SELECT City_ID, price FROM items ORDER BY price DESC, City_ID",
+        "SELECT made, COUNT(*) FROM items GROUP BY made",
+        "SELECT DISTINCT qty FROM items ORDER BY qty",
+        "SELECT City_ID FROM items ORDER BY City_ID LIMIT 2, 4",
+    ]
+    answers: list[list[Any]] = [[], []]
+    for conn, schema, rows in ((proxy.connect(database="shop", autocommit=True), "shop", answers[0]),
+                               (shards[0].connect(), "ref", answers[1])):  # fmt: skip
+        with conn, conn.cursor() as cur:
+            cur.execute(f"USE {schema}")
+            cur.execute("SET SESSION sql_select_limit = 3")
+            for sql in sqls:
+                cur.execute(sql)
+                rows.append(cur.fetchall())
+    assert answers[0] == answers[1] and [len(rows) for rows in answers[0]] == [3, 3, 3, 4]
 
 
 def test_unordered_rows_are_the_same_multiset(proxy: ProxyProcess, shards: tuple[SandboxServer, SandboxServer]) -> None:
@@ -182,6 +212,8 @@ def test_strings_group_and_order_by_their_collation(
         ("SELECT made FROM items GROUP BY made WITH ROLLUP", "WITH ROLLUP"),
         ("SELECT * FROM items WHERE City_ID IN (SELECT id FROM cities)", None),
         ("SELECT COUNT(*) FROM items i JOIN visits v ON v.n = i.qty", "not on their shard keys"),
+        ("SELECT made AS qty, COUNT(*) FROM items GROUP BY qty", "GROUP BY qty, a select alias"),
+        ("SELECT made, AVG(price / 3) FROM items GROUP BY made", "SUM or AVG of a division with GROUP BY"),
     ],
 )
 def test_what_cannot_be_merged_exactly_is_refused(proxy: ProxyProcess, sql: str, construct: str | None) -> None:

@@ -30,7 +30,7 @@ def test_plain_rows_keep_order_by_and_ask_offset_plus_limit() -> None:
 
 def test_aggregates_keep_group_by_and_leave_having_order_and_limit_to_the_merge() -> None:
     found = of("SELECT k, COUNT(*) c, AVG(x) FROM t GROUP BY k HAVING c > 2 ORDER BY c DESC LIMIT 3")
-    assert found.sql.split(" FROM ")[1] == "t GROUP BY k"
+    assert found.sql.split(" FROM ")[1] == "t GROUP BY k LIMIT 18446744073709551615"  # every group
     assert found.sql.startswith("SELECT k, COUNT(*) c, AVG(x), SUM(x), COUNT(x), WEIGHT_STRING(k), ")
     assert [a.function for a in found.aggregates] == ["COUNT", "AVG"]
     assert found.keys == (Column(0, -2, -1),)
@@ -41,6 +41,52 @@ def test_aggregates_keep_group_by_and_leave_having_order_and_limit_to_the_merge(
 def test_having_may_name_a_group_key_by_its_alias() -> None:
     found = of("SELECT k AS x, COUNT(*) AS n FROM t GROUP BY x HAVING x > 2")
     assert found.having == Compare(">", found.keys[0], Decimal(2))
+
+
+def test_a_shards_limit_stops_at_the_largest_row_count() -> None:
+    assert of("SELECT id FROM t ORDER BY id LIMIT 2, 18446744073709551615").sql.endswith(
+        " ORDER BY id LIMIT 18446744073709551615"
+    )
+    assert of("SELECT id FROM t LIMIT 18446744073709551616").sql.endswith(" LIMIT 18446744073709551616")  # an error
+
+
+def test_each_shard_sends_every_row_and_the_session_limit_caps_the_merged_ones() -> None:
+    found = of("SELECT a FROM t FOR UPDATE")
+    assert found.sql == "SELECT a FROM t LIMIT 18446744073709551615 FOR UPDATE" and found.limit is None
+    columns = [column("a", FieldType.LONG)]
+    shards = [TextResult(columns, [[b"1"], [b"2"]]), TextResult(columns, [[b"3"]])]
+    assert merge(found, shards, 2).rows == [[b"1"], [b"2"]]
+    assert merge(of("SELECT a FROM t LIMIT 3"), shards, 2).rows == [[b"1"], [b"2"], [b"3"]]  # its own LIMIT
+
+
+def test_names_resolve_as_mariadb_resolves_them_beside_a_shadowing_alias() -> None:
+    # GROUP BY and HAVING take the column qty (an aggregate is not grouped by), ORDER BY the count's alias.
+    found = of("SELECT qty, COUNT(*) AS qty FROM t GROUP BY qty HAVING qty > 2 ORDER BY qty DESC")
+    assert found.keys[0].value == 0 and found.having == Compare(">", found.keys[0], Decimal(2))
+    assert found.order[0].column == Column(1) and not found.shadowed
+    # Another expression's alias is grouped by unless the table has such a column: the shards' warning tells.
+    assert of("SELECT qty + 1 AS n, COUNT(*) FROM t GROUP BY n").shadowed == "n"
+    assert not of("SELECT t.qty AS qty, COUNT(*) FROM t GROUP BY qty").shadowed
+    # An item that is not a plain column wins over a plain column of the same name.
+    assert of("SELECT id AS x, COUNT(*) AS x FROM t GROUP BY id ORDER BY x").order[0].column == Column(1)
+
+
+def test_a_group_alias_a_column_may_shadow_is_refused_when_the_shards_warn() -> None:
+    found = of("SELECT qty + 1 AS n, COUNT(*) FROM t GROUP BY n")
+    columns = [column("n", FieldType.LONGLONG), column("COUNT(*)", FieldType.LONGLONG)]
+    columns += [column("w", FieldType.VAR_STRING, 63), column("p", FieldType.VAR_STRING, 63)]
+    shard = TextResult(columns, [[b"2", b"1", b"2", None]])
+    assert merge(found, [shard, shard]).rows == [[b"2", b"2"]]
+    with pytest.raises(Refused, match="GROUP BY n, a select alias"):
+        merge(found, [shard, TextResult(columns, shard.rows, warnings=1)])
+
+
+def test_each_shards_distinct_folds_trailing_spaces_as_the_merge() -> None:
+    found = of("SELECT DISTINCT s FROM t ORDER BY s LIMIT 2")
+    pad = "IF(CONCAT(LEFT(s, 0), 'a') = CONCAT(LEFT(s, 0), 'a '), WEIGHT_STRING(CONCAT(LEFT(s, 0), ' ')), NULL)"
+    folded = f"IFNULL(TRIM(TRAILING {pad} FROM WEIGHT_STRING(s)), WEIGHT_STRING(s))"
+    assert found.sql == f"SELECT DISTINCT s, {folded}, {pad} FROM t ORDER BY s LIMIT 2"
+    assert "TRIM" not in of("SELECT s FROM t ORDER BY s LIMIT 2").sql  # no DISTINCT: the weight as it is
 
 
 def test_groups_come_in_group_by_order_without_order_by() -> None:
@@ -66,6 +112,8 @@ def test_groups_come_in_group_by_order_without_order_by() -> None:
         ("SELECT a, COUNT(*) FROM t GROUP BY a HAVING a LIKE 'x%'", "HAVING"),
         ("SELECT a FROM t LIMIT ?", "this LIMIT"),
         ("SELECT a FROM t ORDER BY 3", "position 3"),
+        ("SELECT k, AVG(p / 3) FROM t GROUP BY k", "SUM or AVG of a division with GROUP BY"),
+        ("SELECT k FROM t GROUP BY k ORDER BY SUM(p / 3)", "SUM or AVG of a division with GROUP BY"),
     ],
 )
 def test_what_cannot_be_merged_exactly_is_refused(sql: str, construct: str) -> None:
@@ -100,6 +148,32 @@ def test_sums_and_averages_are_exact_decimals_at_the_columns_scale() -> None:
         TextResult(columns, [[None, None, None, b"0"]]),
     ]
     assert merge(found, shards).rows == [[b"1.11", b"0.370000"]]
+
+
+def test_a_sum_of_a_division_adds_the_digits_each_shard_does_not_show() -> None:
+    found = of("SELECT SUM(p / 3), AVG(p / 3) FROM t")
+    assert found.sql == (
+        "SELECT SUM(p / 3), AVG(p / 3), SUM(p / 3) + 0.000000000000000000000000000000, "
+        "SUM(p / 3) + 0.000000000000000000000000000000, COUNT(p / 3) FROM t LIMIT 18446744073709551615"
+    )
+    columns = [
+        column("SUM(p / 3)", FieldType.NEWDECIMAL, 63, 6),
+        column("AVG(p / 3)", FieldType.NEWDECIMAL, 63, 10),
+        column("s", FieldType.NEWDECIMAL, 63, 30),
+        column("s", FieldType.NEWDECIMAL, 63, 30),
+        column("c", FieldType.LONGLONG, 63),
+    ]
+    digits = b"0.000000400000000000000000000000"  # 0.0000004 shows as 0.000000
+    shard = TextResult(columns, [[b"0.000000", b"0.0000001000", digits, digits, b"4"]])
+    assert merge(found, [shard, shard]).rows == [[b"0.000001", b"0.0000001000"]]
+
+
+def test_a_sum_of_a_division_too_near_a_rounding_boundary_is_refused() -> None:
+    found = of("SELECT SUM(p / 3) FROM t")
+    columns = [column("SUM(p / 3)", FieldType.NEWDECIMAL, 63, 6), column("s", FieldType.NEWDECIMAL, 63, 30)]
+    near = TextResult(columns, [[b"0.000000", b"0.000000250000000000000000000000"]])  # 2 x: on the boundary
+    with pytest.raises(Refused, match="too few digits"):
+        merge(found, [near, near])
 
 
 def test_min_and_max_of_an_enum_are_refused() -> None:
