@@ -74,8 +74,10 @@ class BackendLink:
         statements: list[Statement],
         outcome: RuleOutcome | None,
         cache_key: CacheKey | None = None,
+        branch: BackendConnection | None = None,
     ) -> Response | None:
-        """Run one command on a backend of ``hostgroup`` and relay the response; None if an error was sent."""
+        """Run one command on a backend of ``hostgroup`` and relay the response; None if an error was sent.
+        ``branch``: run it on that connection, a branch the session's shard transaction holds (``shardtxn``)."""
         rt = self.services.runtime
         retries = outcome.retries if outcome is not None and outcome.retries is not None else None
         if retries is None:
@@ -85,10 +87,12 @@ class BackendLink:
         if outcome is not None and outcome.timeout:
             timeout_ms = outcome.timeout
         # A read routed away from the kept connection's transaction runs on another one (route.beside_transaction).
-        beside = self.conn is not None and beside_transaction(statements, hostgroup, self.situation())
+        beside = (
+            branch is None and self.conn is not None and beside_transaction(statements, hostgroup, self.situation())
+        )
         while True:
-            kept = self.conn is not None and not beside
-            conn = self.conn if kept else None
+            kept = branch is not None or (self.conn is not None and not beside)
+            conn = branch if branch is not None else self.conn if kept else None
             if conn is None:
                 conn = await self.borrow(hostgroup)
                 if conn is None:
@@ -171,6 +175,10 @@ class BackendLink:
                     self.services.cache.put(cache_key, b"".join(relay.parts), outcome.cache_ttl or 0)
             if beside:
                 release(conn)
+                return response
+            if branch is not None:
+                if response.last_insert_id:
+                    self.last_insert_id = response.last_insert_id
                 return response
             self._after(conn, hostgroup, statements, response, outcome, captured)
             return response
@@ -265,6 +273,17 @@ class BackendLink:
         opens on the connection of its first statement, so that a sharded table's key can choose the shard."""
         self.opening = payload
         self.opening_hostgroup = hostgroup
+        if not self.in_transaction:
+            self.in_transaction = True
+            self.transaction_since = self.busy_since
+            self.services.counters.Active_Transactions += 1
+
+    def hold(self, conn: BackendConnection, hostgroup: int) -> None:
+        """Keep ``conn`` (of ``hostgroup``), on which a transaction was just opened in the held-back BEGIN's place
+        (``proxyapp.session.shardtxn``)."""
+        self.conn = conn
+        self.hostgroup = hostgroup
+        self.opening = None
         if not self.in_transaction:
             self.in_transaction = True
             self.transaction_since = self.busy_since

@@ -23,6 +23,7 @@ from proxyapp.session.relay import InfileAbandoned, Relay
 from proxyapp.session.route import route
 from proxyapp.session.scatter import Scatter
 from proxyapp.session.services import SessionServices
+from proxyapp.session.shardtxn import SpanningTransactions
 from proxyapp.session.state import Pin, SessionState
 from proxyapp.sharding.placement import Placement, placement
 from proxyapp.sharding.plan import Plan, plan
@@ -48,6 +49,7 @@ class QueryPipeline:
         self.flag_in = 0  # the rules' flagIN for the next statement (a rule's next_query_flagIN sets it)
         self.followed = False  # the listener hears every command of this session (it said so)
         self.scattering: Scatter | None = None  # runs statements over several shards, made on first use
+        self.spanning = SpanningTransactions(services, client, state, link)  # a transaction over shards
 
     async def com_query(self, payload: bytes) -> None:
         """Serve a COM_QUERY."""
@@ -106,6 +108,11 @@ class QueryPipeline:
                 1,
             )
             return
+        if rt.shard_map is not None:
+            self.spanning.check()
+            if await self.spanning.control(statements, sql):
+                self.record(-1, digest, started, 0, 0)
+                return
         if len(statements) == 1 and first.last_insert_id_only and link.conn is None:
             client.wire.write(result_set([("LAST_INSERT_ID()", FieldType.LONGLONG)], [[link.last_insert_id]]))
             self.record(-1, digest, started, 1, 0)
@@ -119,6 +126,7 @@ class QueryPipeline:
                 self.record(-1, digest, started, 0, 0)
                 return
         hostgroup = self.route(statements, outcome)
+        branch: BackendConnection | None = None  # a branch of the spanning transaction the statement runs on
         if rt.shard_map is not None:
             if len(statements) == 1 and self.held_back(first, sql, hostgroup, payload):
                 client.send_ok(self.status())
@@ -132,6 +140,13 @@ class QueryPipeline:
                     self.record(-1, digest, started, 0, 0)
                     self.record_sharded(digest, 0)
                     return
+                if where.spanning:
+                    entered = await self.spanning.enter(found.table, where.hostgroup, where.shards)
+                    if entered is False:
+                        self.record(-1, digest, started, 0, 0)
+                        return
+                    if isinstance(entered, BackendConnection):
+                        branch = entered
                 if where.shards:
                     await self.scatter(sql, found, where, digest, started)
                     return
@@ -143,7 +158,9 @@ class QueryPipeline:
             conn.wire.send(payload, 0)
             return await read_response(conn.wire, relay, relay_infile=relay_infile)
 
-        response = await link.execute(hostgroup, run, statements, outcome, cache_key)
+        response = await link.execute(hostgroup, run, statements, outcome, cache_key, branch)
+        if self.spanning.current is not None:
+            await self.spanning.after(response.error if response is not None else None, branch)
         if outcome.mirror_hostgroup is not None or outcome.mirror_flagOUT is not None or self.followed:
             self.tell(payload, statements, outcome, response, None)
         if response is not None:
@@ -213,7 +230,8 @@ class QueryPipeline:
         situation = self.link.situation()
         autocommit = self.state.autocommit and self.link.opening is None
         writes = self.services.runtime.settings.cross_shard_writes
-        return found, placement(found, situation.kept, autocommit, writes)
+        spanning = not found.refused and not found.ddl and self.spanning.may_span(found.table)
+        return found, placement(found, situation.kept, autocommit, writes, spanning)
 
     async def scatter(
         self, sql: str, found: Plan, where: Placement, digest: Digest, started: float, binary: bool = False
@@ -222,6 +240,8 @@ class QueryPipeline:
         in the binary protocol, for a prepared statement's execute)."""
         if self.scattering is None:
             self.scattering = Scatter(self.services, self.client, self.link)
+        self.scattering.held = self.spanning.current
+        self.scattering.doomed = []
         status = self.status()
         name = f"{found.table.schema}.{found.table.table}"
         affected = 0
@@ -238,6 +258,8 @@ class QueryPipeline:
                 statements, first, status, f"a write to {name}", copies=found.table.is_global
             )
             affected = done.rows if done is not None else 0
+        if self.scattering.held is not None:
+            await self.spanning.after_scatter(self.scattering.doomed)
         if done is not None:
             rows = 0 if affected else done.rows
             self.record(where.shards[0].hostgroup_id, digest, started, rows, affected)

@@ -3,7 +3,8 @@ results merge into one (a SELECT, ``proxyapp.sharding.merge``), or its outcome i
 (a write) it commits on every shard or none as one XA transaction (``proxyapp.sharding.xa``).
 
 Each connection is borrowed from its shard's hostgroup and brought to the session's state like any other, and
-given back after the statement (the session is outside a transaction: ``placement`` refuses a scatter inside one).
+given back after the statement; in the session's transaction over shards (``proxyapp.session.shardtxn``), the
+statement runs on the transaction's branches instead, a write inside a savepoint, and they stay with it.
 The query timeout applies to each shard's statement; a shard's error is the statement's error.
 """
 
@@ -25,6 +26,7 @@ from proxyapp.mysql.wire import STATUS_UNKNOWN, PeerClosed, Response
 from proxyapp.session.client import Client
 from proxyapp.session.link import NO_TIMEOUT_MS, BackendLink, release
 from proxyapp.session.services import SessionServices
+from proxyapp.session.shardtxn import ROLLED_BACK, STATEMENT_SAVEPOINT, ShardTransaction
 from proxyapp.sharding.gather import MAX_ROWS, Gather, Refused
 from proxyapp.sharding.merge import merge
 from proxyapp.sharding.shardmap import Shard
@@ -48,6 +50,9 @@ class Scatter:
         self.services = services
         self.client = client
         self.link = link
+        # The session's transaction over shards, when the statement runs in one (on its branches, kept after).
+        self.held: ShardTransaction | None = None
+        self.doomed: list[BackendConnection] = []  # branches the statement's deadlock rolled back (``held``)
 
     async def read(
         self,
@@ -112,6 +117,8 @@ class Scatter:
         ``first``'s (the statement's first row). ``copies``: the shards hold copies of one global table, the OK is
         ``first``'s, and copies that answer differently roll the write back (``copies_differ``). None: an error
         was sent, and nothing was written."""
+        if self.held is not None:
+            return await self._write_within(statements, first, status, what, copies)
         coordinator = self.services.xa
         if coordinator is None:
             self.client.send_error(
@@ -151,6 +158,39 @@ class Scatter:
             code, message, sqlstate = failed
             self.client.send_error(code, message, 1, sqlstate)
             return None
+        return self._written(shards, answers, first, status, copies)
+
+    async def _write_within(
+        self, statements: list[tuple[Shard, str]], first: Shard, status: int, what: str, copies: bool
+    ) -> Scattered | None:
+        """``write`` in the session's transaction over shards: on its branches, inside a savepoint on each, so
+        that a shard's error undoes the others' part of the statement (as one server undoes a failed statement)."""
+        shards = [shard for shard, _ in statements]
+        conns = await self._borrow(shards)
+        if conns is None:
+            return None
+        answers = await self._ask(conns, [f"SAVEPOINT {STATEMENT_SAVEPOINT}"] * len(conns))
+        if all(isinstance(a, TextResult) and a.error is None for a in answers):
+            answers = await self._ask(conns, [sql for _, sql in statements])
+        failed = self._failure(shards, answers)
+        if failed is None and copies:
+            differ = copies_differ(shards, [a.ok for a in answers if isinstance(a, TextResult)])
+            if differ:
+                failed = (ErrorCode.XA_ROLLED_BACK, f"ProxyFleet sharding: {what} was undone: {differ}", None)
+        if failed is None:
+            return self._written(shards, answers, first, status, copies)
+        self.doomed = [c for c, a in zip(conns, answers, strict=True) if _rolled_back(a)]
+        done = [c for c, a in zip(conns, answers, strict=True) if isinstance(a, TextResult) and a.error is None]
+        if done:
+            await self._ask(done, [f"ROLLBACK TO SAVEPOINT {STATEMENT_SAVEPOINT}"] * len(done))
+        code, message, sqlstate = failed
+        self.client.send_error(code, message, 1, sqlstate)
+        return None
+
+    def _written(
+        self, shards: list[Shard], answers: list[TextResult | BaseException], first: Shard, status: int, copies: bool
+    ) -> Scattered:
+        """Send the OK of a write the shards all did (``write``)."""
         oks = [
             a.ok for shard, a in zip(shards, answers, strict=True)
             if isinstance(a, TextResult) and a.ok is not None and (shard == first or not copies)
@@ -194,12 +234,14 @@ class Scatter:
         lost: tuple[Shard, BaseException] | None = None
         for shard, conn, answer in zip(shards, conns, answers, strict=True):
             if isinstance(answer, BaseException):
-                release(conn, reusable=False)
+                self._give_back(conn, reusable=False)
                 lost = lost or (shard, answer)
                 continue
             if answer.error is not None:
                 await conn.settle(Response(STATUS_UNKNOWN, answer.error))
-            release(conn, reusable=not conn.in_transaction)
+                if _rolled_back(answer):
+                    self.doomed.append(conn)
+            self._give_back(conn, reusable=not conn.in_transaction)
             results.append(answer)
         if lost is not None:
             shard, exc = lost
@@ -215,8 +257,21 @@ class Scatter:
                     return None
         return results
 
+    def _give_back(self, conn: BackendConnection, reusable: bool) -> None:
+        """Release a borrowed connection (a branch of the session's transaction stays with it)."""
+        if self.held is None:
+            release(conn, reusable)
+
     async def _borrow(self, shards: list[Shard]) -> list[BackendConnection] | None:
-        """A connection to each shard, brought to the session's state; None after sending the error (none kept)."""
+        """A connection to each shard, brought to the session's state; None after sending the error (none kept).
+        In the session's transaction over shards, its branches (``QueryPipeline`` opened them)."""
+        if self.held is not None:
+            held, link = self.held, self.link
+            return [
+                link.conn if shard.hostgroup_id == held.home.hostgroup_id and link.conn is not None
+                else held.others[shard.hostgroup_id].conn
+                for shard in shards
+            ]  # fmt: skip
         conns: list[BackendConnection] = []
         for shard in shards:
             conn = await self.link.borrow(shard.hostgroup_id)
@@ -266,6 +321,11 @@ def rows_cap(select_limit: str | None) -> int | None:
     if not select_limit.strip().isdigit():
         raise Refused(f"sql_select_limit = {select_limit} (only a number or DEFAULT) over several shards")
     return min(int(select_limit), MAX_ROWS)  # the server takes a larger one as the largest
+
+
+def _rolled_back(answer: TextResult | BaseException) -> bool:
+    """Whether ``answer`` is an error after which the server rolled its transaction back (a deadlock)."""
+    return isinstance(answer, TextResult) and answer.error is not None and answer.error.code in ROLLED_BACK
 
 
 def _server(conn: BackendConnection) -> MysqlServer:

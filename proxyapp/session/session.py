@@ -143,6 +143,7 @@ class Session:
             if self.seated:
                 self.seated = False
                 self.services.seats.give_back()
+            self.queries.spanning.discard()
             self.link.end_transaction()
             if self.queries.followed:
                 self.queries.followed = False
@@ -274,6 +275,7 @@ class Session:
         self.client.send_ok(self.queries.status())
 
     async def _reset_session(self) -> None:
+        self.queries.spanning.discard()
         await self.link.drop(reset=True)
         self.state.reset(names_for_collation(self.client.collation))
         self.prepared.clear()

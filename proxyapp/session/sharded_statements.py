@@ -11,6 +11,7 @@ error, as for text.
 
 from __future__ import annotations
 
+from proxyapp.mysql.backend import BackendConnection
 from proxyapp.mysql.constants import ErrorCode
 from proxyapp.mysql.packets import ErrPacket, ProtocolError
 from proxyapp.mysql.wire import PeerClosed
@@ -58,10 +59,13 @@ class ShardedStatements:
         self.client.wire.write(with_client_id(raw, stmt.client_id))
         return True
 
-    async def place(self, stmt: ClientStatement, execute: bytes, hostgroup: int, started: float) -> int | None:
+    async def place(
+        self, stmt: ClientStatement, execute: bytes, hostgroup: int, started: float
+    ) -> tuple[int, BackendConnection | None] | None:
         """Where the execute ``execute`` (its parameter types bound: ``prepared.rewrite_execute``) of ``stmt`` runs:
-        the hostgroup of its one shard (``hostgroup`` when its values name no sharded table), or None when it was
-        answered here (a scatter, a refusal, parameters that cannot be read)."""
+        the hostgroup of its one shard (``hostgroup`` when its values name no sharded table) and, in a transaction
+        over shards, the branch connection it runs on (``shardtxn``; None: as usual); None when it was answered
+        here (a scatter, a refusal, parameters that cannot be read)."""
         queries = self.queries
         try:
             values = literals(execute, stmt.num_params, long_data_values(stmt.long_data), client_charset(self.state))
@@ -71,18 +75,26 @@ class ShardedStatements:
             return None
         placed = queries.place(sql)
         if placed is None:
-            return hostgroup
+            return hostgroup, None
         found, where = placed
         if where.refused:
             self.client.send_error(ErrorCode.NOT_SUPPORTED, where.refused, 1)
             queries.record(-1, stmt.digest, started, 0, 0)
             queries.record_sharded(stmt.digest, 0)
             return None
+        branch = None
+        if where.spanning:
+            entered = await queries.spanning.enter(found.table, where.hostgroup, where.shards)
+            if entered is False:
+                queries.record(-1, stmt.digest, started, 0, 0)
+                return None
+            if isinstance(entered, BackendConnection):
+                branch = entered
         if where.shards:
             await queries.scatter(sql, found, where, stmt.digest, started, binary=True)
             return None
         queries.record_sharded(stmt.digest, 1)
-        return where.hostgroup
+        return where.hostgroup, branch
 
 
 def client_charset(state: SessionState) -> str:

@@ -128,12 +128,14 @@ class PreparedStatements:
         hostgroup = queries.route(stmt.statements, NO_RULES) if stmt.statements else stmt.hostgroup
         if self.link.conn is None and self.state.autocommit:
             hostgroup = stmt.hostgroup
+        branch = None  # a branch of the session's transaction over shards, if it runs on one
         if stmt.sharded and self.services.runtime.shard_map is not None:
+            queries.spanning.check()
             shard = await self.sharded.place(stmt, bound, hostgroup, started)
             if shard is None:  # answered: over several shards, or refused
                 self._clear_long_data(stmt)
                 return
-            hostgroup = shard
+            hostgroup, branch = shard
         if len(payload) > 5 and payload[5] and stmt.num_columns:
             stmt.cursor = True
 
@@ -148,7 +150,9 @@ class PreparedStatements:
             return await read_response(conn.wire, relay, binary=True)
 
         try:
-            response = await self.link.execute(hostgroup, run, stmt.statements, None)
+            response = await self.link.execute(hostgroup, run, stmt.statements, None, None, branch)
+            if queries.spanning.current is not None:
+                await queries.spanning.after(response.error if response is not None else None, branch)
             if stmt.mirror is not None or queries.followed:
                 queries.tell(payload, stmt.statements, stmt.mirror, response, stmt)
         finally:

@@ -4,7 +4,8 @@ it cannot run.
 One shard: a statement its key narrows there, or a read of a global table (where the session already is, else shard
 0), outside a transaction or inside one that stays on that shard. Several shards, outside a transaction: a SELECT
 the gather merges, DDL that runs on every shard, or a write that commits on all of them or none with XA (refused,
-saying so, under ``mysql-sharding_cross_shard_writes=false``). Never on a wrong shard.
+saying so, under ``mysql-sharding_cross_shard_writes=false``). In a spanning transaction (one XA transaction over
+the shards it reaches, ``proxyapp.session.shardtxn``): any shard, or several. Never on a wrong shard.
 """
 
 from __future__ import annotations
@@ -19,17 +20,22 @@ _NOT_YET = "ProxyFleet sharding does not support"
 
 @dataclass(frozen=True)
 class Placement:
-    """One shard's ``hostgroup``, or the ``shards`` a scatter runs on, or the reason it cannot run."""
+    """One shard's ``hostgroup``, or the ``shards`` a scatter runs on, or the reason it cannot run; ``spanning``: in
+    a spanning transaction, on its branches."""
 
     hostgroup: int = -1
     shards: tuple[Shard, ...] = ()
     refused: str = ""
+    spanning: bool = False
 
 
-def placement(found: Plan, kept: int | None, autocommit: bool, cross_shard_writes: bool = True) -> Placement:
+def placement(
+    found: Plan, kept: int | None, autocommit: bool, cross_shard_writes: bool = True, spanning: bool = False
+) -> Placement:
     """Where ``found`` runs for a session that keeps a connection to hostgroup ``kept`` (None: it keeps none) with
     ``autocommit`` on or off (off: or in a transaction not opened yet), writes over several shards allowed or not
-    (``mysql-sharding_cross_shard_writes``)."""
+    (``mysql-sharding_cross_shard_writes``); ``spanning``: inside a transaction that may reach any shard
+    (``proxyapp.session.shardtxn``), or one this statement opens."""
     if found.refused:
         return Placement(refused=found.refused)
     table = found.table
@@ -44,6 +50,10 @@ def placement(found: Plan, kept: int | None, autocommit: bool, cross_shard_write
             return Placement(
                 refused=f"{_NOT_YET} a physical schema other than the logical one ({shard.physical_schema}) yet"
             )
+    if spanning:
+        if len(shards) == 1:
+            return Placement(shards[0].hostgroup_id, spanning=True)
+        return Placement(shards=shards, spanning=True)
     if len(shards) == 1:
         shard = shards[0]
         if kept is not None and kept != shard.hostgroup_id:

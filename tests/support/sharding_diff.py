@@ -73,9 +73,6 @@ EXPECTED_REFUSALS = {
     "refuse_calc_found_rows": "SQL_CALC_FOUND_ROWS over several shards",
     "refuse_distinct_star": "SELECT DISTINCT * over several shards",
     "having_other": "HAVING beyond comparisons of aggregates and group keys with numbers, over several shards",
-    "txn_other_key": "inside a transaction, a statement on another shard than the transaction's",
-    "txn_scatter": "inside a transaction, a statement over several shards",
-    "autocommit_scatter": "with autocommit off, a statement over several shards",
 }
 
 
