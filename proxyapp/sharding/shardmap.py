@@ -31,6 +31,7 @@ class ShardedTable:
     key: str | None  # lowercase; None for a global table
     algorithm: Algorithm
     rule: str  # the algorithm and its parameters, canonical: tables with one rule hold equal keys on one shard
+    sequence: str | None = None  # the column the proxy numbers from the sequence (as configured); None: none
 
     @property
     def is_global(self) -> bool:
@@ -43,6 +44,7 @@ class ShardMap:
 
     def __init__(self, tables: dict[tuple[str, str], ShardedTable]) -> None:
         self.tables = tables
+        self.sequenced = any(table.sequence for table in tables.values())  # an INSERT may need numbering
 
     @classmethod
     def build(cls, config: Config) -> ShardMap:
@@ -62,6 +64,7 @@ class ShardMap:
                 row.shard_key.lower() if row.shard_key else None,
                 build(row.algorithm, row.parameters, len(shards)),
                 f"{row.algorithm} {json.dumps(parse_parameters(row.algorithm, row.parameters), sort_keys=True)}",
+                row.sequence_column,
             )
         return cls(tables)
 
