@@ -93,15 +93,16 @@ class _Reserver:
         async with self._connection(shard) as conn:
             found = await conn.fetch_row(highest_sql(self.table))
         if isinstance(found, ErrPacket):
-            raise SequenceError(found.code, f"shard {shard.number} (hostgroup {shard.hostgroup_id}): {found.message}")
+            raise SequenceError(found.code, f"{_where(shard)}: {found.message}")
         value = found[1][0]
         try:
             return max(int(value or 0), 0)
         except ValueError:
+            shown = (value or b"").decode("utf-8", "replace")
             raise SequenceError(
                 ErrorCode.NOT_SUPPORTED,
-                f"its column {self.table.sequence} holds {value!r} on shard {shard.number}: a sequence numbers rows "
-                "with integers",
+                f"{_where(shard)}: its column {self.table.sequence} holds {shown!r}: a sequence numbers rows with "
+                "integers",
             ) from None
 
     @asynccontextmanager
@@ -109,7 +110,7 @@ class _Reserver:
         """A connection to ``shard``'s hostgroup in the plain state while in use, given back after (closed when
         lost or left mid-statement)."""
         hostgroup = self.services.pools.hostgroup(shard.hostgroup_id)
-        where = f"shard {shard.number} (hostgroup {shard.hostgroup_id})"
+        where = _where(shard)
         conn = hostgroup.take_idle(self.credentials.username, self.plain.schema)
         try:
             if not isinstance(conn, BackendConnection):
@@ -135,7 +136,9 @@ class _Reserver:
 def _check(response: Response, shard: Shard) -> Response:
     """``response`` when it is not an error; SequenceError naming the shard otherwise."""
     if response.error is not None:
-        raise SequenceError(
-            response.error.code, f"shard {shard.number} (hostgroup {shard.hostgroup_id}): {response.error.message}"
-        )
+        raise SequenceError(response.error.code, f"{_where(shard)}: {response.error.message}")
     return response
+
+
+def _where(shard: Shard) -> str:
+    return f"shard {shard.number} (hostgroup {shard.hostgroup_id})"

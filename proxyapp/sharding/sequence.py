@@ -48,8 +48,9 @@ class Numbering:
 
     table: ShardedTable
     sql: str
-    edits: tuple[tuple[int, int, str, bool], ...] = ()  # (start, end, text, numbered): sql[start:end] becomes text
-    refused: str = ""  # and then the next value when numbered
+    #: (start, end, text, numbered): ``sql[start:end]`` becomes ``text``, then the next value when ``numbered``.
+    edits: tuple[tuple[int, int, str, bool], ...] = ()
+    refused: str = ""
 
     @property
     def count(self) -> int:
@@ -90,8 +91,10 @@ def numbering(sql: str, schema: str | None, shard_map: ShardMap, zero_is_value: 
     if column is None:
         return None
     closing = _closing(tokens, opening, hi)
+    if closing < 0 or tokens.word(closing + 1) not in ("VALUES", "VALUE"):
+        return None
     columns = [_column(tokens, part) for part in _items(tokens, opening, closing)]
-    if closing < 0 or None in columns or tokens.word(closing + 1) not in ("VALUES", "VALUE"):
+    if None in columns:
         return None
     lowered = [name.lower() for name in columns if name is not None]
     position = lowered.index(column.lower()) if column.lower() in lowered else -1
@@ -120,7 +123,7 @@ def numbering(sql: str, schema: str | None, shard_map: ShardMap, zero_is_value: 
                     "the column out)",
                 )
             if generated:
-                edits.append((tokens.starts[item_lo], tokens.ends[item_lo], "", True))
+                edits.append((tokens.starts[item_lo], tokens.ends[item_hi - 1], "", True))
         i = end + 1
         if tokens.text(i) != ",":
             break

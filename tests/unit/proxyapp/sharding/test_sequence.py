@@ -49,6 +49,8 @@ def shard_map() -> ShardMap:
         ("INSERT INTO orders (`Id`, name) VALUES (40, 'a'), (null, 'b'), (-3, 'c'), (LAST_INSERT_ID(9), 'd')", [12],
          "INSERT INTO orders (`Id`, name) VALUES (40, 'a'), (LAST_INSERT_ID(12), 'b'), (-3, 'c'), (LAST_INSERT_ID(9), "
          "'d')"),
+        ("INSERT INTO orders (id) VALUES (-0), (LAST_INSERT_ID(0)), ( NULL )", [1, 2, 3],
+         "INSERT INTO orders (id) VALUES (LAST_INSERT_ID(1)), (2), ( 3 )"),
         ("INSERT INTO orders (orders.id, name) VALUES (0, 'a') ON DUPLICATE KEY UPDATE name = VALUES(name)", [6],
          "INSERT INTO orders (orders.id, name) VALUES (LAST_INSERT_ID(6), 'a') ON DUPLICATE KEY UPDATE name = "
          "VALUES(name)"),
