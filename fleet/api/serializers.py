@@ -400,3 +400,28 @@ class ShardLocationSerializer(serializers.Serializer):
     physical_schema = serializers.CharField(allow_null=True)
     servers = ShardServerSerializer(many=True)
     refused = serializers.CharField(allow_null=True, help_text="the algorithm's refusal (ShardKeyError), if any")
+
+
+class ShardingDigestSerializer(serializers.Serializer):
+    """A statement on sharded tables as the cluster's nodes report it (``sharding_digest`` rows, merged)."""
+
+    schemaname = serializers.CharField()
+    digest = serializers.CharField()
+    digest_text = serializers.CharField()
+    single_shard = serializers.IntegerField(help_text="runs that reached one shard")
+    scatter = serializers.IntegerField(help_text="runs that reached several shards")
+    refused = serializers.IntegerField(help_text="runs the sharding refused")
+    shards_reached = serializers.IntegerField(help_text="shards reached, summed over the runs")
+    merge_rows = serializers.IntegerField(help_text="rows the merges of scatters read")
+    merge_us = serializers.IntegerField(help_text="microseconds the merges took")
+    scatter_ratio = serializers.FloatField(help_text="scatters over the runs that ran (0 to 1)")
+    avg_shards = serializers.FloatField(help_text="shards a run reached, on average")
+    avg_merge_us = serializers.FloatField(help_text="a scatter's merge time, on average")
+
+
+class ShardingDigestsSerializer(serializers.Serializer):
+    """The cluster's statements on sharded tables, worst scatter ratio first, and what its nodes' reports left out."""
+
+    cluster = serializers.CharField()
+    digests = ShardingDigestSerializer(many=True)
+    problems = serializers.ListField(child=serializers.CharField(), help_text="a node's section that does not read")

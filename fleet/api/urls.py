@@ -3,7 +3,7 @@
 from django.urls import include, path
 from rest_framework.routers import DefaultRouter
 
-from fleet.api import failover, mirror, views
+from fleet.api import failover, mirror, scatter, views
 from fleet.api.bench import BenchJobViewSet, BenchRunViewSet, BenchTargetViewSet
 
 router = DefaultRouter()
@@ -31,6 +31,7 @@ urlpatterns = [
     path("import/", views.ImportView.as_view(), name="import"),
     path("import-cnf/", views.ImportCnfView.as_view(), name="import-cnf"),
     path("stats/nodes/<str:name>/", views.NodeStatsView.as_view(), name="node-stats"),
+    path("stats/sharding/", scatter.ShardingDigestsView.as_view(), name="sharding-digests"),
     path("mirror/", mirror.MirrorView.as_view(), name="mirror"),
     path("mirror/history/", mirror.MirrorHistoryView.as_view(), name="mirror-history"),
     path("", include(router.urls)),

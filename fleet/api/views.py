@@ -427,7 +427,8 @@ class ImportCnfView(ClusterScoped, APIView):
 
 
 class NodeStatsView(APIView):
-    """A node's latest report: global counters, connection pools per server, top query digests."""
+    """A node's latest report: global counters, connection pools per server, top query digests, the sharding
+    digests that scatter most (the cluster's, merged: ``stats/sharding/``)."""
 
     @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request: Request, name: str) -> Response:

@@ -39,6 +39,9 @@ log = logging.getLogger("proxyapp.backends.pool")
 
 #: How many status transitions ``PoolManager.transitions`` keeps.
 MAX_TRANSITIONS = 200
+#: A backend's refusals that concern the request, not the server (a wrong password, a schema the client may not use
+#: or that does not exist): told to the client at once, never retried nor counted toward shunning the server.
+REQUEST_ERRORS = frozenset({ErrorCode.ACCESS_DENIED, ErrorCode.DB_ACCESS_DENIED, ErrorCode.BAD_DB})
 
 ONLINE = "ONLINE"
 SHUNNED = "SHUNNED"
@@ -342,18 +345,18 @@ class Hostgroup:
                 try:
                     return await self._open(pool, credentials, schema)
                 except BackendError as exc:
+                    if exc.code in REQUEST_ERRORS:  # another attempt would meet it again
+                        raise PoolError(f"hostgroup {self.id}: {exc}", exc.code) from None
                     last_error = exc
                     attempts += 1
                     if time.monotonic() >= connect_deadline:
                         raise PoolError(
                             f"Max connect timeout ({settings.connect_timeout_max_ms} ms) reached while reaching "
                             f"hostgroup {self.id} after {attempts} attempts: {exc}",
-                            exc.code if exc.code in (1045, 1044) else 9001,
                         ) from None
                     if attempts > settings.connect_retries or time.monotonic() >= deadline:
                         raise PoolError(
-                            f"cannot connect to any server of hostgroup {self.id} after {attempts} attempts: {exc}",
-                            exc.code if exc.code in (1045, 1044) else 9001,
+                            f"cannot connect to any server of hostgroup {self.id} after {attempts} attempts: {exc}"
                         ) from None
                     await asyncio.sleep(settings.connect_retries_delay_ms / 1000)
                     continue
@@ -434,12 +437,12 @@ class Hostgroup:
         except BackendError as exc:
             pool.connecting -= 1
             self.manager.counters.Server_Connections_aborted += 1
-            if exc.code not in (1045, 1044):
+            if exc.code not in REQUEST_ERRORS:
                 pool.record_connect_error(settings)
             else:
                 pool.conn_err += 1
             self._wake_one()
-            raise BackendError(f"{pool.server.hostname}:{pool.server.port}: {exc}", exc.code) from None
+            raise
         except BaseException:
             pool.connecting -= 1
             self._wake_one()

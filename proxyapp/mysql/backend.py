@@ -279,7 +279,7 @@ async def _finish_auth(wire: Wire, plugin: str, credentials: Credentials, scramb
             return
         if kind == b"\xff":
             err = parse_err(reply)
-            raise BackendError(f"{where} denied access for '{credentials.username}': {err.message}", err.code)
+            raise BackendError(f"{where} refused the login of '{credentials.username}': {err.message}", err.code)
         if kind == b"\xfe":
             plugin, scramble = parse_auth_switch(reply)
             if plugin not in auth.SUPPORTED_PLUGINS:

@@ -146,6 +146,7 @@ class ErrorCode(enum.IntEnum):
     CON_COUNT = 1040  # too many connections
     HOST_IS_BLOCKED = 1129  # too many failed logins from the client's address
     HANDSHAKE = 1043  # bad handshake
+    DB_ACCESS_DENIED = 1044
     ACCESS_DENIED = 1045
     NO_DB = 1046
     UNKNOWN_COM = 1047

@@ -12,7 +12,8 @@ contract is docs/control-plane.md ("Push protocol"):
   the node's disk, and acknowledged with ``proxyfleet.fleet.ack``; a refused message is acknowledged ``ok=False``
   with the reason while the proxy keeps its running config.
 - every ``report_interval`` seconds, ``proxyfleet.fleet.report``: what the node runs and its ``/stats`` snapshot
-  (the digest table cut to its ``TOP_DIGESTS`` busiest rows).
+  (the digest table cut to its ``TOP_DIGESTS`` busiest rows, the sharding digests to the ``TOP_DIGESTS`` that
+  scatter most).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from proxyapp.config.document import ConfigError, parse_config
 from proxyapp.node.node import AppliedVersion, NodeStore
 from proxyapp.node.signature import SignatureError, SignedConfig, verify
 from proxyapp.report.stats import order_digest_rows
+from proxyapp.sharding.stats import most_scattered
 
 log = logging.getLogger("proxyapp.node.agent")
 
@@ -47,7 +49,7 @@ APPLY_TASK = "proxyfleet.node.apply"
 ACK_TASK = "proxyfleet.fleet.ack"
 REPORT_TASK = "proxyfleet.fleet.report"
 FLEET_QUEUE = "fleet"
-#: How many digest rows (by total time) a report carries.
+#: How many digest rows (by total time) and sharding digest rows (by scatters) a report carries.
 TOP_DIGESTS = 50
 #: How long an apply waits for the proxy's admin endpoint to answer before giving up (the push is then re-sent).
 ADMIN_WAIT_SECONDS = 15.0
@@ -267,6 +269,7 @@ class Agent:
         running = str(stats["config"]["checksum"])
         applied = self.store.applied()
         stats["query_digest"] = order_digest_rows(stats.get("query_digest", []), TOP_DIGESTS, "sum_time")
+        stats["sharding_digest"] = most_scattered(stats.get("sharding_digest", []), TOP_DIGESTS)
         return {
             "node": self.settings.node,
             "at": at,

@@ -4,8 +4,8 @@ refused with ``ReportError`` naming the bad path (``stats.connection_pool[3].srv
 on its own, so a bad section never hides the good ones.
 
 Sections: ``global`` (counters), ``connection_pool`` (``PoolRow``), ``mirror`` (``MirrorCounts``), ``monitor``
-(``MonitorRow``), ``server_transitions`` (``TransitionRow``), ``query_digest`` (``DigestRow``), ``query_rules``
-(``RuleHits``) and ``config`` (``ReportedConfig``).
+(``MonitorRow``), ``server_transitions`` (``TransitionRow``), ``query_digest`` (``DigestRow``), ``sharding_digest``
+(``ShardingRow``), ``query_rules`` (``RuleHits``) and ``config`` (``ReportedConfig``).
 """
 
 from __future__ import annotations
@@ -123,6 +123,39 @@ class DigestRow:
     max_time: int
     sum_rows_affected: int
     sum_rows_sent: int
+
+
+@dataclass(frozen=True, slots=True)
+class ShardingRow:
+    """A ``sharding_digest`` row (``proxyapp.sharding.stats``): how often a statement on sharded tables reached one
+    shard, several (a scatter) or was refused, the shards it reached in all, and its merges' rows and microseconds;
+    ``scatter_ratio`` is the share of the statements that ran that scattered."""
+
+    schemaname: str
+    digest: str
+    digest_text: str
+    single_shard: int
+    scatter: int
+    refused: int
+    shards_reached: int
+    merge_rows: int
+    merge_us: int
+    scatter_ratio: float
+
+    @property
+    def ran(self) -> int:
+        """The statements that ran (on one shard or several)."""
+        return self.single_shard + self.scatter
+
+    @property
+    def avg_shards(self) -> float:
+        """The shards a statement that ran reached, on average (0 when none ran)."""
+        return self.shards_reached / self.ran if self.ran else 0.0
+
+    @property
+    def avg_merge_us(self) -> float:
+        """A scatter's merge time in microseconds, on average (0 without scatters)."""
+        return self.merge_us / self.scatter if self.scatter else 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,6 +317,30 @@ def read_digests(stats: object) -> list[DigestRow]:
                 max_time=_integer(row, "max_time", where),
                 sum_rows_affected=_integer(row, "sum_rows_affected", where),
                 sum_rows_sent=_integer(row, "sum_rows_sent", where),
+            )
+        )
+    return rows
+
+
+def read_sharding(stats: object) -> list[ShardingRow]:
+    """The ``sharding_digest`` rows (none when the report has none: the node shards nothing, or predates sharding)."""
+    rows = []
+    for where, row in _rows(stats, "sharding_digest", optional=True):
+        ratio = _number(row, "scatter_ratio", where)
+        if ratio > 1:
+            raise ReportError(f"{where}.scatter_ratio: expected a number from 0 to 1, not {ratio!r}")
+        rows.append(
+            ShardingRow(
+                schemaname=_text(row, "schemaname", where),
+                digest=_text(row, "digest", where),
+                digest_text=_text(row, "digest_text", where),
+                single_shard=_integer(row, "single_shard", where),
+                scatter=_integer(row, "scatter", where),
+                refused=_integer(row, "refused", where),
+                shards_reached=_integer(row, "shards_reached", where),
+                merge_rows=_integer(row, "merge_rows", where),
+                merge_us=_integer(row, "merge_us", where),
+                scatter_ratio=float(ratio),
             )
         )
     return rows

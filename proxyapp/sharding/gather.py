@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import NoReturn
 
-from proxyapp.sql.lex import TokenKind, Tokens, find_top, split_top, tokenize, top_level, unquote
+from proxyapp.sql.lex import TokenKind, Tokens, closing, find_top, split_top, tokenize, top_level, unquote
 
 _T = TokenKind
 #: The aggregates the merge combines.
@@ -338,7 +338,7 @@ def _item(tokens: Tokens, lo: int, hi: int) -> _Item:
     aggregate = ""
     argument = (lo, lo)
     word = tokens.word(lo)
-    if word in AGGREGATES and tokens.text(lo + 1) == "(" and _closing(tokens, lo + 1, end) == end - 1:
+    if word in AGGREGATES and tokens.text(lo + 1) == "(" and closing(tokens, lo + 1, end) == end - 1:
         aggregate = word
         argument = (lo + 2, end - 1)
         if tokens.word(lo + 2) == "DISTINCT":
@@ -380,20 +380,6 @@ def _may_alias(tokens: Tokens, i: int) -> bool:
 def _name_text(tokens: Tokens, i: int) -> str:
     """The name at ``i`` as compared with aliases: unquoted, lowercase."""
     return unquote(tokens.texts[i]).lower()
-
-
-def _closing(tokens: Tokens, i: int, hi: int) -> int:
-    """The index of the ``)`` closing the ``(`` at ``i``, or -1."""
-    depth = 0
-    for j in range(i, hi):
-        text = tokens.texts[j]
-        if text == "(":
-            depth += 1
-        elif text == ")":
-            depth -= 1
-            if depth == 0:
-                return j
-    return -1
 
 
 def _calls(tokens: Tokens, lo: int, hi: int, names: frozenset[str]) -> list[int]:
@@ -497,7 +483,7 @@ def _hidden_aggregate(builder: _Builder, sub: Tokens, aggregates: list[Aggregate
     """The column of the aggregate call ``sub`` (an ORDER BY or HAVING operand the select list does not show),
     added hidden; None when ``sub`` is not one aggregate call; ``Refused`` for one the merge cannot combine."""
     head = sub.word(0)
-    if head not in AGGREGATES or sub.text(1) != "(" or _closing(sub, 1, len(sub)) != len(sub) - 1:
+    if head not in AGGREGATES or sub.text(1) != "(" or closing(sub, 1, len(sub)) != len(sub) - 1:
         return None
     if _calls(sub, 2, len(sub) - 1, AGGREGATES | _UNMERGEABLE) or sub.word(2) == "DISTINCT":
         raise Refused(f"{clause} {sub.sql} over several shards")
@@ -558,7 +544,7 @@ class _Having:
             self.i += 1
             return Logic("NOT", (self._not(),))
         if self.tokens.text(self.i) == "(":
-            end = _closing(self.tokens, self.i, self.hi)
+            end = closing(self.tokens, self.i, self.hi)
             inner = self.tokens.word(self.i + 1)
             if end > 0 and inner not in AGGREGATES:  # a parenthesized condition, not an operand
                 self.i += 1
@@ -606,7 +592,7 @@ class _Having:
         while tokens.text(j) == "." and j + 1 < self.hi:
             j += 2
         if tokens.text(j) == "(":
-            end = _closing(tokens, j, self.hi)
+            end = closing(tokens, j, self.hi)
             return end + 1 if end > 0 else i
         return j
 
@@ -634,9 +620,13 @@ class _Having:
         return added
 
     def _item_column(self, position: int) -> Column:
+        """The select item at ``position`` as the merge reads it: an aggregate or a group key."""
         for aggregate in self.aggregates:
             if aggregate.column.value == position:
                 return aggregate.column
+        for key in self.keys:
+            if key.value == position:
+                return key
         self._refuse()
 
 

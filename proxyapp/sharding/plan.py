@@ -17,15 +17,19 @@ from dataclasses import dataclass
 from proxyapp.config.sharding import Key, ShardKeyError
 from proxyapp.sharding.gather import Gather, Refused, gather
 from proxyapp.sharding.shardmap import ShardedTable, ShardMap
-from proxyapp.sql.lex import TokenKind, Tokens, find_top, statement_ranges, tokenize, top_level, unquote
+from proxyapp.sql.lex import TokenKind, Tokens, find_top, statement_ranges, tokenize, top_level, unquote, unwrap
 
 _T = TokenKind
 #: Statements that change rows; a write to a global table goes to every shard.
 _WRITES = frozenset({"INSERT", "REPLACE", "UPDATE", "DELETE"})
 #: Statements that change tables: they run on every shard of the group.
 _DDL = frozenset({"CREATE", "ALTER", "DROP", "TRUNCATE", "RENAME", "OPTIMIZE", "ANALYZE"})
-#: Words after which table names follow.
-_TABLE_LEADS = frozenset({"FROM", "JOIN", "INTO", "UPDATE", "TABLE", "TABLES"})
+#: Words after which table names follow (UPDATE and STRAIGHT_JOIN where they lead tables, ``_leads``).
+_TABLE_LEADS = frozenset({"FROM", "JOIN", "INTO", "TABLE", "TABLES"})
+#: Words that may stand between a verb and its table: ``INSERT LOW_PRIORITY IGNORE INTO t``, ``UPDATE IGNORE t``.
+_MODIFIERS = frozenset({"LOW_PRIORITY", "DELAYED", "HIGH_PRIORITY", "IGNORE", "QUICK", "INTO"})
+#: Words after which STRAIGHT_JOIN is a SELECT option, not a join.
+_SELECT_OPTIONS = frozenset({"SELECT", "ALL", "DISTINCT", "DISTINCTROW", "HIGH_PRIORITY"})
 #: Words that end a table reference list (or an alias cannot be).
 _CLAUSE_WORDS = frozenset(
     {
@@ -69,8 +73,10 @@ class _Ref:
 
 def plan(sql: str, schema: str | None, shard_map: ShardMap) -> Plan | None:
     """The plan of ``sql`` run with default schema ``schema``; None when it names no sharded or global table."""
+    if (schema is None and "." not in sql) or not shard_map.named_in(sql):
+        return None
     tokens = tokenize(sql)
-    ranges = statement_ranges(tokens)
+    ranges = [unwrap(tokens, lo, hi) for lo, hi in statement_ranges(tokens)]  # (SELECT ...) is SELECT ...
     if not ranges:
         return None
     found = [ref for lo, hi in ranges for ref in _refs(tokens, lo, hi, schema, shard_map)]
@@ -89,6 +95,8 @@ def plan(sql: str, schema: str | None, shard_map: ShardMap) -> Plan | None:
         apart = _apart(tokens, lo, hi, sharded)
         if apart:
             return _refuse(first, apart)
+    if sharded and _words_at_depth(tokens, lo, hi, frozenset({"UNION"})):
+        return _refuse(sharded[0].table, f"UNION over {_name(sharded[0].table)}")
     nested = next((r for r in found if r.depth > 0), None)
     if nested is not None:
         return _refuse(first, f"a subquery on {_name(nested.table)}")
@@ -109,8 +117,6 @@ def plan(sql: str, schema: str | None, shard_map: ShardMap) -> Plan | None:
         written = next(r.table for r in found if r.table.is_global)
         return _refuse(table, f"a write naming both the global table {_name(written)} and the sharded table "
                        f"{_name(table)} (the global table's copies could differ)")  # fmt: skip
-    if _words_at_depth(tokens, lo, hi, frozenset({"UNION"})):
-        return _refuse(table, f"UNION over {_name(table)}")
     if verb in ("INSERT", "REPLACE"):
         return _insert(tokens, lo, hi, ref)
     if verb == "UPDATE" and _sets_key(tokens, lo, hi, ref):
@@ -187,7 +193,7 @@ def _apart(tokens: Tokens, lo: int, hi: int, refs: list[_Ref]) -> str:
         return n
 
     for c_lo, c_hi in conditions:
-        for part_lo, part_hi in _conjuncts(tokens, c_lo, c_hi) or []:
+        for part_lo, part_hi in _parts(tokens, c_lo, c_hi) or []:
             equals = next((i for i in top_level(tokens, part_lo, part_hi) if tokens.texts[i] == "="), -1)
             left = _key_ref(tokens, part_lo, equals, refs) if equals > 0 else -1
             right = _key_ref(tokens, equals + 1, part_hi, refs) if equals > 0 else -1
@@ -235,12 +241,10 @@ def _refs(tokens: Tokens, lo: int, hi: int, schema: str | None, shard_map: Shard
             depth += 1
         elif text == ")":
             depth -= 1
-        elif (
-            tokens.word(i) in _TABLE_LEADS
-            or (tokens.word(i) == "DELETE" and tokens.word(i + 1) != "FROM")
-            or (tokens.word(i) == "ON" and tokens.word(lo) in ("CREATE", "DROP"))  # CREATE/DROP INDEX i ON t
-        ):
+        elif _leads(tokens, i, lo):
             i += 1
+            while tokens.word(i) in _MODIFIERS:
+                i += 1
             while i < hi:
                 name, i = _table_name(tokens, i, hi, schema)
                 if name is None:
@@ -254,6 +258,23 @@ def _refs(tokens: Tokens, lo: int, hi: int, schema: str | None, shard_map: Shard
                 i += 1
             continue
         i += 1
+
+
+def _leads(tokens: Tokens, i: int, lo: int) -> bool:
+    """Whether table names follow the word at ``i`` of the statement starting at ``lo``."""
+    word = tokens.word(i)
+    if word in _TABLE_LEADS:
+        return True
+    before = tokens.word(i - 1) if i > lo else ""
+    if word == "UPDATE":  # not ON DUPLICATE KEY UPDATE, nor FOR UPDATE
+        return before not in ("KEY", "FOR")
+    if word == "STRAIGHT_JOIN":  # a join, not SELECT STRAIGHT_JOIN
+        return before not in _SELECT_OPTIONS and not before.startswith("SQL_")
+    if word in ("INSERT", "REPLACE"):
+        return i == lo
+    if word == "DELETE":
+        return tokens.word(i + 1) != "FROM"
+    return word == "ON" and tokens.word(lo) in ("CREATE", "DROP")  # CREATE/DROP INDEX i ON t
 
 
 def _ident(tokens: Tokens, i: int) -> str | None:
@@ -352,6 +373,20 @@ def _conjuncts(tokens: Tokens, lo: int, hi: int) -> list[tuple[int, int]] | None
     return parts
 
 
+def _parts(tokens: Tokens, lo: int, hi: int) -> list[tuple[int, int]] | None:
+    """The AND-ed parts of a condition, parenthesized ones opened (``(a = 1 AND b = 2) AND c = 3`` has three);
+    None when an OR joins them at the top. A parenthesized part joined inside by OR stays one part."""
+    parts = _conjuncts(tokens, *unwrap(tokens, lo, hi))
+    if parts is None:
+        return None
+    opened: list[tuple[int, int]] = []
+    for part in parts:
+        inner = unwrap(tokens, *part)
+        within = _parts(tokens, *inner) if inner != part else None
+        opened.extend(within if within is not None else [part])
+    return opened
+
+
 def _compared(tokens: Tokens, lo: int, hi: int, ref: _Ref) -> list[Key] | None:
     """The values one condition part compares the key with: ``key = v``, ``v = key``, ``key IN (v, ...)``."""
     after = _column_at(tokens, lo, hi, ref)
@@ -386,13 +421,11 @@ def _where_keys(tokens: Tokens, lo: int, hi: int, ref: _Ref) -> list[Key] | None
     if where < 0:
         return None
     end = find_top(tokens, where + 1, hi, _WHERE_ENDS)
-    parts = _conjuncts(tokens, where + 1, hi if end < 0 else end)
+    parts = _parts(tokens, where + 1, hi if end < 0 else end)
     if parts is None:
         return None
     narrowed: list[Key] | None = None
     for part_lo, part_hi in parts:
-        while part_lo < part_hi and tokens.text(part_lo) == "(" and tokens.text(part_hi - 1) == ")":
-            part_lo, part_hi = part_lo + 1, part_hi - 1  # (key = 1)
         values = _compared(tokens, part_lo, part_hi, ref)
         if values is not None:
             narrowed = values if narrowed is None else [v for v in narrowed if v in values] or narrowed

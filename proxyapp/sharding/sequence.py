@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from proxyapp.sharding.plan import written_table
 from proxyapp.sharding.shardmap import ShardedTable, ShardMap
-from proxyapp.sql.lex import TokenKind, Tokens, split_top, statement_ranges, tokenize, unquote
+from proxyapp.sql.lex import TokenKind, Tokens, closing, split_top, statement_ranges, tokenize, unquote
 
 #: The schema and table on each group's shard 0 that hold the sequences.
 SEQUENCES_TABLE = "proxyfleet.sequences"
@@ -78,6 +78,8 @@ def numbering(sql: str, schema: str | None, shard_map: ShardMap, zero_is_value: 
     """The numbering ``sql`` needs (run with default schema ``schema``; ``zero_is_value``: the session's sql_mode
     has NO_AUTO_VALUE_ON_ZERO); None when it needs none, or is a statement the planner refuses anyway (several
     statements, no column list, INSERT ... SELECT or SET, rows that do not match the column list)."""
+    if (schema is None and "." not in sql) or not shard_map.named_in(sql):
+        return None
     tokens = tokenize(sql)
     ranges = statement_ranges(tokens)
     if len(ranges) != 1 or tokens.word(ranges[0][0]) not in ("INSERT", "REPLACE"):
@@ -90,21 +92,21 @@ def numbering(sql: str, schema: str | None, shard_map: ShardMap, zero_is_value: 
     column = table.sequence
     if column is None:
         return None
-    closing = _closing(tokens, opening, hi)
-    if closing < 0 or tokens.word(closing + 1) not in ("VALUES", "VALUE"):
+    listed = closing(tokens, opening, hi)
+    if listed < 0 or tokens.word(listed + 1) not in ("VALUES", "VALUE"):
         return None
-    columns = [_column(tokens, part) for part in _items(tokens, opening, closing)]
+    columns = [_column(tokens, part) for part in _items(tokens, opening, listed)]
     if None in columns:
         return None
     lowered = [name.lower() for name in columns if name is not None]
     position = lowered.index(column.lower()) if column.lower() in lowered else -1
     edits: list[tuple[int, int, str, bool]] = []
     if position < 0:
-        at = tokens.starts[closing]
+        at = tokens.starts[listed]
         edits.append((at, at, (", " if columns else "") + _quoted(column), False))
-    i = closing + 2
+    i = listed + 2
     while tokens.text(i) == "(":
-        end = _closing(tokens, i, hi)
+        end = closing(tokens, i, hi)
         items = _items(tokens, i, end)
         if end < 0 or len(items) != len(columns):
             return None
@@ -133,19 +135,9 @@ def numbering(sql: str, schema: str | None, shard_map: ShardMap, zero_is_value: 
     return Numbering(table, sql, tuple(edits))
 
 
-def _closing(tokens: Tokens, opening: int, hi: int) -> int:
-    """The index of the ``)`` that closes the ``(`` at ``opening``, or -1."""
-    depth = 0
-    for i in range(opening, hi):
-        depth += (tokens.texts[i] == "(") - (tokens.texts[i] == ")")
-        if depth == 0:
-            return i
-    return -1
-
-
-def _items(tokens: Tokens, opening: int, closing: int) -> list[tuple[int, int]]:
+def _items(tokens: Tokens, opening: int, closed: int) -> list[tuple[int, int]]:
     """The comma-separated items between a ``(`` and its ``)``; none for ``()``."""
-    return split_top(tokens, opening + 1, closing) if closing > opening + 1 else []
+    return split_top(tokens, opening + 1, closed) if closed > opening + 1 else []
 
 
 def _column(tokens: Tokens, part: tuple[int, int]) -> str | None:

@@ -1,11 +1,13 @@
 """Per-digest sharding statistics: how often each statement on sharded tables reached one shard, several (a scatter)
 or was refused, the shards it reached, and what its merges cost. A DBA reads the scatter ratio to find the queries
 that miss the shard key. Reported in ``/stats`` as ``sharding_digest`` and merged across workers and nodes by
-(schemaname, digest). Statements on unsharded tables are not counted here (they pay nothing for it).
+(schemaname, digest); a node's agent sends the control plane only the ``most_scattered`` rows. Statements on
+unsharded tables are not counted here (they pay nothing for it).
 """
 
 from __future__ import annotations
 
+import heapq
 from typing import Any
 
 #: The summed columns of a ``sharding_digest`` row.
@@ -94,3 +96,8 @@ def merge_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             for name in SUMMED:
                 into[name] += row[name]
     return [with_ratio(row) for row in merged.values()]
+
+
+def most_scattered(rows: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
+    """The ``limit`` rows that scattered most (then were refused most, then ran most), most first."""
+    return heapq.nlargest(limit, rows, key=lambda row: (row["scatter"], row["refused"], row["single_shard"]))

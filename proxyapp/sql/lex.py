@@ -360,6 +360,28 @@ def top_level(tokens: Tokens, lo: int, hi: int) -> Iterator[int]:
             yield i
 
 
+def closing(tokens: Tokens, i: int, hi: int) -> int:
+    """The index of the ``)`` closing the ``(`` at ``i`` (before ``hi``), or -1."""
+    depth = 0
+    texts = tokens.texts
+    for j in range(i, hi):
+        text = texts[j]
+        if text == "(":
+            depth += 1
+        elif text == ")":
+            depth -= 1
+            if depth == 0:
+                return j
+    return -1
+
+
+def unwrap(tokens: Tokens, lo: int, hi: int) -> tuple[int, int]:
+    """``[lo, hi)`` without the parentheses that enclose all of it: ``((a = 1))`` gives ``a = 1``."""
+    while hi - lo > 2 and tokens.texts[lo] == "(" and closing(tokens, lo, hi) == hi - 1:
+        lo, hi = lo + 1, hi - 1
+    return lo, hi
+
+
 def find_top(tokens: Tokens, lo: int, hi: int, words: frozenset[str]) -> int:
     """The index of the first of ``words`` in ``[lo, hi)`` outside any parentheses, or -1."""
     return next((i for i in top_level(tokens, lo, hi) if tokens.word(i) in words), -1)

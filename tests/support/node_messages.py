@@ -8,6 +8,7 @@ from typing import Any
 
 from fleet.core import tasks
 from fleet.core.models import ConfigVersion, ProxyNode
+from proxyapp.sharding.stats import with_ratio
 
 
 def pool_row(host: str, port: int, hostgroup: int, status: str = "ONLINE", **figures: float) -> dict[str, Any]:
@@ -38,15 +39,40 @@ def digest_row(digest: str, text: str, count: int, sum_time: int) -> dict[str, A
     }
 
 
-def snapshot(
-    pools: list[dict[str, Any]], digests: list[dict[str, Any]] | None = None, questions: int = 0, clients: int = 0
+def sharding_row(
+    digest: str, text: str, single: int, scatter: int, refused: int = 0, merge_rows: int = 0, merge_us: int = 0
 ) -> dict[str, Any]:
-    """A proxy's ``/stats`` snapshot with these pools and digests."""
-    return {
+    """A ``sharding_digest`` row of a snapshot (schema ``app``), each scatter reaching 2 shards."""
+    row = {
+        "schemaname": "app",
+        "digest": digest,
+        "digest_text": text,
+        "single_shard": single,
+        "scatter": scatter,
+        "refused": refused,
+        "shards_reached": single + 2 * scatter,
+        "merge_rows": merge_rows,
+        "merge_us": merge_us,
+    }
+    return with_ratio(row)
+
+
+def snapshot(
+    pools: list[dict[str, Any]],
+    digests: list[dict[str, Any]] | None = None,
+    questions: int = 0,
+    clients: int = 0,
+    sharding: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A proxy's ``/stats`` snapshot with these pools and digests (and sharding digests when given)."""
+    stats = {
         "global": {"Questions": questions, "Client_Connections_connected": clients},
         "connection_pool": pools,
         "query_digest": digests or [],
     }
+    if sharding is not None:
+        stats["sharding_digest"] = sharding
+    return stats
 
 
 def send_report(node: ProxyNode, at: datetime, stats: dict[str, Any], version: ConfigVersion | None = None) -> str:

@@ -121,36 +121,16 @@ OPEN_DEFECTS = [
         frozenset({"aggregate_division"}),
     ),
     Defect(
-        "write-table-unseen",
-        "writes whose sharded table the planner does not see run unsharded on the user's default hostgroup: "
-        "INSERT/REPLACE without INTO (rows placed on the wrong shard), UPDATE LOW_PRIORITY/IGNORE t (rows on other "
-        "shards not changed)",
-        frozenset({"insert_no_into", "update_modifiers"}),
-    ),
-    Defect(
         "global-write-count",
         "a write to a global table reports the rows it changed in every copy (N shards: N times what one server "
         "says): UPDATE cities SET pop = pop + 1 WHERE id = 3 answers 2 rows affected over 2 shards",
         frozenset({"global_write"}),
     ),
     Defect(
-        "straight-join-unseen",
-        "the table after STRAIGHT_JOIN is not seen, so a join of sharded tables not on their keys runs shard by "
-        "shard instead of being refused: rows that join across shards are missing",
-        frozenset({"refuse_straight_join"}),
-    ),
-    Defect(
         "session-select-limit",
         "the session's sql_select_limit caps each shard's part of a scatter rather than the merged result: more rows "
         "than the limit, from the wrong places, and groups counted from a shard's first groups only",
         frozenset({"select_limit_read"}),
-    ),
-    Defect(
-        "needless-refusals",
-        "refused though one server's answer is within reach: a SELECT in parentheses ('a subquery'), a co-located "
-        "join whose ON condition is in parentheses, HAVING on a group key named by its alias (GROUP BY x HAVING "
-        "x > 2)",
-        frozenset({"select_in_parentheses", "join_on_parenthesized", "having_group_alias"}),
     ),
 ]
 #: The algorithms that can shard a key of each type.

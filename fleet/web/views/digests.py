@@ -1,4 +1,5 @@
-"""The query digest page: the top digests of the working cluster's nodes (their last reports, merged)."""
+"""The query digest page: the top digests of the working cluster's nodes (their last reports, merged), each digest
+on sharded tables with its shards reached and scatter ratio (``fleet.core.scatter``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from fleet.core import audit, nodeadmin
+from fleet.core import audit, nodeadmin, scatter
 from fleet.core.models import AuditEntry, Cluster, ProxyNode
 from fleet.core.stats import read_section
 from fleet.web.access import current_cluster, operator_only, viewer_page
@@ -19,14 +20,22 @@ from proxyapp.report.reader import read_digests
 
 #: How many digests the page lists.
 TOP = 50
-#: The orders the page offers: query parameter -> the row value sorted on (largest first).
-SORTS = {"count": "count_star", "sum": "sum_time", "avg": "avg_time", "max": "max_time", "rows": "sum_rows_sent"}
+#: The orders the page offers: query parameter -> the row value sorted on (largest first; None last).
+SORTS = {
+    "count": "count_star",
+    "sum": "sum_time",
+    "avg": "avg_time",
+    "max": "max_time",
+    "rows": "sum_rows_sent",
+    "scatter": "scatter_ratio",
+}
 DEFAULT_SORT = "sum"
 
 
 def top_digests(cluster: Cluster | None, sort: str, problems: list[str]) -> list[dict[str, Any]]:
-    """The cluster's digests merged across nodes, each with ``avg_time`` and ``nodes`` (each node's count), the
-    ``TOP`` largest by ``sort``; a node whose digests do not read is left out, named in ``problems``."""
+    """The cluster's digests merged across nodes, each with ``avg_time``, ``nodes`` (each node's count) and, on
+    sharded tables, ``sharding`` (its ``ShardingRow``) and ``scatter_ratio`` (None elsewhere), the ``TOP`` largest
+    by ``sort``; a node whose digests do not read is left out, named in ``problems``."""
     reports = ProxyNode.objects.filter(cluster=cluster).order_by("name").values_list("name", "last_report")
     per_node: dict[tuple[Any, ...], list[tuple[str, int]]] = {}
     every: list[dict[str, Any]] = []
@@ -35,16 +44,21 @@ def top_digests(cluster: Cluster | None, sort: str, problems: list[str]) -> list
         for row in merge_digest_rows([asdict(digest) for digest in digests]):
             per_node.setdefault(digest_key(row), []).append((name, row["count_star"]))
             every.append(row)
+    sharded = scatter.by_digest(scatter.sharding_digests(cluster, problems))
     rows = merge_digest_rows(every)
     for row in rows:
         row["avg_time"] = row["sum_time"] / row["count_star"] if row["count_star"] else 0
         row["nodes"] = per_node.get(digest_key(row), [])
-    return sorted(rows, key=lambda row: row[SORTS[sort]], reverse=True)[:TOP]
+        row["sharding"] = sharded.get((row["schemaname"], row["digest"]))
+        row["scatter_ratio"] = row["sharding"].scatter_ratio if row["sharding"] else None
+    column = SORTS[sort]
+    return sorted(rows, key=lambda row: (row[column] is not None, row[column] or 0), reverse=True)[:TOP]
 
 
 @viewer_page
 def digests(request: HttpRequest) -> HttpResponse:
-    """The top digests, largest first by count, total, average or max time, or rows sent (``?sort=``)."""
+    """The top digests, largest first by count, total, average or max time, rows sent or scatter ratio
+    (``?sort=``)."""
     sort = request.GET.get("sort", DEFAULT_SORT)
     if sort not in SORTS:
         sort = DEFAULT_SORT

@@ -1,5 +1,6 @@
 """The shard map page: a config's shard groups, shards and sharded tables, each shard's traffic as the nodes report
-it, and the "which shard holds key K of table T" tester (``fleet.core.shards``)."""
+it, the "which shard holds key K of table T" tester (``fleet.core.shards``) and the statements on sharded tables by
+scatter ratio, as the nodes report them (``fleet.core.scatter``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from fleet.core import scatter
 from fleet.core.models import Cluster, ConfigVersion
 from fleet.core.ruletest import DRAFT, config_of
 from fleet.core.shards import LocateError, Location, locate, shard_groups
@@ -66,6 +68,7 @@ def shard_map(request: HttpRequest) -> HttpResponse:
             errors = [str(error)]
     groups = shard_groups(config) if config is not None else []
     hostgroups = {shard.hostgroup_id for group in groups for shard in group.shards}
+    problems: list[str] = []
     context = {
         "cluster": cluster,
         "form": form,
@@ -75,5 +78,7 @@ def shard_map(request: HttpRequest) -> HttpResponse:
         "tables": sorted(table.name for group in groups for table in group.tables),
         "location": location,
         "errors": errors,
+        "scatter": scatter.sharding_digests(cluster, problems)[: scatter.TOP],
+        "report_problems": problems,
     }
     return render(request, "web/shard_map.html", context)

@@ -259,3 +259,21 @@ def test_a_read_is_retried_when_its_idle_pooled_connection_died(sandbox: Sandbox
             conn.close()
     (row,) = proxy.admin("GET", "/stats/connection_pool")
     assert row["ConnOK"] == 4  # one new connection replaced the three dead ones
+
+
+def test_a_clients_unknown_schema_is_its_own_error_and_shuns_nothing(sandbox: Sandbox, start_proxy: StartProxy) -> None:
+    """A client asking for a schema the server does not have gets the server's 1049, as many times as it asks; the
+    server is not shunned for it, and other clients go on (ProxySQL counts such errors against the server)."""
+    proxy = start_proxy(make_config(sandbox, variables={"mysql-shun_on_failures": "2"}))
+    for _ in range(6):
+        with pytest.raises(pymysql.err.OperationalError) as info:
+            proxy.connect(database="no_such_schema").close()
+        code, message = info.value.args
+        assert code == 1049 and message.endswith(
+            f"refused the login of '{APP_USER}': Unknown database 'no_such_schema'"
+        )
+    with proxy.connect(database="app") as conn, conn.cursor() as cur:
+        cur.execute("SELECT 1")
+        assert cur.fetchall() == ((1,),)
+    servers = proxy.stats()["connection_pool"]
+    assert [s["status"] for s in servers] == ["ONLINE"]

@@ -128,7 +128,7 @@ def test_report_carries_the_running_version_and_the_busiest_digests(proxy: Proxy
     first = agent.report()
     assert (first["node"], first["applied_version"]) == ("agent-test", None)  # nothing applied through the agent
     assert first["applied_checksum"] == checksum(json.loads(proxy.config_path.read_text()))  # the file it runs
-    assert {"global", "connection_pool", "query_digest", "config"} <= set(first["stats"])
+    assert {"global", "connection_pool", "query_digest", "sharding_digest", "config"} <= set(first["stats"])
 
     v2 = document(mysql_max_connections="700")
     agent.apply("main", 2, checksum(v2), v2)

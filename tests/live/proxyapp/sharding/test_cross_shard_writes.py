@@ -3,10 +3,13 @@ the shards they reach, committed on all of them or none. A multi-row INSERT give
 DELETE without the key runs on both, a global table is written to both; the OK adds up the shards' counts. A shard
 that refuses its part rolls the other back. The proxy killed (by the XA test hook) after every branch is prepared,
 or after the decision to commit, leaves prepared branches that its recovery, at the restart, rolls back or commits:
-all or nothing, and nothing left prepared."""
+all or nothing, and nothing left prepared; and so does a proxy killed (SIGKILL) while six clients write."""
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -124,3 +127,46 @@ def test_a_proxy_killed_in_the_middle_leaves_all_or_nothing(
     assert rows(shards[0]) == ([(2, "b", 0)] if kept else [])
     assert rows(shards[1]) == ([(1, "a", 0)] if kept else [])
     assert ("xa recovery: committed" if kept else "xa recovery: rolled back") in proxy.log()
+
+
+def test_a_proxy_killed_under_load_leaves_every_transaction_whole(shards: Servers, start_proxy: StartProxy) -> None:
+    """Six clients write pairs of rows, one on each shard, as fast as they can; the proxy is killed (SIGKILL)
+    in the middle. After the restart's recovery nothing stays prepared, every pair is on both shards or on
+    neither, and every pair a client saw committed is there."""
+    proxy: ProxyProcess = start_proxy(config(shards))
+    committed: list[int] = []
+    lock = threading.Lock()
+
+    def write(client: int) -> None:
+        conn = proxy.connect(database="shop", autocommit=True, read_timeout=10)
+        with contextlib.suppress(pymysql.err.MySQLError, OSError), conn, conn.cursor() as cur:  # until the kill
+            for n in range(10_000):
+                pair = (client * 10_000 + n) * 2  # even: shard 0; odd: shard 1
+                cur.execute(f"INSERT INTO tb_Shop (City_ID, name) VALUES ({pair}, 'p'), ({pair + 1}, 'p')")
+                with lock:
+                    committed.append(pair)
+
+    writers = [threading.Thread(target=write, args=(client,), daemon=True) for client in range(6)]
+    for writer in writers:
+        writer.start()
+    wait_until(lambda: len(committed) >= 60, "sixty pairs committed", 60, interval=0.05)
+    proxy.signal(signal.SIGKILL)
+    assert proxy.proc is not None and proxy.proc.wait(timeout=10) == -signal.SIGKILL
+    for writer in writers:
+        writer.join(timeout=30)
+        assert not writer.is_alive()
+
+    proxy.start()
+
+    def recovered() -> bool:
+        if prepared(shards[0]) or prepared(shards[1]):
+            proxy.advance_clock(RECOVERY_INTERVAL)
+            return False
+        return True
+
+    wait_until(recovered, "recovery of the prepared branches", 30, interval=0.2)
+    evens = {row[0] for row in rows(shards[0])}
+    odds = {row[0] - 1 for row in rows(shards[1])}
+    assert evens == odds, f"pairs split over the shards: {sorted(evens ^ odds)}"
+    assert set(committed) <= evens, f"committed pairs lost: {sorted(set(committed) - evens)}"
+    assert all(pair % 2 == 0 for pair in evens) and len(evens) >= 60

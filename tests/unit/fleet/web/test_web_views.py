@@ -36,7 +36,7 @@ from fleet.web.pages import TABLE_PAGES
 from fleet.web.views.tables import PAGE_SIZE
 from proxyapp.rules.engine import QueryContext, RuleEngine
 from tests.support.control_plane import LOGIN_PASSWORD, MONITOR_SECRET, NO_ROLE, SECRET, make_cluster
-from tests.support.node_messages import digest_row, pool_row, send_ack, send_report, snapshot
+from tests.support.node_messages import digest_row, pool_row, send_ack, send_report, sharding_row, snapshot
 
 pytestmark = pytest.mark.django_db
 
@@ -608,13 +608,14 @@ def plant_hostile_values(cluster: Cluster) -> None:
     Cluster.objects.filter(pk=cluster.pk).update(comment=HOSTILE)
     publishing.publish(cluster, None, comment=HOSTILE)
     node = ProxyNode.objects.get(cluster=cluster, name=NODE)
-    send_report(node, timezone.now(), snapshot([], [digest_row("0x3", HOSTILE, 1, 1)]), None)
+    sharding = [{**sharding_row("0x3", HOSTILE, 1, 1), "schemaname": HOSTILE}]
+    send_report(node, timezone.now(), snapshot([], [digest_row("0x3", HOSTILE, 1, 1)], sharding=sharding), None)
 
 
 def test_hostile_values_are_escaped_on_every_page(published: Cluster, operator: Client) -> None:
-    """Every text column that accepts any text holds markup, and a node reports markup in a digest: every page
-    a viewer or operator opens answers 200 and shows it as text, never as markup (in a real browser, for every
-    role and the Django admin too: ``test_browser_crawl``)."""
+    """Every text column that accepts any text holds markup, and a node reports markup in a digest and a sharding
+    digest: every page a viewer or operator opens answers 200 and shows it as text, never as markup (in a real
+    browser, for every role and the Django admin too: ``test_browser_crawl``)."""
     cluster = published
     plant_hostile_values(cluster)
     urls = [*viewer_urls(), *operator_urls(cluster), reverse("web:diff") + "?old=2&new=3", reverse("web:api_token")]

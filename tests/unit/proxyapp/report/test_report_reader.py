@@ -15,6 +15,7 @@ from proxyapp.report.reader import (
     ReportedConfig,
     ReportError,
     RuleHits,
+    ShardingRow,
     read_config,
     read_counters,
     read_digests,
@@ -22,10 +23,12 @@ from proxyapp.report.reader import (
     read_monitor,
     read_pools,
     read_rule_hits,
+    read_sharding,
     read_transitions,
 )
 from proxyapp.report.stats import DigestStats, GlobalCounters
-from tests.support.node_messages import digest_row, pool_row
+from proxyapp.sharding.stats import ShardingStats
+from tests.support.node_messages import digest_row, pool_row, sharding_row
 
 
 def report(**sections: Any) -> dict[str, Any]:
@@ -65,6 +68,7 @@ MIRROR_EXTRA = {
 }
 DIGEST = digest_row("0xA1", "SELECT ?", 3, 90)
 CONFIG = {"checksum": "ab12", "loaded_at": 1.5, "source": "admin"}
+SHARDING = sharding_row("0xC3", "SELECT * FROM t WHERE a = ?", 1, 3, merge_rows=40, merge_us=900)
 
 
 def test_a_report_reads_into_typed_rows() -> None:
@@ -80,6 +84,20 @@ def test_a_report_reads_into_typed_rows() -> None:
     bare = report()
     assert (read_mirror(bare), read_monitor(bare), read_transitions(bare)) == (None, None, [])
     assert (read_digests(bare), read_rule_hits(bare), read_config(bare)) == ([], [], None)
+    assert read_sharding(bare) == []  # a node that shards nothing
+
+
+def test_sharding_digests_read_with_their_averages() -> None:
+    table = ShardingStats()
+    table.record("shop", "0xD4", "SELECT name FROM items WHERE City_ID = ?", 1)
+    table.record("shop", "0xD4", "SELECT name FROM items WHERE City_ID = ?", 4, merge_rows=8, merge_us=300)
+    table.record("shop", "0xD4", "SELECT name FROM items WHERE City_ID = ?", 0)  # refused
+    mine, real = read_sharding(report(sharding_digest=[SHARDING, *table.rows()]))
+    assert mine == ShardingRow("app", "0xC3", "SELECT * FROM t WHERE a = ?", 1, 3, 0, 7, 40, 900, 0.75)
+    assert (real.single_shard, real.scatter, real.refused, real.scatter_ratio) == (1, 1, 1, 0.5)
+    assert (real.ran, real.avg_shards, real.avg_merge_us) == (2, 2.5, 300.0)
+    nothing_ran = ShardingRow("app", "0x1", "SELECT ?", 0, 0, 2, 0, 0, 0, 0.0)
+    assert (nothing_ran.avg_shards, nothing_ran.avg_merge_us) == (0.0, 0.0)
 
 
 def test_the_rest_of_a_report_reads_into_typed_rows() -> None:
@@ -133,6 +151,11 @@ def test_the_rest_of_a_report_reads_into_typed_rows() -> None:
         (report(query_digest=[{**DIGEST, "hostgroup": "10"}]), read_digests, r"\[0\].hostgroup: expected a whole"),
         (report(query_digest=[{**DIGEST, "count_star": -1}]), read_digests, r"\[0\].count_star: expected a whole"),
         (report(query_digest=[{**DIGEST, "digest_text": None}]), read_digests, r"\[0\].digest_text: expected text"),
+        (report(sharding_digest={}), read_sharding, "stats.sharding_digest: expected a list of rows"),
+        (report(sharding_digest=[{**SHARDING, "scatter": -2}]), read_sharding, r"\[0\].scatter: expected a whole"),
+        (report(sharding_digest=[{**SHARDING, "digest": 7}]), read_sharding, r"\[0\].digest: expected text"),
+        (report(sharding_digest=[{**SHARDING, "scatter_ratio": 2}]), read_sharding, "scatter_ratio: expected a num"),
+        (report(sharding_digest=[{**SHARDING, "merge_us": 1.5}]), read_sharding, r"\[0\].merge_us: expected a whole"),
         (report(query_rules=[{"rule_id": 1}]), read_rule_hits, r"query_rules\[0\].hits: expected a whole number"),
         (report(query_rules=["1"]), read_rule_hits, r"query_rules\[0\]: expected an object"),
         (report(config=[]), read_config, "stats.config: expected an object"),

@@ -38,6 +38,11 @@ def test_aggregates_keep_group_by_and_leave_having_order_and_limit_to_the_merge(
     assert (found.limit, found.order[0].column, found.order[0].descending) == (3, Column(1), True)
 
 
+def test_having_may_name_a_group_key_by_its_alias() -> None:
+    found = of("SELECT k AS x, COUNT(*) AS n FROM t GROUP BY x HAVING x > 2")
+    assert found.having == Compare(">", found.keys[0], Decimal(2))
+
+
 def test_groups_come_in_group_by_order_without_order_by() -> None:
     found = of("SELECT made, COUNT(*) FROM t GROUP BY made")
     assert [o.column for o in found.order] == list(found.keys) and not found.order[0].descending

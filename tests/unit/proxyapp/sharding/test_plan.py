@@ -46,6 +46,26 @@ EVERY = frozenset(range(4))
         ("INSERT INTO tb_Shop (City_ID, n) VALUES (4, 1) ON DUPLICATE KEY UPDATE n = n + 1", {0}, False, True),
         ("DELETE s FROM tb_Shop s WHERE s.City_ID = 5", {1}, False, True),  # a multi-table DELETE's target list
         ("DELETE s FROM tb_Shop AS s JOIN visits v ON v.city = s.City_ID WHERE s.City_ID = 2", {2}, False, True),
+        # The verbs' modifiers, and INSERT without INTO (MariaDB allows it).
+        ("INSERT tb_Shop (City_ID) VALUES (5)", {1}, False, True),
+        ("REPLACE LOW_PRIORITY tb_Shop (City_ID) VALUES (6), (7)", {2, 3}, False, True),
+        ("INSERT HIGH_PRIORITY IGNORE INTO tb_Shop (City_ID) VALUES (4)", {0}, False, True),
+        ("UPDATE LOW_PRIORITY IGNORE tb_Shop SET n = 1 WHERE City_ID = 5", {1}, False, True),
+        ("UPDATE IGNORE tb_Shop SET n = 1", EVERY, True, True),
+        ("DELETE LOW_PRIORITY QUICK IGNORE FROM tb_Shop WHERE City_ID = 6", {2}, False, True),
+        # A statement in parentheses, and conditions in parentheses.
+        ("(SELECT * FROM tb_Shop WHERE City_ID = 5)", {1}, False, False),
+        ("((SELECT * FROM tb_Shop ORDER BY name LIMIT 2))", EVERY, True, False),
+        ("SELECT * FROM tb_Shop WHERE ((City_ID = 6 AND n > 1)) AND name = 'x'", {2}, False, False),
+        ("SELECT * FROM tb_Shop WHERE (City_ID = 6 OR n > 1) AND name = 'x'", EVERY, True, False),
+        (
+            "SELECT * FROM tb_Shop s JOIN visits v ON (v.city = s.City_ID AND v.n > 1) WHERE v.city = 7",
+            {3},
+            False,
+            False,
+        ),
+        ("SELECT * FROM tb_Shop s STRAIGHT_JOIN visits v ON v.city = s.City_ID", EVERY, True, False),
+        ("SELECT STRAIGHT_JOIN name FROM tb_Shop WHERE City_ID = 5", {1}, False, False),
         # Global tables: read from one shard, written to all.
         ("SELECT * FROM cities WHERE id = 1", {0}, False, False),
         ("INSERT INTO cities (id, name) VALUES (1, 'x')", EVERY, True, True),
@@ -113,6 +133,10 @@ def test_statements_on_other_tables_keep_todays_path(shard_map: ShardMap, sql: s
         ("UPDATE cities SET name = NOW()", "NOW() in a write to the global table shop.cities"),
         ("INSERT INTO cities (id, name) VALUES (1, UUID())", "UUID() in a write to the global table"),
         ("UPDATE cities SET made = CURRENT_TIMESTAMP", "CURRENT_TIMESTAMP() in a write to the global table"),
+        ("SELECT COUNT(*) FROM tb_Shop a STRAIGHT_JOIN visits v ON a.n = v.n", "not on their shard keys"),
+        ("SELECT * FROM tb_Shop a JOIN visits v ON (a.n = v.n OR a.City_ID = v.city)", "not on their shard keys"),
+        ("INSERT tb_Shop VALUES (1, 'a')", "without a column list"),
+        ("(SELECT 1 FROM tb_Shop) UNION (SELECT 2)", "UNION over shop.tb_Shop"),
     ],
 )
 def test_what_cannot_be_done_exactly_is_refused_with_the_reason(shard_map: ShardMap, sql: str, reason: str) -> None:

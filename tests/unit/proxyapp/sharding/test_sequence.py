@@ -41,6 +41,8 @@ def shard_map() -> ShardMap:
         ("INSERT INTO orders () VALUES (), ()", [3, 4], "INSERT INTO orders (`ID`) VALUES (LAST_INSERT_ID(3)), (4)"),
         ("REPLACE INTO orders (name) VALUE ('a')", [9],
          "REPLACE INTO orders (name, `ID`) VALUE ('a', LAST_INSERT_ID(9))"),
+        ("REPLACE LOW_PRIORITY orders (name) VALUES ('a')", [9],
+         "REPLACE LOW_PRIORITY orders (name, `ID`) VALUES ('a', LAST_INSERT_ID(9))"),
         ("INSERT IGNORE INTO `orders` (name) VALUES (CONCAT('a', ')'))", [5],
          "INSERT IGNORE INTO `orders` (name, `ID`) VALUES (CONCAT('a', ')'), LAST_INSERT_ID(5))"),
         # NULL, DEFAULT and 0 ask for a value; other integers are kept, and LAST_INSERT_ID() tells the first generated.
