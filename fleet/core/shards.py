@@ -36,13 +36,15 @@ class ShardView:
 
 @dataclass(frozen=True)
 class TableView:
-    """A sharded or global table: its name, key column, algorithm and the algorithm's rule in words."""
+    """A sharded or global table: its name, key column, algorithm, the algorithm's rule in words, and the column
+    its sequence numbers."""
 
     name: str
     shard_key: str | None
     algorithm: str
     rule: str
     comment: str
+    sequence_column: str | None = None
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,7 @@ def _table_view(table: MysqlShardedTable, shards: int) -> TableView:
         table.algorithm,
         describe_rule(table.algorithm, table.parameters, table.shard_key or "", shards),
         table.comment,
+        table.sequence_column,
     )
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, get_args, get_type_hints
 
 from proxyapp.config.rulecheck import shadowed_rules
-from proxyapp.config.sharding import build, parse_parameters
+from proxyapp.config.sharding import build, parse_parameters, string_keyed
 from proxyapp.config.tables import (
     RE_MODIFIERS,
     TABLES,
@@ -340,11 +340,25 @@ def _sharded_table_checks(values: dict[str, Any]) -> Iterator[RowError]:
         yield ("shard_key", "a global table has no shard key: it is whole on every shard")
     elif algorithm != "global" and "shard_key" in values and not key:
         yield ("shard_key", f"required by the {algorithm} algorithm: the column whose value picks the shard")
+    params = None
     if "parameters" in values:
         try:
-            parse_parameters(algorithm, values["parameters"])
+            params = parse_parameters(algorithm, values["parameters"])
         except ValueError as exc:
             yield ("parameters", str(exc))
+    sequence = values.get("sequence_column")
+    if not sequence:
+        return
+    if algorithm == "global":
+        yield ("sequence_column", "a global table has no sequence: it is written whole to every shard")
+        return
+    read_as = "date" if algorithm == "date" else "string" if params and string_keyed(algorithm, params) else ""
+    if read_as and key and sequence.lower() == key.lower():
+        yield (
+            "sequence_column",
+            f"{sequence} is the shard key, which the {algorithm} algorithm reads as a {read_as}: a sequence numbers "
+            "rows with integers",
+        )
 
 
 def _variable_checks(values: dict[str, Any]) -> Iterator[RowError]:

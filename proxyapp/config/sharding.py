@@ -111,10 +111,11 @@ def build(algorithm: str, text: str, shards: int) -> Algorithm:
     if not 1 <= shards <= MAX_SHARDS:
         raise ValueError(f"a shard group has 1 to {MAX_SHARDS} shards, not {shards}")
     params = parse_parameters(algorithm, text)
-    return Algorithm(algorithm, shards, _BUILDERS[algorithm](params, shards), _string_keyed(algorithm, params))
+    return Algorithm(algorithm, shards, _BUILDERS[algorithm](params, shards), string_keyed(algorithm, params))
 
 
-def _string_keyed(algorithm: str, params: dict[str, Any]) -> bool:
+def string_keyed(algorithm: str, params: dict[str, Any]) -> bool:
+    """Whether ``algorithm`` with ``params`` places rows by a string key (an integer inserted is stored as text)."""
     if algorithm == "list":
         return any(isinstance(v, str) for values in params["lists"].values() for v in values)
     return params.get("key_type") == "string"
@@ -381,7 +382,7 @@ def _listed(params: dict[str, Any], shards: int) -> Callable[[Key], int]:
     listed = _list_keys(params["lists"])
     where = {value: _in_group(shard, shards, "lists") for value, shard in listed.items()}
     otherwise = _fallback(params, shards, "list")
-    as_key: Callable[[Key], int | str] = _string if _string_keyed("list", params) else _integer
+    as_key: Callable[[Key], int | str] = _string if string_keyed("list", params) else _integer
 
     def pick(key: Key) -> int:
         value = as_key(key)

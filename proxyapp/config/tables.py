@@ -185,7 +185,8 @@ class MysqlShard:
 class MysqlShardedTable:
     """A table spread over a shard group (``mysql_sharded_tables``, ProxyFleet's own; key schemaname, tablename):
     which column's value picks the shard and by which algorithm (``proxyapp.config.sharding``); ``global``: the
-    table is whole on every shard."""
+    table is whole on every shard. ``sequence_column``: the column an INSERT leaves out (or gives NULL or 0) gets
+    its value from a sequence unique across the shards (``proxyapp.sharding.sequence``)."""
 
     schemaname: str = column(required=True, help="the schema clients use")
     tablename: str = column(required=True)
@@ -193,6 +194,9 @@ class MysqlShardedTable:
     algorithm: str = column("hash", choices=SHARD_ALGORITHMS)
     shard_key: str | None = column(None, help="the column whose value picks the shard (none for a global table)")
     parameters: str = column("", help="the algorithm's parameters, a JSON object (docs/sharding.md)")
+    sequence_column: str | None = column(
+        None, help="the AUTO_INCREMENT column the proxy numbers from the group's sequence (often the shard key)"
+    )
     comment: str = column("")
 
 

@@ -645,6 +645,14 @@ _SPECS = (
         "a write over several shards commits on all of them or none with XA (false: it is refused with an error "
         "that says so)",
     ),
+    _int(
+        "mysql-sharding_sequence_block",
+        1000,
+        "values of a sharded table's sequence a proxy worker reserves at a time (sequence_column): larger, fewer "
+        "round trips to shard 0; smaller, fewer values left unused when the worker stops",
+        minimum=1,
+        maximum=1_000_000_000,
+    ),
     _str(
         "mysql-sharding_xa_log_dir",
         "",

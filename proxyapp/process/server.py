@@ -31,6 +31,7 @@ from proxyapp.session.services import SessionServices
 from proxyapp.session.session import Session
 from proxyapp.session.throttle import AuthThrottle
 from proxyapp.sharding.coordinator import Coordinator
+from proxyapp.sharding.sequence import Sequences
 from proxyapp.sharding.stats import ShardingStats
 
 log = logging.getLogger("proxyapp")
@@ -99,6 +100,7 @@ class Proxy(SessionServices):
         self.xa: Coordinator | None = None
         self.xa_error = ""
         self._open_xa()
+        self.sequences = Sequences()
         #: The monitor's latest findings, from this process's own monitor or (a worker) from the supervisor's.
         self.monitor_state = MonitorState()
         #: The monitor, when this process runs it: with one worker process (else the supervisor does).

@@ -18,6 +18,7 @@ from proxyapp.session.client import Client, server_status
 from proxyapp.session.events import QueryDone
 from proxyapp.session.kill import KillRefused, carry_out, parse_kill
 from proxyapp.session.link import BackendLink, CacheKey
+from proxyapp.session.numbering import number_rows
 from proxyapp.session.prepared import ClientStatement
 from proxyapp.session.relay import InfileAbandoned, Relay
 from proxyapp.session.route import route
@@ -132,6 +133,14 @@ class QueryPipeline:
                 client.send_ok(self.status())
                 self.record(-1, digest, started, 0, 0)
                 return
+            if rt.shard_map.sequenced and first.keyword in ("INSERT", "REPLACE"):
+                numbered = await number_rows(services, client, self.state, sql)
+                if numbered is None:
+                    self.record(-1, digest, started, 0, 0)
+                    return
+                if numbered is not sql:  # the statement the shards run, the mirror hears, the events log holds
+                    sql = numbered
+                    payload = b"\x03" + sql.encode("utf-8", "surrogateescape")
             placed = self.place(sql)
             if placed is not None:
                 found, where = placed

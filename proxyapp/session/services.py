@@ -1,7 +1,7 @@
 """What a session may use of the proxy that runs it, and nothing more: counters and digest stats, the pools, the
 loaded config (``runtime``, replaced by a reload), the query cache, the events log, the listener that hears its
 commands, the task set for background work, the node's session seats, the clock, the start time, the TLS
-contexts, the XA coordinator, and KILL.
+contexts, the XA coordinator, the sharded tables' sequences, and KILL.
 ``server.Proxy`` provides it; a session never sees the rest of the proxy (its listener, admin endpoint, monitor,
 other sessions).
 """
@@ -21,6 +21,7 @@ from proxyapp.session.events import SessionListener
 from proxyapp.session.seats import Seats
 from proxyapp.session.throttle import AuthThrottle
 from proxyapp.sharding.coordinator import Coordinator
+from proxyapp.sharding.sequence import Sequences
 from proxyapp.sharding.stats import ShardingStats
 
 
@@ -43,6 +44,7 @@ class SessionServices:
     tls: TlsContexts  # what clients are offered (``frontend``) and TLS backends reached with, as last loaded
     xa: Coordinator | None  # the XA decision log and recovery, once a config has sharded tables
     xa_error: str  # why ``xa`` could not be opened ("" if it was, or was not needed)
+    sequences: Sequences  # the blocks of the sharded tables' sequences this worker holds, kept across reloads
 
     async def kill_session(self, target: int, query_only: bool, username: str | None) -> dict:
         """KILL [QUERY] of session ``target`` on behalf of ``username`` (None: the admin); the outcome."""

@@ -320,8 +320,12 @@ def _words_at_depth(tokens: Tokens, lo: int, hi: int, words: frozenset[str]) -> 
 
 def _literal(tokens: Tokens, i: int, hi: int) -> tuple[Key, int] | None:
     """A literal the key can be compared with at ``i`` (an integer, maybe negative, or a string, quoted or in hex
-    after a character set introducer), and the index after it; None for anything else (an expression, a
-    placeholder, a decimal, a hex number...)."""
+    after a character set introducer; also ``LAST_INSERT_ID(integer)``, which is that integer: how a sequence's first
+    value is written), and the index after it; None for anything else (an expression, a placeholder, a decimal, a
+    hex number...)."""
+    if tokens.word(i) == "LAST_INSERT_ID" and tokens.text(i + 1) == "(" and tokens.text(i + 3) == ")" and i + 3 < hi:
+        inner = _literal(tokens, i + 2, i + 3)
+        return (inner[0], i + 4) if inner is not None and isinstance(inner[0], int) else None
     negative = tokens.text(i) == "-" and i + 1 < hi
     j = i + 1 if negative else i
     if j >= hi:
@@ -508,6 +512,15 @@ def _insert(tokens: Tokens, lo: int, hi: int, ref: _Ref) -> Plan:
         for shard in sorted(shards)
     )  # fmt: skip
     return Plan(table, shards, False, True, statements=split, first_row_shard=placed[0])
+
+
+def written_table(
+    tokens: Tokens, lo: int, hi: int, schema: str | None, shard_map: ShardMap
+) -> tuple[ShardedTable, int] | None:
+    """The sharded or global table the INSERT or REPLACE in ``[lo, hi)`` writes, found as ``plan`` finds it, and the
+    index of the token after its name (its column list's ``(``); None when it writes none."""
+    ref = next(iter(_refs(tokens, lo, hi, schema, shard_map)), None)
+    return (ref.table, ref.index) if ref is not None and ref.depth == 0 else None
 
 
 #: A VALUES item that is not a literal (an expression, a function call, a placeholder).

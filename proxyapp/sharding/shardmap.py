@@ -32,6 +32,7 @@ class ShardedTable:
     key: str | None  # lowercase; None for a global table
     algorithm: Algorithm
     rule: str  # the algorithm and its parameters, canonical: tables with one rule hold equal keys on one shard
+    sequence: str | None = None  # the column the proxy numbers from the sequence (as configured); None: none
 
     @property
     def is_global(self) -> bool:
@@ -44,6 +45,7 @@ class ShardMap:
 
     def __init__(self, tables: dict[tuple[str, str], ShardedTable]) -> None:
         self.tables = tables
+        self.sequenced = any(table.sequence for table in tables.values())  # an INSERT may need numbering
         names = sorted({table for _, table in tables}, key=len, reverse=True)
         self._names = re.compile("|".join(re.escape(name) for name in names), re.IGNORECASE) if names else None
 
@@ -70,6 +72,7 @@ class ShardMap:
                 row.shard_key.lower() if row.shard_key else None,
                 build(row.algorithm, row.parameters, len(shards)),
                 f"{row.algorithm} {json.dumps(parse_parameters(row.algorithm, row.parameters), sort_keys=True)}",
+                row.sequence_column,
             )
         return cls(tables)
 

@@ -185,6 +185,13 @@ def box() -> Iterator[Sandbox]:
 
 
 @pytest.fixture(scope="module")
+def shard_box() -> Iterator[Sandbox]:
+    """A second server of the module, which the browser makes shard 1 of a shard group."""
+    with own_sandbox("browser-shard1", replicas=0) as sandbox:
+        yield sandbox
+
+
+@pytest.fixture(scope="module")
 def fleet_shape(box: Sandbox) -> stack.FleetShape:
     """A viewer and an operator, the cluster with its config published, and node ``live-1`` reporting every second,
     whose hostgroup 10 is the primary of ``box``, checked by the node's monitor every 200 ms. A worker silent for 5 s
@@ -313,12 +320,20 @@ def _fill(page: Page, values: dict[str, str | bool]) -> None:
     expect(page.locator("h1")).not_to_contain_text("Add to")
 
 
-def test_every_table_edited_in_the_browser_reaches_a_real_node(browser: Browser, live_stack: LiveStack) -> None:
+def test_every_table_edited_in_the_browser_reaches_a_real_node(
+    browser: Browser, live_stack: LiveStack, shard_box: Sandbox
+) -> None:
     """One row of every table added or edited through the forms, published from the browser: the node then routes
     reads by the new rule to the new server (a blank error_msg once blocked every matching query), blocks only
-    what the blocking rule names, and plans statements on the new sharded table."""
+    what the blocking rule names, and plans statements on the new sharded table, numbering its ids from the
+    sequence: a row inserted without one gets one and lands on the shard it maps to."""
     context = browser.new_context(base_url=live_stack.url)
     port = live_stack.box.primary().port
+    shard_servers = (live_stack.box.primary(), shard_box.primary())
+    for server in shard_servers:
+        with server.connect() as conn, conn.cursor() as cur:
+            cur.execute("DROP TABLE IF EXISTS app.sharded_things")
+            cur.execute("CREATE TABLE app.sharded_things (id bigint PRIMARY KEY AUTO_INCREMENT, name varchar(20))")
     try:
         page = _log_in_as_operator(context)
         _fill_row(page, "hostgroups", {"hostgroup_id": "20", "name": "readers"})
@@ -337,9 +352,12 @@ def test_every_table_edited_in_the_browser_reaches_a_real_node(browser: Browser,
         _fill_row(page, "variables", {"variable_name": "mysql-long_query_time", "variable_value": "2000"})
         fast = {"username": APP_USER, "schemaname": "app", "destination_hostgroup": "20"}
         _fill_row(page, "fast-routing", fast)
+        _fill_row(page, "hostgroups", {"hostgroup_id": "50", "name": "shard 1"})
+        _fill_row(page, "servers", {"hostgroup_id": "50", "hostname": "127.0.0.1", "port": str(shard_servers[1].port)})
         _fill_row(page, "shards", {"shard_group": "things", "shard": "0", "hostgroup_id": "10"})
+        _fill_row(page, "shards", {"shard_group": "things", "shard": "1", "hostgroup_id": "50"})
         sharded = {"schemaname": "app", "tablename": "sharded_things", "shard_group": "things", "shard_key": "id"}
-        _fill_row(page, "sharded-tables", {**sharded, "algorithm": "mod"})
+        _fill_row(page, "sharded-tables", {**sharded, "algorithm": "mod", "sequence_column": "id"})
         page.goto("/tables/users/")
         page.locator("table.grid tbody tr", has_text=APP_USER).get_by_role("link", name="Edit").click()
         _fill(page, {"comment": "edited in the browser"})
@@ -371,6 +389,13 @@ def test_every_table_edited_in_the_browser_reaches_a_real_node(browser: Browser,
             with pytest.raises(pymysql.err.MySQLError) as unsharded:  # the node knows the sharded table
                 cur.execute("INSERT INTO sharded_things VALUES (1)")
             assert unsharded.value.args[0] == 1235 and "without a column list" in unsharded.value.args[1]
+            cur.execute("INSERT INTO sharded_things (name) VALUES ('numbered')")
+            numbered = cur.lastrowid
+        assert numbered >= 1
+        for number, server in enumerate(shard_servers):
+            with server.connect() as conn, conn.cursor() as cur:
+                cur.execute("SELECT id FROM app.sharded_things WHERE name = 'numbered'")
+                assert cur.fetchall() == (((numbered,),) if numbered % 2 == number else ())
         with urllib.request.urlopen(f"http://{live_stack.node_admin}/stats/query_digest", timeout=5) as response:
             digests = json.loads(response.read())
         routed = {(row["digest_text"], row["hostgroup"]) for row in digests}

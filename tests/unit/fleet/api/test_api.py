@@ -188,6 +188,10 @@ def test_errors_name_the_field(clients: dict[str, APIClient], cluster: Cluster) 
     assert list(refused("replication-hostgroups", {"writer_hostgroup": 5, "reader_hostgroup": 5})) == [
         "reader_hostgroup"
     ]
+    global_table = {"schemaname": "s", "tablename": "t", "shard_group": "g", "algorithm": "global"}
+    assert refused("sharded-tables", {**global_table, "sequence_column": "id"}) == {
+        "sequence_column": ["a global table has no sequence: it is written whole to every shard"]
+    }
     server = first_key(operator, "servers")
     patched = operator.patch(f"{API}/servers/{server}/", {"status": "BROKEN"}, format="json")
     assert patched.status_code == 400 and list(patched.json()) == ["status"]

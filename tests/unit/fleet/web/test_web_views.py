@@ -593,7 +593,13 @@ def plant_hostile_values(cluster: Cluster) -> None:
     save_row(Server(cluster=cluster, hostgroup_id=30, hostname="10.0.0.30", port=3306, comment=HOSTILE), None)
     save_row(Shard(cluster=cluster, shard_group=HOSTILE, shard=0, hostgroup_id=30, comment=HOSTILE), None)
     sharded = ShardedTable(
-        cluster=cluster, schemaname=HOSTILE, tablename=HOSTILE, shard_group=HOSTILE, algorithm="hash", shard_key=HOSTILE
+        cluster=cluster,
+        schemaname=HOSTILE,
+        tablename=HOSTILE,
+        shard_group=HOSTILE,
+        algorithm="hash",
+        shard_key=HOSTILE,
+        sequence_column=HOSTILE,
     )
     save_row(sharded, None)
     hostgroup = Hostgroup.objects.get(cluster=cluster, hostgroup_id=10)

@@ -189,6 +189,18 @@ def test_a_config_without_sharding_keeps_its_document_and_checksum() -> None:
         ({"algorithm": "range", "parameters": '{"ranges": [[0, 9, 2]]}'}, "parameters: ranges: shard 2 is not in"),
         ({"algorithm": "list", "parameters": "{}"}, "parameters: lists is required"),
         ({"algorithm": "sharded"}, "algorithm"),
+        (
+            {"algorithm": "global", "shard_key": None, "sequence_column": "id"},
+            "sequence_column: a global table has no sequence: it is written whole to every shard",
+        ),
+        (
+            {"algorithm": "date", "parameters": '{"unit": "day", "start": "2024-01-01"}', "sequence_column": "city_id"},
+            "sequence_column: city_id is the shard key, which the date algorithm reads as a date: a sequence numbers",
+        ),
+        (
+            {"algorithm": "hash", "parameters": '{"key_type": "string"}', "sequence_column": "City_ID"},
+            "sequence_column: City_ID is the shard key, which the hash algorithm reads as a string",
+        ),
     ],
 )
 def test_a_bad_sharded_table_is_refused_naming_its_row_and_column(change: dict[str, Any], error: str) -> None:
@@ -198,6 +210,26 @@ def test_a_bad_sharded_table_is_refused_naming_its_row_and_column(change: dict[s
         e.startswith("mysql_sharded_tables[0] (schemaname='shop', tablename='tb_Shop')") and error in e
         for e in refused.value.errors
     ), refused.value.errors
+
+
+def test_a_sequence_may_number_the_key_or_another_column() -> None:
+    for column in ("City_ID", "shop_id"):
+        [table] = parse_config(shop(sequence_column=column)).mysql_sharded_tables
+        assert table.sequence_column == column
+    [table] = parse_config(shop(sequence_column="")).mysql_sharded_tables
+    assert table.sequence_column is None
+    parse_config(shop(algorithm="hash", parameters='{"key_type": "string"}', sequence_column="shop_id"))
+
+
+@pytest.mark.parametrize(("value", "error"), [(0, "0 is below the minimum 1"), ("x", "expected an integer")])
+def test_the_sequence_block_is_a_positive_count(value: object, error: str) -> None:
+    document = shop()
+    document["global_variables"] = [{"variable_name": "mysql-sharding_sequence_block", "variable_value": value}]
+    with pytest.raises(ConfigError) as refused:
+        parse_config(document)
+    assert any("mysql-sharding_sequence_block" in e and error in e for e in refused.value.errors), refused.value.errors
+    document["global_variables"][0]["variable_value"] = 3
+    assert parse_config(document).variables.integer("mysql-sharding_sequence_block") == 3
 
 
 def test_shards_are_numbered_from_0_without_gaps_and_once() -> None:

@@ -42,6 +42,7 @@ EVERY = frozenset(range(4))
         ("INSERT INTO tb_Shop (City_ID, name) VALUES (5, 'a')", {1}, False, True),
         ("INSERT INTO tb_Shop (name, City_ID) VALUES ('a', 5), ('b', 6), (CONCAT('c', 'd'), 9)", {1, 2}, False, True),
         ("REPLACE INTO shop.tb_Shop (City_ID) VALUE (8)", {0}, False, True),
+        ("INSERT INTO tb_Shop (City_ID) VALUES (LAST_INSERT_ID(5)), (6)", {1, 2}, False, True),  # a sequence's 5
         ("INSERT INTO tb_Shop (City_ID, n) VALUES (4, 1) ON DUPLICATE KEY UPDATE n = n + 1", {0}, False, True),
         ("DELETE s FROM tb_Shop s WHERE s.City_ID = 5", {1}, False, True),  # a multi-table DELETE's target list
         ("DELETE s FROM tb_Shop AS s JOIN visits v ON v.city = s.City_ID WHERE s.City_ID = 2", {2}, False, True),
