@@ -73,7 +73,7 @@ class _Ref:
 
 def plan(sql: str, schema: str | None, shard_map: ShardMap) -> Plan | None:
     """The plan of ``sql`` run with default schema ``schema``; None when it names no sharded or global table."""
-    if (schema is None and "." not in sql) or not shard_map.named_in(sql):
+    if not shard_map.named_in(sql, schema):
         return None
     tokens = tokenize(sql)
     ranges = [unwrap(tokens, lo, hi) for lo, hi in statement_ranges(tokens)]  # (SELECT ...) is SELECT ...

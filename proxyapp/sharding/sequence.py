@@ -78,7 +78,7 @@ def numbering(sql: str, schema: str | None, shard_map: ShardMap, zero_is_value: 
     """The numbering ``sql`` needs (run with default schema ``schema``; ``zero_is_value``: the session's sql_mode
     has NO_AUTO_VALUE_ON_ZERO); None when it needs none, or is a statement the planner refuses anyway (several
     statements, no column list, INSERT ... SELECT or SET, rows that do not match the column list)."""
-    if (schema is None and "." not in sql) or not shard_map.named_in(sql):
+    if not shard_map.named_in(sql, schema):
         return None
     tokens = tokenize(sql)
     ranges = statement_ranges(tokens)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from proxyapp.config.document import Config
@@ -46,13 +47,19 @@ class ShardMap:
     def __init__(self, tables: dict[tuple[str, str], ShardedTable]) -> None:
         self.tables = tables
         self.sequenced = any(table.sequence for table in tables.values())  # an INSERT may need numbering
-        names = sorted({table for _, table in tables}, key=len, reverse=True)
-        self._names = re.compile("|".join(re.escape(name) for name in names), re.IGNORECASE) if names else None
+        self._schemas = frozenset(schema for schema, _ in tables)
+        self._names = _any_of({table for _, table in tables})
+        self._qualifiers = _any_of(self._schemas)
 
-    def named_in(self, sql: str) -> bool:
-        """Whether ``sql`` may name one of the tables: their names appear in it, in any case (a quick test that
-        spares statements on other tables the planner's tokenizing)."""
-        return self._names is not None and self._names.search(sql) is not None
+    def named_in(self, sql: str, schema: str | None) -> bool:
+        """Whether ``sql``, run with default schema ``schema``, may name one of the tables: a table's name appears
+        in it (in any case), and the default schema is one of theirs or one of their schemas' names appears too. A
+        quick test that spares statements on other tables the planner's tokenizing."""
+        if self._names is None or self._qualifiers is None:
+            return False
+        if (schema is None or schema.lower() not in self._schemas) and self._qualifiers.search(sql) is None:
+            return False
+        return self._names.search(sql) is not None
 
     @classmethod
     def build(cls, config: Config) -> ShardMap:
@@ -84,3 +91,9 @@ class ShardMap:
         if schema is None:
             return None
         return self.tables.get((schema.lower(), table.lower()))
+
+
+def _any_of(names: Iterable[str]) -> re.Pattern[str] | None:
+    """A pattern finding any of ``names`` in any case (longest first), None for none."""
+    ordered = sorted(names, key=len, reverse=True)
+    return re.compile("|".join(re.escape(name) for name in ordered), re.IGNORECASE) if ordered else None
