@@ -20,7 +20,7 @@ from proxyapp.backends.pool import ServerPool
 from proxyapp.config.tables import MysqlServer
 from proxyapp.mysql.backend import BackendConnection
 from proxyapp.mysql.constants import ErrorCode
-from proxyapp.mysql.packets import OkPacket, ProtocolError, ok_packet
+from proxyapp.mysql.packets import ErrPacket, OkPacket, ProtocolError, ok_packet
 from proxyapp.mysql.resultset import TextResult, binary_result_set_of, read_whole_result, result_set_of
 from proxyapp.mysql.wire import STATUS_UNKNOWN, PeerClosed, Response
 from proxyapp.session.client import Client
@@ -70,7 +70,7 @@ class Scatter:
         except Refused as refused:
             self.client.send_error(ErrorCode.NOT_SUPPORTED, f"ProxyFleet sharding does not support {refused} yet")
             return None
-        results = await self._run(shards, plan.sql)
+        results = await self._run(shards, plan.sql, in_order=_LOCKING.search(plan.sql) is not None)
         if results is None:
             return None
         began = time.perf_counter()
@@ -139,7 +139,7 @@ class Scatter:
         opened = await self._ask(conns, [xa_start_sql(xid, shard.number) for shard in shards])
         answers = opened
         if all(isinstance(a, TextResult) and a.error is None for a in opened):
-            answers = await self._ask(conns, [sql for _, sql in statements])
+            answers = await self._ask(conns, [sql for _, sql in statements], in_order=True)
         failed = self._failure(shards, answers)
         if failed is None and copies:
             differ = copies_differ(shards, [a.ok for a in answers if isinstance(a, TextResult)])
@@ -171,7 +171,7 @@ class Scatter:
             return None
         answers = await self._ask(conns, [f"SAVEPOINT {STATEMENT_SAVEPOINT}"] * len(conns))
         if all(isinstance(a, TextResult) and a.error is None for a in answers):
-            answers = await self._ask(conns, [sql for _, sql in statements])
+            answers = await self._ask(conns, [sql for _, sql in statements], in_order=True)
         failed = self._failure(shards, answers)
         if failed is None and copies:
             differ = copies_differ(shards, [a.ok for a in answers if isinstance(a, TextResult)])
@@ -223,13 +223,15 @@ class Scatter:
                 return answer.error.code, answer.error.message, answer.error.sqlstate
         return None
 
-    async def _run(self, shards: tuple[Shard, ...], sql: str, keep_going: bool = False) -> list[TextResult] | None:
+    async def _run(
+        self, shards: tuple[Shard, ...], sql: str, keep_going: bool = False, in_order: bool = False
+    ) -> list[TextResult] | None:
         """Run ``sql`` on a connection to each shard and read each whole result; None when a connection could not
         be had or was lost, or (unless ``keep_going``) a shard answered an error: the error is sent."""
         conns = await self._borrow(list(shards))
         if conns is None:
             return None
-        answers = await self._ask(conns, [sql] * len(conns))
+        answers = await self._ask(conns, [sql] * len(conns), in_order)
         results: list[TextResult] = []
         lost: tuple[Shard, BaseException] | None = None
         for shard, conn, answer in zip(shards, conns, answers, strict=True):
@@ -282,9 +284,20 @@ class Scatter:
             conns.append(conn)
         return conns
 
-    async def _ask(self, conns: list[BackendConnection], sqls: list[str]) -> list[TextResult | BaseException]:
+    async def _ask(
+        self, conns: list[BackendConnection], sqls: list[str], in_order: bool = False
+    ) -> list[TextResult | BaseException]:
         """Send each connection its statement at once and read the whole results, under the query timeout; a
-        connection lost (its exception in the list) is closed, to be given back as not reusable."""
+        connection lost (its exception in the list) is closed, to be given back as not reusable. ``in_order``:
+        one shard after the other, in the order given (the shards' order), stopping at the first that fails (the
+        rest answer ``NOT_RUN``): statements that take locks, so that two of them never wait for each other on two
+        shards at once, a deadlock no server could see."""
+        if in_order:
+            answers: list[TextResult | BaseException] = []
+            for conn, sql in zip(conns, sqls, strict=True):
+                failed = answers and (isinstance(answers[-1], BaseException) or answers[-1].error is not None)
+                answers.extend([NOT_RUN] if failed else await self._ask([conn], [sql]))
+            return answers
         link = self.link
         timeout_ms = self.services.runtime.settings.default_query_timeout_ms
         loop = self.client.wire.loop
@@ -333,6 +346,11 @@ def _server(conn: BackendConnection) -> MysqlServer:
     assert isinstance(pool, ServerPool)
     return pool.server
 
+
+#: The answer of a shard a statement run ``in_order`` did not reach (an earlier shard failed).
+NOT_RUN = TextResult(error=ErrPacket(ErrorCode.QUERY_INTERRUPTED, "70100", "not run: an earlier shard failed"))
+#: A SELECT that locks the rows it reads.
+_LOCKING = re.compile(r"\bFOR\s+(UPDATE|SHARE)\b|\bLOCK\s+IN\s+SHARE\s+MODE\b", re.IGNORECASE)
 
 #: The counts an OK packet's info text gives ("Records: 3  Duplicates: 0  Warnings: 0", "Rows matched: ...").
 _COUNT = re.compile(rb"([A-Za-z ]+): (\d+)")

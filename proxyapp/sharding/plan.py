@@ -245,6 +245,8 @@ def _refs(tokens: Tokens, lo: int, hi: int, schema: str | None, shard_map: Shard
             i += 1
             while tokens.word(i) in _MODIFIERS:
                 i += 1
+            if tokens.word(i) == "IF":  # CREATE TABLE IF NOT EXISTS t, DROP TABLE IF EXISTS t
+                i += 3 if tokens.word(i + 1) == "NOT" else 2
             while i < hi:
                 name, i = _table_name(tokens, i, hi, schema)
                 if name is None:

@@ -182,3 +182,43 @@ def test_a_proxy_killed_under_load_leaves_every_transaction_whole(shards: Server
     assert evens == odds, f"pairs split over the shards: {sorted(evens ^ odds)}"
     assert set(committed) <= evens, f"committed pairs lost: {sorted(set(committed) - evens)}"
     assert all(pair % 2 == 0 for pair in evens) and len(evens) >= 60
+
+
+def test_a_write_over_both_shards_takes_its_locks_shard_by_shard_in_order(
+    shards: Servers, start_proxy: StartProxy
+) -> None:
+    """Sent to both shards at once, two writes could each lock a row on one shard and wait for the other's row on
+    the other: a deadlock no server sees, until the lock wait timeout (it stalled Amoeba's update on two shards). So
+    a write runs on its shards one after the other, in shard order: while it waits on shard 0, it holds nothing on
+    shard 1."""
+    proxy = start_proxy(config(shards))
+    with proxy.connect(database="shop", autocommit=True) as conn, conn.cursor() as cur:
+        cur.execute("INSERT INTO tb_Shop (City_ID, name) VALUES (1, 'a'), (2, 'b')")
+    holder = shards[0].connect(autocommit=False)  # row 2, on shard 0, locked by someone else
+    holder.cursor().execute("SELECT * FROM shop.tb_Shop WHERE City_ID = 2 FOR UPDATE")
+    outcome: list[Any] = []
+
+    def write() -> None:
+        with proxy.connect(database="shop", autocommit=True) as conn, conn.cursor() as cur:
+            outcome.append(cur.execute("UPDATE tb_Shop SET n = n + 1 WHERE City_ID IN (1, 2)"))
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        wait_until(lambda: _lock_waits(shards[0]) > 0, "the write waiting for row 2 on shard 0", 10)
+        with shards[1].connect(autocommit=False) as other, other.cursor() as cur:  # row 1 on shard 1: still free
+            cur.execute("SELECT n FROM shop.tb_Shop WHERE City_ID = 1 FOR UPDATE NOWAIT")
+            assert cur.fetchall() == ((0,),)
+            other.rollback()
+    finally:
+        holder.rollback()
+        holder.close()
+        writer.join(timeout=30)
+    assert outcome == [2]
+    assert rows(shards[0]) == [(2, "b", 1)] and rows(shards[1]) == [(1, "a", 1)]
+
+
+def _lock_waits(server: SandboxServer) -> int:
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute("SELECT COUNT(*) FROM information_schema.innodb_lock_waits")
+        return int(cur.fetchall()[0][0])

@@ -79,6 +79,8 @@ EVERY = frozenset(range(4))
         # DDL: every shard.
         ("ALTER TABLE tb_Shop ADD COLUMN x int", EVERY, True, True),
         ("TRUNCATE TABLE tb_Shop", EVERY, True, True),
+        ("DROP TABLE IF EXISTS tb_Shop", EVERY, True, True),
+        ("CREATE TABLE IF NOT EXISTS shop.tb_Shop (City_ID int)", EVERY, True, True),
     ],
 )
 def test_the_shards_a_statement_reaches(
