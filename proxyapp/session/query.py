@@ -129,8 +129,8 @@ class QueryPipeline:
                 return
         hostgroup = self.route(statements, outcome)
         branch: BackendConnection | None = None  # a branch of the spanning transaction the statement runs on
-        sent = payload  # what the backend runs: on a shard with a physical schema, renamed (``sharding.physical``)
-        physical: str | None = None  # the default schema it runs in instead of the session's
+        on_shard: str | None = None  # the statement on a shard with a physical schema, renamed (``sharding.physical``)
+        physical: str | None = None  # the default schema it runs in there instead of the session's
         if rt.shard_map is not None:
             if len(statements) == 1 and self.held_back(first, sql, hostgroup, payload):
                 client.send_ok(self.status())
@@ -165,10 +165,11 @@ class QueryPipeline:
                 hostgroup = where.hostgroup
                 shard = shard_on(found.table, hostgroup)
                 if shard.renamed:
-                    sent = b"\x03" + rewrite(sql, shard).encode("utf-8", "surrogateescape")
+                    on_shard = rewrite(sql, shard)
                     physical = default_schema(shard, self.state.schema)
                 self.record_sharded(digest, 1)
         relay_infile = self._relay_infile
+        sent = payload if on_shard is None else b"\x03" + on_shard.encode("utf-8", "surrogateescape")
 
         async def run(conn: BackendConnection, relay: Relay) -> Response:
             conn.wire.send(sent, 0)

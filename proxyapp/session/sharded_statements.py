@@ -4,7 +4,8 @@ COM_STMT_PREPARE runs on a connection to the table group's shard 0, which tells 
 columns; nothing is planned yet, as the plan depends on the values. Each COM_STMT_EXECUTE is rendered as the text
 statement its values make (``proxyapp.sharding.params``) and planned and placed like a COM_QUERY of it
 (``QueryPipeline.place``). One shard: the prepared statement runs there in the binary protocol, end to end (the
-caller's execute path, on that shard's hostgroup). Several shards: the text runs through the scatter
+caller's execute path, on that shard's hostgroup; refused on a shard with a physical schema, where the statement
+would need renaming, ``proxyapp.sharding.physical``). Several shards: the text runs through the scatter
 (``session.scatter``), a merged result goes back as a binary result set, a write's OK as it is. A refusal is a 1235
 error, as for text.
 """
