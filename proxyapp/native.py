@@ -52,6 +52,7 @@ COMPILED = (
     "proxyapp/session/track.py",
     "proxyapp/sharding/gather.py",
     "proxyapp/sharding/merge.py",
+    "proxyapp/sharding/physical.py",
     "proxyapp/sharding/placement.py",
     "proxyapp/sharding/plan.py",
     "proxyapp/sharding/shardmap.py",

@@ -331,6 +331,16 @@ def _replication_checks(values: dict[str, Any]) -> Iterator[RowError]:
         yield ("reader_hostgroup", f"{writer} is also the writer_hostgroup; they must differ")
 
 
+#: A shard's physical schema: a plain identifier, as MariaDB keeps a database's name.
+_SCHEMA_NAME = re.compile(r"[A-Za-z0-9_$]{1,64}")
+
+
+def _shard_checks(values: dict[str, Any]) -> Iterator[RowError]:
+    physical = values.get("physical_schema")
+    if physical is not None and not _SCHEMA_NAME.fullmatch(physical):
+        yield ("physical_schema", f"{physical!r} is not a schema name: 1 to 64 letters, digits, _ or $")
+
+
 def _sharded_table_checks(values: dict[str, Any]) -> Iterator[RowError]:
     algorithm = values.get("algorithm")
     if algorithm is None:
@@ -380,6 +390,7 @@ _ROW_CHECKS: dict[type, Callable[[dict[str, Any]], Iterator[RowError]]] = {
     MysqlServer: _server_checks,
     MysqlQueryRule: _rule_checks,
     MysqlReplicationHostgroup: _replication_checks,
+    MysqlShard: _shard_checks,
     MysqlShardedTable: _sharded_table_checks,
     GlobalVariable: _variable_checks,
 }
@@ -581,8 +592,9 @@ def _replication_errors(pairs: list[tuple[int, MysqlReplicationHostgroup]]) -> I
 
 
 def _sharding_errors(rows: _Rows) -> Iterator[str]:
-    """Shard groups whose shards are not numbered 0 to N-1, sharded tables naming a group that does not exist, and
-    algorithm parameters that do not fit their group (a shard number outside it, buckets left to no shard)."""
+    """Shard groups whose shards are not numbered 0 to N-1, sharded tables naming a group that does not exist,
+    algorithm parameters that do not fit their group (a shard number outside it, buckets left to no shard), and two
+    tables that would be one on a server (``_same_table``)."""
     groups: dict[str, set[int]] = {}
     for _, shard in rows["mysql_shards"]:
         groups.setdefault(shard.shard_group, set()).add(shard.shard)
@@ -604,6 +616,30 @@ def _sharding_errors(rows: _Rows) -> Iterator[str]:
             build(table.algorithm, table.parameters, len(groups[table.shard_group]))
         except ValueError as exc:
             yield f"{where}: parameters: {exc}"
+    yield from _same_table(rows)
+
+
+def _same_table(rows: _Rows) -> Iterator[str]:
+    """Two sharded tables that a shard's physical schema would make one table on a hostgroup: a shard keeps every
+    logical schema of its group in its physical schema, so ``a.t`` and ``b.t`` of one group, or ``a.t`` kept in
+    physical schema ``b`` beside another group's ``b.t`` on the same hostgroup, would be one table there."""
+    shards: dict[str, list[MysqlShard]] = {}
+    for _, shard in rows["mysql_shards"]:
+        shards.setdefault(shard.shard_group, []).append(shard)
+    held: dict[tuple[int, str, str], tuple[int, str]] = {}  # (hostgroup, schema, table) -> the table kept there
+    for index, table in rows["mysql_sharded_tables"]:
+        name = f"{table.schemaname}.{table.tablename}"
+        for shard in shards.get(table.shard_group, ()):
+            schema = shard.physical_schema or table.schemaname
+            spot = (shard.hostgroup_id, schema.lower(), table.tablename.lower())
+            first = held.setdefault(spot, (index, name))
+            if first[1].lower() != name.lower():
+                yield (
+                    f"{_where('mysql_sharded_tables', index, _as_row(table))}: {name} would be the same table as "
+                    f"mysql_sharded_tables[{first[0]}] {first[1]} on hostgroup {shard.hostgroup_id} (both in its "
+                    f"schema {schema}): give the shards other physical schemas, or rename one table"
+                )
+                break
 
 
 def _tls_errors(rows: list[tuple[int, GlobalVariable]], variables: Variables) -> Iterator[str]:

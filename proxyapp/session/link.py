@@ -75,9 +75,11 @@ class BackendLink:
         outcome: RuleOutcome | None,
         cache_key: CacheKey | None = None,
         branch: BackendConnection | None = None,
+        schema: str | None = None,
     ) -> Response | None:
         """Run one command on a backend of ``hostgroup`` and relay the response; None if an error was sent.
-        ``branch``: run it on that connection, a branch the session's shard transaction holds (``shardtxn``)."""
+        ``branch``: run it on that connection, a branch the session's shard transaction holds (``shardtxn``);
+        ``schema``: in that default schema instead of the session's (a shard's physical schema)."""
         rt = self.services.runtime
         retries = outcome.retries if outcome is not None and outcome.retries is not None else None
         if retries is None:
@@ -94,11 +96,11 @@ class BackendLink:
             kept = branch is not None or (self.conn is not None and not beside)
             conn = branch if branch is not None else self.conn if kept else None
             if conn is None:
-                conn = await self.borrow(hostgroup)
+                conn = await self.borrow(hostgroup, schema)
                 if conn is None:
                     return None
-            elif not self.state.matches(conn.state):
-                err = await self._sync_safely(conn)
+            elif not self.state.matches(conn.state, schema):
+                err = await self._sync_safely(conn, schema)
                 if err is not None:
                     self.client.send_error(err.code, err.message)
                     return None
@@ -180,7 +182,7 @@ class BackendLink:
                 if response.last_insert_id:
                     self.last_insert_id = response.last_insert_id
                 return response
-            self._after(conn, hostgroup, statements, response, outcome, captured)
+            self._after(conn, hostgroup, statements, response, outcome, captured, schema is None)
             return response
 
     def _after(
@@ -191,9 +193,10 @@ class BackendLink:
         response: Response,
         outcome: RuleOutcome | None,
         captured: bool,
+        own_schema: bool,
     ) -> None:
-        """Carry out what ``track`` decided the statements changed: the connection's applied state, the
-        transaction, and whether the session keeps the connection."""
+        """Carry out what ``track`` decided the statements changed: the connection's applied state (its schema the
+        session's if it ran in it, ``own_schema``), the transaction, and whether the session keeps the connection."""
         state = self.state
         in_trans = conn.in_transaction
         multiplex = outcome.multiplex if outcome is not None else None
@@ -201,7 +204,8 @@ class BackendLink:
         flags = track(state, statements, response, in_trans, multiplex, captured, multiplexing)
         if flags & APPLIED:
             state.adopt(conn.state)
-            conn.state.schema = state.schema
+            if own_schema:
+                conn.state.schema = state.schema
         if response.last_insert_id:
             self.last_insert_id = response.last_insert_id
         if in_trans != self.in_transaction:
@@ -223,30 +227,39 @@ class BackendLink:
             else:
                 release(conn)
 
-    async def borrow(self, hostgroup: int) -> BackendConnection | None:
-        """A connection from ``hostgroup`` brought to the session's state, or None after sending the error."""
+    async def borrow(self, hostgroup: int, schema: str | None = None) -> BackendConnection | None:
+        """A connection from ``hostgroup`` brought to the session's state (in default schema ``schema`` instead of
+        the session's when given: a shard's physical schema), or None after sending the error."""
         hg: Hostgroup = self.services.pools.hostgroup(hostgroup)
-        conn = hg.take_idle(self.client.credentials.username, self.state.schema)
+        wanted = schema or self.state.schema
+        conn = hg.take_idle(self.client.credentials.username, wanted)
         if not isinstance(conn, BackendConnection):
             try:
-                conn = await hg.acquire(self.client.credentials, self.state.schema, conn)
+                conn = await hg.acquire(self.client.credentials, wanted, conn)
             except PoolError as exc:
                 self.services.counters.ConnPool_get_conn_failure += 1
                 self.client.send_error(exc.code, f"ProxyFleet: {exc}", 1)
                 return None
         self.services.counters.ConnPool_get_conn_success += 1
-        if self.state.matches(conn.state):
+        if self.state.matches(conn.state, schema):
             return conn
-        err = await self._sync_safely(conn)
+        err = await self._sync_safely(conn, schema)
         if err is not None:
             release(conn, reusable=False)
             self.client.send_error(err.code, err.message)
             return None
         return conn
 
-    async def _sync_safely(self, conn: BackendConnection) -> ErrPacket | None:
+    async def sync(self, conn: BackendConnection, schema: str | None = None) -> ErrPacket | None:
+        """Bring ``conn``, a connection the session holds (a branch of its transaction over shards), to the
+        session's state in default schema ``schema`` instead of the session's when given; the error met."""
+        if self.state.matches(conn.state, schema):
+            return None
+        return await self._sync_safely(conn, schema)
+
+    async def _sync_safely(self, conn: BackendConnection, schema: str | None = None) -> ErrPacket | None:
         try:
-            return await bring(conn, self.state)
+            return await bring(conn, self.state, schema)
         except (PeerClosed, ProtocolError, OSError) as exc:
             pool = conn.pool
             assert isinstance(pool, ServerPool)

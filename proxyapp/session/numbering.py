@@ -23,6 +23,7 @@ from proxyapp.session.client import Client
 from proxyapp.session.link import release
 from proxyapp.session.services import SessionServices
 from proxyapp.session.state import SessionState, bring
+from proxyapp.sharding.physical import default_schema, rewrite
 from proxyapp.sharding.sequence import CREATE_STATEMENTS, advance_sql, highest_sql, numbering, start_sql
 from proxyapp.sharding.shardmap import Shard, ShardedTable
 
@@ -91,7 +92,7 @@ class _Reserver:
     async def _highest(self, shard: Shard) -> int:
         """The highest value of the sequence column on ``shard`` (0 when it has none above 0)."""
         async with self._connection(shard) as conn:
-            found = await conn.fetch_row(highest_sql(self.table))
+            found = await conn.fetch_row(rewrite(highest_sql(self.table), shard))
         if isinstance(found, ErrPacket):
             raise SequenceError(found.code, f"{_where(shard)}: {found.message}")
         value = found[1][0]
@@ -107,19 +108,21 @@ class _Reserver:
 
     @asynccontextmanager
     async def _connection(self, shard: Shard) -> AsyncIterator[BackendConnection]:
-        """A connection to ``shard``'s hostgroup in the plain state while in use, given back after (closed when
-        lost or left mid-statement)."""
+        """A connection to ``shard``'s hostgroup in the plain state (in the shard's physical schema where it renames
+        the session's) while in use, given back after (closed when lost or left mid-statement)."""
         hostgroup = self.services.pools.hostgroup(shard.hostgroup_id)
         where = _where(shard)
-        conn = hostgroup.take_idle(self.credentials.username, self.plain.schema)
+        physical = default_schema(shard, self.plain.schema)
+        schema = physical or self.plain.schema
+        conn = hostgroup.take_idle(self.credentials.username, schema)
         try:
             if not isinstance(conn, BackendConnection):
-                conn = await hostgroup.acquire(self.credentials, self.plain.schema, conn)
+                conn = await hostgroup.acquire(self.credentials, schema, conn)
         except PoolError as exc:
             raise SequenceError(exc.code, f"{where}: {exc}") from None
         reusable = False
         try:
-            refused = await bring(conn, self.plain)
+            refused = await bring(conn, self.plain, physical)
             if refused is not None:
                 raise SequenceError(refused.code, f"{where}: {refused.message}")
             yield conn

@@ -26,6 +26,7 @@ from proxyapp.session.scatter import Scatter
 from proxyapp.session.services import SessionServices
 from proxyapp.session.shardtxn import SpanningTransactions
 from proxyapp.session.state import Pin, SessionState
+from proxyapp.sharding.physical import default_schema, rewrite, shard_on
 from proxyapp.sharding.placement import Placement, placement
 from proxyapp.sharding.plan import Plan, plan
 from proxyapp.sql.digest import Digest, compute_digest
@@ -128,6 +129,8 @@ class QueryPipeline:
                 return
         hostgroup = self.route(statements, outcome)
         branch: BackendConnection | None = None  # a branch of the spanning transaction the statement runs on
+        on_shard: str | None = None  # the statement on a shard with a physical schema, renamed (``sharding.physical``)
+        physical: str | None = None  # the default schema it runs in there instead of the session's
         if rt.shard_map is not None:
             if len(statements) == 1 and self.held_back(first, sql, hostgroup, payload):
                 client.send_ok(self.status())
@@ -160,14 +163,19 @@ class QueryPipeline:
                     await self.scatter(sql, found, where, digest, started)
                     return
                 hostgroup = where.hostgroup
+                shard = shard_on(found.table, hostgroup)
+                if shard.renamed:
+                    on_shard = rewrite(sql, shard)
+                    physical = default_schema(shard, self.state.schema)
                 self.record_sharded(digest, 1)
         relay_infile = self._relay_infile
+        sent = payload if on_shard is None else b"\x03" + on_shard.encode("utf-8", "surrogateescape")
 
         async def run(conn: BackendConnection, relay: Relay) -> Response:
-            conn.wire.send(payload, 0)
+            conn.wire.send(sent, 0)
             return await read_response(conn.wire, relay, relay_infile=relay_infile)
 
-        response = await link.execute(hostgroup, run, statements, outcome, cache_key, branch)
+        response = await link.execute(hostgroup, run, statements, outcome, cache_key, branch, physical)
         if self.spanning.current is not None:
             await self.spanning.after(response.error if response is not None else None, branch)
         if outcome.mirror_hostgroup is not None or outcome.mirror_flagOUT is not None or self.followed:

@@ -29,6 +29,7 @@ from proxyapp.session.services import SessionServices
 from proxyapp.session.shardtxn import ROLLED_BACK, STATEMENT_SAVEPOINT, ShardTransaction
 from proxyapp.sharding.gather import MAX_ROWS, Gather, Refused
 from proxyapp.sharding.merge import merge
+from proxyapp.sharding.physical import default_schema, rewrite
 from proxyapp.sharding.shardmap import Shard
 from proxyapp.sharding.xa import Branch, commit, rollback, xa_start_sql
 
@@ -139,7 +140,7 @@ class Scatter:
         opened = await self._ask(conns, [xa_start_sql(xid, shard.number) for shard in shards])
         answers = opened
         if all(isinstance(a, TextResult) and a.error is None for a in opened):
-            answers = await self._ask(conns, [sql for _, sql in statements], in_order=True)
+            answers = await self._ask(conns, [rewrite(sql, shard) for shard, sql in statements], in_order=True)
         failed = self._failure(shards, answers)
         if failed is None and copies:
             differ = copies_differ(shards, [a.ok for a in answers if isinstance(a, TextResult)])
@@ -171,7 +172,7 @@ class Scatter:
             return None
         answers = await self._ask(conns, [f"SAVEPOINT {STATEMENT_SAVEPOINT}"] * len(conns))
         if all(isinstance(a, TextResult) and a.error is None for a in answers):
-            answers = await self._ask(conns, [sql for _, sql in statements], in_order=True)
+            answers = await self._ask(conns, [rewrite(sql, shard) for shard, sql in statements], in_order=True)
         failed = self._failure(shards, answers)
         if failed is None and copies:
             differ = copies_differ(shards, [a.ok for a in answers if isinstance(a, TextResult)])
@@ -231,7 +232,7 @@ class Scatter:
         conns = await self._borrow(list(shards))
         if conns is None:
             return None
-        answers = await self._ask(conns, [sql] * len(conns), in_order)
+        answers = await self._ask(conns, [rewrite(sql, shard) for shard in shards], in_order)
         results: list[TextResult] = []
         lost: tuple[Shard, BaseException] | None = None
         for shard, conn, answer in zip(shards, conns, answers, strict=True):
@@ -265,18 +266,27 @@ class Scatter:
             release(conn, reusable)
 
     async def _borrow(self, shards: list[Shard]) -> list[BackendConnection] | None:
-        """A connection to each shard, brought to the session's state; None after sending the error (none kept).
-        In the session's transaction over shards, its branches (``QueryPipeline`` opened them)."""
+        """A connection to each shard, brought to the session's state (in the shard's physical schema where it
+        renames the session's); None after sending the error (none kept). In the session's transaction over
+        shards, its branches (``QueryPipeline`` opened them)."""
+        link = self.link
+        schema = link.state.schema
         if self.held is not None:
-            held, link = self.held, self.link
-            return [
+            held = self.held
+            branches = [
                 link.conn if shard.hostgroup_id == held.home.hostgroup_id and link.conn is not None
                 else held.others[shard.hostgroup_id].conn
                 for shard in shards
             ]  # fmt: skip
+            for shard, branch in zip(shards, branches, strict=True):
+                err = await link.sync(branch, default_schema(shard, schema))
+                if err is not None:
+                    self.client.send_error(err.code, err.message)
+                    return None
+            return branches
         conns: list[BackendConnection] = []
         for shard in shards:
-            conn = await self.link.borrow(shard.hostgroup_id)
+            conn = await link.borrow(shard.hostgroup_id, default_schema(shard, schema))
             if conn is None:
                 for taken in conns:
                     release(taken)

@@ -4,7 +4,8 @@ COM_STMT_PREPARE runs on a connection to the table group's shard 0, which tells 
 columns; nothing is planned yet, as the plan depends on the values. Each COM_STMT_EXECUTE is rendered as the text
 statement its values make (``proxyapp.sharding.params``) and planned and placed like a COM_QUERY of it
 (``QueryPipeline.place``). One shard: the prepared statement runs there in the binary protocol, end to end (the
-caller's execute path, on that shard's hostgroup). Several shards: the text runs through the scatter
+caller's execute path, on that shard's hostgroup; refused on a shard with a physical schema, where the statement
+would need renaming, ``proxyapp.sharding.physical``). Several shards: the text runs through the scatter
 (``session.scatter``), a merged result goes back as a binary result set, a write's OK as it is. A refusal is a 1235
 error, as for text.
 """
@@ -21,6 +22,7 @@ from proxyapp.session.prepared import ClientStatement, prepare_anew, with_client
 from proxyapp.session.query import QueryPipeline
 from proxyapp.session.state import SessionState
 from proxyapp.sharding.params import ParamError, literals, long_data_values, render
+from proxyapp.sharding.physical import default_schema, rewrite, shard_on
 from proxyapp.sharding.shardmap import ShardedTable
 
 
@@ -38,11 +40,11 @@ class ShardedStatements:
         connection goes back to the pool at once (the session's transaction, or one held back, is left alone).
         False when the client got an error."""
         shard = table.shards[0]
-        conn = await self.link.borrow(shard.hostgroup_id)
+        conn = await self.link.borrow(shard.hostgroup_id, default_schema(shard, self.state.schema))
         if conn is None:
             return False
         try:
-            result, raw = await prepare_anew(conn, stmt.sql)
+            result, raw = await prepare_anew(conn, rewrite(stmt.sql, shard))
         except (PeerClosed, ProtocolError, OSError) as exc:
             release(conn, reusable=False)
             self.client.send_error(
@@ -79,6 +81,16 @@ class ShardedStatements:
         found, where = placed
         if where.refused:
             self.client.send_error(ErrorCode.NOT_SUPPORTED, where.refused, 1)
+            queries.record(-1, stmt.digest, started, 0, 0)
+            queries.record_sharded(stmt.digest, 0)
+            return None
+        if not where.shards and shard_on(found.table, where.hostgroup).renamed:
+            self.client.send_error(
+                ErrorCode.NOT_SUPPORTED,
+                f"ProxyFleet sharding does not support a prepared statement on one shard with a physical schema yet "
+                f"(hostgroup {where.hostgroup} keeps {found.table.schema} in another schema): send it as text",
+                1,
+            )
             queries.record(-1, stmt.digest, started, 0, 0)
             queries.record_sharded(stmt.digest, 0)
             return None

@@ -29,6 +29,7 @@ from proxyapp.session.link import BackendLink, release
 from proxyapp.session.services import SessionServices
 from proxyapp.session.state import Pin, SessionState
 from proxyapp.sharding.decisions import DecisionLog
+from proxyapp.sharding.physical import default_schema
 from proxyapp.sharding.shardmap import Shard, ShardedTable
 from proxyapp.sharding.xa import Branch, BranchState, Failure, commit, rollback, xa_start_sql
 from proxyapp.sql.lex import tokenize, unquote
@@ -75,7 +76,8 @@ class ShardTransaction:
             )
             return None
         at_home = hostgroup == self.home.hostgroup_id
-        conn = link.conn if at_home and link.conn is not None else await link.borrow(hostgroup)
+        schema = default_schema(shard, link.state.schema)
+        conn = link.conn if at_home and link.conn is not None else await link.borrow(hostgroup, schema)
         if conn is None:
             return None
         try:

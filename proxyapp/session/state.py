@@ -63,10 +63,11 @@ class SessionState:
     locks_held: int = 0
     pins: set[Pin] = field(default_factory=set)
 
-    def matches(self, applied: AppliedState) -> bool:
-        """Whether a connection already has this state (the common case: nothing to send)."""
+    def matches(self, applied: AppliedState, schema: str | None = None) -> bool:
+        """Whether a connection already has this state (the common case: nothing to send), in default schema
+        ``schema`` instead of the session's when given (a shard's physical schema, ``proxyapp.sharding.physical``)."""
         return (
-            applied.schema == self.schema
+            applied.schema == (schema or self.schema)
             and applied.names == self.names
             and applied.autocommit == self.autocommit
             and applied.multi_statements == self.multi_statements
@@ -113,13 +114,13 @@ class SessionState:
         applied.user_variables = dict(self.user_variables)
 
 
-async def bring(conn: BackendConnection, state: SessionState) -> ErrPacket | None:
+async def bring(conn: BackendConnection, state: SessionState, schema: str | None = None) -> ErrPacket | None:
     """Bring ``conn`` to ``state``, the one way the session and the mirror both replay a session: one ``SET`` (the
     character set first, so that the server reads the schema's name in it), the schema (the bytes the client sent,
-    valid UTF-8 or not), the multi-statement option; the backend's error if it refused a step (``conn`` then has
-    the steps before it)."""
+    valid UTF-8 or not; ``schema`` instead when given: a shard's physical schema), the multi-statement option; the
+    backend's error if it refused a step (``conn`` then has the steps before it)."""
     applied = conn.state
-    if state.matches(applied):
+    if state.matches(applied, schema):
         return None
     statement = state.set_statement(applied)
     if statement is not None:
@@ -127,11 +128,12 @@ async def bring(conn: BackendConnection, state: SessionState) -> ErrPacket | Non
         if response.error is not None:
             return response.error
         state.adopt(applied)
-    if state.schema and applied.schema != state.schema:
-        err = await conn.simple_command(bytes((Command.INIT_DB,)) + state.schema.encode("utf-8", "surrogateescape"))
+    wanted = schema or state.schema
+    if wanted and applied.schema != wanted:
+        err = await conn.simple_command(bytes((Command.INIT_DB,)) + wanted.encode("utf-8", "surrogateescape"))
         if err is not None:
             return err
-        applied.schema = state.schema
+        applied.schema = wanted
     if applied.multi_statements != state.multi_statements:
         err = await conn.simple_command(bytes((Command.SET_OPTION, 0 if state.multi_statements else 1, 0)))
         if err is not None:

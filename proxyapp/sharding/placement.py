@@ -45,11 +45,6 @@ def placement(
             if shard.hostgroup_id == kept:
                 return Placement(kept)
     shards = tuple(table.shards[number] for number in sorted(found.shards))
-    for shard in shards:
-        if shard.physical_schema is not None and shard.physical_schema != table.schema:
-            return Placement(
-                refused=f"{_NOT_YET} a physical schema other than the logical one ({shard.physical_schema}) yet"
-            )
     if spanning:
         if len(shards) == 1:
             return Placement(shards[0].hostgroup_id, spanning=True)

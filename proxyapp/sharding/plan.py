@@ -11,7 +11,7 @@ wrong answer. A pure function: no IO, the same answer on every node.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from proxyapp.config.sharding import Key, ShardKeyError
@@ -231,8 +231,22 @@ def _name(table: ShardedTable) -> str:
 # --- the tables a statement names -----------------------------------------------------------------------------
 
 
-def _refs(tokens: Tokens, lo: int, hi: int, schema: str | None, shard_map: ShardMap) -> Iterable[_Ref]:
-    """The sharded and global tables named in ``[lo, hi)``: after FROM, JOIN, INTO, UPDATE, TABLE, in lists."""
+@dataclass(frozen=True)
+class TableName:
+    """A table name where MariaDB's grammar puts one: its first token's index ``at``, the index ``end`` after it and
+    its alias, its parenthesis ``depth``, its ``schema`` (the default one when unqualified), ``table`` and
+    ``alias`` (lowercase; the table's name when none)."""
+
+    at: int
+    end: int
+    depth: int
+    schema: str | None
+    table: str
+    alias: str
+
+
+def table_names(tokens: Tokens, lo: int, hi: int, schema: str | None) -> Iterator[TableName]:
+    """The table names in ``[lo, hi)``: after FROM, JOIN, INTO, UPDATE, TABLE, in lists."""
     depth = 0
     i = lo
     while i < hi:
@@ -248,18 +262,25 @@ def _refs(tokens: Tokens, lo: int, hi: int, schema: str | None, shard_map: Shard
             if tokens.word(i) == "IF":  # CREATE TABLE IF NOT EXISTS t, DROP TABLE IF EXISTS t
                 i += 3 if tokens.word(i + 1) == "NOT" else 2
             while i < hi:
+                at = i
                 name, i = _table_name(tokens, i, hi, schema)
                 if name is None:
                     break
                 i, alias = _alias(tokens, i, hi, name[1])
-                table = shard_map.find(*name)
-                if table is not None:
-                    yield _Ref(i, depth, table, alias)
+                yield TableName(at, i, depth, name[0], name[1], alias)
                 if tokens.text(i) != ",":
                     break
                 i += 1
             continue
         i += 1
+
+
+def _refs(tokens: Tokens, lo: int, hi: int, schema: str | None, shard_map: ShardMap) -> Iterable[_Ref]:
+    """The sharded and global tables named in ``[lo, hi)``."""
+    for name in table_names(tokens, lo, hi, schema):
+        table = shard_map.find(name.schema, name.table)
+        if table is not None:
+            yield _Ref(name.end, name.depth, table, name.alias)
 
 
 def _leads(tokens: Tokens, i: int, lo: int) -> bool:

@@ -15,11 +15,13 @@ from proxyapp.config.sharding import Algorithm, build, parse_parameters
 @dataclass(frozen=True)
 class Shard:
     """One shard: its number in its group, the hostgroup that serves it, the schema its tables are in (None: the
-    logical schema)."""
+    logical schema); ``renamed``: each logical schema of its group's tables (lowercase) that it keeps in another
+    schema, with that physical schema (``proxyapp.sharding.physical``)."""
 
     number: int
     hostgroup_id: int
     physical_schema: str | None
+    renamed: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -64,9 +66,15 @@ class ShardMap:
     @classmethod
     def build(cls, config: Config) -> ShardMap:
         """The shard map of a validated config (its sharding tables were checked by ``parse_config``)."""
+        logical: dict[str, dict[str, str]] = {}  # each group's logical schemas: lowercase -> as spelled
+        for row in config.mysql_sharded_tables:
+            logical.setdefault(row.shard_group, {})[row.schemaname.lower()] = row.schemaname
         groups: dict[str, list[Shard]] = {}
         for shard in config.mysql_shards:
-            served = Shard(shard.shard, shard.hostgroup_id, shard.physical_schema)
+            physical = shard.physical_schema
+            spelled = logical.get(shard.shard_group, {})
+            renamed = tuple((name, physical) for name in sorted(spelled) if physical and physical != spelled[name])
+            served = Shard(shard.shard, shard.hostgroup_id, physical, renamed)
             groups.setdefault(shard.shard_group, []).append(served)
         tables: dict[tuple[str, str], ShardedTable] = {}
         for row in config.mysql_sharded_tables:

@@ -250,3 +250,30 @@ def test_a_global_table_needs_no_key_and_a_shard_without_servers_is_warned_about
     config = parse_config(document)
     assert config.mysql_sharded_tables[0].algorithm == "global"
     assert any("hostgroup 102 has no servers (referenced by mysql_shards[2]" in w for w in config.warnings)
+
+
+@pytest.mark.parametrize("name", ["shop.1", "shop 1", "shop`1", "x" * 65])
+def test_a_physical_schema_is_a_plain_schema_name(name: str) -> None:
+    document = shop()
+    document["mysql_shards"][1]["physical_schema"] = name
+    with pytest.raises(ConfigError) as refused:
+        parse_config(document)
+    assert any(
+        "mysql_shards[1]" in e and "physical_schema" in e and "not a schema name" in e for e in refused.value.errors
+    )
+
+
+def test_a_physical_schema_may_not_make_two_sharded_tables_one() -> None:
+    document = shop()
+    document["mysql_sharded_tables"].append(
+        {"schemaname": "crm", "tablename": "TB_shop", "shard_group": "shops", "algorithm": "global"}
+    )
+    with pytest.raises(ConfigError) as refused:
+        parse_config(document)
+    assert any(
+        "crm.TB_shop would be the same table as mysql_sharded_tables[0] shop.tb_Shop on hostgroup 101 (both in its "
+        "schema shop_1)" in e
+        for e in refused.value.errors
+    ), refused.value.errors
+    document["mysql_sharded_tables"][1]["tablename"] = "customers"  # another name: crm and shop share shop_1
+    parse_config(document)
