@@ -1,15 +1,25 @@
 """The plan of a statement on sharded tables (proxyapp.sharding.plan), table-driven: the shards each statement must
 reach, the scatters, and the refusals, each with its reason. Amoeba's tb_Shop on 4 shards by City_ID mod 4, a
-global table of cities, and an orders table sharded by hash in another group."""
+global table of cities, and an orders table sharded by hash in another group. Each statement is planned cold (its
+shape analyzed) and warm (its shape's cached template finished), and both plans must agree."""
 
 from __future__ import annotations
 
 import pytest
 
-from proxyapp.sharding.plan import plan
+from proxyapp.sharding import plan as planner
+from proxyapp.sharding.plan import Plan
 from proxyapp.sharding.shardmap import ShardMap
 
 EVERY = frozenset(range(4))
+
+
+def plan(sql: str, schema: str | None, shard_map: ShardMap) -> Plan | None:
+    """The plan of ``sql``, made cold and then warm: the two agree."""
+    shard_map.plans.clear()
+    cold = planner.plan(sql, schema, shard_map)
+    assert planner.plan(sql, schema, shard_map) == cold
+    return cold
 
 
 @pytest.mark.parametrize(
