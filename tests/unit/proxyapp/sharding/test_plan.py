@@ -34,6 +34,8 @@ def plan(sql: str, schema: str | None, shard_map: ShardMap) -> Plan | None:
         ("SELECT * FROM tb_Shop WHERE City_ID = '10'", {2}, False, False),
         ("SELECT * FROM tb_Shop WHERE City_ID = -3", {1}, False, False),
         ("SELECT * FROM tb_Shop WHERE City_ID BETWEEN 1 AND 3 AND City_ID = 2", {2}, False, False),
+        ("SELECT * FROM tb_Shop WHERE City_ID IN (1, 2) AND City_ID IN (2, 3)", {2}, False, False),
+        ("SELECT * FROM tb_Shop WHERE City_ID = 1 AND City_ID = 2", {1}, False, False),  # no row: any shard
         ("SELECT * FROM tb_Shop WHERE City_ID = 1 FOR UPDATE", {1}, False, False),
         ("SELECT * FROM tb_Shop WHERE City_ID = 1 ORDER BY name LIMIT 3", {1}, False, False),
         ("SELECT * FROM tb_Shop s JOIN cities c ON c.id = s.City_ID WHERE s.City_ID = 3", {3}, False, False),

@@ -42,12 +42,12 @@ STATEMENTS = [
     "UPDATE tb_Shop SET City_ID = 2 WHERE City_ID = 1",
 ]
 #: What the variants put in place of each integer and each string: others, a shard's neighbours, none at all.
-INTEGERS = ["0", "1", "2", "7", "12", "99999999999999999999"]
-STRINGS = ["''", "'abc'", "'zz'", "'5'", "'Ab'"]
+INTEGERS = ["0", "1", "2", "7", "12", "99999999999999999999", "'7'", "1.5", "NULL"]
+STRINGS = ["''", "'abc'", "'zz'", "'5'", "'Ab'", "5", "N'x'"]
 
 
 def variants(sql: str) -> list[str]:
-    """``sql`` with its integers, then its strings, each replaced by one value of the lists at a time, its integers
+    """``sql`` with its integers, then its strings, each replaced by one value of the lists at a time (some of another kind), its integers
     each by another, and its hex strings by others."""
     out = [re.sub(r"(?<![\w'])\d+(?![\w'])", value, sql) for value in INTEGERS]
     out += [re.sub(r"(?<![\w'])(?<!X)'[^']*'", value, sql) for value in STRINGS]
