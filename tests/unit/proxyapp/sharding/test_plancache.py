@@ -47,8 +47,8 @@ STRINGS = ["''", "'abc'", "'zz'", "'5'", "'Ab'", "5", "N'x'"]
 
 
 def variants(sql: str) -> list[str]:
-    """``sql`` with its integers, then its strings, each replaced by one value of the lists at a time (some of another kind), its integers
-    each by another, and its hex strings by others."""
+    """``sql`` with its integers, then its strings, replaced by one value of the lists at a time (some of another
+    kind), its integers each by another, and its hex strings by others."""
     out = [re.sub(r"(?<![\w'])\d+(?![\w'])", value, sql) for value in INTEGERS]
     out += [re.sub(r"(?<![\w'])(?<!X)'[^']*'", value, sql) for value in STRINGS]
     out += [re.sub(r"(?<![\w'])\d+(?![\w'])", lambda m: str(int(m[0]) * 3 + 1), sql)]
