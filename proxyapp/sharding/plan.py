@@ -6,6 +6,10 @@ the WHERE clause's top-level AND chain, or given in each row of an INSERT's VALU
 shards that can hold those rows; anything else leaves it on every shard (a scatter), which is always correct. A
 statement the proxy cannot yet carry out exactly is refused with the reason (ER_NOT_SUPPORTED_YET, 1235): never a
 wrong answer. A pure function: no IO, the same answer on every node.
+
+What does not depend on the literals' values is analyzed once per statement shape and kept on the shard map
+(``Template``, ``ShardMap.plans``): each statement of a known shape only reads its key values, and builds its gather
+or splits its rows when it reaches several shards.
 """
 
 from __future__ import annotations
@@ -71,6 +75,13 @@ class _Ref:
     alias: str
 
 
+#: Where a condition's key values are: each literal's token index and the end of the range it is read in
+#: (``_literal``).
+_Spans = tuple[tuple[int, int], ...]
+#: The key comparisons of a WHERE clause's AND-ed parts: each part's values.
+_Where = tuple[_Spans, ...]
+
+
 #: How many statement shapes a shard map keeps the analysis of (``ShardMap.plans``; the least recently used goes).
 PLAN_CACHE_SIZE = 2048
 #: Statements longer than this are analyzed each time: their shapes seldom repeat (a many-row INSERT).
@@ -101,9 +112,9 @@ def plan(sql: str, schema: str | None, shard_map: ShardMap) -> Plan | None:
 
 def _shape(tokens: Tokens) -> tuple[str, ...]:
     """The tokens' texts with each literal whose value the analysis only reads (``_literal``) as a mark of its
-    kind: a string \', an integer 0, a hex string X\'\' (read after a character set introducer). Other numbers
-    (1.5, 0x1F) stay as written: the analysis treats them apart. Statements of one shape differ only in values that
-    ``Template.finish`` reads."""
+    kind: a string as ``'``, an integer as ``0``, a hex string as ``X''`` (read after a character set introducer).
+    Other numbers (``1.5``, ``0x1F``) stay as written: the analysis treats them apart. Statements of one shape differ
+    only in values that ``Template.finish`` reads."""
     shape = list(tokens.texts)
     for i, kind in enumerate(tokens.kinds):
         if kind is _T.STRING:
@@ -490,13 +501,6 @@ def _parts(tokens: Tokens, lo: int, hi: int) -> list[tuple[int, int]] | None:
         within = _parts(tokens, *inner) if inner != part else None
         opened.extend(within if within is not None else [part])
     return opened
-
-
-#: Where a condition's key values are: each literal's token index and the end of the range it is read in
-#: (``_literal``).
-_Spans = tuple[tuple[int, int], ...]
-#: The key comparisons of a WHERE clause's AND-ed parts: each part's values.
-_Where = tuple[_Spans, ...]
 
 
 def _compared(tokens: Tokens, lo: int, hi: int, ref: _Ref) -> _Spans | None:

@@ -41,7 +41,7 @@ STATEMENTS = [
     "SELECT 1 FROM tb_Shop UNION SELECT 2",
     "UPDATE tb_Shop SET City_ID = 2 WHERE City_ID = 1",
 ]
-#: What the variants put in place of each integer and each string: others, a shard's neighbours, none at all.
+#: What the variants put in place of each integer and each string: other values, values of another kind, NULL.
 INTEGERS = ["0", "1", "2", "7", "12", "99999999999999999999", "'7'", "1.5", "NULL"]
 STRINGS = ["''", "'abc'", "'zz'", "'5'", "'Ab'", "5", "N'x'"]
 
