@@ -6,6 +6,10 @@ the WHERE clause's top-level AND chain, or given in each row of an INSERT's VALU
 shards that can hold those rows; anything else leaves it on every shard (a scatter), which is always correct. A
 statement the proxy cannot yet carry out exactly is refused with the reason (ER_NOT_SUPPORTED_YET, 1235): never a
 wrong answer. A pure function: no IO, the same answer on every node.
+
+What does not depend on the literals' values is analyzed once per statement shape and kept on the shard map
+(``Template``, ``ShardMap.plans``): each statement of a known shape only reads its key values, and builds its gather
+or splits its rows when it reaches several shards.
 """
 
 from __future__ import annotations
@@ -71,73 +75,176 @@ class _Ref:
     alias: str
 
 
+#: Where a condition's key values are: each literal's token index and the end of the range it is read in
+#: (``_literal``).
+_Spans = tuple[tuple[int, int], ...]
+#: The key comparisons of a WHERE clause's AND-ed parts: each part's values.
+_Where = tuple[_Spans, ...]
+
+
+#: How many statement shapes a shard map keeps the analysis of (``ShardMap.plans``; the least recently used goes).
+PLAN_CACHE_SIZE = 2048
+#: Statements longer than this are analyzed each time: their shapes seldom repeat (a many-row INSERT).
+CACHEABLE_LENGTH = 2048
+
+
 def plan(sql: str, schema: str | None, shard_map: ShardMap) -> Plan | None:
-    """The plan of ``sql`` run with default schema ``schema``; None when it names no sharded or global table."""
+    """The plan of ``sql`` run with default schema ``schema``; None when it names no sharded or global table.
+
+    A statement's shape (its tokens, each literal a mark: ``_shape``) is analyzed once per shard map: the
+    ``Template`` it gives is kept in ``shard_map.plans`` and finished with the literals of each statement of that
+    shape (text statements and rendered prepared executes alike)."""
     if not shard_map.named_in(sql, schema):
         return None
     tokens = tokenize(sql)
+    if len(sql) > CACHEABLE_LENGTH:
+        return _analyze(tokens, schema, shard_map).finish(tokens)
+    plans = shard_map.plans
+    key = (schema, _shape(tokens))
+    template = plans.pop(key, None)  # put back last: the most recently used
+    if template is None:
+        template = _analyze(tokens, schema, shard_map)
+        if len(plans) >= PLAN_CACHE_SIZE:
+            del plans[next(iter(plans))]
+    plans[key] = template
+    return template.finish(tokens)
+
+
+def _shape(tokens: Tokens) -> tuple[str, ...]:
+    """The tokens' texts with each literal whose value the analysis only reads (``_literal``) as a mark of its
+    kind: a string as ``'``, an integer as ``0``, a hex string as ``X''`` (read after a character set introducer).
+    Other numbers (``1.5``, ``0x1F``) stay as written: the analysis treats them apart. Statements of one shape differ
+    only in values that ``Template.finish`` reads."""
+    shape = list(tokens.texts)
+    for i, kind in enumerate(tokens.kinds):
+        if kind is _T.STRING:
+            shape[i] = "'"
+        elif kind is _T.NUMBER:
+            text = shape[i]
+            if text.isdigit():
+                shape[i] = "0"
+            elif text[:2] in ("X'", "x'") and len(text) % 2 == 1:
+                shape[i] = "X''"
+    return tuple(shape)
+
+
+class Template:
+    """What the analysis of a statement's shape (``_shape``) found that its literals' values do not change."""
+
+    def finish(self, tokens: Tokens) -> Plan | None:
+        """The plan of the statement ``tokens``, of this template's shape."""
+        raise NotImplementedError
+
+
+class _Answer(Template):
+    """A plan no value changes (None: the statement names no sharded or global table)."""
+
+    def __init__(self, answer: Plan | None) -> None:
+        self.answer = answer
+
+    def finish(self, tokens: Tokens) -> Plan | None:
+        return self.answer
+
+
+class _Insert(Template):
+    """An INSERT or REPLACE into the sharded table ``ref``: each row's key places it (``_insert``)."""
+
+    def __init__(self, ref: _Ref, lo: int, hi: int) -> None:
+        self.ref = ref
+        self.lo = lo
+        self.hi = hi
+
+    def finish(self, tokens: Tokens) -> Plan | None:
+        return _insert(tokens, self.lo, self.hi, self.ref)
+
+
+class _Keyed(Template):
+    """A statement on the sharded ``table`` in ``[lo, hi)``: on the shards of the key values at ``where`` (every
+    shard when None), a SELECT over several gathered (``gather``, from each statement's own text), a write over
+    several refused when it joins (``joins``) or orders (``ordered``)."""
+
+    def __init__(
+        self, table: ShardedTable, lo: int, hi: int, select: bool, writes: bool, where: _Where | None, joins: bool,
+        ordered: bool,
+    ) -> None:  # fmt: skip
+        self.table = table
+        self.lo = lo
+        self.hi = hi
+        self.select = select
+        self.writes = writes
+        self.where = where
+        self.joins = joins
+        self.ordered = ordered
+
+    def finish(self, tokens: Tokens) -> Plan | None:
+        table = self.table
+        shards, narrowed = frozenset(range(len(table.shards))), False
+        if self.where is not None:
+            keys = _key_values(tokens, self.where)
+            # A value no shard holds may still equal a stored key as MySQL compares: then ask them all.
+            with contextlib.suppress(ShardKeyError):
+                shards, narrowed = frozenset(table.algorithm.shard_of(key) for key in keys), True
+        if self.select and len(shards) > 1:
+            try:
+                return Plan(table, shards, not narrowed, False, gather=gather(tokens, self.lo, self.hi))
+            except Refused as refused:
+                return _refuse(table, str(refused))
+        if self.writes and len(shards) > 1:
+            if self.joins:
+                return _refuse(table, f"a write joining several tables over several shards of {_name(table)}")
+            if self.ordered:
+                return _refuse(table, f"ORDER BY or LIMIT in a write over several shards of {_name(table)}")
+        return Plan(table, shards, not narrowed, self.writes)
+
+
+def _analyze(tokens: Tokens, schema: str | None, shard_map: ShardMap) -> Template:
+    """The template of the statement ``tokens`` run with default schema ``schema``."""
     ranges = [unwrap(tokens, lo, hi) for lo, hi in statement_ranges(tokens)]  # (SELECT ...) is SELECT ...
-    if not ranges:
-        return None
     found = [ref for lo, hi in ranges for ref in _refs(tokens, lo, hi, schema, shard_map)]
     if not found:
-        return None
+        return _Answer(None)
     first = found[0].table
     if len(ranges) > 1:
-        return _refuse(first, "several statements in one query on sharded tables")
+        return _refused(first, "several statements in one query on sharded tables")
     lo, hi = ranges[0]
     verb = tokens.word(lo)
     groups = sorted({ref.table.group for ref in found})
     if len(groups) > 1:
-        return _refuse(first, f"a statement on tables of several shard groups ({', '.join(groups)})")
+        return _refused(first, f"a statement on tables of several shard groups ({', '.join(groups)})")
     sharded = [r for r in found if not r.table.is_global]
     if len(sharded) > 1:
         apart = _apart(tokens, lo, hi, sharded)
         if apart:
-            return _refuse(first, apart)
+            return _refused(first, apart)
     if sharded and _words_at_depth(tokens, lo, hi, frozenset({"UNION"})):
-        return _refuse(sharded[0].table, f"UNION over {_name(sharded[0].table)}")
+        return _refused(sharded[0].table, f"UNION over {_name(sharded[0].table)}")
     nested = next((r for r in found if r.depth > 0), None)
     if nested is not None:
-        return _refuse(first, f"a subquery on {_name(nested.table)}")
+        return _refused(first, f"a subquery on {_name(nested.table)}")
     writes = verb in _WRITES or verb in _DDL
     every = frozenset(range(len(first.shards)))
     if verb in _DDL:
-        return Plan(first, every, True, True, ddl=True)
+        return _Answer(Plan(first, every, True, True, ddl=True))
     if not sharded:  # only global tables: read from one shard, write to all
         if writes:
             unsteady = _nondeterministic(tokens, lo, hi)
             if unsteady:
-                return _refuse(first, f"{unsteady} in a write to the global table {_name(first)} (each shard would "
-                               "store its own value)")  # fmt: skip
-        return Plan(first, every if writes else frozenset({0}), writes, writes)
+                return _refused(first, f"{unsteady} in a write to the global table {_name(first)} (each shard would "
+                                "store its own value)")  # fmt: skip
+        return _Answer(Plan(first, every if writes else frozenset({0}), writes, writes))
     ref = sharded[0]
     table = ref.table
     if writes and len(sharded) < len(found):
         written = next(r.table for r in found if r.table.is_global)
-        return _refuse(table, f"a write naming both the global table {_name(written)} and the sharded table "
-                       f"{_name(table)} (the global table's copies could differ)")  # fmt: skip
+        return _refused(table, f"a write naming both the global table {_name(written)} and the sharded table "
+                        f"{_name(table)} (the global table's copies could differ)")  # fmt: skip
     if verb in ("INSERT", "REPLACE"):
-        return _insert(tokens, lo, hi, ref)
+        return _Insert(ref, lo, hi)
     if verb == "UPDATE" and _sets_key(tokens, lo, hi, ref):
-        return _refuse(table, f"changing the shard key {table.key} of {_name(table)} (the row would change shard)")
-    keys = next((k for k in (_where_keys(tokens, lo, hi, r) for r in sharded) if k is not None), None)
-    shards, narrowed = every, False
-    if keys is not None:
-        # A value no shard holds may still equal a stored key as MySQL compares: then ask them all.
-        with contextlib.suppress(ShardKeyError):
-            shards, narrowed = frozenset(table.algorithm.shard_of(key) for key in keys), True
-    if verb == "SELECT" and len(shards) > 1:
-        try:
-            return Plan(table, shards, not narrowed, False, gather=gather(tokens, lo, hi))
-        except Refused as refused:
-            return _refuse(table, str(refused))
-    if writes and len(shards) > 1:
-        if len(found) > 1:
-            return _refuse(table, f"a write joining several tables over several shards of {_name(table)}")
-        if _words_at_depth(tokens, lo, hi, frozenset({"ORDER", "LIMIT"})):
-            return _refuse(table, f"ORDER BY or LIMIT in a write over several shards of {_name(table)}")
-    return Plan(table, shards, not narrowed, writes)
+        return _refused(table, f"changing the shard key {table.key} of {_name(table)} (the row would change shard)")
+    where = next((k for k in (_where_keys(tokens, lo, hi, r) for r in sharded) if k is not None), None)
+    ordered = _words_at_depth(tokens, lo, hi, frozenset({"ORDER", "LIMIT"}))
+    return _Keyed(table, lo, hi, verb == "SELECT", writes, where, len(found) > 1, ordered)
 
 
 #: Functions whose value differs from one server (or one moment) to the next; those of _BARE also without ().
@@ -222,6 +329,10 @@ def _key_ref(tokens: Tokens, lo: int, hi: int, refs: list[_Ref]) -> int:
 
 def _refuse(table: ShardedTable, what: str) -> Plan:
     return Plan(table, frozenset(), False, False, f"ProxyFleet sharding does not support {what} yet")
+
+
+def _refused(table: ShardedTable, what: str) -> Template:
+    return _Answer(_refuse(table, what))
 
 
 def _name(table: ShardedTable) -> str:
@@ -415,36 +526,37 @@ def _parts(tokens: Tokens, lo: int, hi: int) -> list[tuple[int, int]] | None:
     return opened
 
 
-def _compared(tokens: Tokens, lo: int, hi: int, ref: _Ref) -> list[Key] | None:
-    """The values one condition part compares the key with: ``key = v``, ``v = key``, ``key IN (v, ...)``."""
+def _compared(tokens: Tokens, lo: int, hi: int, ref: _Ref) -> _Spans | None:
+    """Where the values are that one condition part compares the key with: ``key = v``, ``v = key``,
+    ``key IN (v, ...)``; None when it is no such comparison with literals."""
     after = _column_at(tokens, lo, hi, ref)
     if after >= 0:
         if tokens.text(after) == "=":
             value = _literal(tokens, after + 1, hi)
-            return [value[0]] if value is not None and value[1] == hi else None
+            return ((after + 1, hi),) if value is not None and value[1] == hi else None
         if tokens.word(after) == "IN" and tokens.text(after + 1) == "(" and tokens.text(hi - 1) == ")":
-            values: list[Key] = []
+            spans: list[tuple[int, int]] = []
             i = after + 2
             while i < hi - 1:
                 value = _literal(tokens, i, hi - 1)
                 if value is None:
                     return None
-                values.append(value[0])
+                spans.append((i, hi - 1))
                 i = value[1]
                 if tokens.text(i) == ",":
                     i += 1
                 elif i != hi - 1:
                     return None
-            return values or None
+            return tuple(spans) or None
         return None
     value = _literal(tokens, lo, hi)
     if value is not None and tokens.text(value[1]) == "=" and _column_at(tokens, value[1] + 1, hi, ref) == hi:
-        return [value[0]]
+        return ((lo, hi),)
     return None
 
 
-def _where_keys(tokens: Tokens, lo: int, hi: int, ref: _Ref) -> list[Key] | None:
-    """The key values the WHERE clause narrows the statement to; None when it does not narrow it."""
+def _where_keys(tokens: Tokens, lo: int, hi: int, ref: _Ref) -> _Where | None:
+    """The comparisons of ``ref``'s key in the WHERE clause that narrow the statement; None when none does."""
     where = find_top(tokens, lo, hi, frozenset({"WHERE"}))
     if where < 0:
         return None
@@ -452,12 +564,25 @@ def _where_keys(tokens: Tokens, lo: int, hi: int, ref: _Ref) -> list[Key] | None
     parts = _parts(tokens, where + 1, hi if end < 0 else end)
     if parts is None:
         return None
-    narrowed: list[Key] | None = None
-    for part_lo, part_hi in parts:
-        values = _compared(tokens, part_lo, part_hi, ref)
-        if values is not None:
-            narrowed = values if narrowed is None else [v for v in narrowed if v in values] or narrowed
+    compared = [spans for spans in (_compared(tokens, a, b, ref) for a, b in parts) if spans is not None]
+    return tuple(compared) or None
+
+
+def _key_values(tokens: Tokens, where: _Where) -> list[Key]:
+    """The key values ``where``'s comparisons narrow the statement to: those all of them allow (the first's when
+    they have none in common: no row matches, any shard answers)."""
+    narrowed: list[Key] = []
+    for n, spans in enumerate(where):
+        values = [_value(tokens, i, hi) for i, hi in spans]
+        narrowed = values if n == 0 else [v for v in narrowed if v in values] or narrowed
     return narrowed
+
+
+def _value(tokens: Tokens, i: int, hi: int) -> Key:
+    """The literal at ``i`` where the statement's shape has one (``_compared``)."""
+    value = _literal(tokens, i, hi)
+    assert value is not None, "a literal where the statement's shape has one"
+    return value[0]
 
 
 def _sets_key(tokens: Tokens, lo: int, hi: int, ref: _Ref) -> bool:

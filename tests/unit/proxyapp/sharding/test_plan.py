@@ -1,15 +1,25 @@
 """The plan of a statement on sharded tables (proxyapp.sharding.plan), table-driven: the shards each statement must
 reach, the scatters, and the refusals, each with its reason. Amoeba's tb_Shop on 4 shards by City_ID mod 4, a
-global table of cities, and an orders table sharded by hash in another group."""
+global table of cities, and an orders table sharded by hash in another group. Each statement is planned cold (its
+shape analyzed) and warm (its shape's cached template finished), and both plans must agree."""
 
 from __future__ import annotations
 
 import pytest
 
-from proxyapp.sharding.plan import plan
+from proxyapp.sharding import plan as planner
+from proxyapp.sharding.plan import Plan
 from proxyapp.sharding.shardmap import ShardMap
 
 EVERY = frozenset(range(4))
+
+
+def plan(sql: str, schema: str | None, shard_map: ShardMap) -> Plan | None:
+    """The plan of ``sql``, made cold and then warm: the two agree."""
+    shard_map.plans.clear()
+    cold = planner.plan(sql, schema, shard_map)
+    assert planner.plan(sql, schema, shard_map) == cold
+    return cold
 
 
 @pytest.mark.parametrize(
@@ -24,6 +34,8 @@ EVERY = frozenset(range(4))
         ("SELECT * FROM tb_Shop WHERE City_ID = '10'", {2}, False, False),
         ("SELECT * FROM tb_Shop WHERE City_ID = -3", {1}, False, False),
         ("SELECT * FROM tb_Shop WHERE City_ID BETWEEN 1 AND 3 AND City_ID = 2", {2}, False, False),
+        ("SELECT * FROM tb_Shop WHERE City_ID IN (1, 2) AND City_ID IN (2, 3)", {2}, False, False),
+        ("SELECT * FROM tb_Shop WHERE City_ID = 1 AND City_ID = 2", {1}, False, False),  # no row: any shard
         ("SELECT * FROM tb_Shop WHERE City_ID = 1 FOR UPDATE", {1}, False, False),
         ("SELECT * FROM tb_Shop WHERE City_ID = 1 ORDER BY name LIMIT 3", {1}, False, False),
         ("SELECT * FROM tb_Shop s JOIN cities c ON c.id = s.City_ID WHERE s.City_ID = 3", {3}, False, False),
