@@ -19,6 +19,7 @@ from proxyapp.config.document import load_config_file, parse_config, read_json
 from proxyapp.process.server import Proxy, parse_address
 from proxyapp.process.workers import Supervisor, worker_count
 from proxyapp.session.seats import Seats
+from proxyapp.sharding.nodeblocks import NodeBlocks
 
 log = logging.getLogger("proxyapp")
 
@@ -55,13 +56,16 @@ async def serve(
     await proxy.stop()
 
 
-async def serve_worker(listen_fd: int, index: int, count: int, config_path: Path, seats_fd: int) -> None:
+async def serve_worker(
+    listen_fd: int, index: int, count: int, config_path: Path, seats_fd: int, sequences_fd: int
+) -> None:
     """A worker process: the admin token (a line) and the config document come on stdin, the admin port goes to
-    stdout; ``seats_fd`` is the node's shared session count."""
+    stdout; ``seats_fd`` is the node's shared session count, ``sequences_fd`` its sequences' blocks."""
     token, _, document = sys.stdin.read().partition("\n")
     config = parse_config(read_json(document))
     seats = Seats(seats_fd, index, count)
-    proxy = Proxy(config, config_path, worker=index, workers=count, seats=seats, admin_token=token)
+    blocks = NodeBlocks(sequences_fd)
+    proxy = Proxy(config, config_path, worker=index, workers=count, seats=seats, blocks=blocks, admin_token=token)
     sock = socket.socket(fileno=listen_fd)
     await proxy.start(("", 0), ("127.0.0.1", 0), sock=sock)
     assert proxy.admin is not None

@@ -31,6 +31,7 @@ from proxyapp.session.services import SessionServices
 from proxyapp.session.session import Session
 from proxyapp.session.throttle import AuthThrottle
 from proxyapp.sharding.coordinator import Coordinator
+from proxyapp.sharding.nodeblocks import NodeBlocks
 from proxyapp.sharding.sequence import Sequences
 from proxyapp.sharding.stats import ShardingStats
 
@@ -84,6 +85,7 @@ class Proxy(SessionServices):
         worker: int = 0,
         workers: int = 1,
         seats: Seats | None = None,
+        blocks: NodeBlocks | None = None,
         admin_token: str = "",
     ) -> None:
         self.config_path = config_path
@@ -100,7 +102,7 @@ class Proxy(SessionServices):
         self.xa: Coordinator | None = None
         self.xa_error = ""
         self._open_xa()
-        self.sequences = Sequences()
+        self.sequences = Sequences(blocks)  # ``blocks``: the node's, shared by its workers
         #: The monitor's latest findings, from this process's own monitor or (a worker) from the supervisor's.
         self.monitor_state = MonitorState()
         #: The monitor, when this process runs it: with one worker process (else the supervisor does).

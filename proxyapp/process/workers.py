@@ -33,6 +33,7 @@ from proxyapp.process.server import load_tls
 from proxyapp.report.merge import merge_digest_rows, merge_snapshots
 from proxyapp.session.kill import forward_kill, unknown_thread, worker_of
 from proxyapp.session.seats import Seats
+from proxyapp.sharding.nodeblocks import NodeBlocks
 
 log = logging.getLogger("proxyapp.process.workers")
 
@@ -62,6 +63,8 @@ class Supervisor:
         #: The node's session count, shared with the workers (mysql-max_connections counts across them).
         self.seats_fd = Seats.create(workers)
         self.seats = Seats(self.seats_fd, 0, workers)
+        #: The node's sequence blocks, shared with the workers (ids increase across the node).
+        self.sequences_fd = NodeBlocks.create()
         self.sock: socket.socket | None = None
         self.admin: AdminServer | None = None
         self.monitor: Monitor | None = None
@@ -129,9 +132,11 @@ class Supervisor:
             str(self.config_path),
             "--seats-fd",
             str(self.seats_fd),
+            "--sequences-fd",
+            str(self.sequences_fd),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
-            pass_fds=(fd, self.seats_fd),
+            pass_fds=(fd, self.seats_fd, self.sequences_fd),
         )
         assert worker.proc.stdin is not None and worker.proc.stdout is not None
         worker.proc.stdin.write(f"{self.token}\n{json.dumps(self.config.to_document())}".encode())

@@ -25,6 +25,7 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from proxyapp.sharding.nodeblocks import NodeBlocks, sequence_key
 from proxyapp.sharding.plan import written_table
 from proxyapp.sharding.shardmap import ShardedTable, ShardMap
 from proxyapp.sql.lex import TokenKind, Tokens, closing, split_top, statement_ranges, tokenize, unquote
@@ -179,12 +180,15 @@ def _quoted(name: str) -> str:
 
 
 class Sequence:
-    """The values of one table's sequence this worker holds: the rest of its last block, handed out in order."""
+    """The values of one table's sequence this worker holds: the rest of its last block, handed out in order; with
+    ``node``, the node's workers share the block (``proxyapp.sharding.nodeblocks``; ``key``: its slot's key)."""
 
-    def __init__(self) -> None:
+    def __init__(self, node: NodeBlocks | None = None, key: int = 0) -> None:
         self.next = 0  # the next value to hand out
         self.end = 0  # the end of the block (excluded): none left when next == end
         self._reserving = asyncio.Lock()
+        self.node = node
+        self.key = key
 
     async def take(self, count: int, block: int, reserve: Callable[[int], Awaitable[int]]) -> list[int]:
         """``count`` values, increasing: the rest of the block, then values of a new block of ``block`` values (or
@@ -192,6 +196,11 @@ class Sequence:
         first value it returns. Callers wait for one another's reservation; one that fails leaves the held values
         as they were."""
         async with self._reserving:
+            if self.node is not None:
+                shared = await self._take_shared(self.node, count, block, reserve)
+                if shared is not None:
+                    return shared
+                self.node = None  # no slot left on the node: this worker's own blocks
             left = self.end - self.next
             if left >= count:
                 self.next += count
@@ -202,20 +211,37 @@ class Sequence:
             self.next, self.end = first + count - left, first + size
             return values
 
+    async def _take_shared(
+        self, node: NodeBlocks, count: int, block: int, reserve: Callable[[int], Awaitable[int]]
+    ) -> list[int] | None:
+        """``take`` from the node's block: what is left of it, then blocks this worker reserves, or (when another
+        worker installed a later one meanwhile) that one's values; None when the node has no slot for it."""
+        values = node.take(self.key, count)
+        if values is None:
+            return None
+        while len(values) < count:
+            need = count - len(values)
+            size = -(-need // block) * block
+            first = await reserve(size)
+            more = node.install(self.key, first, size, need)
+            values += more if more is not None else node.take(self.key, need) or []
+        return values
+
 
 class Sequences:
     """A worker's sequences, by group and table, kept across config reloads (a table moved to another group
     starts a sequence there)."""
 
-    def __init__(self) -> None:
+    def __init__(self, node: NodeBlocks | None = None) -> None:
         self._held: dict[tuple[str, str, str], Sequence] = {}
+        self.node = node  # the node's shared blocks, with several workers
 
     def of(self, table: ShardedTable) -> Sequence:
         """The sequence of ``table``."""
         key = (table.group, table.schema.lower(), table.table.lower())
         held = self._held.get(key)
         if held is None:
-            held = self._held[key] = Sequence()
+            held = self._held[key] = Sequence(self.node, sequence_key("/".join(key)))
         return held
 
 

@@ -168,3 +168,25 @@ def test_a_user_who_may_not_reserve_gets_the_reason(shards: Servers, start_proxy
         for server in shards:
             with server.connect() as conn, conn.cursor() as cur:
                 cur.execute("DROP USER IF EXISTS 'seqless'@'%'")
+
+
+def test_ids_increase_across_the_workers_of_a_node(shards: Servers, start_proxy: StartProxy) -> None:
+    """Two worker processes share the node's block (proxyapp.sharding.nodeblocks): one row at a time from eight
+    connections, which the kernel spreads over both workers, gets ids that increase from each row to the next (each
+    worker with blocks of its own would alternate between two ranges)."""
+    document = config(shards, block=5)
+    document["global_variables"].append({"variable_name": "mysql-threads", "variable_value": "2"})
+    proxy = start_proxy(document)
+    conns = [proxy.connect(database="shop", autocommit=True) for _ in range(8)]
+    try:
+        handed = []
+        for _ in range(4):
+            for conn in conns:
+                with conn.cursor() as cur:
+                    handed.append(inserted(cur, "INSERT INTO orders (name) VALUES ('n')"))
+    finally:
+        for conn in conns:
+            conn.close()
+    assert handed == sorted(handed) and len(set(handed)) == len(handed) == 32
+    assert handed[0] == 42
+    assert sorted(ids_on(shards[0]) + ids_on(shards[1])) == handed
