@@ -78,11 +78,6 @@ def with_client_id(raw: bytes, client_id: int) -> bytes:
     return raw[:5] + struct.pack("<I", client_id) + raw[9:]
 
 
-async def ensure_prepared(conn: BackendConnection, stmt: ClientStatement) -> PreparedOnBackend | ErrPacket:
-    """The statement on ``conn``, preparing it there first if it is new to that connection."""
-    return await prepare_on(conn, stmt.sql)
-
-
 async def prepare_on(conn: BackendConnection, sql: str) -> PreparedOnBackend | ErrPacket:
     """``sql`` prepared on ``conn``: the statement it already has, or a new one (closing the oldest at the cap)."""
     prepared = conn.prepared.get(sql)

@@ -4,13 +4,15 @@ COM_STMT_PREPARE runs on a connection to the table group's shard 0, which tells 
 columns; nothing is planned yet, as the plan depends on the values. Each COM_STMT_EXECUTE is rendered as the text
 statement its values make (``proxyapp.sharding.params``) and planned and placed like a COM_QUERY of it
 (``QueryPipeline.place``). One shard: the prepared statement runs there in the binary protocol, end to end (the
-caller's execute path, on that shard's hostgroup; refused on a shard with a physical schema, where the statement
-would need renaming, ``proxyapp.sharding.physical``). Several shards: the text runs through the scatter
+caller's execute path, on that shard's hostgroup; on a shard with a physical schema, the text prepared there is
+renamed, ``proxyapp.sharding.physical``). Several shards: the text runs through the scatter
 (``session.scatter``), a merged result goes back as a binary result set, a write's OK as it is. A refusal is a 1235
 error, as for text.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from proxyapp.mysql.backend import BackendConnection
 from proxyapp.mysql.constants import ErrorCode
@@ -61,13 +63,10 @@ class ShardedStatements:
         self.client.wire.write(with_client_id(raw, stmt.client_id))
         return True
 
-    async def place(
-        self, stmt: ClientStatement, execute: bytes, hostgroup: int, started: float
-    ) -> tuple[int, BackendConnection | None] | None:
+    async def place(self, stmt: ClientStatement, execute: bytes, hostgroup: int, started: float) -> OnShard | None:
         """Where the execute ``execute`` (its parameter types bound: ``prepared.rewrite_execute``) of ``stmt`` runs:
-        the hostgroup of its one shard (``hostgroup`` when its values name no sharded table) and, in a transaction
-        over shards, the branch connection it runs on (``shardtxn``; None: as usual); None when it was answered
-        here (a scatter, a refusal, parameters that cannot be read)."""
+        on its one shard (``hostgroup`` when its values name no sharded table); None when it was answered here (a
+        scatter, a refusal, parameters that cannot be read)."""
         queries = self.queries
         try:
             values = literals(execute, stmt.num_params, long_data_values(stmt.long_data), client_charset(self.state))
@@ -77,20 +76,10 @@ class ShardedStatements:
             return None
         placed = queries.place(sql)
         if placed is None:
-            return hostgroup, None
+            return OnShard(hostgroup, stmt.sql)
         found, where = placed
         if where.refused:
             self.client.send_error(ErrorCode.NOT_SUPPORTED, where.refused, 1)
-            queries.record(-1, stmt.digest, started, 0, 0)
-            queries.record_sharded(stmt.digest, 0)
-            return None
-        if not where.shards and shard_on(found.table, where.hostgroup).renamed:
-            self.client.send_error(
-                ErrorCode.NOT_SUPPORTED,
-                f"ProxyFleet sharding does not support a prepared statement on one shard with a physical schema yet "
-                f"(hostgroup {where.hostgroup} keeps {found.table.schema} in another schema): send it as text",
-                1,
-            )
             queries.record(-1, stmt.digest, started, 0, 0)
             queries.record_sharded(stmt.digest, 0)
             return None
@@ -106,7 +95,20 @@ class ShardedStatements:
             await queries.scatter(sql, found, where, stmt.digest, started, binary=True)
             return None
         queries.record_sharded(stmt.digest, 1)
-        return where.hostgroup, branch
+        shard = shard_on(found.table, where.hostgroup)
+        return OnShard(where.hostgroup, rewrite(stmt.sql, shard), branch, default_schema(shard, self.state.schema))
+
+
+@dataclass(frozen=True)
+class OnShard:
+    """Where an execute runs: ``hostgroup``, the statement text prepared there (``sql``: renamed on a shard with a
+    physical schema, ``proxyapp.sharding.physical``), the branch of the session's transaction over shards it runs
+    on (None: as usual), and the default schema it runs in (None: the session's)."""
+
+    hostgroup: int
+    sql: str
+    branch: BackendConnection | None = None
+    schema: str | None = None
 
 
 def client_charset(state: SessionState) -> str:

@@ -18,15 +18,15 @@ from proxyapp.session.client import Client
 from proxyapp.session.link import BackendLink
 from proxyapp.session.prepared import (
     ClientStatement,
-    ensure_prepared,
     prepare_anew,
+    prepare_on,
     rewrite_execute,
     with_client_id,
 )
 from proxyapp.session.query import NO_RULES, QueryPipeline
 from proxyapp.session.relay import Relay, relay_until_eof
 from proxyapp.session.services import SessionServices
-from proxyapp.session.sharded_statements import ShardedStatements
+from proxyapp.session.sharded_statements import OnShard, ShardedStatements
 from proxyapp.session.state import Pin, SessionState
 from proxyapp.sharding.plan import plan
 from proxyapp.sql.digest import compute_digest
@@ -128,19 +128,22 @@ class PreparedStatements:
         hostgroup = queries.route(stmt.statements, NO_RULES) if stmt.statements else stmt.hostgroup
         if self.link.conn is None and self.state.autocommit:
             hostgroup = stmt.hostgroup
-        branch = None  # a branch of the session's transaction over shards, if it runs on one
+        on_shard = OnShard(hostgroup, stmt.sql)  # a sharded statement's shard (its text, branch, schema there)
         if stmt.sharded and self.services.runtime.shard_map is not None:
             queries.spanning.check()
-            shard = await self.sharded.place(stmt, bound, hostgroup, started)
-            if shard is None:  # answered: over several shards, or refused
+            placed = await self.sharded.place(stmt, bound, hostgroup, started)
+            if placed is None:  # answered: over several shards, or refused
                 self._clear_long_data(stmt)
                 return
-            hostgroup, branch = shard
+            on_shard = placed
+            hostgroup = on_shard.hostgroup
+        branch = on_shard.branch
+        prepared_text = on_shard.sql
         if len(payload) > 5 and payload[5] and stmt.num_columns:
             stmt.cursor = True
 
         async def run(conn: BackendConnection, relay: Relay) -> Response:
-            prepared = await ensure_prepared(conn, stmt)
+            prepared = await prepare_on(conn, prepared_text)
             if isinstance(prepared, ErrPacket):
                 relay.write(frame(err_packet(prepared.code, prepared.message, prepared.sqlstate), 1))
                 return Response(status=conn.status, error=prepared)
@@ -150,7 +153,7 @@ class PreparedStatements:
             return await read_response(conn.wire, relay, binary=True)
 
         try:
-            response = await self.link.execute(hostgroup, run, stmt.statements, None, None, branch)
+            response = await self.link.execute(hostgroup, run, stmt.statements, None, None, branch, on_shard.schema)
             if queries.spanning.current is not None:
                 await queries.spanning.after(response.error if response is not None else None, branch)
             if stmt.mirror is not None or queries.followed:

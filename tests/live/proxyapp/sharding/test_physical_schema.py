@@ -140,7 +140,7 @@ def test_sequences_start_above_the_physical_schema_s_rows(shards: Servers, proxy
         assert stored(shards[0], "shop", "SELECT id, item FROM {}.orders") == ((42, "x"),)
 
 
-def test_prepared_statements_scatter_and_refuse_one_renamed_shard(shards: Servers, proxy: ProxyProcess) -> None:
+def test_prepared_statements_run_binary_on_a_renamed_shard_and_scatter(shards: Servers, proxy: ProxyProcess) -> None:
     for server, schema, rows in zip(shards, SCHEMAS, ([(2, "two")], [(1, "one")]), strict=True):
         with server.connect() as conn, conn.cursor() as cur:
             cur.executemany(f"INSERT INTO {schema}.tb_Shop VALUES (%s, %s)", rows)
@@ -153,13 +153,16 @@ def test_prepared_statements_scatter_and_refuse_one_renamed_shard(shards: Server
         assert cur.fetchall() == [("two",)]
         cur.execute("SELECT City_ID FROM shop.tb_Shop WHERE City_ID IN (?, ?) ORDER BY City_ID", (1, 2))  # scatter
         assert cur.fetchall() == [(1,), (2,)]
-        with pytest.raises(mysql.connector.Error) as info:
-            cur.execute("SELECT name FROM tb_Shop WHERE City_ID = ?", (1,))
-        assert info.value.errno == 1235 and "physical schema" in str(info.value)
+        cur.execute("SELECT name FROM tb_Shop WHERE City_ID = ?", (1,))  # shard 1: prepared there renamed
+        assert cur.fetchall() == [("one",)]
+        cur.execute("SELECT name FROM shop.tb_Shop WHERE City_ID = ?", (1,))  # qualified, renamed
+        assert cur.fetchall() == [("one",)]
+        cur.execute("UPDATE shop.tb_Shop SET name = ? WHERE City_ID = ?", ("uno", 1))
+        assert cur.rowcount == 1
     finally:
         conn.close()
-    with proxy.connect(database="shop") as text, text.cursor() as cur:  # as text it runs
-        assert one(cur, "SELECT name FROM tb_Shop WHERE City_ID = 1") == (("one",),)
+    with proxy.connect(database="shop") as text, text.cursor() as cur:  # as text too
+        assert one(cur, "SELECT name FROM tb_Shop WHERE City_ID = 1") == (("uno",),)
 
 
 def test_a_statement_on_no_sharded_table_is_not_renamed(shards: Servers, proxy: ProxyProcess) -> None:
