@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from proxyapp.backends.monitor import Monitor
-from proxyapp.backends.pool import PoolManager, PoolSettings
+from proxyapp.backends.pool import ONLINE, PoolManager, PoolSettings
 from proxyapp.backends.topology import MonitorState, runtime_view, server_row
 from proxyapp.clock import Clock, admin_may_advance
 from proxyapp.config.document import Config, ConfigError, load_config_file, parse_config
@@ -30,10 +30,11 @@ from proxyapp.session.seats import Seats
 from proxyapp.session.services import SessionServices
 from proxyapp.session.session import Session
 from proxyapp.session.throttle import AuthThrottle
-from proxyapp.sharding.coordinator import Coordinator
+from proxyapp.sharding.coordinator import Coordinator, monitor_connect
 from proxyapp.sharding.nodeblocks import NodeBlocks
 from proxyapp.sharding.sequence import Sequences
 from proxyapp.sharding.stats import ShardingStats
+from proxyapp.sharding.tablerows import TableRows
 
 log = logging.getLogger("proxyapp")
 
@@ -102,6 +103,16 @@ class Proxy(SessionServices):
         self.xa: Coordinator | None = None
         self.xa_error = ""
         self._open_xa()
+        #: Each sharded table's rows per shard (``proxyapp.sharding.tablerows``): worker 0 asks, for the node.
+        self.table_rows = (
+            TableRows(
+                lambda: self.runtime.shard_map,
+                self._writer_of,
+                monitor_connect(lambda: self.runtime.config, lambda: self.tls),
+            )
+            if worker == 0
+            else None
+        )
         self.sequences = Sequences(blocks)  # ``blocks``: the node's, shared by its workers
         #: The monitor's latest findings, from this process's own monitor or (a worker) from the supervisor's.
         self.monitor_state = MonitorState()
@@ -214,6 +225,8 @@ class Proxy(SessionServices):
         self.pools.housekeeping(now)
         if self.xa is not None:
             self.xa.sweep(now)
+        if self.table_rows is not None:
+            self.table_rows.sweep(now)
 
     def _end(self, session: Session, why: str) -> None:
         """Kill ``session`` (its running statement, its connection; its transaction is rolled back)."""
@@ -235,6 +248,8 @@ class Proxy(SessionServices):
         await self.mirror.stop()
         if self.xa is not None:
             await self.xa.close()
+        if self.table_rows is not None:
+            await self.table_rows.stop()
         monitor = self.monitor
         if monitor is not None:
             await monitor.stop()
@@ -275,6 +290,12 @@ class Proxy(SessionServices):
         except (OSError, ValueError) as exc:
             self.xa_error = str(exc)
             log.error("sharding: the XA decision log cannot be opened, writes over several shards are refused: %s", exc)
+
+    def _writer_of(self, hostgroup_id: int) -> str | None:
+        """The first ONLINE server (``host:port``) of a hostgroup as this process routes by, None when it has none."""
+        hostgroup = self.pools.hostgroups.get(hostgroup_id)
+        pools = hostgroup.pools if hostgroup is not None else []
+        return next((f"{p.server.hostname}:{p.server.port}" for p in pools if p.status == ONLINE), None)
 
     def _configure_throttle(self, config: Config) -> None:
         v = config.variables
@@ -360,6 +381,8 @@ class Proxy(SessionServices):
             "mirror": mirror,
             "server_transitions": list(self.pools.transitions),
         }
+        if self.table_rows is not None:
+            snapshot["sharding_tables"] = self.table_rows.rows()
         monitor = self.monitor
         if monitor is not None:
             snapshot["monitor"] = monitor.server_rows()

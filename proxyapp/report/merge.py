@@ -1,7 +1,7 @@
 """Merging the reports of several worker processes into the one report of their node: counters summed (a few
-maxed), pool rows summed per server, digests combined by their key, rule hits summed, server transitions kept once
-however many workers recorded them, mirror sections merged. The supervisor merges its workers' snapshots with it,
-and the control plane merges its nodes' digests with the same key.
+maxed), pool rows summed per server, digests combined by their key, the sharded tables' rows kept (worker 0 asks),
+rule hits summed, server transitions kept once however many workers recorded them, mirror sections merged. The
+supervisor merges its workers' snapshots with it, and the control plane merges its nodes' digests with the same key.
 """
 
 from __future__ import annotations
@@ -81,6 +81,7 @@ def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
     out["query_digest"] = merge_digest_rows([row for snap in snapshots for row in snap["query_digest"]])
     out["query_digest_overflow"] = sum(snap.get("query_digest_overflow", 0) for snap in snapshots)
     out["sharding_digest"] = merge_sharding_rows([row for snap in snapshots for row in snap.get("sharding_digest", [])])
+    out["sharding_tables"] = [row for snap in snapshots for row in snap.get("sharding_tables", [])]  # worker 0's
     out["query_rules"] = [{"rule_id": k, "hits": v} for k, v in sorted(hits.items())]
     transitions = [row for snap in snapshots for row in snap.get("server_transitions", [])]
     out["server_transitions"] = merge_transitions(transitions)

@@ -5,7 +5,7 @@ on its own, so a bad section never hides the good ones.
 
 Sections: ``global`` (counters), ``connection_pool`` (``PoolRow``), ``mirror`` (``MirrorCounts``), ``monitor``
 (``MonitorRow``), ``server_transitions`` (``TransitionRow``), ``query_digest`` (``DigestRow``), ``sharding_digest``
-(``ShardingRow``), ``query_rules`` (``RuleHits``) and ``config`` (``ReportedConfig``).
+(``ShardingRow``), ``sharding_tables`` (``ShardTableRow``), ``query_rules`` (``RuleHits``) and ``config`` (``ReportedConfig``).
 """
 
 from __future__ import annotations
@@ -156,6 +156,19 @@ class ShardingRow:
     def avg_merge_us(self) -> float:
         """A scatter's merge time in microseconds, on average (0 without scatters)."""
         return self.merge_us / self.scatter if self.scatter else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ShardTableRow:
+    """A ``sharding_tables`` row (``proxyapp.sharding.tablerows``): a sharded table on one shard and the rows InnoDB
+    estimates it has there (None: not known), asked at ``checked_at`` (None: not yet)."""
+
+    schemaname: str
+    tablename: str
+    shard: int
+    hostgroup: int
+    rows_estimate: int | None
+    checked_at: datetime | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,6 +354,26 @@ def read_sharding(stats: object) -> list[ShardingRow]:
                 merge_rows=_integer(row, "merge_rows", where),
                 merge_us=_integer(row, "merge_us", where),
                 scatter_ratio=float(ratio),
+            )
+        )
+    return rows
+
+
+def read_sharding_tables(stats: object) -> list[ShardTableRow]:
+    """The ``sharding_tables`` rows (none when the report has none: the node shards nothing, or predates them)."""
+    rows = []
+    for where, row in _rows(stats, "sharding_tables", optional=True):
+        estimate = _optional(row, "rows_estimate", (int,), where)
+        if estimate is not None and estimate < 0:
+            raise ReportError(f"{where}.rows_estimate: expected a whole number of 0 or more or null, not {estimate!r}")
+        rows.append(
+            ShardTableRow(
+                schemaname=_text(row, "schemaname", where, empty=False),
+                tablename=_text(row, "tablename", where, empty=False),
+                shard=_integer(row, "shard", where),
+                hostgroup=_integer(row, "hostgroup", where),
+                rows_estimate=estimate,
+                checked_at=read_moment(row.get("checked_at"), f"{where}.checked_at"),
             )
         )
     return rows

@@ -23,7 +23,7 @@ from proxyapp.config.document import Config
 from proxyapp.mysql.backend import BackendConnection, Credentials
 from proxyapp.mysql.tls import TlsContexts
 from proxyapp.sharding.decisions import DecisionLog, log_path, orphaned_workers
-from proxyapp.sharding.xa import Recovery, xid_prefix
+from proxyapp.sharding.xa import Connect, Recovery, xid_prefix
 
 log = logging.getLogger("proxyapp.sharding.xa")
 
@@ -55,6 +55,22 @@ def shard_servers(config: Config) -> list[str]:
     return sorted({f"{s.hostname}:{s.port}" for s in config.mysql_servers if s.hostgroup_id in hostgroups})
 
 
+def monitor_connect(config: Callable[[], Config], tls: Callable[[], TlsContexts]) -> Connect:
+    """How to reach a server (``host:port``) as the monitor user, with the TLS its row asks for in the config
+    ``config()`` returns and the backend TLS ``tls()``: what recovery and the table rows poll connect with."""
+
+    async def connect(server: str) -> BackendConnection:
+        loaded = config()
+        host, _, port = server.rpartition(":")
+        row = next((s for s in loaded.mysql_servers if s.hostname == host and str(s.port) == port), None)
+        v = loaded.variables
+        credentials = Credentials(v.text("mysql-monitor_username"), v.text("mysql-monitor_password"))
+        context = server_tls(row, tls().backend) if row is not None else None
+        return await BackendConnection.connect(host, int(port), credentials, None, timeout=CONNECT_TIMEOUT, tls=context)
+
+    return connect
+
+
 class Coordinator:
     """The decision log new cross-shard transactions are written to, and the recoveries of this worker."""
 
@@ -77,16 +93,7 @@ class Coordinator:
         directory = log_directory(current, config_path)
         name = identity(current, config_path)
 
-        async def connect(server: str) -> BackendConnection:
-            loaded = config()
-            host, _, port = server.rpartition(":")
-            row = next((s for s in loaded.mysql_servers if s.hostname == host and str(s.port) == port), None)
-            v = loaded.variables
-            credentials = Credentials(v.text("mysql-monitor_username"), v.text("mysql-monitor_password"))
-            context = server_tls(row, tls().backend) if row is not None else None
-            return await BackendConnection.connect(
-                host, int(port), credentials, None, timeout=CONNECT_TIMEOUT, tls=context
-            )
+        connect = monitor_connect(config, tls)
 
         def servers() -> list[str]:
             return shard_servers(config())

@@ -57,14 +57,28 @@ def sharding_row(
     return with_ratio(row)
 
 
+def table_row(table: str, shard: int, rows: int | None, checked_at: float | None = 1.5) -> dict[str, Any]:
+    """A ``sharding_tables`` row of a snapshot: ``shop.table`` on ``shard`` (hostgroup 100 + shard)."""
+    return {
+        "schemaname": "shop",
+        "tablename": table,
+        "shard": shard,
+        "hostgroup": 100 + shard,
+        "rows_estimate": rows,
+        "checked_at": checked_at,
+    }
+
+
 def snapshot(
     pools: list[dict[str, Any]],
     digests: list[dict[str, Any]] | None = None,
     questions: int = 0,
     clients: int = 0,
     sharding: list[dict[str, Any]] | None = None,
+    tables: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """A proxy's ``/stats`` snapshot with these pools and digests (and sharding digests when given)."""
+    """A proxy's ``/stats`` snapshot with these pools and digests (and sharding digests and table rows when
+    given)."""
     stats = {
         "global": {"Questions": questions, "Client_Connections_connected": clients},
         "connection_pool": pools,
@@ -72,6 +86,8 @@ def snapshot(
     }
     if sharding is not None:
         stats["sharding_digest"] = sharding
+    if tables is not None:
+        stats["sharding_tables"] = tables
     return stats
 
 

@@ -16,6 +16,7 @@ from proxyapp.report.reader import (
     ReportError,
     RuleHits,
     ShardingRow,
+    ShardTableRow,
     read_config,
     read_counters,
     read_digests,
@@ -24,11 +25,12 @@ from proxyapp.report.reader import (
     read_pools,
     read_rule_hits,
     read_sharding,
+    read_sharding_tables,
     read_transitions,
 )
 from proxyapp.report.stats import DigestStats, GlobalCounters
 from proxyapp.sharding.stats import ShardingStats
-from tests.support.node_messages import digest_row, pool_row, sharding_row
+from tests.support.node_messages import digest_row, pool_row, sharding_row, table_row
 
 
 def report(**sections: Any) -> dict[str, Any]:
@@ -84,7 +86,15 @@ def test_a_report_reads_into_typed_rows() -> None:
     bare = report()
     assert (read_mirror(bare), read_monitor(bare), read_transitions(bare)) == (None, None, [])
     assert (read_digests(bare), read_rule_hits(bare), read_config(bare)) == ([], [], None)
-    assert read_sharding(bare) == []  # a node that shards nothing
+    assert read_sharding(bare) == read_sharding_tables(bare) == []  # a node that shards nothing
+
+
+def test_sharded_tables_rows_read_with_missing_ones_as_none() -> None:
+    known, missing = read_sharding_tables(
+        report(sharding_tables=[table_row("orders", 0, 42), table_row("orders", 1, None, None)])
+    )
+    assert known == ShardTableRow("shop", "orders", 0, 100, 42, datetime.fromtimestamp(1.5, UTC))
+    assert missing == ShardTableRow("shop", "orders", 1, 101, None, None)
 
 
 def test_sharding_digests_read_with_their_averages() -> None:
@@ -156,6 +166,15 @@ def test_the_rest_of_a_report_reads_into_typed_rows() -> None:
         (report(sharding_digest=[{**SHARDING, "digest": 7}]), read_sharding, r"\[0\].digest: expected text"),
         (report(sharding_digest=[{**SHARDING, "scatter_ratio": 2}]), read_sharding, "scatter_ratio: expected a num"),
         (report(sharding_digest=[{**SHARDING, "merge_us": 1.5}]), read_sharding, r"\[0\].merge_us: expected a whole"),
+        (report(sharding_tables={}), read_sharding_tables, "stats.sharding_tables: expected a list of rows"),
+        (report(sharding_tables=[table_row("t", -1, 3)]), read_sharding_tables, r"\[0\].shard: expected a whole"),
+        (report(sharding_tables=[table_row("t", 0, -3)]), read_sharding_tables, r"rows_estimate: expected a whole"),
+        (
+            report(sharding_tables=[{**table_row("t", 0, 3), "rows_estimate": "3"}]),
+            read_sharding_tables,
+            r"rows_estimate: expected int or",
+        ),
+        (report(sharding_tables=[table_row("", 0, 3)]), read_sharding_tables, r"\[0\].tablename: expected text"),
         (report(query_rules=[{"rule_id": 1}]), read_rule_hits, r"query_rules\[0\].hits: expected a whole number"),
         (report(query_rules=["1"]), read_rule_hits, r"query_rules\[0\]: expected an object"),
         (report(config=[]), read_config, "stats.config: expected an object"),
