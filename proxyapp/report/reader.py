@@ -5,7 +5,8 @@ on its own, so a bad section never hides the good ones.
 
 Sections: ``global`` (counters), ``connection_pool`` (``PoolRow``), ``mirror`` (``MirrorCounts``), ``monitor``
 (``MonitorRow``), ``server_transitions`` (``TransitionRow``), ``query_digest`` (``DigestRow``), ``sharding_digest``
-(``ShardingRow``), ``sharding_tables`` (``ShardTableRow``), ``query_rules`` (``RuleHits``) and ``config`` (``ReportedConfig``).
+(``ShardingRow``), ``sharding_tables`` (``ShardTableRow``), ``query_rules`` (``RuleHits``) and ``config``
+(``ReportedConfig``).
 """
 
 from __future__ import annotations

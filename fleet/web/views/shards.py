@@ -1,6 +1,7 @@
-"""The shard map page: a config's shard groups, shards and sharded tables, each shard's traffic as the nodes report
-it, the "which shard holds key K of table T" tester (``fleet.core.shards``) and the statements on sharded tables by
-scatter ratio, as the nodes report them (``fleet.core.scatter``)."""
+"""The shard map page: a config's shard groups, shards and sharded tables, each shard's traffic and each table's
+estimated rows per shard as the nodes report them (``fleet.core.tablerows``), the "which shard holds key K of table
+T" tester (``fleet.core.shards``) and the statements on sharded tables by scatter ratio, as the nodes report them
+(``fleet.core.scatter``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from fleet.core import scatter
+from fleet.core import scatter, tablerows
 from fleet.core.models import Cluster, ConfigVersion
 from fleet.core.ruletest import DRAFT, config_of
 from fleet.core.shards import LocateError, Location, locate, shard_groups
@@ -76,6 +77,7 @@ def shard_map(request: HttpRequest) -> HttpResponse:
         "groups": groups,
         "traffic": traffic_by_hostgroup(cluster, hostgroups) if cluster is not None else {},
         "tables": sorted(table.name for group in groups for table in group.tables),
+        "table_rows": tablerows.table_rows(cluster, problems),
         "location": location,
         "errors": errors,
         "scatter": scatter.sharding_digests(cluster, problems)[: scatter.TOP],
