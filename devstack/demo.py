@@ -8,7 +8,7 @@ from typing import Any
 
 import pymysql
 
-from devstack.sandbox import APP_PASSWORD, APP_USER, HOST, SandboxServer
+from devstack.sandbox import APP_PASSWORD, APP_USER, HOST, MONITOR_USER, SandboxServer
 
 WRITER_HOSTGROUP = 10
 READER_HOSTGROUP = 20
@@ -122,6 +122,8 @@ def prepare_shop(primary: SandboxServer, shard_servers: Sequence[SandboxServer])
     for server in shard_servers:
         with server.connect() as conn, conn.cursor() as cur:
             cur.execute(f"CREATE DATABASE IF NOT EXISTS {SHARD_SCHEMA}")
+            # The Shards page's rows per shard: information_schema shows the monitor only tables it may read.
+            cur.execute(f"GRANT SELECT ON {SHARD_SCHEMA}.* TO '{MONITOR_USER}'@'%'")
             cur.execute(f"SHOW TABLES FROM {SHARD_SCHEMA} LIKE 'tb_Shop'")
             if cur.fetchone() is not None:
                 continue
