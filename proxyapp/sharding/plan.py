@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import cast
 
 from proxyapp.config.sharding import Key, ShardKeyError
 from proxyapp.sharding.gather import Gather, Refused, gather
@@ -101,11 +102,13 @@ def plan(sql: str, schema: str | None, shard_map: ShardMap) -> Plan | None:
         return _analyze(tokens, schema, shard_map).finish(tokens)
     plans = shard_map.plans
     key = (schema, _shape(tokens))
-    template = plans.pop(key, None)  # put back last: the most recently used
-    if template is None:
+    cached = plans.pop(key, None)  # put back last: the most recently used
+    if cached is None:
         template = _analyze(tokens, schema, shard_map)
         if len(plans) >= PLAN_CACHE_SIZE:
             del plans[next(iter(plans))]
+    else:
+        template = cast(Template, cached)
     plans[key] = template
     return template.finish(tokens)
 

@@ -7,13 +7,9 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from proxyapp.config.document import Config
 from proxyapp.config.sharding import Algorithm, build, parse_parameters
-
-if TYPE_CHECKING:
-    from proxyapp.sharding.plan import Template
 
 
 @dataclass(frozen=True)
@@ -57,8 +53,9 @@ class ShardMap:
         self._names = _any_of({table for _, table in tables})
         self._qualifiers = _any_of(self._schemas)
         #: The planner's analysis of each statement shape under this map, by (default schema, shape), least recently
-        #: used first (``proxyapp.sharding.plan``): a config reload builds a new map, and so starts afresh.
-        self.plans: dict[tuple[str | None, tuple[str, ...]], Template] = {}
+        #: used first: ``proxyapp.sharding.plan``'s ``Template`` objects, which only it reads (kept here so that a
+        #: config reload, which builds a new map, starts afresh).
+        self.plans: dict[tuple[str | None, tuple[str, ...]], object] = {}
 
     def named_in(self, sql: str, schema: str | None) -> bool:
         """Whether ``sql``, run with default schema ``schema``, may name one of the tables: a table's name appears
