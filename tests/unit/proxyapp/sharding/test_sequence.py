@@ -130,10 +130,12 @@ class Reserving:
         self.next = start
         self.sizes: list[int] = []
         self.opened = asyncio.Event()
+        self.asked = asyncio.Event()  # a reservation was asked for
         self.held = False
 
     async def reserve(self, size: int) -> int:
         self.sizes.append(size)
+        self.asked.set()
         if self.held:
             self.opened.clear()
             await self.opened.wait()
@@ -161,8 +163,7 @@ def test_one_reservation_at_a_time_the_others_wait_for_it() -> None:
         sequence, store = Sequence(), Reserving()
         store.held = True
         takers = [asyncio.ensure_future(sequence.take(2, 4, store.reserve)) for _ in range(3)]
-        while not store.sizes:
-            await asyncio.sleep(0)
+        await store.asked.wait()
         assert not any(t.done() for t in takers)
         store.held = False
         store.opened.set()
