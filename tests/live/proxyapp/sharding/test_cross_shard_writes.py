@@ -23,16 +23,8 @@ from devstack.stack import wait_until
 from proxyapp.sharding.xa import FAILPOINT, RECOVERY_INTERVAL
 from tests.live.proxyapp.sharding.test_single_shard import config, refused
 from tests.support.harness import StartProxy
-from tests.support.monitor_support import own_sandbox
 
 Servers = tuple[SandboxServer, SandboxServer]
-
-
-@pytest.fixture(scope="module")
-def other() -> Iterator[Sandbox]:
-    """A second, independent server: shard 1 (shard 0 is the session sandbox's primary)."""
-    with own_sandbox("xawrite1", replicas=0) as box:
-        yield box
 
 
 @pytest.fixture

@@ -16,17 +16,9 @@ from devstack.proxy import ProxyProcess
 from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox, SandboxServer
 from tests.live.proxyapp.sharding.test_single_shard import config
 from tests.support.harness import StartProxy
-from tests.support.monitor_support import own_sandbox
 
 Servers = tuple[SandboxServer, SandboxServer]
 SCHEMAS = ("shop", "shop_1")  # where each shard keeps shop's tables
-
-
-@pytest.fixture(scope="module")
-def other() -> Iterator[Sandbox]:
-    """A second, independent server: shard 1 (shard 0 is the session sandbox's primary)."""
-    with own_sandbox("physical1", replicas=0) as box:
-        yield box
 
 
 @pytest.fixture

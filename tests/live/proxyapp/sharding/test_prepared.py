@@ -17,7 +17,6 @@ from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox, SandboxServer
 from proxyapp.mysql.packets import read_lenenc_int
 from tests.live.proxyapp.sharding.test_single_shard import config, ids_on
 from tests.support.harness import ProxyProcess
-from tests.support.monitor_support import own_sandbox
 from tests.support.rawclient import (
     RawClient,
     ServerError,
@@ -46,13 +45,6 @@ KIND_ROWS = [
     (6, -6, 6, -6, -6, -6, 6, 3.25, 6e-7, "-6", "Apple", b"\\'", "z", "2002-02-02", "2002-02-02 02:02:02.5",
      "100:00:00", 2002, None, 2),
 ]  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def other() -> Iterator[Sandbox]:
-    """A second, independent server: shard 1 (shard 0 is the session sandbox's primary)."""
-    with own_sandbox("prepared1", replicas=0) as box:
-        yield box
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,6 @@ import pytest
 from devstack.sandbox import APP_USER, Sandbox, SandboxServer
 from tests.live.proxyapp.sharding.test_single_shard import config
 from tests.support.harness import ProxyProcess
-from tests.support.monitor_support import own_sandbox
 from tests.support.rawclient import start_module_proxy
 
 ROWS = [
@@ -38,13 +37,6 @@ TABLE = (
     "CREATE TABLE {schema}.items (City_ID int PRIMARY KEY, name varchar(20) COLLATE utf8mb4_general_ci, "
     "price decimal(8,2), made date, qty int NULL) DEFAULT CHARSET=utf8mb4"
 )
-
-
-@pytest.fixture(scope="module")
-def other() -> Iterator[Sandbox]:
-    """A second, independent server: shard 1 (shard 0 is the session sandbox's primary)."""
-    with own_sandbox("scatter1", replicas=0) as box:
-        yield box
 
 
 @pytest.fixture(scope="module")

@@ -15,16 +15,8 @@ import pytest
 
 from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox, SandboxServer
 from tests.support.harness import StartProxy
-from tests.support.monitor_support import own_sandbox
 
 SHARD_HOSTGROUPS = (100, 101)
-
-
-@pytest.fixture(scope="module")
-def other() -> Iterator[Sandbox]:
-    """A second, independent server: shard 1 (shard 0 is the session sandbox's primary)."""
-    with own_sandbox("shard1", replicas=0) as box:
-        yield box
 
 
 @pytest.fixture

@@ -14,16 +14,8 @@ from devstack.stack import wait_until
 from proxyapp.sharding.tablerows import INTERVAL
 from tests.live.proxyapp.sharding.test_single_shard import SHARD_HOSTGROUPS, config
 from tests.support.harness import StartProxy
-from tests.support.monitor_support import own_sandbox
 
 Servers = tuple[SandboxServer, SandboxServer]
-
-
-@pytest.fixture(scope="module")
-def other() -> Iterator[Sandbox]:
-    """A second, independent server: shard 1 (shard 0 is the session sandbox's primary)."""
-    with own_sandbox("tablerows1", replicas=0) as box:
-        yield box
 
 
 @pytest.fixture

@@ -28,19 +28,11 @@ from proxyapp.sharding.xa import (
     xid_prefix,
     xid_sql,
 )
-from tests.support.monitor_support import own_sandbox
 
 DB = "xa_test"
 PREFIX = xid_prefix("xa-test-node", 0)
 
 Servers = tuple[SandboxServer, SandboxServer]
-
-
-@pytest.fixture(scope="module")
-def other() -> Iterator[Sandbox]:
-    """Shard 1's server, independent of the session sandbox's."""
-    with own_sandbox("xa1", replicas=0) as box:
-        yield box
 
 
 @pytest.fixture
