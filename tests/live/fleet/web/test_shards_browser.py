@@ -1,7 +1,8 @@
 """The Shards page in a real browser (Playwright driving Debian's Chromium) against the whole product
 (``devstack.stack``): a real proxy node runs a published sharded config (``scatter_shop.items`` by City_ID mod 2 over
 two independent servers), a statement runs through it once on one shard and once on both, and once its agent has
-reported, the page ranks that statement by its scatter ratio, 0.50, below one that always misses the shard key."""
+reported, the page ranks that statement by its scatter ratio, 0.50, below one that always misses the shard key; and
+it shows the rows the node found on each shard (3 and 2, written on the servers before the node started)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from playwright.sync_api import Browser, Locator, Page, expect
 
 from devstack import stack
-from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox, SandboxServer
+from devstack.sandbox import APP_PASSWORD, APP_USER, MONITOR_USER, Sandbox, SandboxServer
 from proxyapp.sql.digest import compute_digest
 from tests.live.fleet.web.test_browser import browser
 from tests.support.fleet_seed import cluster_seed
@@ -36,17 +37,25 @@ REPORT_TIMEOUT_S = 30
 
 @pytest.fixture(scope="module")
 def shards(sandbox: Sandbox) -> Iterator[tuple[SandboxServer, SandboxServer]]:
-    """Shard 0 on the run's sandbox primary, shard 1 on a server of the module's own, each with an empty
-    ``scatter_shop.items``."""
+    """Shard 0 on the run's sandbox primary, shard 1 on a server of the module's own, each with
+    ``scatter_shop.items`` holding the rows of its shard (City_ID 10, 12, 14 on shard 0; 11, 13 on shard 1: none that
+    the test's statements read), which the monitor user may see (the page's rows per shard)."""
     with own_sandbox("scatterui", replicas=0) as other:
         servers = (sandbox.primary(), other.primary())
-        for server in servers:
+        for number, server in enumerate(servers):
             with server.connect() as conn, conn.cursor() as cur:
                 cur.execute(f"DROP DATABASE IF EXISTS {SCHEMA}")
                 cur.execute(f"CREATE DATABASE {SCHEMA}")
                 cur.execute(f"CREATE TABLE {SCHEMA}.items (City_ID int PRIMARY KEY, name varchar(20))")
+                cur.executemany(
+                    f"INSERT INTO {SCHEMA}.items VALUES (%s, 'kept')", [(k,) for k in range(10 + number, 15, 2)]
+                )
+                cur.execute(f"ANALYZE TABLE {SCHEMA}.items")
+                cur.fetchall()
+                cur.execute(f"GRANT SELECT ON {SCHEMA}.* TO '{MONITOR_USER}'@'%'")
         yield servers
         with servers[0].connect() as conn, conn.cursor() as cur:
+            cur.execute(f"REVOKE SELECT ON {SCHEMA}.* FROM '{MONITOR_USER}'@'%'")
             cur.execute(f"DROP DATABASE IF EXISTS {SCHEMA}")
 
 
@@ -133,9 +142,12 @@ def test_the_shards_page_shows_each_statements_scatter_ratio(
         page.click("button[type=submit]")
         expect(page.locator("h1")).to_have_text("Fleet overview")
 
+        items = page.locator(f'table.sharded-tables tr[data-table="{SCHEMA}.items"]')
+
         def reported() -> bool:  # MISSED ran last: a report that has it counts the other runs too
             page.goto("/shards/")
-            return scatter_row(page, SCATTERED).count() == 1 and scatter_row(page, MISSED).count() == 1
+            counted = items.locator("td.total-rows").inner_text().strip().isdigit()  # the node has looked at both
+            return scatter_row(page, SCATTERED).count() == 1 and scatter_row(page, MISSED).count() == 1 and counted
 
         stack.wait_until(reported, "the node's report of both statements on the Shards page", REPORT_TIMEOUT_S)
         expect(page.locator("section.shard-group h2")).to_contain_text("Shard group shops")
@@ -147,5 +159,7 @@ def test_the_shards_page_shows_each_statements_scatter_ratio(
         expect(scatter_row(page, MISSED).locator("td.scatter-ratio")).to_have_text("1.00")
         ranked = page.locator("table.scatter-digests tbody tr").evaluate_all("rows => rows.map(r => r.dataset.digest)")
         assert ranked.index(compute_digest(MISSED).hash) < ranked.index(compute_digest(SCATTERED).hash)
+        expect(items.locator("td.shard-rows")).to_have_text(["3", "2"])
+        expect(items.locator("td.total-rows")).to_have_text("5")
     finally:
         context.close()
