@@ -135,6 +135,13 @@ class MysqlQueryRule:
     apply: bool = column(False)
     attributes: str = column("")
     comment: str | None = column(None)
+    trx_queue: str | None = column(
+        None, help="ProxyFleet's hot-row queue: the queue a matching statement's transaction waits in (docs/hot-rows.md)"
+    )
+    trx_queue_key: str | None = column(
+        None,
+        help="the queue's key: \\1..\\9, a group of match_pattern, or a column the WHERE clause compares with a value",
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)  # ProxySQL's column order puts a required column after flagIN

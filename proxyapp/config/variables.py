@@ -653,6 +653,43 @@ _SPECS = (
         minimum=1,
         maximum=1_000_000_000,
     ),
+    # Hot rows: the per-key transaction queue (docs/hot-rows.md).
+    _int(
+        "mysql-trx_queue_concurrency",
+        1,
+        "transactions that may hold one key of a hot-row queue at once; the others wait in line before they take a "
+        "backend connection",
+        minimum=1,
+        maximum=1024,
+    ),
+    _int(
+        "mysql-trx_queue_wait_timeout_ms",
+        10_000,
+        "ms a transaction waits for a hot-row queue's key before its statement fails with an error naming the key",
+        minimum=1,
+        maximum=3_600_000,
+    ),
+    _int(
+        "mysql-trx_queue_max_waiters",
+        1024,
+        "transactions that may wait for one key; one more is refused at once with an error naming the key",
+        minimum=1,
+        maximum=1_000_000,
+    ),
+    _int(
+        "mysql-trx_queue_max_keys",
+        100_000,
+        "keys held or waited for at once in all hot-row queues of the node; a new key beyond it runs without the "
+        "queue",
+        minimum=1,
+        maximum=10_000_000,
+    ),
+    _bool(
+        "mysql-trx_queue_auto_apply",
+        False,
+        "queue the hot keys the proxy finds by itself (lock waits, deadlocks, one key per digest) without waiting "
+        "for a DBA to accept the proposal; a queue is withdrawn when the heat is gone",
+    ),
     _str(
         "mysql-sharding_xa_log_dir",
         "",
