@@ -654,6 +654,12 @@ _SPECS = (
         maximum=1_000_000_000,
     ),
     # Hot rows: the per-key transaction queue (docs/hot-rows.md).
+    _bool(
+        "mysql-trx_queue_hints",
+        True,
+        "honour a statement's trx_queue=QUEUE:KEY comment (its transaction waits in line for the key); false: only "
+        "query rules queue transactions",
+    ),
     _int(
         "mysql-trx_queue_concurrency",
         1,
