@@ -25,6 +25,8 @@ STAMP = BUILD_DIR / "STAMP"
 #: The modules compiled, relative to the repository: the per-query path and what it touches.
 COMPILED = (
     "proxyapp/backends/pool.py",
+    "proxyapp/hotrows/marks.py",
+    "proxyapp/hotrows/queues.py",
     "proxyapp/mirror/mirror.py",
     "proxyapp/mysql/backend.py",
     "proxyapp/mysql/compression.py",
@@ -50,6 +52,7 @@ COMPILED = (
     "proxyapp/session/state.py",
     "proxyapp/session/statements.py",
     "proxyapp/session/track.py",
+    "proxyapp/session/trxqueue.py",
     "proxyapp/sharding/gather.py",
     "proxyapp/sharding/merge.py",
     "proxyapp/sharding/physical.py",
@@ -59,6 +62,7 @@ COMPILED = (
     "proxyapp/sql/digest.py",
     "proxyapp/sql/lex.py",
     "proxyapp/sql/scan.py",
+    "proxyapp/sql/where.py",
 )
 
 

@@ -2,3 +2,7 @@
 (OneSQL's ``trx_queue``). ``marks`` reads which keys a statement asks for, ``queues`` runs the lines, ``broker`` shares
 them between a node's worker processes, ``heat`` finds hot keys by itself. docs/hot-rows.md tells the whole story.
 """
+
+from proxyapp.native import prefer_compiled
+
+prefer_compiled(__name__, __path__)

@@ -310,6 +310,7 @@ class BackendLink:
         self.opening = None
         pool = conn.pool
         assert isinstance(pool, ServerPool)
+        pool.queries += 1  # the backend runs it as a command of its own
         try:
             err = await conn.simple_command(opening)
         except (PeerClosed, ProtocolError, OSError) as exc:
