@@ -106,6 +106,9 @@ def viewer_urls() -> list[str]:
         reverse("web:audit") + "?action=create&table=mysql_servers",
         reverse("web:rule_test"),
         reverse("web:shard_map"),
+        reverse("web:hot_rows"),
+        reverse("web:hot_rows_table"),
+        reverse("web:hot_rows_chart", args=["waiters"]),
         reverse("web:fleet"),
         reverse("web:node", args=[NODE]),
     ]
@@ -211,6 +214,7 @@ def test_viewer_gets_403_on_every_change(published: Cluster, viewer: Client) -> 
         reverse("web:row_delete", args=["servers", server.pk]),
         reverse("web:publish"),
         reverse("web:rollback", args=[1]),
+        reverse("web:hot_rows_accept"),
     ]
     counts = (Server.objects.count(), ConfigVersion.objects.count(), AuditEntry.objects.count())
     for url in posts:
