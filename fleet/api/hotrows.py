@@ -34,7 +34,8 @@ class HotRowsView(APIView):
 
 class AcceptProposalView(ClusterScoped, APIView):
     """Accept a proposal (operators): its query rule is added to the draft, audited, and answered (201); publish
-    to run it. 404 when no node reports the proposal, 409 when the draft already queues its digest."""
+    to run it. 404 when no node reports the proposal, 409 when the draft already queues its digest or it names
+    none."""
 
     @extend_schema(
         parameters=[CLUSTER_PARAMETER],

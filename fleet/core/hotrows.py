@@ -60,7 +60,8 @@ class Proposal:
 
 
 class ProposalError(ValueError):
-    """A proposal that cannot be accepted: none of that id is reported, or the draft already queues it."""
+    """A proposal that cannot be accepted: none of that id is reported, it names no digest, or the draft already
+    queues it."""
 
 
 def sections(cluster: Cluster | None, problems: list[str]) -> list[tuple[str, TrxQueueSection]]:
@@ -179,14 +180,16 @@ def proposals(cluster: Cluster | None, problems: list[str]) -> list[Proposal]:
 def accept(cluster: Cluster, proposal_id: str, user: Actor) -> QueryRule:
     """Add the query rule that proposal ``proposal_id`` describes to the cluster's draft (audited, checked as every
     rule is): the next free rule_id, active, the proposal's digest, queue and key column, apply=0, a comment with
-    the evidence. ProposalError when no node reports it or the draft already queues its digest; ValidationError
-    when the rule is refused."""
+    the evidence. ProposalError when no node reports it, it names no digest or the draft already queues its digest;
+    ValidationError when the rule is refused."""
     found = {p.row.id: p for p in proposals(cluster, [])}
     proposal = found.get(proposal_id)
     if proposal is None:
         raise ProposalError(f"no node of {cluster} reports a proposal {proposal_id!r}")
     if proposal.accepted:
         raise ProposalError(f"proposal {proposal_id} is accepted already: rule {proposal.rule_id} queues its digest")
+    if _digest_value(proposal.row.digest) is None:  # a rule without a digest would queue every statement
+        raise ProposalError(f"proposal {proposal_id} names no digest: write its rule by hand")
     last = QueryRule.objects.filter(cluster=cluster).order_by("-rule_id").values_list("rule_id", flat=True).first()
     rule = QueryRule(
         cluster=cluster,

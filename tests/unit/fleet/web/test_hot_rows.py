@@ -242,6 +242,16 @@ def test_the_api_lists_the_queues_and_accepts_a_proposal(
     assert (listed["accepted"], listed["rule_id"]) == (True, created.json()["rule_id"])
 
 
+def test_a_proposal_without_a_digest_is_not_accepted(reported: Cluster) -> None:
+    node = ProxyNode.objects.get(name="hot-2")
+    send_report(
+        node, timezone.now() + timedelta(seconds=1), hot_report([], [{**proposal(1, []), "id": "x.y.z", "digest": ""}])
+    )
+    with pytest.raises(hotrows.ProposalError, match="names no digest"):
+        hotrows.accept(reported, "x.y.z", None)
+    assert not QueryRule.objects.filter(cluster=reported, trx_queue__isnull=False).exists()
+
+
 def test_a_report_without_the_section_shows_nothing(db: None, accounts: dict[str, Account]) -> None:
     cluster = make_cluster("quiet")
     node = ProxyNode.objects.create(cluster=cluster, name="quiet-1")
