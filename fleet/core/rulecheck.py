@@ -6,6 +6,7 @@ very message the node would refuse the config with."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
 
 from proxyapp.config.document import Config, ConfigError, parse_config
@@ -28,9 +29,11 @@ def rule_error(rule: MysqlQueryRule) -> str | None:
 
 
 def named_column(message: str) -> str:
-    """The column a RuleEngine message names after the rule (``rule 5: trx_queue_key: ...``), or "" for none."""
-    parts = message.split(": ", 2)
-    return parts[1] if len(parts) == 3 and parts[1] in MysqlQueryRule.__dataclass_fields__ else ""
+    """The column a RuleEngine message starts with after the rule (``rule 5: trx_queue_key \\2 refers to ...``,
+    ``rule 5: replace_pattern: ...``), or "" when it starts with none."""
+    _, _, rest = message.partition(": ")
+    first = re.match(r"\w+", rest)
+    return first.group(0) if first and first.group(0) in MysqlQueryRule.__dataclass_fields__ else ""
 
 
 def node_config(document: object) -> Config:

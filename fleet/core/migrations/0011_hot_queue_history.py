@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('core', '0010_query_rule_trx_queue'),
+        ('core', '0010_queryrule_trx_queue_queryrule_trx_queue_key'),
     ]
 
     operations = [
