@@ -13,7 +13,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from fleet.api.common import CLUSTER_PARAMETER, ClusterScoped, drf_error, resolve_cluster
-from fleet.api.serializers import ROW_SERIALIZERS, AcceptProposalSerializer, HotRowsSerializer
+from fleet.api.serializers import (
+    ROW_SERIALIZERS,
+    AcceptedRulesSerializer,
+    AcceptProposalSerializer,
+    HotRowsSerializer,
+)
 from fleet.core import hotrows
 
 
@@ -33,26 +38,26 @@ class HotRowsView(APIView):
 
 
 class AcceptProposalView(ClusterScoped, APIView):
-    """Accept a proposal (operators): its query rule is added to the draft, audited, and answered (201); publish
-    to run it. 404 when no node reports the proposal, 409 when the draft already queues its digest or it names
-    none."""
+    """Accept a proposal (operators): its query rules (one per digest not queued yet) are added to the draft,
+    audited, and answered (201 ``{"rules": [...]}``); publish to run them. 404 when no node reports the proposal,
+    409 when the draft already queues each of its digests or it names none."""
 
     @extend_schema(
         parameters=[CLUSTER_PARAMETER],
         request=AcceptProposalSerializer,
-        responses={201: ROW_SERIALIZERS["mysql_query_rules"]},
+        responses={201: AcceptedRulesSerializer},
     )
     def post(self, request: Request) -> Response:
         asked = AcceptProposalSerializer(data=request.data)
         asked.is_valid(raise_exception=True)
         cluster = self.cluster()
         try:
-            rule = hotrows.accept(cluster, asked.validated_data["id"], request.user)
+            rules = hotrows.accept(cluster, asked.validated_data["id"], request.user)
         except hotrows.ProposalError as error:
             if not any(p.row.id == asked.validated_data["id"] for p in hotrows.proposals(cluster, [])):
                 raise NotFound(str(error)) from None
             return Response({"detail": str(error)}, status=status.HTTP_409_CONFLICT)
         except DjangoValidationError as error:
             raise drf_error(error) from None
-        serializer = ROW_SERIALIZERS["mysql_query_rules"](rule, context={"request": request, "view": self})
-        return Response(serializer.data, status=status.HTTP_201_CREATED)
+        serializer = ROW_SERIALIZERS["mysql_query_rules"](rules, many=True, context={"request": request, "view": self})
+        return Response({"rules": serializer.data}, status=status.HTTP_201_CREATED)

@@ -455,13 +455,17 @@ class HotProposalSerializer(serializers.Serializer):
     queue = serializers.CharField(source="row.queue")
     digest = serializers.CharField(source="row.digest")
     digest_text = serializers.CharField(source="row.digest_text")
+    digests = serializers.SerializerMethodField(help_text="every digest the proposal queues, with its text")
     keys = serializers.ListField(source="row.keys", child=serializers.CharField(), help_text="the hottest key values")
     evidence = serializers.DictField(source="row.evidence", child=serializers.IntegerField())
     state = serializers.CharField(source="row.state", help_text="proposed, or applied (by the node itself)")
     since = serializers.DateTimeField(source="row.since", allow_null=True)
     nodes = serializers.ListField(child=serializers.CharField())
-    accepted = serializers.BooleanField(help_text="the draft has a rule queueing this digest")
-    rule_id = serializers.IntegerField(allow_null=True, help_text="that rule")
+    accepted = serializers.BooleanField(help_text="the draft has a rule queueing each of its digests")
+    rule_ids = serializers.ListField(child=serializers.IntegerField(), help_text="the rules queueing its digests")
+
+    def get_digests(self, proposal: Any) -> list[dict[str, str]]:
+        return [{"digest": digest, "digest_text": text} for digest, text in proposal.row.digests]
 
 
 class HotRowsSerializer(serializers.Serializer):
@@ -472,6 +476,12 @@ class HotRowsSerializer(serializers.Serializer):
     fleet = HotQueueSerializer(many=True)
     proposals = HotProposalSerializer(many=True)
     problems = serializers.ListField(child=serializers.CharField(), help_text="a node's section that does not read")
+
+
+class AcceptedRulesSerializer(serializers.Serializer):
+    """The query rules accepting a proposal added to the draft."""
+
+    rules = ROW_SERIALIZERS["mysql_query_rules"](many=True)
 
 
 class AcceptProposalSerializer(serializers.Serializer):

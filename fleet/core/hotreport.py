@@ -30,7 +30,8 @@ class QueueRow:
 
 @dataclass(frozen=True, slots=True)
 class ProposalRow:
-    """A queue the proxy proposes (or applied itself: ``state`` "applied") for a hot key column, with its evidence."""
+    """A queue the proxy proposes (or applied itself: ``state`` "applied") for a hot key column, for the statements
+    of its digests, with its evidence."""
 
     id: str
     schema: str
@@ -39,6 +40,7 @@ class ProposalRow:
     queue: str
     digest: str
     digest_text: str
+    digests: tuple[tuple[str, str], ...]  # every digest that bore the heat, with its text (the first is ``digest``)
     keys: tuple[str, ...]
     evidence: dict[str, int]
     state: str
@@ -102,14 +104,27 @@ def _proposal(row: Mapping[str, Any], where: str) -> ProposalRow:
     evidence = row.get("evidence", {})
     if not isinstance(evidence, Mapping):
         raise ReportError(f"{where}.evidence: expected an object of counts, not {evidence!r}")
+    digest, digest_text = _text(row, "digest", where, empty=True), _text(row, "digest_text", where, empty=True)
+    digests = [(digest, digest_text)] if digest else []
+    if "digests" in row:
+        digests = []
+        listed = row["digests"]
+        if not isinstance(listed, list):
+            raise ReportError(f"{where}.digests: expected a list of digests, not {listed!r}")
+        for index, item in enumerate(listed):
+            if not isinstance(item, Mapping):
+                raise ReportError(f"{where}.digests[{index}]: expected an object, not {item!r}")
+            found = f"{where}.digests[{index}]"
+            digests.append((_text(item, "digest", found), _text(item, "digest_text", found, empty=True)))
     return ProposalRow(
         id=_text(row, "id", where),
         schema=_text(row, "schema", where, empty=True),
         table=_text(row, "table", where),
         column=_text(row, "column", where),
         queue=_text(row, "queue", where),
-        digest=_text(row, "digest", where, empty=True),
-        digest_text=_text(row, "digest_text", where, empty=True),
+        digest=digest,
+        digest_text=digest_text,
+        digests=tuple(digests),
         keys=tuple(str(key) for key in keys),
         evidence={str(name): _whole(evidence, name, f"{where}.evidence") for name in evidence},
         state=_text(row, "state", where),

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from django.db import transaction
 from django.utils import timezone
 
 from fleet.core.drafts import Actor, save_row
@@ -37,16 +38,26 @@ class QueueLine:
 @dataclass
 class Proposal:
     """A queue the nodes propose for a hot key column, merged over the nodes that report it (by ``id``), and the
-    draft's rule that accepted it, if any."""
+    draft's rules that queue its digests (digest -> rule_id)."""
 
     row: ProposalRow
     nodes: list[str] = field(default_factory=list)
-    rule_id: int | None = None
+    rules: dict[str, int] = field(default_factory=dict)
 
     @property
     def accepted(self) -> bool:
-        """Whether the draft has a rule queueing this proposal's digest."""
-        return self.rule_id is not None
+        """Whether the draft has a rule queueing each of this proposal's digests."""
+        return bool(self.row.digests) and not self.pending
+
+    @property
+    def pending(self) -> list[tuple[str, str]]:
+        """The proposal's digests (with their text) no rule of the draft queues yet."""
+        return [(digest, text) for digest, text in self.row.digests if digest not in self.rules]
+
+    @property
+    def rule_ids(self) -> list[int]:
+        """The draft's rules that queue the proposal's digests."""
+        return sorted(set(self.rules.values()))
 
     @property
     def applied(self) -> bool:
@@ -166,42 +177,56 @@ def proposals(cluster: Cluster | None, problems: list[str]) -> list[Proposal]:
             for reason, count in row.evidence.items():
                 evidence[reason] = evidence.get(reason, 0) + count
             keys = known.row.keys + tuple(key for key in row.keys if key not in known.row.keys)
+            digests = known.row.digests + tuple(d for d in row.digests if d not in known.row.digests)
             state = "applied" if "applied" in (known.row.state, row.state) else known.row.state
             since = min((at for at in (known.row.since, row.since) if at is not None), default=None)
-            known.row = dataclasses.replace(known.row, evidence=evidence, keys=keys, state=state, since=since)
+            known.row = dataclasses.replace(
+                known.row, evidence=evidence, keys=keys, digests=digests, state=state, since=since
+            )
             known.nodes.append(name)
     rules = queueing_rules(cluster)
     for proposal in merged.values():
-        value = _digest_value(proposal.row.digest)
-        proposal.rule_id = rules.get(value) if value is not None else None
+        for digest, _ in proposal.row.digests:
+            value = _digest_value(digest)
+            if value is not None and value in rules:
+                proposal.rules[digest] = rules[value]
     return sorted(merged.values(), key=lambda p: (p.accepted, p.row.id))
 
 
-def accept(cluster: Cluster, proposal_id: str, user: Actor) -> QueryRule:
-    """Add the query rule that proposal ``proposal_id`` describes to the cluster's draft (audited, checked as every
-    rule is): the next free rule_id, active, the proposal's digest, queue and key column, apply=0, a comment with
-    the evidence. ProposalError when no node reports it, it names no digest or the draft already queues its digest;
-    ValidationError when the rule is refused."""
+def accept(cluster: Cluster, proposal_id: str, user: Actor) -> list[QueryRule]:
+    """Add the query rules that proposal ``proposal_id`` describes to the cluster's draft, one per digest of it no
+    rule queues yet, all or none (each audited and checked as every rule is): the next free rule_ids, active, the
+    digest, the proposal's queue and key column, apply=0, a comment with the evidence. ProposalError when no node
+    reports it, it names no digest (a rule without one would queue every statement) or the draft already queues each
+    of its digests; ValidationError when a rule is refused."""
     found = {p.row.id: p for p in proposals(cluster, [])}
     proposal = found.get(proposal_id)
     if proposal is None:
         raise ProposalError(f"no node of {cluster} reports a proposal {proposal_id!r}")
     if proposal.accepted:
-        raise ProposalError(f"proposal {proposal_id} is accepted already: rule {proposal.rule_id} queues its digest")
-    if _digest_value(proposal.row.digest) is None:  # a rule without a digest would queue every statement
+        numbers = ", ".join(str(rule_id) for rule_id in proposal.rule_ids)
+        raise ProposalError(f"proposal {proposal_id} is accepted already: rule {numbers} queues its digests")
+    digests = [digest for digest, _ in proposal.pending if _digest_value(digest) is not None]
+    if not digests:
         raise ProposalError(f"proposal {proposal_id} names no digest: write its rule by hand")
     last = QueryRule.objects.filter(cluster=cluster).order_by("-rule_id").values_list("rule_id", flat=True).first()
-    rule = QueryRule(
-        cluster=cluster,
-        rule_id=(last or 0) + 1,
-        active=True,
-        digest=proposal.row.digest,
-        trx_queue=proposal.row.queue,
-        trx_queue_key=proposal.row.column,
-        apply=False,
-        comment=proposal.comment(),
-    )
-    return save_row(rule, user)
+    with transaction.atomic():
+        return [
+            save_row(
+                QueryRule(
+                    cluster=cluster,
+                    rule_id=(last or 0) + number,
+                    active=True,
+                    digest=digest,
+                    trx_queue=proposal.row.queue,
+                    trx_queue_key=proposal.row.column,
+                    apply=False,
+                    comment=proposal.comment(),
+                ),
+                user,
+            )
+            for number, digest in enumerate(digests, 1)
+        ]
 
 
 def chart_series(cluster: Cluster | None, metric: str, since: datetime, node: str = "") -> list[dict[str, object]]:

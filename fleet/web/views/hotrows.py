@@ -90,12 +90,12 @@ def hot_rows_chart(request: HttpRequest, metric: str) -> JsonResponse:
 @require_POST
 @operator_only
 def accept_proposal(request: HttpRequest) -> HttpResponse:
-    """Accept the proposal ``id``: its query rule is added to the draft (audited), to be published as usual."""
+    """Accept the proposal ``id``: its query rules are added to the draft (audited), to be published as usual."""
     cluster = current_cluster(request)
     if cluster is None:
         raise Http404("no cluster")
     try:
-        rule = hotrows.accept(cluster, request.POST.get("id", ""), request.user)
+        rules = hotrows.accept(cluster, request.POST.get("id", ""), request.user)
     except hotrows.ProposalError as error:
         messages.error(request, str(error))
     except ValidationError as error:
@@ -105,9 +105,9 @@ def accept_proposal(request: HttpRequest) -> HttpResponse:
             request,
             format_html(
                 'Rule {} (queue {} by {}) added to the draft: <a href="{}">publish it</a> to run it.',
-                rule.rule_id,
-                rule.trx_queue,
-                rule.trx_queue_key,
+                ", ".join(str(rule.rule_id) for rule in rules),
+                rules[0].trx_queue,
+                rules[0].trx_queue_key,
                 reverse("web:publish"),
             ),
         )

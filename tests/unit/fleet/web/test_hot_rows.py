@@ -16,6 +16,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from fleet.core import hotrows, publishing, roles, stats
+from fleet.core.drafts import save_row
 from fleet.core.models import AuditEntry, Cluster, HotQueueSample, ProxyNode, QueryRule, Resolution
 from tests.support.control_plane import make_cluster
 from tests.support.node_messages import send_report, snapshot
@@ -24,7 +25,9 @@ pytestmark = pytest.mark.django_db
 
 API = "/api/v1/stats/hot_rows/"
 DIGEST = "0x1234567890ABCDEF"
+OTHER = "0x00000000000000A1"  # a second digest that bore the heat
 PROPOSAL = "test.t1.id"
+UPDATE_T1 = "UPDATE t1 SET balance=balance-? WHERE id=?"
 
 
 def queue(name: str, transactions: int, **figures: float) -> dict[str, Any]:
@@ -35,8 +38,10 @@ def queue(name: str, transactions: int, **figures: float) -> dict[str, Any]:
     return row
 
 
-def proposal(deadlocks: int, keys: list[str], state: str = "proposed") -> dict[str, Any]:
-    """The ``trx_queue.proposals`` row of ``test.t1.id``."""
+def proposal(deadlocks: int, keys: list[str], state: str = "proposed", both: bool = False) -> dict[str, Any]:
+    """The ``trx_queue.proposals`` row of ``test.t1.id``: its digest ``DIGEST``, and with ``both`` its ``digests``
+    list ``DIGEST`` and ``OTHER`` (a proxy lists every digest; the contract names one)."""
+    digests = [{"digest": DIGEST, "digest_text": UPDATE_T1}, {"digest": OTHER, "digest_text": "UPDATE t1 SET n=?"}]
     return {
         "id": PROPOSAL,
         "schema": "test",
@@ -44,7 +49,8 @@ def proposal(deadlocks: int, keys: list[str], state: str = "proposed") -> dict[s
         "column": "id",
         "queue": "t1",
         "digest": DIGEST,
-        "digest_text": "UPDATE t1 SET balance=balance-? WHERE id=?",
+        "digest_text": UPDATE_T1,
+        **({"digests": digests} if both else {}),
         "keys": keys,
         "evidence": {"deadlocks": deadlocks, "lock_wait_timeouts": 1, "slow": 20, "statements": 30},
         "state": state,
@@ -61,7 +67,7 @@ def hot_report(queues: list[dict[str, Any]], proposals: list[dict[str, Any]]) ->
 def reported(db: None) -> Cluster:
     """Two nodes each reporting twice, 5 s apart: ``hot-1`` 50 transactions of queue t1 in between (10/s), 3 keys,
     5 waiting for up to 12 ms, one timeout; ``hot-2`` 20 of t1 (4/s) with 2 waiting for 40 ms, and queue t2; both
-    propose ``test.t1.id``."""
+    propose ``test.t1.id`` (``hot-1`` for two digests)."""
     cluster = make_cluster("hot")
     one = ProxyNode.objects.create(cluster=cluster, name="hot-1")
     two = ProxyNode.objects.create(cluster=cluster, name="hot-2")
@@ -74,7 +80,7 @@ def reported(db: None) -> Cluster:
         now,
         hot_report(
             [queue("t1", 150, keys_active=3, waiters=5, longest_wait_ms=12, timeouts=1, waited=40, wait_ms_total=400)],
-            [proposal(4, ["7", "3"])],
+            [proposal(4, ["7", "3"], both=True)],
         ),
     )
     send_report(
@@ -173,15 +179,14 @@ def test_an_operator_accepts_a_proposal_into_the_draft(reported: Cluster, accoun
     last = QueryRule.objects.filter(cluster=reported).order_by("-rule_id").first()
     assert last is not None
     answer = operator.post(accept, {"id": PROPOSAL, "csrfmiddlewaretoken": token.group(1)}, follow=True)
-    assert f"Rule {last.rule_id + 1} (queue t1 by id) added to the draft" in answer.content.decode()
-    rule = QueryRule.objects.get(cluster=reported, rule_id=last.rule_id + 1)
-    assert (rule.active, rule.digest, rule.trx_queue, rule.trx_queue_key, rule.apply) == (
-        True,
-        DIGEST,
-        "t1",
-        "id",
-        False,
-    )
+    numbers = (last.rule_id + 1, last.rule_id + 2)
+    assert f"Rule {numbers[0]}, {numbers[1]} (queue t1 by id) added to the draft" in answer.content.decode()
+    rules = QueryRule.objects.filter(cluster=reported, rule_id__in=numbers).order_by("rule_id")
+    assert [(r.active, r.digest, r.trx_queue, r.trx_queue_key, r.apply) for r in rules] == [
+        (True, DIGEST, "t1", "id", False),
+        (True, OTHER, "t1", "id", False),
+    ]
+    rule = rules[0]
     assert rule.comment == (
         f"hot rows: proposal {PROPOSAL} (evidence: deadlocks 6, lock_wait_timeouts 2, slow 40, statements 60)"
     )
@@ -193,14 +198,17 @@ def test_an_operator_accepts_a_proposal_into_the_draft(reported: Cluster, accoun
         "t1",
     )
     listed = re.search(rf'<tr data-proposal="{PROPOSAL}".*?</tr>', answer.content.decode(), re.S)
-    assert listed is not None and "accepted" in listed.group(0) and f"rule {rule.rule_id}" in listed.group(0)
+    assert (
+        listed is not None and "accepted" in listed.group(0) and f"rule {numbers[0]}, {numbers[1]}" in listed.group(0)
+    )
     assert "Accept</button>" not in listed.group(0)
     again = operator.post(accept, {"id": PROPOSAL, "csrfmiddlewaretoken": token.group(1)}, follow=True)
     assert "is accepted already" in again.content.decode()
-    assert QueryRule.objects.filter(cluster=reported, trx_queue="t1").count() == 1
+    assert QueryRule.objects.filter(cluster=reported, trx_queue="t1").count() == 2
     published = publishing.publish(reported, None).document["mysql_query_rules"]
     assert [(r["digest"], r["trx_queue"], r["trx_queue_key"]) for r in published if r["trx_queue"]] == [
-        (DIGEST, "t1", "id")
+        (DIGEST, "t1", "id"),
+        (OTHER, "t1", "id"),
     ]
 
 
@@ -226,20 +234,24 @@ def test_the_api_lists_the_queues_and_accepts_a_proposal(
         ["hot-1", "hot-2"],
     )
     assert listed["evidence"]["deadlocks"] == 6 and listed["keys"] == ["7", "3", "9"]
+    assert [d["digest"] for d in listed["digests"]] == [DIGEST, OTHER]
+    by_hand = QueryRule(
+        cluster=reported, rule_id=200, active=True, digest=DIGEST.lower(), trx_queue="t1", trx_queue_key="id"
+    )
+    save_row(by_hand, None)  # the draft queues one of its digests already
+    (listed,) = api_viewer.get(API, {"cluster": "hot"}).json()["proposals"]
+    assert (listed["accepted"], listed["rule_ids"]) == (False, [200])
     accept = f"{API}accept/?cluster=hot"
     assert api_viewer.post(accept, {"id": PROPOSAL}, format="json").status_code == 403
     assert api_operator.post(accept, {"id": "test.none.id"}, format="json").status_code == 404
     created = api_operator.post(accept, {"id": PROPOSAL}, format="json")
     assert created.status_code == 201, created.json()
-    assert (created.json()["trx_queue"], created.json()["trx_queue_key"], created.json()["digest"]) == (
-        "t1",
-        "id",
-        DIGEST,
-    )
+    (rule,) = created.json()["rules"]  # the digest not queued yet
+    assert (rule["rule_id"], rule["trx_queue"], rule["trx_queue_key"], rule["digest"]) == (201, "t1", "id", OTHER)
     assert AuditEntry.objects.filter(table="mysql_query_rules", source="api", action="create").count() == 1
     assert api_operator.post(accept, {"id": PROPOSAL}, format="json").status_code == 409
     (listed,) = api_viewer.get(API, {"cluster": "hot"}).json()["proposals"]
-    assert (listed["accepted"], listed["rule_id"]) == (True, created.json()["rule_id"])
+    assert (listed["accepted"], listed["rule_ids"]) == (True, [200, 201])
 
 
 def test_a_proposal_without_a_digest_is_not_accepted(reported: Cluster) -> None:

@@ -623,8 +623,8 @@ def plant_hostile_values(cluster: Cluster) -> None:
 
 def test_hostile_values_are_escaped_on_every_page(published: Cluster, operator: Client) -> None:
     """Every text column that accepts any text holds markup, and a node reports markup in a digest, a sharding
-    digest and a hot-row queue and proposal: every page a viewer or operator opens answers 200 and shows it as text, never as markup (in a real
-    browser, for every role and the Django admin too: ``test_browser_crawl``)."""
+    digest and a hot-row queue and proposal: every page a viewer or operator opens answers 200 and shows it as text,
+    never as markup (in a real browser, for every role and the Django admin too: ``test_browser_crawl``)."""
     cluster = published
     plant_hostile_values(cluster)
     urls = [*viewer_urls(), *operator_urls(cluster), reverse("web:diff") + "?old=2&new=3", reverse("web:api_token")]
