@@ -425,3 +425,66 @@ class ShardingDigestsSerializer(serializers.Serializer):
     cluster = serializers.CharField()
     digests = ShardingDigestSerializer(many=True)
     problems = serializers.ListField(child=serializers.CharField(), help_text="a node's section that does not read")
+
+
+class HotQueueSerializer(serializers.Serializer):
+    """A hot-row queue as a node (or, ``node`` empty, the fleet) reports it, with its latest rates."""
+
+    node = serializers.CharField(help_text="the node; empty for the fleet's line")
+    queue = serializers.CharField(source="row.queue")
+    keys_active = serializers.IntegerField(source="row.keys_active", help_text="keys a transaction holds")
+    waiters = serializers.IntegerField(source="row.waiters", help_text="transactions waiting for a key")
+    longest_wait_ms = serializers.FloatField(source="row.longest_wait_ms", help_text="the longest wait now")
+    transactions = serializers.IntegerField(source="row.transactions", help_text="since the proxy started")
+    timeouts = serializers.IntegerField(source="row.timeouts", help_text="waits that timed out")
+    refused = serializers.IntegerField(source="row.refused", help_text="transactions refused: the queue was full")
+    waited = serializers.IntegerField(source="row.waited", help_text="transactions that had to wait")
+    wait_ms_total = serializers.FloatField(source="row.wait_ms_total", help_text="milliseconds waited in all")
+    transactions_per_s = serializers.FloatField(allow_null=True, help_text="between the last two reports")
+    timeouts_per_s = serializers.FloatField(allow_null=True)
+    refused_per_s = serializers.FloatField(allow_null=True)
+
+
+class HotProposalSerializer(serializers.Serializer):
+    """A queue the nodes propose for a hot key column, merged over the nodes that report it."""
+
+    id = serializers.CharField(source="row.id")
+    schema = serializers.CharField(source="row.schema")
+    table = serializers.CharField(source="row.table")
+    column = serializers.CharField(source="row.column", help_text="the key column: the rule's trx_queue_key")
+    queue = serializers.CharField(source="row.queue")
+    digest = serializers.CharField(source="row.digest")
+    digest_text = serializers.CharField(source="row.digest_text")
+    digests = serializers.SerializerMethodField(help_text="every digest the proposal queues, with its text")
+    keys = serializers.ListField(source="row.keys", child=serializers.CharField(), help_text="the hottest key values")
+    evidence = serializers.DictField(source="row.evidence", child=serializers.IntegerField())
+    state = serializers.CharField(source="row.state", help_text="proposed, or applied (by the node itself)")
+    since = serializers.DateTimeField(source="row.since", allow_null=True)
+    nodes = serializers.ListField(child=serializers.CharField())
+    accepted = serializers.BooleanField(help_text="the draft has a rule queueing each of its digests")
+    rule_ids = serializers.ListField(child=serializers.IntegerField(), help_text="the rules queueing its digests")
+
+    def get_digests(self, proposal: Any) -> list[dict[str, str]]:
+        return [{"digest": digest, "digest_text": text} for digest, text in proposal.row.digests]
+
+
+class HotRowsSerializer(serializers.Serializer):
+    """The cluster's hot-row queues and proposals, and what its nodes' reports left out."""
+
+    cluster = serializers.CharField()
+    queues = HotQueueSerializer(many=True)
+    fleet = HotQueueSerializer(many=True)
+    proposals = HotProposalSerializer(many=True)
+    problems = serializers.ListField(child=serializers.CharField(), help_text="a node's section that does not read")
+
+
+class AcceptedRulesSerializer(serializers.Serializer):
+    """The query rules accepting a proposal added to the draft."""
+
+    rules = ROW_SERIALIZERS["mysql_query_rules"](many=True)
+
+
+class AcceptProposalSerializer(serializers.Serializer):
+    """Which proposal to accept."""
+
+    id = serializers.CharField(help_text="the proposal's id, as the nodes report it (schema.table.column)")

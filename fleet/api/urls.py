@@ -3,7 +3,7 @@
 from django.urls import include, path
 from rest_framework.routers import DefaultRouter
 
-from fleet.api import failover, mirror, scatter, views
+from fleet.api import failover, hotrows, mirror, scatter, views
 from fleet.api.bench import BenchJobViewSet, BenchRunViewSet, BenchTargetViewSet
 
 router = DefaultRouter()
@@ -32,6 +32,8 @@ urlpatterns = [
     path("import-cnf/", views.ImportCnfView.as_view(), name="import-cnf"),
     path("stats/nodes/<str:name>/", views.NodeStatsView.as_view(), name="node-stats"),
     path("stats/sharding/", scatter.ShardingDigestsView.as_view(), name="sharding-digests"),
+    path("stats/hot_rows/", hotrows.HotRowsView.as_view(), name="hot-rows"),
+    path("stats/hot_rows/accept/", hotrows.AcceptProposalView.as_view(), name="hot-rows-accept"),
     path("mirror/", mirror.MirrorView.as_view(), name="mirror"),
     path("mirror/history/", mirror.MirrorHistoryView.as_view(), name="mirror-history"),
     path("", include(router.urls)),

@@ -1,14 +1,15 @@
 """Node report history: recorded from each report, rolled up, pruned, and read back as series for charts.
 
-Every report adds a raw point per node (questions/s, client connections), per backend server (status,
-connections used/free/failed, queries/s, latency) and, when the report has a ``mirror`` section, of the node's
-mirror (queue length and its part on disk, concurrency, the oldest entry's age, statements mirrored, completed,
-failed and dropped per second, drops so far). Rates are counter differences between consecutive reports; a
-counter that went down restarted from zero in between (the proxy restarted, a server was re-added), so its whole
-value counts. ``compact`` (Celery beat, every minute) averages whole minutes of raw points into minute points and
-whole hours of minute points into hour points, then drops what is older than ``RETENTION``. ``series``,
-``server_series`` and ``mirror_series`` pick the resolution from the span asked for and finish with finer points
-where the rollups end.
+Every report adds a raw point per node (questions/s, client connections), per backend server (status, connections
+used/free/failed, queries/s, latency) and, when the report has a ``mirror`` section, of the node's mirror (queue length
+and its part on disk, concurrency, the oldest entry's age, statements mirrored, completed, failed and dropped per
+second, drops so far) and, when it has a ``trx_queue`` section, of each of the node's hot-row queues (keys held,
+transactions waiting, the longest wait, transactions, timeouts and refusals per second). Rates are counter differences
+between consecutive reports; a counter that went down restarted from zero in between (the proxy restarted, a server was
+re-added), so its whole value counts. ``compact`` (Celery beat, every minute) averages whole minutes of raw points into
+minute points and whole hours of minute points into hour points, then drops what is older than ``RETENTION``.
+``series``, ``server_series``, ``mirror_series`` and ``queue_series`` pick the resolution from the span asked for and
+finish with finer points where the rollups end.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from typing import Any, TypeVar
 from django.db import models
 from django.utils import timezone
 
-from fleet.core.models import MirrorSample, NodeSample, ProxyNode, Resolution, ServerSample
+from fleet.core.hotreport import QueueRow, read_trx_queue
+from fleet.core.models import HotQueueSample, MirrorSample, NodeSample, ProxyNode, Resolution, ServerSample
 from proxyapp.report.reader import PoolRow, ReportError, read_counters, read_mirror, read_pools
 
 #: How long points of each resolution are kept.
@@ -50,6 +52,14 @@ MIRROR_METRICS = (
     "failed_per_s",
     "dropped_per_s",
 )
+QUEUE_METRICS = (
+    "keys_active",
+    "waiters",
+    "longest_wait_ms",
+    "transactions_per_s",
+    "timeouts_per_s",
+    "refused_per_s",
+)
 _FINER = {Resolution.HOUR: Resolution.MINUTE, Resolution.MINUTE: Resolution.RAW}
 
 
@@ -75,6 +85,7 @@ class Figures:
     client_connections: int
     servers: tuple[PoolRow, ...]
     mirror: MirrorFigures | None = None  # None: the report has no ``mirror`` section
+    queues: tuple[QueueRow, ...] | None = None  # None: the report has no ``trx_queue`` section
 
 
 def figures(snapshot: object) -> Figures:
@@ -85,6 +96,7 @@ def figures(snapshot: object) -> Figures:
         if counters.get(name, -1) < 0:
             raise ReportError(f"stats.global.{name}: expected a number of 0 or more, not {counters.get(name)!r}")
     mirror = read_mirror(snapshot)
+    trx_queue = read_trx_queue(snapshot)
     return Figures(
         questions=int(counters["Questions"]),
         client_connections=int(counters["Client_Connections_connected"]),
@@ -101,6 +113,7 @@ def figures(snapshot: object) -> Figures:
             concurrency=mirror.concurrency,
             oldest_age_s=mirror.oldest_age_s,
         ),
+        queues=None if trx_queue is None else trx_queue.queues,
     )
 
 
@@ -177,6 +190,8 @@ def record(node: ProxyNode, at: datetime, now: Figures, previous: object, previo
     )
     if now.mirror is not None:
         _record_mirror(node, at, now.mirror, before.mirror if before else None, seconds)
+    if now.queues is not None:
+        _record_queues(node, at, now.queues, before.queues if before else None, seconds)
 
 
 def _record_mirror(
@@ -198,6 +213,34 @@ def _record_mirror(
         failed_per_s=rate("failed"),
         dropped_per_s=rate("dropped"),
         dropped=now.dropped,
+    )
+
+
+def _record_queues(
+    node: ProxyNode, at: datetime, now: tuple[QueueRow, ...], before: tuple[QueueRow, ...] | None, seconds: float
+) -> None:
+    earlier = {row.queue: row for row in before} if before is not None else None
+
+    def rate(row: QueueRow, name: str) -> float | None:
+        if earlier is None:
+            return None
+        previous = earlier.get(row.queue)
+        return _rate(getattr(row, name), getattr(previous, name) if previous else 0, seconds)
+
+    HotQueueSample.objects.bulk_create(
+        HotQueueSample(
+            node=node,
+            resolution=Resolution.RAW,
+            at=at,
+            queue=row.queue,
+            keys_active=row.keys_active,
+            waiters=row.waiters,
+            longest_wait_ms=row.longest_wait_ms,
+            transactions_per_s=rate(row, "transactions"),
+            timeouts_per_s=rate(row, "timeouts"),
+            refused_per_s=rate(row, "refused"),
+        )
+        for row in now
     )
 
 
@@ -245,6 +288,21 @@ def mirror_series(node: ProxyNode, metric: str, since: datetime) -> list[tuple[d
         raise ValueError(f"metric: {metric!r} is not one of {', '.join(MIRROR_METRICS)}")
     rows = MirrorSample.objects.filter(node=node)
     return [(at, value) for at, value in _points(rows, metric, since, _resolution_for(since)) if value is not None]
+
+
+def queue_series(node: ProxyNode, queue: str, metric: str, since: datetime) -> list[tuple[datetime, float]]:
+    """A metric (``QUEUE_METRICS``) of ``node``'s hot-row queue ``queue`` from ``since`` until now, oldest first;
+    points without a value are left out."""
+    if metric not in QUEUE_METRICS:
+        raise ValueError(f"metric: {metric!r} is not one of {', '.join(QUEUE_METRICS)}")
+    rows = HotQueueSample.objects.filter(node=node, queue=queue)
+    return [(at, value) for at, value in _points(rows, metric, since, _resolution_for(since)) if value is not None]
+
+
+def queues_seen(node: ProxyNode, since: datetime) -> list[str]:
+    """The hot-row queues ``node`` reported since ``since``, by name."""
+    names = HotQueueSample.objects.filter(node=node, at__gte=since).values_list("queue", flat=True).distinct()
+    return sorted(names)
 
 
 # --- rolling up and pruning -----------------------------------------------------------------------------------
@@ -307,6 +365,20 @@ def _mirror_rollups(node: ProxyNode, samples: list[MirrorSample], resolution: Re
         )
 
 
+def _queue_rollups(node: ProxyNode, samples: list[HotQueueSample], resolution: Resolution) -> Iterator[HotQueueSample]:
+    ordered = sorted(samples, key=lambda s: (s.queue, s.at))
+    for (queue, at), group in groupby(ordered, key=lambda s: (s.queue, _bucket(s.at, resolution))):
+        points = list(group)
+        yield HotQueueSample(
+            node=node,
+            resolution=resolution,
+            at=at,
+            queue=queue,
+            **{name: _mean(getattr(p, name) for p in points) or 0.0 for name in QUEUE_METRICS[:3]},
+            **{name: _mean(getattr(p, name) for p in points) for name in QUEUE_METRICS[3:]},
+        )
+
+
 def _roll_up(node: ProxyNode, source: Resolution, target: Resolution, until: datetime) -> int:
     """Average the node's ``source`` points of every whole ``target`` period before ``until`` not yet rolled up."""
     last = NodeSample.objects.filter(node=node, resolution=target).aggregate(last=models.Max("at"))["last"]
@@ -316,9 +388,11 @@ def _roll_up(node: ProxyNode, source: Resolution, target: Resolution, until: dat
     node_points = list(_node_rollups(node, list(NodeSample.objects.filter(**window).order_by("at")), target))
     server_points = list(_server_rollups(node, list(ServerSample.objects.filter(**window)), target))
     mirror_points = list(_mirror_rollups(node, list(MirrorSample.objects.filter(**window).order_by("at")), target))
+    queue_points = list(_queue_rollups(node, list(HotQueueSample.objects.filter(**window)), target))
     NodeSample.objects.bulk_create(node_points, ignore_conflicts=True)
     ServerSample.objects.bulk_create(server_points, ignore_conflicts=True)
     MirrorSample.objects.bulk_create(mirror_points, ignore_conflicts=True)
+    HotQueueSample.objects.bulk_create(queue_points, ignore_conflicts=True)
     return len(node_points)
 
 
@@ -330,7 +404,7 @@ def compact(now: datetime | None = None) -> dict[str, int]:
         counts["minutes"] += _roll_up(node, Resolution.RAW, Resolution.MINUTE, now)
         counts["hours"] += _roll_up(node, Resolution.MINUTE, Resolution.HOUR, now)
     for resolution, keep in RETENTION.items():
-        for model in (NodeSample, ServerSample, MirrorSample):
+        for model in (NodeSample, ServerSample, MirrorSample, HotQueueSample):
             deleted, _ = model.objects.filter(resolution=resolution, at__lt=now - keep).delete()
             counts["deleted"] += deleted
     return counts

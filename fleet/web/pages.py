@@ -69,7 +69,7 @@ TABLE_PAGES: tuple[TablePage, ...] = (
         "query-rules",
         "Query rules",
         QueryRule,
-        ("username", "schemaname", "digest", "match_digest", "match_pattern", "comment"),
+        ("username", "schemaname", "digest", "match_digest", "match_pattern", "trx_queue", "comment"),
         (
             "rule_id",
             "active",
@@ -85,6 +85,8 @@ TABLE_PAGES: tuple[TablePage, ...] = (
             "mirror_hostgroup",
             "cache_ttl",
             "multiplex",
+            "trx_queue",
+            "trx_queue_key",
             "apply",
             "comment",
         ),

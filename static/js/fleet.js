@@ -23,7 +23,7 @@ function timeLabel(ms, withDate) {
 function show(chart, data) {
   const withDate = data.until - data.since > DAY_MS;
   chart.data.datasets = data.series.map((s, i) => ({
-    label: s.node,
+    label: s.label ?? s.node,
     data: s.points.map(([x, y]) => ({ x, y })),
     borderColor: COLOURS[i % COLOURS.length],
     backgroundColor: COLOURS[i % COLOURS.length],

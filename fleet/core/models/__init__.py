@@ -1,10 +1,10 @@
 """The control plane's models: ProxySQL's tables per cluster, nodes, published versions, the audit log and the
-nodes' report history (their mirrors' too)."""
+nodes' report history (their mirrors' and hot-row queues' too)."""
 
 from fleet.core.models.audit import AuditEntry
 from fleet.core.models.health import ServiceHeartbeat
 from fleet.core.models.nodes import Cluster, ProxyNode
-from fleet.core.models.stats import MirrorSample, NodeSample, Resolution, ServerSample
+from fleet.core.models.stats import HotQueueSample, MirrorSample, NodeSample, Resolution, ServerSample
 from fleet.core.models.tables import (
     TABLE_MODELS,
     ClusterRow,
@@ -28,6 +28,7 @@ __all__ = [
     "ConfigVersion",
     "FastRoutingRule",
     "Hostgroup",
+    "HotQueueSample",
     "MirrorSample",
     "NodeSample",
     "ProxyNode",

@@ -86,3 +86,31 @@ class MirrorSample(models.Model):
 
     def __str__(self) -> str:
         return f"{self.node_id} mirror {self.get_resolution_display()} {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+class HotQueueSample(models.Model):
+    """One point of the history of a hot-row queue of a node (``/stats`` ``trx_queue.queues``, docs/hot-rows.md):
+    its keys held and transactions waiting, the longest wait now, and its counters as rates."""
+
+    node = models.ForeignKey(ProxyNode, on_delete=models.CASCADE, related_name="+")
+    resolution = models.PositiveIntegerField(choices=Resolution.choices)
+    at = models.DateTimeField(help_text="the report's time, or the start of the minute or hour")
+    queue = models.CharField(max_length=64, help_text="the queue's name")
+    keys_active = models.FloatField(help_text="keys some transaction holds")
+    waiters = models.FloatField(help_text="transactions waiting for a key")
+    longest_wait_ms = models.FloatField(help_text="how long the transaction waiting longest has waited (ms)")
+    transactions_per_s = models.FloatField(null=True, help_text="transactions that went through the queue per second")
+    timeouts_per_s = models.FloatField(null=True, help_text="waits that timed out per second")
+    refused_per_s = models.FloatField(null=True, help_text="transactions refused (queue full) per second")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["node", "queue", "resolution", "at"], name="one_hot_queue_sample_per_time")
+        ]
+        indexes = [
+            models.Index(fields=["resolution", "at"], name="hot_queue_sample_age"),
+            models.Index(fields=["node", "resolution", "at"], name="hot_queue_sample_node"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.node_id} queue {self.queue} {self.get_resolution_display()} {self.at:%Y-%m-%d %H:%M:%S}"

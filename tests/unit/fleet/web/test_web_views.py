@@ -106,6 +106,8 @@ def viewer_urls() -> list[str]:
         reverse("web:audit") + "?action=create&table=mysql_servers",
         reverse("web:rule_test"),
         reverse("web:shard_map"),
+        reverse("web:hot_rows"),
+        reverse("web:hot_rows_table"),
         reverse("web:fleet"),
         reverse("web:node", args=[NODE]),
     ]
@@ -211,6 +213,7 @@ def test_viewer_gets_403_on_every_change(published: Cluster, viewer: Client) -> 
         reverse("web:row_delete", args=["servers", server.pk]),
         reverse("web:publish"),
         reverse("web:rollback", args=[1]),
+        reverse("web:hot_rows_accept"),
     ]
     counts = (Server.objects.count(), ConfigVersion.objects.count(), AuditEntry.objects.count())
     for url in posts:
@@ -574,8 +577,8 @@ HOSTILE = '"><script>alert(1)</script><img src=x onerror=alert(2)>'
 
 def plant_hostile_values(cluster: Cluster) -> None:
     """Markup in every text column of ``cluster`` that accepts any text (a user, a rule, a variable, a server, a
-    hostgroup, a shard and a sharded table, the cluster, a version's comment), published, and in a digest its node
-    ``NODE`` reports."""
+    hostgroup, a shard and a sharded table, the cluster, a version's comment), published, and in a digest and a
+    hot-row queue and proposal its node ``NODE`` reports."""
     save_row(User(cluster=cluster, username=HOSTILE, password="x", default_schema=HOSTILE, comment=HOSTILE), None)
     rule = QueryRule(
         cluster=cluster,
@@ -609,13 +612,19 @@ def plant_hostile_values(cluster: Cluster) -> None:
     publishing.publish(cluster, None, comment=HOSTILE)
     node = ProxyNode.objects.get(cluster=cluster, name=NODE)
     sharding = [{**sharding_row("0x3", HOSTILE, 1, 1), "schemaname": HOSTILE}]
-    send_report(node, timezone.now(), snapshot([], [digest_row("0x3", HOSTILE, 1, 1)], sharding=sharding), None)
+    stats = snapshot([], [digest_row("0x3", HOSTILE, 1, 1)], sharding=sharding)
+    counts = ("keys_active", "waiters", "longest_wait_ms", "transactions", "timeouts", "refused", "waited")
+    hot_queue = {"queue": HOSTILE, "wait_ms_total": 0, **dict.fromkeys(counts, 1)}
+    names = ("id", "schema", "table", "column", "queue", "digest_text", "state")
+    proposal = {**dict.fromkeys(names, HOSTILE), "digest": "0x3", "keys": [HOSTILE], "evidence": {HOSTILE: 1}}
+    stats["trx_queue"] = {"queues": [hot_queue], "proposals": [proposal]}
+    send_report(node, timezone.now(), stats, None)
 
 
 def test_hostile_values_are_escaped_on_every_page(published: Cluster, operator: Client) -> None:
-    """Every text column that accepts any text holds markup, and a node reports markup in a digest and a sharding
-    digest: every page a viewer or operator opens answers 200 and shows it as text, never as markup (in a real
-    browser, for every role and the Django admin too: ``test_browser_crawl``)."""
+    """Every text column that accepts any text holds markup, and a node reports markup in a digest, a sharding
+    digest and a hot-row queue and proposal: every page a viewer or operator opens answers 200 and shows it as text,
+    never as markup (in a real browser, for every role and the Django admin too: ``test_browser_crawl``)."""
     cluster = published
     plant_hostile_values(cluster)
     urls = [*viewer_urls(), *operator_urls(cluster), reverse("web:diff") + "?old=2&new=3", reverse("web:api_token")]
@@ -626,6 +635,7 @@ def test_hostile_values_are_escaped_on_every_page(published: Cluster, operator: 
         assert response.status_code == 200, url
         body = response.content.decode()
         assert "<script>alert(1)" not in body and "onerror=alert(2)>" not in body, url
+    assert html.escape(HOSTILE) in operator.get(reverse("web:hot_rows")).content.decode()  # the report was read
 
 
 def test_a_publish_refuses_a_draft_changed_since_its_preview(cluster: Cluster, operator: Client) -> None:
