@@ -70,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     worker.add_argument("--config-path", required=True, type=Path)
     worker.add_argument("--seats-fd", required=True, type=int)
     worker.add_argument("--sequences-fd", required=True, type=int)
+    worker.add_argument("--hot-rows-fd", required=True, type=int)
     worker.add_argument("--log-level", default="INFO")
     agent = sub.add_parser("agent", help="(internal) the node agent, started by `run --node`")
     agent.add_argument("--node", required=True)
@@ -107,7 +108,17 @@ def main(argv: list[str] | None = None) -> int:
     else:
         runner = uvloop.run
     if args.command == "worker":
-        runner(serve_worker(args.listen_fd, args.index, args.count, args.config_path, args.seats_fd, args.sequences_fd))
+        runner(
+            serve_worker(
+                args.listen_fd,
+                args.index,
+                args.count,
+                args.config_path,
+                args.seats_fd,
+                args.sequences_fd,
+                args.hot_rows_fd,
+            )
+        )
         return 0
     if args.command == "agent":
         return _agent(args)

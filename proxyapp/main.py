@@ -57,15 +57,25 @@ async def serve(
 
 
 async def serve_worker(
-    listen_fd: int, index: int, count: int, config_path: Path, seats_fd: int, sequences_fd: int
+    listen_fd: int, index: int, count: int, config_path: Path, seats_fd: int, sequences_fd: int, hot_rows_fd: int
 ) -> None:
     """A worker process: the admin token (a line) and the config document come on stdin, the admin port goes to
-    stdout; ``seats_fd`` is the node's shared session count, ``sequences_fd`` its sequences' blocks."""
+    stdout; ``seats_fd`` is the node's shared session count, ``sequences_fd`` its sequences' blocks, ``hot_rows_fd``
+    its socket to the supervisor's hot-row lines."""
     token, _, document = sys.stdin.read().partition("\n")
     config = parse_config(read_json(document))
     seats = Seats(seats_fd, index, count)
     blocks = NodeBlocks(sequences_fd)
-    proxy = Proxy(config, config_path, worker=index, workers=count, seats=seats, blocks=blocks, admin_token=token)
+    proxy = Proxy(
+        config,
+        config_path,
+        worker=index,
+        workers=count,
+        seats=seats,
+        blocks=blocks,
+        admin_token=token,
+        hot_rows_fd=hot_rows_fd,
+    )
     sock = socket.socket(fileno=listen_fd)
     await proxy.start(("", 0), ("127.0.0.1", 0), sock=sock)
     assert proxy.admin is not None

@@ -136,7 +136,7 @@ class MysqlQueryRule:
     attributes: str = column("")
     comment: str | None = column(None)
     trx_queue: str | None = column(
-        None, help="ProxyFleet's hot-row queue: the queue a matching statement's transaction waits in (docs/hot-rows.md)"
+        None, help="ProxyFleet's hot-row queue a matching statement's transaction waits in (docs/hot-rows.md)"
     )
     trx_queue_key: str | None = column(
         None,

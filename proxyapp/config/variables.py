@@ -685,10 +685,31 @@ _SPECS = (
     _int(
         "mysql-trx_queue_max_keys",
         100_000,
-        "keys held or waited for at once in all hot-row queues of the node; a new key beyond it runs without the "
-        "queue",
+        "keys held or waited for at once in all hot-row queues of the node; a new key beyond it runs without the queue",
         minimum=1,
         maximum=10_000_000,
+    ),
+    _int(
+        "mysql-trx_queue_heat_slow_ms",
+        20,
+        "a write or locking read that takes this long counts as a lock wait in the search for hot keys",
+        minimum=1,
+        maximum=3_600_000,
+    ),
+    _int(
+        "mysql-trx_queue_heat_threshold",
+        20,
+        "lock waits, deadlocks and lock wait timeouts on one table's column within a minute, a key among them seen "
+        "three times, before the proxy proposes a queue for it",
+        minimum=1,
+        maximum=1_000_000,
+    ),
+    _int(
+        "mysql-trx_queue_heat_cooldown_ms",
+        300_000,
+        "ms without such evidence after which a proposal (and a queue the proxy applied itself) is withdrawn",
+        minimum=1000,
+        maximum=86_400_000,
     ),
     _bool(
         "mysql-trx_queue_auto_apply",

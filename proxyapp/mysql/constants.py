@@ -156,6 +156,8 @@ class ErrorCode(enum.IntEnum):
     PACKETS_OUT_OF_ORDER = 1156
     LOCAL_INFILE_DISABLED = 4166  # MariaDB's ER_LOAD_INFILE_CAPABILITY_DISABLED
     QUERY_INTERRUPTED = 1317
+    LOCK_WAIT_TIMEOUT = 1205  # a hot-row queue's wait timed out, or its line is full
+    LOCK_DEADLOCK = 1213  # a hot-row queue's key out of order, held by a transaction waiting for this one
     UNKNOWN_STMT_HANDLER = 1243
     WRONG_ARGUMENTS = 1210  # a prepared statement's parameters that cannot be read
     NOT_SUPPORTED = 1235  # ER_NOT_SUPPORTED_YET: a statement the proxy does not carry out
@@ -184,6 +186,8 @@ SQLSTATE = {
     ErrorCode.NET_READ: "08S01",
     ErrorCode.PACKETS_OUT_OF_ORDER: "08S01",
     ErrorCode.QUERY_INTERRUPTED: "70100",
+    ErrorCode.LOCK_WAIT_TIMEOUT: "HY000",
+    ErrorCode.LOCK_DEADLOCK: "40001",
     ErrorCode.UNKNOWN_STMT_HANDLER: "HY000",
     ErrorCode.NOT_SUPPORTED: "42000",
     ErrorCode.CONNECTION_KILLED: "70100",

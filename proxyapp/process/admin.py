@@ -505,6 +505,7 @@ def render_metrics(snapshot: dict[str, Any]) -> str:
         [({"rule_id": str(r["rule_id"])}, r["hits"]) for r in snapshot["query_rules"]],
     )
     _mirror_metrics(out, snapshot.get("mirror"))
+    _trx_queue_metrics(out, snapshot.get("trx_queue"))
     config = snapshot["config"]
     out.family(
         "proxyfleet_config_info",
@@ -651,3 +652,33 @@ def _mirror_metrics(out: _Exposition, mirror: object) -> None:
         counts = mirror.get(key)
         if isinstance(counts, dict):
             out.family(name, "counter", help, [({label: str(k)}, v) for k, v in counts.items() if isinstance(v, int)])
+
+
+def _trx_queue_metrics(out: _Exposition, section: object) -> None:
+    """The hot-row queues (``proxyapp.hotrows``), one series per queue, and the standing proposals."""
+    if not isinstance(section, dict):
+        return
+    queues = [({"queue": str(row["queue"])}, row) for row in section.get("queues", [])]
+    for column, name, kind, help in (
+        ("keys_active", "proxyfleet_trx_queue_keys_active", "gauge", "keys held by a transaction now"),
+        ("waiters", "proxyfleet_trx_queue_waiters", "gauge", "transactions waiting in line for a key now"),
+        ("transactions", "proxyfleet_trx_queue_transactions_total", "counter", "keys granted to transactions"),
+        ("timeouts", "proxyfleet_trx_queue_timeouts_total", "counter", "waits past mysql-trx_queue_wait_timeout_ms"),
+        ("refused", "proxyfleet_trx_queue_refused_total", "counter", "waits refused: mysql-trx_queue_max_waiters"),
+    ):
+        out.family(name, kind, help, [(labels, row[column]) for labels, row in queues])
+    out.family(
+        "proxyfleet_trx_queue_longest_wait_seconds",
+        "gauge",
+        "how long the longest waiting transaction has waited",
+        [(labels, row["longest_wait_ms"] / 1000) for labels, row in queues],
+    )
+    out.family(
+        "proxyfleet_trx_queue_proposals",
+        "gauge",
+        "hot keys the proxy found by itself, proposed or applied",
+        [
+            ({"state": state}, sum(p["state"] == state for p in section.get("proposals", [])))
+            for state in ("proposed", "applied")
+        ],
+    )

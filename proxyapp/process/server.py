@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,9 @@ from proxyapp.backends.pool import ONLINE, PoolManager, PoolSettings
 from proxyapp.backends.topology import MonitorState, runtime_view, server_row
 from proxyapp.clock import Clock, admin_may_advance
 from proxyapp.config.document import Config, ConfigError, load_config_file, parse_config
+from proxyapp.hotrows.broker import BrokeredHotRows
+from proxyapp.hotrows.heat import HeatMap
+from proxyapp.hotrows.service import HotRows, HotRowSettings
 from proxyapp.mirror.mirror import Mirror
 from proxyapp.mysql.constants import ErrorCode
 from proxyapp.mysql.tls import TlsContexts, TlsError, contexts
@@ -88,6 +92,7 @@ class Proxy(SessionServices):
         seats: Seats | None = None,
         blocks: NodeBlocks | None = None,
         admin_token: str = "",
+        hot_rows_fd: int | None = None,
     ) -> None:
         self.config_path = config_path
         self.admin_token = admin_token  # the admin credential (``proxyapp.credential``); "" only without an admin
@@ -114,6 +119,13 @@ class Proxy(SessionServices):
             else None
         )
         self.sequences = Sequences(blocks)  # ``blocks``: the node's, shared by its workers
+        #: The hot-row queues' lines: this process's, or (a worker of several) the node's, kept by the supervisor.
+        self.hot_rows = (
+            HotRows(self.clock, HotRowSettings(config))
+            if hot_rows_fd is None
+            else BrokeredHotRows(self.clock, HotRowSettings(config), hot_rows_fd)
+        )
+        self.heat = HeatMap(self.clock, time.time, HotRowSettings(config))
         #: The monitor's latest findings, from this process's own monitor or (a worker) from the supervisor's.
         self.monitor_state = MonitorState()
         #: The monitor, when this process runs it: with one worker process (else the supervisor does).
@@ -223,6 +235,8 @@ class Proxy(SessionServices):
                 log.info("session %d: %s, disconnecting", session.id, why)
                 session.wire.close()
         self.pools.housekeeping(now)
+        self.hot_rows.expire()
+        self.heat.sweep()
         if self.xa is not None:
             self.xa.sweep(now)
         if self.table_rows is not None:
@@ -268,6 +282,8 @@ class Proxy(SessionServices):
             monitor.reconfigure(config, tls.backend)
         self.cache.max_bytes = config.variables.integer("mysql-query_cache_size_MB") << 20
         self._configure_throttle(config)
+        self.hot_rows.configure(HotRowSettings(config))
+        self.heat.configure(HotRowSettings(config))
         self.mirror.configure(config, self.config_path)
         self._open_xa()
         if self.events.path != self.runtime.settings.eventslog_filename:
@@ -380,6 +396,7 @@ class Proxy(SessionServices):
             "native": compiled_modules(),
             "mirror": mirror,
             "server_transitions": list(self.pools.transitions),
+            "trx_queue": {"queues": self.hot_rows.rows(), "proposals": self.heat.proposals()},
         }
         if self.table_rows is not None:
             snapshot["sharding_tables"] = self.table_rows.rows()

@@ -28,6 +28,9 @@ from proxyapp.backends.monitor import Monitor
 from proxyapp.backends.topology import MonitorState
 from proxyapp.clock import Clock, admin_may_advance
 from proxyapp.config.document import Config, ConfigError, load_config_file, parse_config
+from proxyapp.hotrows.broker import HotRowBroker
+from proxyapp.hotrows.heat import merge_proposals
+from proxyapp.hotrows.service import HotRowSettings
 from proxyapp.process.admin import AdminServer
 from proxyapp.process.server import load_tls
 from proxyapp.report.merge import merge_digest_rows, merge_snapshots
@@ -59,16 +62,18 @@ class Supervisor:
         self.config = config
         self.token = token  # the admin credential: of the supervisor's endpoint and the workers' internal ones
         self.config_path = config_path
+        self.clock = Clock()  # the monitor's and the hot-row lines'; each worker has its own, moved with this one
         self.workers = [_Worker(i) for i in range(workers)]
         #: The node's session count, shared with the workers (mysql-max_connections counts across them).
         self.seats_fd = Seats.create(workers)
         self.seats = Seats(self.seats_fd, 0, workers)
         #: The node's sequence blocks, shared with the workers (ids increase across the node).
         self.sequences_fd = NodeBlocks.create()
+        #: The node's hot-row lines, which every worker asks over a socket of its own (made at its start).
+        self.hot_rows = HotRowBroker(self.clock, HotRowSettings(config))
         self.sock: socket.socket | None = None
         self.admin: AdminServer | None = None
         self.monitor: Monitor | None = None
-        self.clock = Clock()  # the monitor's; each worker has its own, moved with this one (POST /clock)
         self._http: aiohttp.ClientSession | None = None
         self._stopping = False
         self._pushes: set[asyncio.Task[None]] = set()
@@ -108,6 +113,7 @@ class Supervisor:
             if self.monitor is not None:
                 await self.monitor.stop()
             await self._stop_workers()
+            await self.hot_rows.stop()
             if self.admin is not None:
                 await self.admin.stop()
             await self._http.close()
@@ -117,6 +123,7 @@ class Supervisor:
         assert self.sock is not None
         fd = self.sock.fileno()
         self.seats.clear(worker.index)  # a restarted worker's sessions died with it
+        hot_rows = self.hot_rows.pair()  # a restarted worker's keys were given back when its socket ended
         worker.proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
@@ -134,10 +141,13 @@ class Supervisor:
             str(self.seats_fd),
             "--sequences-fd",
             str(self.sequences_fd),
+            "--hot-rows-fd",
+            str(hot_rows.fileno()),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
-            pass_fds=(fd, self.seats_fd, self.sequences_fd),
+            pass_fds=(fd, self.seats_fd, self.sequences_fd, hot_rows.fileno()),
         )
+        hot_rows.close()
         assert worker.proc.stdin is not None and worker.proc.stdout is not None
         worker.proc.stdin.write(f"{self.token}\n{json.dumps(self.config.to_document())}".encode())
         worker.proc.stdin.close()
@@ -226,7 +236,14 @@ class Supervisor:
 
     async def stats_snapshot(self) -> dict[str, Any]:
         """The workers' statistics, merged as if one process had them, and the monitor's findings."""
-        merged = merge_snapshots(await self._each("GET", "/stats"))
+        snapshots = await self._each("GET", "/stats")
+        merged = merge_snapshots(snapshots)
+        merged["trx_queue"] = {
+            "queues": self.hot_rows.hot_rows.rows(),
+            "proposals": merge_proposals(
+                [p for snap in snapshots for p in snap.get("trx_queue", {}).get("proposals", [])]
+            ),
+        }
         if self.monitor is not None:
             merged["monitor"] = self.monitor.server_rows()
             merged["monitor_checks"] = self.monitor.check_rows()
@@ -306,6 +323,7 @@ class Supervisor:
                 "warnings": [],
             }
         self.config = config
+        self.hot_rows.hot_rows.configure(HotRowSettings(config))
         if self.monitor is not None:
             self.monitor.reconfigure(config, tls.backend)
         log.info("config %s loaded in %d workers", config.checksum[:12], len(self.workers))

@@ -20,8 +20,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from proxyapp.config.tables import MysqlQueryRule, MysqlQueryRuleFastRouting
+from proxyapp.hotrows.marks import KEY_COLUMN, KEY_GROUP, QUEUE_NAME
 from proxyapp.sql.lex import first_block_comment
 
 #: The first-comment annotation keys ProxySQL knows (``query_parser_first_comment``).
@@ -37,6 +39,7 @@ ANNOTATION_KEYS = frozenset(
         "min_epoch_ms",
         "min_gtid",
         "create_new_connection",
+        "trx_queue",
     }
 )
 
@@ -131,6 +134,9 @@ class RuleOutcome:
     reconnect: bool | None = None
     sticky_conn: bool | None = None
     gtid_from_hostgroup: int | None = None
+    trx_queue: str | None = None  # the hot-row queue of a matching rule with trx_queue (``proxyapp.hotrows``)
+    trx_queue_key: str | None = None  # its key, when the rule takes it from a group of its match_pattern
+    trx_queue_column: str | None = None  # the column whose WHERE values are its keys, when the rule names one
     matched: list[int] = field(default_factory=list)
     annotations: dict[str, str] = field(default_factory=dict)
 
@@ -156,6 +162,9 @@ class _Rule:
     replace_count: int
     apply: bool
     outputs: tuple[tuple[str, object], ...]
+    queue: str | None  # trx_queue
+    queue_group: int  # trx_queue_key as a group of match_pattern (0: not)
+    queue_column: str | None  # trx_queue_key as a column
 
 
 class RuleEngine:
@@ -239,12 +248,21 @@ class RuleEngine:
                     continue
             if rule.match_digest is not None and (rule.match_digest(ctx.digest_text) is None) != rule.negate:
                 continue
-            if rule.match_pattern is not None and (rule.match_pattern.search(query) is None) != rule.negate:
-                continue
+            found: re.Match[str] | None = None
+            if rule.match_pattern is not None:
+                found = rule.match_pattern.search(query)
+                if (found is None) != rule.negate:
+                    continue
             self.hits[rule.rule_id] += 1
             outcome.matched.append(rule.rule_id)
             for name, value in rule.outputs:
                 setattr(outcome, name, value)
+            if rule.queue is not None:
+                outcome.trx_queue = rule.queue
+                outcome.trx_queue_column = rule.queue_column
+                outcome.trx_queue_key = (
+                    found.group(rule.queue_group) if found is not None and rule.queue_group else None
+                )
             if rule.replace is not None and rule.match_pattern is not None:
                 query = rule.match_pattern.sub(rule.replace, query, count=rule.replace_count)
                 outcome.query = query
@@ -359,7 +377,33 @@ def _prepare(rule: MysqlQueryRule) -> _Rule:
         replace_count=0 if global_replace else 1,
         apply=rule.apply,
         outputs=tuple((name, getattr(rule, name)) for name in _OUTPUT_COLUMNS if getattr(rule, name) is not None),
+        **_queue(rule, match_pattern, where),
     )
+
+
+def _queue(rule: MysqlQueryRule, match_pattern: re.Pattern[str] | None, where: str) -> dict[str, Any]:
+    """A rule's hot-row queue (``trx_queue``, ``trx_queue_key``) in its evaluation form; ValueError when it cannot
+    be (one set without the other, a bad name, a group match_pattern does not have, a column that is no name)."""
+    queue, key = rule.trx_queue or None, rule.trx_queue_key or None
+    if queue is None and key is None:
+        return {"queue": None, "queue_group": 0, "queue_column": None}
+    if queue is None or key is None:
+        raise ValueError(f"{where}: trx_queue and trx_queue_key go together: set both or neither")
+    if not QUEUE_NAME.fullmatch(queue):
+        raise ValueError(f"{where}: trx_queue {queue[:80]!r} is not a queue name (1 to 64 of A-Z a-z 0-9 _ . $ -)")
+    group = KEY_GROUP.fullmatch(key)
+    if group is not None:
+        n = int(group.group(1))
+        if match_pattern is None or rule.negate_match_pattern:
+            raise ValueError(f"{where}: trx_queue_key {key} needs a match_pattern (not negated) with that group")
+        if n > match_pattern.groups:
+            raise ValueError(f"{where}: trx_queue_key {key} refers to a group match_pattern does not have")
+        return {"queue": queue, "queue_group": n, "queue_column": None}
+    if not KEY_COLUMN.fullmatch(key):
+        raise ValueError(
+            f"{where}: trx_queue_key {key[:80]!r} is neither \\1..\\9 (a group of match_pattern) nor a column name"
+        )
+    return {"queue": queue, "queue_group": 0, "queue_column": key.lower()}
 
 
 def _modifiers(re_modifiers: str, where: str) -> tuple[bool, bool]:

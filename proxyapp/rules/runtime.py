@@ -56,6 +56,7 @@ class Runtime:
     settings: SessionSettings
     writer_of: dict[int, int]  # reader hostgroup -> its writer hostgroup (mysql_replication_hostgroups)
     shard_map: ShardMap | None  # the sharded tables; None when the config has none (the unsharded path's one test)
+    holds_begin: bool  # a BEGIN is held back until the transaction's first statement (sharded tables, hot-row queues)
     loaded_at: float
     source: str
 
@@ -89,6 +90,8 @@ class Runtime:
             kill_backend_when_disconnect=v.flag("mysql-kill_backend_connection_when_disconnect"),
             cross_shard_writes=v.flag("mysql-sharding_cross_shard_writes"),
         )
+        shard_map = ShardMap.build(config) if config.mysql_sharded_tables else None
+        queued = v.flag("mysql-trx_queue_hints") or any(r.active and r.trx_queue for r in config.mysql_query_rules)
         frontend = {u.username: u for u in config.mysql_users if u.active and u.frontend}
         backend = {u.username: u for u in config.mysql_users if u.active and u.backend}
         return cls(
@@ -98,7 +101,8 @@ class Runtime:
             backend_users=backend,
             settings=settings,
             writer_of={p.reader_hostgroup: p.writer_hostgroup for p in config.mysql_replication_hostgroups},
-            shard_map=ShardMap.build(config) if config.mysql_sharded_tables else None,
+            shard_map=shard_map,
+            holds_begin=shard_map is not None or queued,
             loaded_at=time.time(),
             source=source,
         )

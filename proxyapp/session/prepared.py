@@ -15,6 +15,8 @@ from proxyapp.mysql.constants import Command
 from proxyapp.mysql.packets import ErrPacket, ProtocolError, parse_err
 from proxyapp.mysql.wire import Wire
 from proxyapp.rules.engine import RuleOutcome
+from proxyapp.session.state import SessionState
+from proxyapp.sharding.params import literals, long_data_values, render
 from proxyapp.sql.digest import Digest
 from proxyapp.sql.scan import Statement
 
@@ -38,6 +40,7 @@ class ClientStatement:
     cursor: bool = False
     mirror: RuleOutcome | None = None  # the prepare's rule verdict when it asks for a mirror (proxyapp.mirror.mirror)
     sharded: bool = False  # it names a sharded or global table: each execute is planned (sharded_statements)
+    queued: RuleOutcome | None = None  # the prepare's rule verdict when it asks for hot-row keys (session.trxqueue)
 
 
 async def read_prepare_response(wire: Wire) -> tuple[PreparedOnBackend | ErrPacket, bytes]:
@@ -111,3 +114,19 @@ def rewrite_execute(payload: bytes, backend_id: int, stmt: ClientStatement) -> b
     if stmt.param_types is None:
         raise ProtocolError("COM_STMT_EXECUTE without parameter types on its first execution")
     return head + payload[10:bitmap_end] + b"\x01" + stmt.param_types + payload[bitmap_end + 1 :]
+
+
+def rendered(stmt: ClientStatement, execute: bytes, state: SessionState) -> str:
+    """The text of ``stmt`` with the parameter values of ``execute`` (a COM_STMT_EXECUTE payload that binds its
+    types: ``rewrite_execute``) as literals, in the session's ``character_set_client``; ParamError when the packet
+    does not hold them."""
+    values = literals(execute, stmt.num_params, long_data_values(stmt.long_data), client_charset(state))
+    return render(stmt.sql, values)
+
+
+def client_charset(state: SessionState) -> str:
+    """The character set a session's client sends its strings in (``character_set_client``, as SET NAMES or SET
+    character_set_client made it), lowercase."""
+    chosen = state.variables.get("character_set_client") or state.names
+    words = chosen.split()
+    return words[0].strip("'\"`").lower() if words else "binary"

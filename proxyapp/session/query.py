@@ -26,6 +26,7 @@ from proxyapp.session.scatter import Scatter
 from proxyapp.session.services import SessionServices
 from proxyapp.session.shardtxn import SpanningTransactions
 from proxyapp.session.state import Pin, SessionState
+from proxyapp.session.trxqueue import NO_KEYS, TransactionQueue
 from proxyapp.sharding.physical import default_schema, rewrite, shard_on
 from proxyapp.sharding.placement import Placement, placement
 from proxyapp.sharding.plan import Plan, plan
@@ -52,6 +53,7 @@ class QueryPipeline:
         self.followed = False  # the listener hears every command of this session (it said so)
         self.scattering: Scatter | None = None  # runs statements over several shards, made on first use
         self.spanning = SpanningTransactions(services, client, state, link)  # a transaction over shards
+        self.queue = TransactionQueue(services, client, link, session_id)  # its place in the hot-row queues
 
     async def com_query(self, payload: bytes) -> None:
         """Serve a COM_QUERY."""
@@ -128,14 +130,21 @@ class QueryPipeline:
                 self.record(-1, digest, started, 0, 0)
                 return
         hostgroup = self.route(statements, outcome)
+        if rt.holds_begin and len(statements) == 1 and self.held_back(first, sql, hostgroup, payload):
+            client.send_ok(self.status())
+            self.record(-1, digest, started, 0, 0)
+            return
+        keys = NO_KEYS
+        if outcome.trx_queue is not None or outcome.annotations or services.heat.applied:
+            asked = self.queue.keys(sql, outcome, digest.hash)
+            if asked is None or (asked and not await self.queue.admit(asked)):
+                self.record(-1, digest, started, 0, 0)
+                return
+            keys = asked
         branch: BackendConnection | None = None  # a branch of the spanning transaction the statement runs on
         on_shard: str | None = None  # the statement on a shard with a physical schema, renamed (``sharding.physical``)
         physical: str | None = None  # the default schema it runs in there instead of the session's
         if rt.shard_map is not None:
-            if len(statements) == 1 and self.held_back(first, sql, hostgroup, payload):
-                client.send_ok(self.status())
-                self.record(-1, digest, started, 0, 0)
-                return
             if rt.shard_map.sequenced and first.keyword in ("INSERT", "REPLACE"):
                 numbered = await number_rows(services, client, self.state, sql)
                 if numbered is None:
@@ -182,8 +191,19 @@ class QueryPipeline:
             self.tell(payload, statements, outcome, response, None)
         if response is not None:
             self.record(hostgroup, digest, started, response.rows, response.affected_rows)
+            if not keys and not first.is_read:
+                self.look_for_heat(sql, digest, started, response)
         if outcome.log or (outcome.log is None and rt.settings.eventslog_default_log):
             self._log_event(hostgroup, digest.hash, sql, started, response)
+
+    def look_for_heat(self, sql: str, digest: Digest, started: float, response: Response) -> None:
+        """Tell the search for hot keys (``proxyapp.hotrows.heat``) about a write or locking read that was not
+        queued when it bore a hot row's mark: a deadlock, a lock wait timeout, or a long run."""
+        code = response.error.code if response.error is not None else 0
+        if code in (ErrorCode.LOCK_DEADLOCK, ErrorCode.LOCK_WAIT_TIMEOUT):
+            self.services.heat.observe(sql, self.state.schema or "", digest.hash, digest.text, code)
+        elif (time.perf_counter() - started) * 1000 >= self.services.hot_rows.settings.slow_ms:
+            self.services.heat.observe(sql, self.state.schema or "", digest.hash, digest.text, 0)
 
     def status(self) -> int:
         """The session's server status flags, for the proxy's own answers."""
@@ -220,9 +240,10 @@ class QueryPipeline:
         return services.pools.stand_in(hostgroup) if stand_in else hostgroup
 
     def held_back(self, statement: Statement, sql: str, hostgroup: int, payload: bytes) -> bool:
-        """With sharded tables, a BEGIN outside a transaction is held back (``BackendLink.defer``) until the
-        transaction's first statement, so that a shard key can choose the shard it runs on; a COMMIT or ROLLBACK
-        of a transaction that never ran a statement ends it here. True when the proxy answers the statement."""
+        """With sharded tables or hot-row queues, a BEGIN outside a transaction is held back
+        (``BackendLink.defer``) until the transaction's first statement, so that a shard key can choose the shard it
+        runs on and a transaction waits in a hot-row queue holding no connection; a COMMIT or ROLLBACK of a
+        transaction that never ran a statement ends it here. True when the proxy answers the statement."""
         link = self.link
         if link.opening is not None and statement.kind in (Kind.COMMIT, Kind.ROLLBACK):
             link.end_transaction()

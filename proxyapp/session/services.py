@@ -1,7 +1,7 @@
 """What a session may use of the proxy that runs it, and nothing more: counters and digest stats, the pools, the
 loaded config (``runtime``, replaced by a reload), the query cache, the events log, the listener that hears its
 commands, the task set for background work, the node's session seats, the clock, the start time, the TLS
-contexts, the XA coordinator, the sharded tables' sequences, and KILL.
+contexts, the XA coordinator, the sharded tables' sequences, the hot-row queues, and KILL.
 ``server.Proxy`` provides it; a session never sees the rest of the proxy (its listener, admin endpoint, monitor,
 other sessions).
 """
@@ -12,6 +12,8 @@ import asyncio
 
 from proxyapp.backends.pool import PoolManager
 from proxyapp.clock import Clock
+from proxyapp.hotrows.heat import HeatMap
+from proxyapp.hotrows.service import HotRows
 from proxyapp.mysql.tls import TlsContexts
 from proxyapp.report.eventslog import EventsLog
 from proxyapp.report.stats import DigestStats, GlobalCounters
@@ -45,6 +47,8 @@ class SessionServices:
     xa: Coordinator | None  # the XA decision log and recovery, once a config has sharded tables
     xa_error: str  # why ``xa`` could not be opened ("" if it was, or was not needed)
     sequences: Sequences  # the blocks of the sharded tables' sequences this worker holds, kept across reloads
+    hot_rows: HotRows  # the hot-row queues' lines (this worker's, or the node's through the supervisor's broker)
+    heat: HeatMap  # the search for hot keys, its proposals and the queues it applied
 
     async def kill_session(self, target: int, query_only: bool, username: str | None) -> dict:
         """KILL [QUERY] of session ``target`` on behalf of ``username`` (None: the admin); the outcome."""

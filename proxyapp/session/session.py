@@ -149,11 +149,14 @@ class Session:
                 self.queries.followed = False
                 self.services.listener.session_ended(self.id)
             await self.link.drop(reset=True)
+            self.queries.queue.leave()  # after the reset: its transaction's row locks are gone
             self.wire.close()
 
     def _client_gone(self) -> None:
         """The client closed its connection (or it broke): with ``mysql-kill_backend_connection_when_disconnect``,
-        its running statement is killed on the backend rather than left to run to its end for nobody."""
+        its running statement is killed on the backend rather than left to run to its end for nobody; a wait in a
+        hot-row queue ends."""
+        self.queries.queue.interrupt(gone=True)
         link = self.link
         conn = link.running
         if conn is None or link.killed or not self.services.runtime.settings.kill_backend_when_disconnect:
@@ -206,6 +209,7 @@ class Session:
         link = self.link
         handlers = _HANDLERS
         clock = self.services.clock
+        queue = self.queries.queue
         while True:
             self.idle_since = clock()
             payload = await wire.read_payload()
@@ -219,6 +223,8 @@ class Session:
                 self.client.send_error(ErrorCode.UNKNOWN_COM, f"Unknown or unsupported command 0x{payload[0]:02x}", 1)
             else:
                 await handler(self, payload)
+            if queue.holding:  # a transaction that ended gives its hot-row keys back
+                queue.settle()
 
     # The rooms' commands: plain functions handing back the room's coroutine, so that a command costs no extra
     # coroutine frame for passing through the session.
@@ -277,6 +283,7 @@ class Session:
     async def _reset_session(self) -> None:
         self.queries.spanning.discard()
         await self.link.drop(reset=True)
+        self.queries.queue.leave()
         self.state.reset(names_for_collation(self.client.collation))
         self.prepared.clear()
         self.link.last_insert_id = 0
@@ -315,6 +322,7 @@ class Session:
         the session too (its client is disconnected; a transaction it had open is rolled back by the reset of its
         backend connection)."""
         conn = self.link.running
+        self.queries.queue.interrupt(gone=not query_only)
         if not query_only:  # the client is gone before its statement's interruption could reach it as an answer
             log.info("session %d: killed", self.id)
             self.link.killed = True

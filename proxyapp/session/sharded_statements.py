@@ -20,10 +20,10 @@ from proxyapp.mysql.packets import ErrPacket, ProtocolError
 from proxyapp.mysql.wire import PeerClosed
 from proxyapp.session.client import Client
 from proxyapp.session.link import BackendLink, release
-from proxyapp.session.prepared import ClientStatement, prepare_anew, with_client_id
+from proxyapp.session.prepared import ClientStatement, prepare_anew, rendered, with_client_id
 from proxyapp.session.query import QueryPipeline
 from proxyapp.session.state import SessionState
-from proxyapp.sharding.params import ParamError, literals, long_data_values, render
+from proxyapp.sharding.params import ParamError
 from proxyapp.sharding.physical import default_schema, rewrite, shard_on
 from proxyapp.sharding.shardmap import ShardedTable
 
@@ -69,8 +69,7 @@ class ShardedStatements:
         scatter, a refusal, parameters that cannot be read)."""
         queries = self.queries
         try:
-            values = literals(execute, stmt.num_params, long_data_values(stmt.long_data), client_charset(self.state))
-            sql = render(stmt.sql, values)
+            sql = rendered(stmt, execute, self.state)
         except ParamError as exc:
             self.client.send_error(ErrorCode.WRONG_ARGUMENTS, f"Incorrect arguments to mysqld_stmt_execute: {exc}", 1)
             return None
@@ -109,11 +108,3 @@ class OnShard:
     sql: str
     branch: BackendConnection | None = None
     schema: str | None = None
-
-
-def client_charset(state: SessionState) -> str:
-    """The character set a session's client sends its strings in (``character_set_client``, as SET NAMES or SET
-    character_set_client made it), lowercase."""
-    chosen = state.variables.get("character_set_client") or state.names
-    words = chosen.split()
-    return words[0].strip("'\"`").lower() if words else "binary"

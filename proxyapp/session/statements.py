@@ -20,6 +20,7 @@ from proxyapp.session.prepared import (
     ClientStatement,
     prepare_anew,
     prepare_on,
+    rendered,
     rewrite_execute,
     with_client_id,
 )
@@ -28,6 +29,7 @@ from proxyapp.session.relay import Relay, relay_until_eof
 from proxyapp.session.services import SessionServices
 from proxyapp.session.sharded_statements import OnShard, ShardedStatements
 from proxyapp.session.state import Pin, SessionState
+from proxyapp.sharding.params import ParamError
 from proxyapp.sharding.plan import plan
 from proxyapp.sql.digest import compute_digest
 from proxyapp.sql.scan import scan
@@ -83,6 +85,8 @@ class PreparedStatements:
         if prepared:
             if outcome.mirror_hostgroup is not None or outcome.mirror_flagOUT is not None:
                 stmt.mirror = outcome
+            if outcome.trx_queue is not None or "trx_queue" in outcome.annotations:
+                stmt.queued = outcome
             self.statements[stmt.client_id] = stmt
             self.next_id += 1
 
@@ -125,6 +129,9 @@ class PreparedStatements:
             self.client.send_error(1835, f"Malformed communication packet: {exc}", 1)  # ER_MALFORMED_PACKET
             return
         queries = self.queries
+        if stmt.queued is not None and not await self._wait_in_line(stmt, bound):
+            self._clear_long_data(stmt)
+            return
         hostgroup = queries.route(stmt.statements, NO_RULES) if stmt.statements else stmt.hostgroup
         if self.link.conn is None and self.state.autocommit:
             hostgroup = stmt.hostgroup
@@ -162,6 +169,23 @@ class PreparedStatements:
             self._clear_long_data(stmt)
         if response is not None:
             queries.record(hostgroup, stmt.digest, started, response.rows, response.affected_rows)
+
+    async def _wait_in_line(self, stmt: ClientStatement, execute: bytes) -> bool:
+        """Wait for the hot-row keys the execute ``execute`` of ``stmt`` asks for (``session.trxqueue``), a rule's
+        key column read with its parameters' values; False after sending the error that ends it."""
+        outcome = stmt.queued
+        assert outcome is not None
+        sql = stmt.sql
+        if outcome.trx_queue_column is not None and stmt.num_params:
+            try:
+                sql = rendered(stmt, execute, self.state)
+            except ParamError as exc:
+                self.client.send_error(
+                    ErrorCode.WRONG_ARGUMENTS, f"Incorrect arguments to mysqld_stmt_execute: {exc}", 1
+                )
+                return False
+        keys = self.queries.queue.keys(sql, outcome)
+        return keys is not None and (not keys or await self.queries.queue.admit(keys))
 
     @staticmethod
     def _clear_long_data(stmt: ClientStatement) -> None:

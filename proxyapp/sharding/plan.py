@@ -23,6 +23,7 @@ from proxyapp.config.sharding import Key, ShardKeyError
 from proxyapp.sharding.gather import Gather, Refused, gather
 from proxyapp.sharding.shardmap import ShardedTable, ShardMap
 from proxyapp.sql.lex import TokenKind, Tokens, find_top, statement_ranges, tokenize, top_level, unquote, unwrap
+from proxyapp.sql.where import WHERE_ENDS, ColumnAt, Where, comparisons, literal, parts, values
 
 _T = TokenKind
 #: Statements that change rows; a write to a global table goes to every shard.
@@ -44,8 +45,6 @@ _CLAUSE_WORDS = frozenset(
         "IGNORE", "USE", "FORCE", "DEFAULT", "CHARACTER", "COLLATE", "COMMENT", "TO", "IF", "EXISTS", "NOT",
     }
 )  # fmt: skip
-#: Words that end a WHERE clause at its own depth.
-_WHERE_ENDS = frozenset({"GROUP", "ORDER", "LIMIT", "HAVING", "FOR", "LOCK", "WINDOW", "INTO", "RETURNING", "UNION"})
 
 
 @dataclass(frozen=True)
@@ -74,13 +73,6 @@ class _Ref:
     depth: int
     table: ShardedTable
     alias: str
-
-
-#: Where a condition's key values are: each literal's token index and the end of the range it is read in
-#: (``_literal``).
-_Spans = tuple[tuple[int, int], ...]
-#: The key comparisons of a WHERE clause's AND-ed parts: each part's values.
-_Where = tuple[_Spans, ...]
 
 
 #: How many statement shapes a shard map keeps the analysis of (``ShardMap.plans``; the least recently used goes).
@@ -167,7 +159,7 @@ class _Keyed(Template):
     several refused when it joins (``joins``) or orders (``ordered``)."""
 
     def __init__(
-        self, table: ShardedTable, lo: int, hi: int, select: bool, writes: bool, where: _Where | None, joins: bool,
+        self, table: ShardedTable, lo: int, hi: int, select: bool, writes: bool, where: Where | None, joins: bool,
         ordered: bool,
     ) -> None:  # fmt: skip
         self.table = table
@@ -183,7 +175,7 @@ class _Keyed(Template):
         table = self.table
         shards, narrowed = frozenset(range(len(table.shards))), False
         if self.where is not None:
-            keys = _key_values(tokens, self.where)
+            keys = values(tokens, self.where)
             # A value no shard holds may still equal a stored key as MySQL compares: then ask them all.
             with contextlib.suppress(ShardKeyError):
                 shards, narrowed = frozenset(table.algorithm.shard_of(key) for key in keys), True
@@ -245,7 +237,7 @@ def _analyze(tokens: Tokens, schema: str | None, shard_map: ShardMap) -> Templat
         return _Insert(ref, lo, hi)
     if verb == "UPDATE" and _sets_key(tokens, lo, hi, ref):
         return _refused(table, f"changing the shard key {table.key} of {_name(table)} (the row would change shard)")
-    where = next((k for k in (_where_keys(tokens, lo, hi, r) for r in sharded) if k is not None), None)
+    where = next((k for k in (comparisons(tokens, lo, hi, _key_of(r)) for r in sharded) if k is not None), None)
     ordered = _words_at_depth(tokens, lo, hi, frozenset({"ORDER", "LIMIT"}))
     return _Keyed(table, lo, hi, verb == "SELECT", writes, where, len(found) > 1, ordered)
 
@@ -294,7 +286,7 @@ def _apart(tokens: Tokens, lo: int, hi: int, refs: list[_Ref]) -> str:
                   if tokens.word(i) == "ON"]  # fmt: skip
     where = find_top(tokens, lo, hi, frozenset({"WHERE"}))
     if where >= 0 and not outer:
-        conditions.append((where + 1, _end_at_top(tokens, where + 1, hi, _WHERE_ENDS)))
+        conditions.append((where + 1, _end_at_top(tokens, where + 1, hi, WHERE_ENDS)))
     joined = list(range(len(refs)))  # union-find over the references
 
     def root(n: int) -> int:
@@ -303,7 +295,7 @@ def _apart(tokens: Tokens, lo: int, hi: int, refs: list[_Ref]) -> str:
         return n
 
     for c_lo, c_hi in conditions:
-        for part_lo, part_hi in _parts(tokens, c_lo, c_hi) or []:
+        for part_lo, part_hi in parts(tokens, c_lo, c_hi) or []:
             equals = next((i for i in top_level(tokens, part_lo, part_hi) if tokens.texts[i] == "="), -1)
             left = _key_ref(tokens, part_lo, equals, refs) if equals > 0 else -1
             right = _key_ref(tokens, equals + 1, part_hi, refs) if equals > 0 else -1
@@ -455,31 +447,6 @@ def _words_at_depth(tokens: Tokens, lo: int, hi: int, words: frozenset[str]) -> 
 # --- the key values -------------------------------------------------------------------------------------------
 
 
-def _literal(tokens: Tokens, i: int, hi: int) -> tuple[Key, int] | None:
-    """A literal the key can be compared with at ``i`` (an integer, maybe negative, or a string, quoted or in hex
-    after a character set introducer; also ``LAST_INSERT_ID(integer)``, which is that integer: how a sequence's first
-    value is written), and the index after it; None for anything else (an expression, a placeholder, a decimal, a
-    hex number...)."""
-    if tokens.word(i) == "LAST_INSERT_ID" and tokens.text(i + 1) == "(" and tokens.text(i + 3) == ")" and i + 3 < hi:
-        inner = _literal(tokens, i + 2, i + 3)
-        return (inner[0], i + 4) if inner is not None and isinstance(inner[0], int) else None
-    negative = tokens.text(i) == "-" and i + 1 < hi
-    j = i + 1 if negative else i
-    if j >= hi:
-        return None
-    kind, text = tokens.kinds[j], tokens.texts[j]
-    if kind is _T.NUMBER and text.isdigit():
-        return (-int(text) if negative else int(text)), j + 1
-    if kind is _T.STRING and not negative:
-        quote = min((text.find(q) for q in "'\"" if q in text), default=0)
-        return unquote(text[quote:]), j + 1
-    if kind is _T.WORD and text[:1] == "_" and not negative and j + 1 < hi and tokens.kinds[j + 1] is _T.NUMBER:
-        hexed = tokens.texts[j + 1]  # _utf8mb4 X'..': a string in hex (a prepared statement's, sharding.params)
-        if hexed[:2] in ("X'", "x'") and len(hexed) % 2 == 1:
-            return bytes.fromhex(hexed[2:-1]).decode("utf-8", "surrogateescape"), j + 2
-    return None
-
-
 def _column_at(tokens: Tokens, i: int, hi: int, ref: _Ref) -> int:
     """The index after ``key`` or ``qualifier.key`` at ``i`` when it names ``ref``'s shard key, else -1."""
     table = ref.table
@@ -494,98 +461,9 @@ def _column_at(tokens: Tokens, i: int, hi: int, ref: _Ref) -> int:
     return i + 1 if name.lower() == table.key else -1
 
 
-def _conjuncts(tokens: Tokens, lo: int, hi: int) -> list[tuple[int, int]] | None:
-    """The top-level AND-ed parts of a condition ``[lo, hi)``; None when an OR (or XOR) joins them at the top."""
-    parts: list[tuple[int, int]] = []
-    start, between = lo, False
-    for i in top_level(tokens, lo, hi):
-        text = tokens.texts[i]
-        word = tokens.word(i)
-        if word in ("OR", "XOR") or text == "||":
-            return None
-        if word == "BETWEEN":
-            between = True
-        elif word == "AND" or text == "&&":
-            if between:  # BETWEEN x AND y
-                between = False
-                continue
-            parts.append((start, i))
-            start = i + 1
-    parts.append((start, hi))
-    return parts
-
-
-def _parts(tokens: Tokens, lo: int, hi: int) -> list[tuple[int, int]] | None:
-    """The AND-ed parts of a condition, parenthesized ones opened (``(a = 1 AND b = 2) AND c = 3`` has three);
-    None when an OR joins them at the top. A parenthesized part joined inside by OR stays one part."""
-    parts = _conjuncts(tokens, *unwrap(tokens, lo, hi))
-    if parts is None:
-        return None
-    opened: list[tuple[int, int]] = []
-    for part in parts:
-        inner = unwrap(tokens, *part)
-        within = _parts(tokens, *inner) if inner != part else None
-        opened.extend(within if within is not None else [part])
-    return opened
-
-
-def _compared(tokens: Tokens, lo: int, hi: int, ref: _Ref) -> _Spans | None:
-    """Where the values are that one condition part compares the key with: ``key = v``, ``v = key``,
-    ``key IN (v, ...)``; None when it is no such comparison with literals."""
-    after = _column_at(tokens, lo, hi, ref)
-    if after >= 0:
-        if tokens.text(after) == "=":
-            value = _literal(tokens, after + 1, hi)
-            return ((after + 1, hi),) if value is not None and value[1] == hi else None
-        if tokens.word(after) == "IN" and tokens.text(after + 1) == "(" and tokens.text(hi - 1) == ")":
-            spans: list[tuple[int, int]] = []
-            i = after + 2
-            while i < hi - 1:
-                value = _literal(tokens, i, hi - 1)
-                if value is None:
-                    return None
-                spans.append((i, hi - 1))
-                i = value[1]
-                if tokens.text(i) == ",":
-                    i += 1
-                elif i != hi - 1:
-                    return None
-            return tuple(spans) or None
-        return None
-    value = _literal(tokens, lo, hi)
-    if value is not None and tokens.text(value[1]) == "=" and _column_at(tokens, value[1] + 1, hi, ref) == hi:
-        return ((lo, hi),)
-    return None
-
-
-def _where_keys(tokens: Tokens, lo: int, hi: int, ref: _Ref) -> _Where | None:
-    """The comparisons of ``ref``'s key in the WHERE clause that narrow the statement; None when none does."""
-    where = find_top(tokens, lo, hi, frozenset({"WHERE"}))
-    if where < 0:
-        return None
-    end = find_top(tokens, where + 1, hi, _WHERE_ENDS)
-    parts = _parts(tokens, where + 1, hi if end < 0 else end)
-    if parts is None:
-        return None
-    compared = [spans for spans in (_compared(tokens, a, b, ref) for a, b in parts) if spans is not None]
-    return tuple(compared) or None
-
-
-def _key_values(tokens: Tokens, where: _Where) -> list[Key]:
-    """The key values ``where``'s comparisons narrow the statement to: those all of them allow (the first's when
-    they have none in common: no row matches, any shard answers)."""
-    narrowed: list[Key] = []
-    for n, spans in enumerate(where):
-        values = [_value(tokens, i, hi) for i, hi in spans]
-        narrowed = values if n == 0 else [v for v in narrowed if v in values] or narrowed
-    return narrowed
-
-
-def _value(tokens: Tokens, i: int, hi: int) -> Key:
-    """The literal at ``i`` where the statement's shape has one (``_compared``)."""
-    value = _literal(tokens, i, hi)
-    assert value is not None, "a literal where the statement's shape has one"
-    return value[0]
+def _key_of(ref: _Ref) -> ColumnAt:
+    """Where ``ref``'s shard key is named (``_column_at`` for that reference)."""
+    return lambda tokens, i, hi: _column_at(tokens, i, hi, ref)
 
 
 def _sets_key(tokens: Tokens, lo: int, hi: int, ref: _Ref) -> bool:
@@ -681,23 +559,23 @@ _EXPRESSION = object()
 def _row(tokens: Tokens, i: int, hi: int) -> tuple[list[object] | None, int]:
     """The values of one VALUES row starting after its ``(`` (``_EXPRESSION`` for one that is not a literal; NULL
     is None), and the index after its ``)``; None for a row that does not parse."""
-    values: list[object] = []
+    row: list[object] = []
     while i < hi:
-        literal = _literal(tokens, i, hi)
-        if literal is not None:
-            values.append(literal[0])
-            i = literal[1]
+        value = literal(tokens, i, hi)
+        if value is not None:
+            row.append(value[0])
+            i = value[1]
         elif tokens.word(i) == "NULL" and tokens.text(i + 1) in (",", ")"):
-            values.append(None)
+            row.append(None)
             i += 1
         else:  # an expression: skip it to the next comma at this depth
             depth = 0
             while i < hi and not (depth == 0 and tokens.text(i) in (",", ")")):
                 depth += (tokens.texts[i] == "(") - (tokens.texts[i] == ")")
                 i += 1
-            values.append(_EXPRESSION)
+            row.append(_EXPRESSION)
         if tokens.text(i) == ")":
-            return values, i + 1
+            return row, i + 1
         if tokens.text(i) != ",":
             return None, i
         i += 1

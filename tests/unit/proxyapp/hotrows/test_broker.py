@@ -1,0 +1,49 @@
+"""The node's one set of hot-row lines shared by its workers (``proxyapp.hotrows.broker``): two workers' owners wait
+in one line; a give_back sent after a take is applied after it; a worker whose socket ends gives back every key its
+sessions held; a broker gone lets statements run without the queue."""
+
+from __future__ import annotations
+
+import asyncio
+
+from proxyapp.clock import Clock
+from proxyapp.hotrows.broker import BrokeredHotRows, HotRowBroker
+from proxyapp.hotrows.queues import GRANTED, UNQUEUED, WITHDRAWN
+from proxyapp.hotrows.service import HotRowSettings
+
+
+async def settled(check: object) -> None:
+    """Let the broker and the workers exchange their messages until ``check()`` holds (a bounded number of turns)."""
+    for _ in range(1000):
+        if check():  # type: ignore[operator]
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("the messages did not settle")
+
+
+def test_two_workers_wait_in_one_line_and_a_worker_gone_gives_its_keys_back() -> None:
+    async def test() -> None:
+        broker = HotRowBroker(Clock(), HotRowSettings())
+        one = BrokeredHotRows(Clock(), HotRowSettings(), broker.pair().detach())
+        two = BrokeredHotRows(Clock(), HotRowSettings(), broker.pair().detach())
+        lines = broker.hot_rows.queues
+        assert await one.acquire(1, ("q", "a"), True) == GRANTED
+        waiting = asyncio.ensure_future(two.acquire(2, ("q", "a"), True))
+        withdrawn = asyncio.ensure_future(two.acquire(4, ("q", "a"), True))
+        await settled(lambda: lines.waiters() == 2)
+        two.withdraw(4)
+        assert await withdrawn == WITHDRAWN
+        one.give_back(1)
+        assert await waiting == GRANTED
+        assert lines.held(2) == [("q", "a")]
+        assert await one.acquire(3, ("q", "b"), True) == GRANTED
+        one.give_back(3)  # sent after the take: applied after it
+        assert await one.acquire(3, ("q", "b"), True) == GRANTED
+        assert one._writer is not None
+        one._writer.close()  # the worker is gone: its owner 3 gives key b back
+        await settled(lambda: lines.held(3) == [])
+        assert [r["keys_active"] for r in broker.hot_rows.rows()] == [1]
+        await broker.stop()
+        assert await two.acquire(5, ("q", "c"), True) == UNQUEUED  # no broker: no queue
+
+    asyncio.run(test())
