@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
 
-.PHONY: deps sysdeps lint build test test-unit run bench bench-failover bench-sharding txmodel test-sharding-long clean
+.PHONY: deps sysdeps lint build test test-unit run bench bench-failover bench-sharding bench-hot-rows txmodel test-sharding-long clean
 
 # The virtualenv with requirements.txt installed, and the Debian packages.
 deps: sysdeps $(STAMP)
@@ -49,6 +49,13 @@ bench-failover: deps build
 # docs/benchmarks.md; about 6 minutes a run (BENCH_ARGS='--rounds N --time S', default 3 rounds of 5 s).
 bench-sharding: deps build
 	$(PY) -m devstack.bench.sharding_bench $(BENCH_ARGS)
+
+# Hot rows (issue 15): the hint-queued transfer over 1,000 and 10 rows at 1 to 256 connections, direct, through a
+# proxy without the transaction queue and through one with it, and other traffic on the two proxies: the "Hot rows:
+# the transaction queue" section of docs/benchmarks.md; about 10 minutes a run (BENCH_ARGS='--rounds N', default 2;
+# '--quick' tries the harness in a minute and writes var/bench-hot-rows/section.md instead of the docs).
+bench-hot-rows: deps build
+	$(PY) -m devstack.bench.hot_rows $(BENCH_ARGS)
 
 # The model-based transaction test at length (tests/support/txmodel.py; make test runs it small):
 # BENCH_ARGS-style flags in TXMODEL_ARGS, e.g. TXMODEL_ARGS='--walkers 16 --steps 5000 --seed 7'.

@@ -24,7 +24,10 @@
       delete from audit_log where source = 'bench';
 
 Statements end with ``;`` (the last one of a block may omit it) and may span lines; ``:name`` is a declared
-variable (an SQL literal), ``${...}`` a MyCat template (``fleet.bench.engine.generators``). ``[repeat N]`` runs a
+variable (an SQL literal), ``${...}`` a MyCat template (``fleet.bench.engine.generators``). Variables are replaced
+outside quotes and ``--``/``#`` comments, so inside ``/* ... */`` comments too; ``:name`` right after a letter, digit
+or colon stays as it is (``a::int``), and ``{:name}`` is the variable wherever it stands, as in the hot-row hint
+``/* trx_queue=acct:{:id1}|{:id2} */`` (sent as ``/* trx_queue=acct:17|942 */``). ``[repeat N]`` runs a
 statement N times, ``[batch N]`` sends an ``INSERT ... VALUES (...)`` with N rows; each repetition and row draws
 fresh values. ``prepare`` runs once before the steps, ``cleanup`` once after them, and the tables ``prepare``
 created are dropped at the end whatever happens. Every error names its line.
@@ -46,6 +49,8 @@ READ_VERBS = frozenset(
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _CREATE_TABLE = re.compile(r"^\s*create\s+table\s+(?:if\s+not\s+exists\s+)?(`[^`]+`|[\w.$]+)", re.IGNORECASE)
 _DIRECTIVE = re.compile(r"\s*\[\s*(\w+)\s+(\d+)\s*\]")
+#: A variable: ``{:name}`` anywhere, or ``:name`` not right after a letter, digit or colon.
+_VARIABLE = re.compile(r"\{:([A-Za-z_]\w*)\}|(?<![:\w]):([A-Za-z_]\w*)")
 _VALUES = re.compile(r"^\s*insert\b.*?\bvalues\s*(?=\()", re.IGNORECASE | re.DOTALL)
 MAX_REPEAT = 100_000
 #: How each block's statements are named in reports: SQL01, SQL02, ... for the transaction, as mydbtest does.
@@ -435,7 +440,7 @@ def _compile(
     line_of: dict[int, int],
     draws: dict[str, Draw],
 ) -> list[Piece]:
-    """``text[start:end]`` as pieces: literal text, variables (``:name`` outside quotes), templates."""
+    """``text[start:end]`` as pieces: literal text, variables (``:name`` or ``{:name}`` outside quotes), templates."""
     marks: list[tuple[int, int, Piece]] = []
     for first, last in spans:
         if start <= first < end:
@@ -443,9 +448,9 @@ def _compile(
                 marks.append((first, last, template(text[first + 2 : last - 1])))
             except TemplateError as exc:
                 raise ScriptError(_line_at(text, first, line_of), str(exc)) from None
-    for match in re.finditer(r"(?<![:\w]):([A-Za-z_]\w*)", masked[start:end]):
+    for match in _VARIABLE.finditer(masked[start:end]):
         first = start + match.start()
-        variable = match.group(1)
+        variable = match.group(1) or match.group(2)
         if variable not in draws:
             known = ", ".join(sorted(draws)) or "none"
             raise ScriptError(_line_at(text, first, line_of), f":{variable} is not declared (declared: {known})")

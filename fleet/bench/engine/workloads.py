@@ -7,6 +7,7 @@ Each one creates its table under a name unique to the run (``pfbench_<table>_<6 
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -204,6 +205,29 @@ def transfer_for_update(table: str, rows: int, batch: int) -> str:
     return script.replace("  start;\n", f"  start;\n  select * from {table} where id in (:id1, :id2) for update;\n", 1)
 
 
+#: The queue the ``*-queued`` transfers name in their hint (the proxy's trx_queue, docs/hot-rows.md).
+TRANSFER_QUEUE = "acct"
+
+
+def _queued(script: str, name: str, verb: str) -> str:
+    """``script`` renamed ``name``, its first transaction statement starting with ``verb`` carrying the hot-row hint
+    with both of the transaction's rows (``/* trx_queue=acct:ID1|ID2 */``, the note's ``[trx_queue :id2]``)."""
+    script = re.sub(r"^  name .*$", f"  name {name}", script, count=1, flags=re.MULTILINE)
+    hint = f"/* trx_queue={TRANSFER_QUEUE}:{{:id1}}|{{:id2}} */"
+    body = script.index("\nbegin\n")
+    return script[:body] + script[body:].replace(f"\n  {verb} ", f"\n  {verb} {hint} ", 1)
+
+
+def transfer_queued(table: str, rows: int, batch: int) -> str:
+    """The transfer whose first UPDATE asks the proxy to queue the transaction on both of its rows."""
+    return _queued(transfer(table, rows, batch), "transfer-queued", "update")
+
+
+def transfer_for_update_queued(table: str, rows: int, batch: int) -> str:
+    """The transfer after SELECT ... FOR UPDATE, the SELECT (its first locking statement) carrying the hint."""
+    return _queued(transfer_for_update(table, rows, batch), "transfer-for-update-queued", "select")
+
+
 BUILTINS: dict[str, Builtin] = {
     b.name: b
     for b in (
@@ -220,6 +244,10 @@ BUILTINS: dict[str, Builtin] = {
         Builtin("mycat-insert", "MyCat testtool: BATCH templated INSERTs, then COMMIT", 0, mycat_insert, 100),
         Builtin("transfer", "mydbtest hot-row transfer: two UPDATEs in a transaction", 1_000, transfer),
         Builtin("transfer-for-update", "the transfer after SELECT ... FOR UPDATE", 1_000, transfer_for_update),
+        Builtin("transfer-queued", "the transfer, its first UPDATE hinting trx_queue=acct:ID1|ID2", 1_000,
+                transfer_queued),
+        Builtin("transfer-for-update-queued", "the transfer after SELECT ... FOR UPDATE hinting trx_queue", 1_000,
+                transfer_for_update_queued),
     )
 }  # fmt: skip
 

@@ -199,6 +199,46 @@ def test_every_builtin_workload_parses_and_names_its_own_table() -> None:
         assert table.startswith("pfbench_") and script.transaction and script.first_write is not None
 
 
+def test_a_variable_in_braces_stands_anywhere_and_block_comments_take_variables() -> None:
+    script = parse_script(
+        "declare\n  a int 5 5\n  b int 6 6\nbegin\n"
+        "  select /* q:{:a}|{:b} :a */ x::int, 'q:{:a}', :a -- :b\n"
+        "    , {:b}\nend\n"
+    )
+    (statement,) = script.transaction
+    rng = random.Random(1)
+    assert statement.variables == ("a", "b")
+    assert statement.render(rng, script.draw_values(rng, [statement]), script.draws) == [
+        "select /* q:5|6 5 */ x::int, 'q:{:a}', 5 -- :b\n    , 6"
+    ]
+
+
+def test_the_queued_transfers_send_the_hot_row_hint_with_both_rows() -> None:
+    script = builtin_script("transfer-queued", rows=10, table="acct")
+    assert script.name == "transfer-queued"
+    texts = [t for s in script.transaction for t in s.render(random.Random(1), {"id1": "7", "id2": "3"}, script.draws)]
+    assert texts == [
+        "START TRANSACTION",
+        "update /* trx_queue=acct:7|3 */ acct set balance = balance - 1 where id = 7",
+        "update acct set balance = balance + 1 where id = 3",
+        "commit",
+    ]
+    rng = random.Random(2)
+    drawn = [script.draw_values(rng, script.transaction) for _ in range(200)]
+    assert {int(v["id1"]) for v in drawn} == set(range(2, 11)) and {int(v["id2"]) for v in drawn} == set(range(1, 11))
+    locking = builtin_script("transfer-for-update-queued", rows=1000, table="acct")
+    values = {"id1": "42", "id2": "9"}
+    texts = [t for s in locking.transaction for t in s.render(random.Random(1), values, locking.draws)]
+    assert texts[:3] == [
+        "START TRANSACTION",
+        "select /* trx_queue=acct:42|9 */ * from acct where id in (42, 9) for update",
+        "update acct set balance = balance - 1 where id = 42",
+    ]
+    assert texts[3:] == ["update acct set balance = balance + 1 where id = 9", "commit"]
+    plain = builtin_script("transfer", rows=10, table="acct")
+    assert not any("trx_queue" in s.text for s in plain.transaction)
+
+
 SYSBENCH_OUTPUT = """\
 [ 1s ] thds: 4 tps: 2003.05 qps: 40061.00 (r/w/o: 2003.05/0.00/0.00) lat (ms,95%): 0.19 err/s: 0.50 reconn/s: 0.00
 [ 1s ] queue length: 0, concurrency: 0
