@@ -19,8 +19,7 @@ from typing import Any
 from fleet.core import publishing
 from fleet.core.drafts import Actor
 from fleet.core.models import Cluster
-from fleet.core.rulecheck import node_config
-from proxyapp.config.document import Config, ConfigError, table_columns
+from proxyapp.config.document import Config, ConfigError, parse_config, table_columns
 from proxyapp.config.variables import VARIABLES
 
 #: Sections holding rows of a table, each a list of groups.
@@ -325,7 +324,7 @@ def import_cnf(cluster: Cluster, text: str, user: Actor, *, force: bool = False)
     if mapped.dropped and not force:
         errors = list(mapped.dropped)
         try:
-            node_config(mapped.document)
+            parse_config(mapped.document)
         except ConfigError as error:  # say everything at once
             errors += [mapped.locate(message) for message in error.errors]
         raise ConfigError([*errors, "import it with force (--force, or the form's checkbox) to drop them"])

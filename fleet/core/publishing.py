@@ -2,8 +2,8 @@
 import and export.
 
 The draft is every table model's rows for a cluster; compiled, it is the proxy's config document, validated by the
-proxy's own ``parse_config`` and rule engine (``fleet.core.rulecheck``) so that publishing refuses exactly what a
-node would. A published ``ConfigVersion`` keeps the canonical document (``Config.to_document()``) with the real
+proxy's own ``parse_config`` (its rule engine's checks among them) so that publishing refuses exactly what a node
+would. A published ``ConfigVersion`` keeps the canonical document (``Config.to_document()``) with the real
 passwords, because that is what nodes run; everything shown to a user (row changes, unified diffs, masked exports)
 goes through ``mask_row``.
 """
@@ -23,7 +23,6 @@ from django.db import transaction
 from fleet.core import audit, push
 from fleet.core.drafts import Actor
 from fleet.core.models import TABLE_MODELS, AuditEntry, Cluster, ClusterRow, ConfigVersion, Hostgroup
-from fleet.core.rulecheck import node_config
 from proxyapp.config.document import UNIQUE_KEYS, Config, ConfigError, parse_config, table_columns
 from proxyapp.config.secrets import MASK, is_secret, mask_document, mask_row
 
@@ -70,9 +69,8 @@ def draft_document(cluster: Cluster) -> Document:
 
 
 def compile_draft(cluster: Cluster) -> Config:
-    """The draft validated as a node validates it (``rulecheck.node_config``); ConfigError names each bad row and
-    column."""
-    return node_config(draft_document(cluster))
+    """The draft validated by the proxy's ``parse_config``; ConfigError names each bad row and column."""
+    return parse_config(draft_document(cluster))
 
 
 def export_document(cluster: Cluster, *, secrets: bool = True) -> Document:
@@ -89,7 +87,7 @@ def import_document(cluster: Cluster, document: object, user: Actor) -> Config:
     """
     if isinstance(document, Mapping):
         document = _unmask_secrets(cluster, document)
-    config = node_config(document)
+    config = parse_config(document)
     with transaction.atomic():
         before = mask_document(draft_document(cluster))
         _replace_draft(cluster, config)

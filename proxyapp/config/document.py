@@ -49,6 +49,7 @@ from proxyapp.config.variables import (
     show_value,
     variable_spec,
 )
+from proxyapp.rules.engine import check_rule
 
 # Tables whose rows a Config keeps as row objects (global_variables become its Variables).
 _ROW_TABLES = (
@@ -321,8 +322,14 @@ def _server_checks(values: dict[str, Any]) -> Iterator[RowError]:
 
 
 def _rule_checks(values: dict[str, Any]) -> Iterator[RowError]:
-    if values.get("replace_pattern") is not None and "match_pattern" in values and values["match_pattern"] is None:
-        yield ("replace_pattern", "requires match_pattern")
+    """What the rule engine could not evaluate (``rules.engine.check_rule``), once every column has a value."""
+    try:
+        rule = MysqlQueryRule(**values)
+    except TypeError:  # a column that did not convert: its error is said already
+        return
+    problem = check_rule(rule)
+    if problem is not None:
+        yield problem
 
 
 def _replication_checks(values: dict[str, Any]) -> Iterator[RowError]:

@@ -17,6 +17,7 @@ and ``\\\\`` a backslash; any other backslash sequence is rejected, and ``$1`` i
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +27,8 @@ from proxyapp.config.tables import MysqlQueryRule, MysqlQueryRuleFastRouting
 from proxyapp.hotrows.marks import KEY_COLUMN, KEY_GROUP, QUEUE_NAME
 from proxyapp.sql.lex import first_block_comment
 
+#: The column of a rule's hot-row queue key.
+KEY = "trx_queue_key"
 #: The first-comment annotation keys ProxySQL knows (``query_parser_first_comment``).
 ANNOTATION_KEYS = frozenset(
     {
@@ -75,6 +78,32 @@ _OUTPUT_COLUMNS = (
 )
 
 _REWRITE_ESCAPE = re.compile(r"\\(.?)", re.DOTALL)
+
+
+class RuleError(ValueError):
+    """A rule the engine cannot evaluate; the message names the rule, ``column`` the column at fault."""
+
+    def __init__(self, message: str, column: str) -> None:
+        super().__init__(message)
+        self.column = column
+
+    def reason(self) -> str:
+        """The message without the rule's and the column's names (a row check's message)."""
+        text = str(self).partition(": ")[2]
+        for prefix in (f"{self.column}: ", f"{self.column} "):
+            if text.startswith(prefix):
+                return text[len(prefix) :]
+        return text
+
+
+def check_rule(rule: MysqlQueryRule) -> tuple[str, str] | None:
+    """What keeps ``rule`` (taken as active: a rule is written to be turned on) from being evaluated, as (column,
+    reason); None when nothing does. The config's row check of ``mysql_query_rules`` (``config.document``)."""
+    try:
+        _prepare(dataclasses.replace(rule, active=True))
+    except RuleError as error:
+        return error.column, error.reason()
+    return None
 
 
 class QueryContext:
@@ -351,7 +380,7 @@ def _prepare(rule: MysqlQueryRule) -> _Rule:
     replace = None
     if rule.replace_pattern is not None:
         if match_pattern is None:
-            raise ValueError(f"{where}: replace_pattern requires match_pattern")
+            raise RuleError(f"{where}: replace_pattern requires match_pattern", "replace_pattern")
         replace = _rewrite_template(rule.replace_pattern, match_pattern.groups, f"{where}: replace_pattern")
     client_addr = rule.client_addr or None
     client_prefix = None
@@ -388,20 +417,24 @@ def _queue(rule: MysqlQueryRule, match_pattern: re.Pattern[str] | None, where: s
     if queue is None and key is None:
         return {"queue": None, "queue_group": 0, "queue_column": None}
     if queue is None or key is None:
-        raise ValueError(f"{where}: trx_queue and trx_queue_key go together: set both or neither")
+        missing = "trx_queue" if queue is None else KEY
+        raise RuleError(f"{where}: set both trx_queue and trx_queue_key, or neither", missing)
     if not QUEUE_NAME.fullmatch(queue):
-        raise ValueError(f"{where}: trx_queue {queue[:80]!r} is not a queue name (1 to 64 of A-Z a-z 0-9 _ . $ -)")
+        raise RuleError(
+            f"{where}: trx_queue {queue[:80]!r} is not a queue name (1 to 64 of A-Z a-z 0-9 _ . $ -)", "trx_queue"
+        )
     group = KEY_GROUP.fullmatch(key)
     if group is not None:
         n = int(group.group(1))
         if match_pattern is None or rule.negate_match_pattern:
-            raise ValueError(f"{where}: trx_queue_key {key} needs a match_pattern (not negated) with that group")
+            raise RuleError(f"{where}: trx_queue_key {key} needs a match_pattern (not negated) with that group", KEY)
         if n > match_pattern.groups:
-            raise ValueError(f"{where}: trx_queue_key {key} refers to a group match_pattern does not have")
+            raise RuleError(f"{where}: trx_queue_key {key} refers to a group match_pattern does not have", KEY)
         return {"queue": queue, "queue_group": n, "queue_column": None}
     if not KEY_COLUMN.fullmatch(key):
-        raise ValueError(
-            f"{where}: trx_queue_key {key[:80]!r} is neither \\1..\\9 (a group of match_pattern) nor a column name"
+        raise RuleError(
+            f"{where}: trx_queue_key {key[:80]!r} is neither \\1..\\9 (a group of match_pattern) nor a column name",
+            KEY,
         )
     return {"queue": queue, "queue_group": 0, "queue_column": key.lower()}
 
@@ -416,7 +449,7 @@ def _modifiers(re_modifiers: str, where: str) -> tuple[bool, bool]:
         elif modifier == "GLOBAL":
             global_replace = True
         elif modifier:
-            raise ValueError(f"{where}: unknown re_modifiers value {modifier!r}")
+            raise RuleError(f"{where}: unknown re_modifiers value {modifier!r}", "re_modifiers")
     return caseless, global_replace
 
 
@@ -427,7 +460,7 @@ def _compile(pattern: str | None, flags: int, where: str) -> re.Pattern[str] | N
     try:
         return re.compile(pattern, flags)
     except re.error as exc:
-        raise ValueError(f"{where}: invalid regex {pattern!r}: {exc}") from None
+        raise RuleError(f"{where}: invalid regex {pattern!r}: {exc}", where.rpartition(": ")[2]) from None
 
 
 def _rule_digest(digest: str | None, where: str) -> int | None:
@@ -436,7 +469,7 @@ def _rule_digest(digest: str | None, where: str) -> int | None:
         return None
     value = _digest_value(digest)
     if not 0 <= value < 2**64:
-        raise ValueError(f"{where}: digest {digest!r} is not a 64-bit hex number")
+        raise RuleError(f"{where}: digest {digest!r} is not a 64-bit hex number", "digest")
     return value
 
 
@@ -449,8 +482,10 @@ def _rewrite_template(replace: str, groups: int, where: str) -> str:
             return "\\\\"
         if char.isascii() and char.isdigit():
             if int(char) > groups:
-                raise ValueError(f"{where}: \\{char} refers to a missing group")
+                raise RuleError(f"{where}: \\{char} refers to a missing group", "replace_pattern")
             return f"\\g<{char}>"
-        raise ValueError(f"{where}: invalid escape \\{char} (groups are \\1..\\9, a backslash is \\\\)")
+        raise RuleError(
+            f"{where}: invalid escape \\{char} (groups are \\1..\\9, a backslash is \\\\)", "replace_pattern"
+        )
 
     return _REWRITE_ESCAPE.sub(translate, replace)

@@ -75,12 +75,14 @@ class PlanBase:
         return self.time_limit if self.events is not None else DEFAULT_DURATION
 
     def steps(self) -> list[tuple[int, Target, int]]:
-        """(round, target, connections) in the order they run: rounds, then connection counts, then targets."""
+        """(round, target, connections) in the order they run: rounds, then connection counts, then targets, the
+        targets in reverse order on even rounds (so that no target always runs first, on a machine a step before
+        left cold or warm)."""
         return [
             (round_no, target, connections)
             for round_no in range(1, self.rounds + 1)
             for connections in self.connections
-            for target in self.targets
+            for target in (self.targets if round_no % 2 else self.targets[::-1])
         ]
 
     def least_seconds(self) -> float:

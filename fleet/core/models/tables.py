@@ -14,11 +14,9 @@ from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import models
 
 from fleet.core.models.nodes import Cluster
-from fleet.core.rulecheck import named_column, rule_error
 from fleet.core.sealing import SealedIfPasswordVariableField, SealedTextField
 from proxyapp.config.document import Column, blank_to_null, table_columns, validate_row
 from proxyapp.config.secrets import SECRET_COLUMNS
-from proxyapp.config.tables import MysqlQueryRule
 
 # String columns that take part in a unique key: bounded so that every database can index them.
 _KEY_STRINGS = {"hostname", "username", "variable_name"}
@@ -67,17 +65,14 @@ class ClusterRow(models.Model):
         return {name: getattr(self, name) for name in self.column_names()}
 
     def clean(self) -> None:
-        """Check the row with the proxy's own validation, blank fields taken as null as the proxy takes them, and a
-        query rule with the node's RuleEngine too (``fleet.core.rulecheck``); errors are keyed by column."""
+        """Check the row with the proxy's own validation (a query rule's with its rule engine's too), blank fields
+        taken as null as the proxy takes them; errors are keyed by column."""
         super().clean()
         row = self.as_row()
         for name, value in blank_to_null(self.table, row).items():
             if value is None and row[name] is not None:
                 setattr(self, name, None)
-        obj, errors = validate_row(self.table, self.as_row())
-        if isinstance(obj, MysqlQueryRule):
-            message = rule_error(obj)
-            errors = [(named_column(message), message)] if message is not None else []
+        _, errors = validate_row(self.table, self.as_row())
         if errors:
             by_field: dict[str, list[str]] = {}
             for column, message in errors:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from proxyapp.config.document import ConfigError, parse_config
 from proxyapp.config.tables import MysqlQueryRule
 from proxyapp.hotrows.marks import MarkError, column_keys, hinted
 from proxyapp.rules.engine import QueryContext, RuleEngine
@@ -61,8 +62,8 @@ def test_a_rule_takes_its_key_from_a_group_of_its_match_pattern_or_names_a_colum
 @pytest.mark.parametrize(
     ("columns", "message"),
     [
-        ({"trx_queue": "hot"}, "trx_queue and trx_queue_key go together"),
-        ({"trx_queue_key": "id"}, "trx_queue and trx_queue_key go together"),
+        ({"trx_queue": "hot"}, "set both trx_queue and trx_queue_key, or neither"),
+        ({"trx_queue_key": "id"}, "set both trx_queue and trx_queue_key, or neither"),
         ({"trx_queue": "h o t", "trx_queue_key": "id"}, "is not a queue name"),
         ({"trx_queue": "hot", "trx_queue_key": "\\1"}, "needs a match_pattern"),
         ({"trx_queue": "hot", "trx_queue_key": "\\2", "match_pattern": "(a)"}, "a group match_pattern does not have"),
@@ -79,6 +80,25 @@ def test_a_rule_s_queue_columns_that_cannot_work_are_refused_naming_the_rule(
     with pytest.raises(ValueError, match="rule 1: ") as raised:
         RuleEngine([rule(**columns)])
     assert message in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("columns", "error"),
+    [
+        (
+            {"trx_queue": "hot"},
+            "mysql_query_rules[0] (rule_id=1): trx_queue_key: set both trx_queue and trx_queue_key, or neither",
+        ),
+        (
+            {"trx_queue": "hot", "trx_queue_key": "\\2", "match_pattern": "(a)"},
+            "mysql_query_rules[0] (rule_id=1): trx_queue_key: \\2 refers to a group match_pattern does not have",
+        ),
+    ],
+)
+def test_a_node_refuses_such_a_rule_in_its_config_inactive_too(columns: dict[str, object], error: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        parse_config({"mysql_query_rules": [{"rule_id": 1, "active": 0, **columns}]})
+    assert refused.value.errors == [error]
 
 
 def test_blank_queue_columns_mean_unset() -> None:
