@@ -25,6 +25,7 @@ STAMP = BUILD_DIR / "STAMP"
 #: The modules compiled, relative to the repository: the per-query path and what it touches.
 COMPILED = (
     "proxyapp/backends/pool.py",
+    "proxyapp/config/rulecompile.py",
     "proxyapp/hotrows/marks.py",
     "proxyapp/hotrows/queues.py",
     "proxyapp/mirror/mirror.py",

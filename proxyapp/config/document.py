@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, get_args, get_type_hints
 
 from proxyapp.config.rulecheck import shadowed_rules
+from proxyapp.config.rulecompile import check_rule
 from proxyapp.config.sharding import build, parse_parameters, string_keyed
 from proxyapp.config.tables import (
     RE_MODIFIERS,
@@ -49,7 +50,6 @@ from proxyapp.config.variables import (
     show_value,
     variable_spec,
 )
-from proxyapp.rules.engine import check_rule
 
 # Tables whose rows a Config keeps as row objects (global_variables become its Variables).
 _ROW_TABLES = (
@@ -322,7 +322,7 @@ def _server_checks(values: dict[str, Any]) -> Iterator[RowError]:
 
 
 def _rule_checks(values: dict[str, Any]) -> Iterator[RowError]:
-    """What the rule engine could not evaluate (``rules.engine.check_rule``), once every column has a value."""
+    """What the rule engine could not evaluate (``rulecompile.check_rule``), once every column has a value."""
     try:
         rule = MysqlQueryRule(**values)
     except TypeError:  # a column that did not convert: its error is said already

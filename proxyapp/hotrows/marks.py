@@ -5,18 +5,11 @@
 
 from __future__ import annotations
 
-import re
-
+from proxyapp.config.rulecompile import QUEUE_NAME
 from proxyapp.hotrows.queues import QueueKey
 from proxyapp.sql.lex import TokenKind, Tokens, statement_ranges, tokenize, unquote, unwrap
 from proxyapp.sql.where import comparisons, values
 
-#: A queue's name.
-QUEUE_NAME = re.compile(r"[A-Za-z0-9_.$-]{1,64}")
-#: A rule's ``trx_queue_key`` naming a group of its match_pattern.
-KEY_GROUP = re.compile(r"\\([1-9])")
-#: A rule's ``trx_queue_key`` naming a column.
-KEY_COLUMN = re.compile(r"[A-Za-z_][A-Za-z0-9_$]{0,63}")
 #: The most keys one statement may ask for, and the longest key.
 MAX_KEYS = 16
 MAX_KEY_LENGTH = 256

@@ -16,8 +16,8 @@ from fleet.core import publishing
 from fleet.core.models import Cluster, QueryRule
 from fleet.core.proxysql_cnf import import_cnf
 from proxyapp.config.document import ConfigError
+from proxyapp.config.rulecompile import check_rule
 from proxyapp.config.tables import MysqlQueryRule
-from proxyapp.rules.engine import check_rule
 from tests.unit.fleet.web.test_web_views import browser_post, operator
 
 pytestmark = pytest.mark.django_db
