@@ -145,7 +145,8 @@ def test_a_rule_written_in_the_browser_queues_the_second_transaction_on_a_hot_ro
         page.fill("input[name=trx_queue]", "hot")
         page.fill("input[name=trx_queue_key]", r"\2")  # the pattern has one group: the node's own message says so
         page.click("button[type=submit]")
-        expect(page.locator("#field-trx_queue_key .field-errors")).to_contain_text("\\2 refers to a group match_pattern does not have")
+        errors = page.locator("#field-trx_queue_key .field-errors")
+        expect(errors).to_contain_text("\\2 refers to a group match_pattern does not have")
         page.fill("input[name=trx_queue_key]", r"\1")
         page.click("button[type=submit]")
         expect(page.locator(".field-errors")).to_have_count(0)
