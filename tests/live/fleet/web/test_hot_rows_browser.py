@@ -3,7 +3,9 @@ an operator writes a query rule that queues ``UPDATE hot ... WHERE id = N`` by i
 ``trx_queue_key`` \\1) in the rule form and publishes it; a real node runs it. One client then holds key 1 in an
 open transaction, and a second client's UPDATE of the same row waits in the proxy's queue, not on the server's row
 lock: the node's ``/stats`` and the Hot rows page show one waiter on queue ``hot`` while the server sees no lock
-wait; once the first commits, the second completes."""
+wait; once the first commits, the second completes. Then the node finds a hot key by itself (lock wait timeouts on
+``cold`` row 5), the Hot rows page shows its proposal, the operator accepts and publishes it, and the node queues
+that statement by the key its WHERE clause names."""
 
 from __future__ import annotations
 
@@ -30,19 +32,24 @@ SCHEMA = "hotrows_ui"
 OPERATOR, PASSWORD = "hot-operator", "hot-operator-pass"
 PATTERN = r"^UPDATE hot SET .* WHERE id = (\d+)"
 UPDATE = "UPDATE hot SET n = n + 1 WHERE id = 1"
+COLD_UPDATE = "UPDATE cold SET n = n + 1 WHERE id = 5"
+PROPOSAL = f"{SCHEMA}.cold.id"
 #: How long the node may take to apply a published version, or to report (it reports every second).
 NODE_TIMEOUT_S = 30
 
 
 @pytest.fixture(scope="module")
 def primary(sandbox: Sandbox) -> Iterator[SandboxServer]:
-    """The run's sandbox primary with ``hotrows_ui.hot``: rows 1 and 2, ``n`` 0."""
+    """The run's sandbox primary with ``hotrows_ui.hot`` (rows 1 and 2) and ``hotrows_ui.cold`` (rows 5 and 6), ``n``
+    0."""
     server = sandbox.primary()
     with server.connect() as conn, conn.cursor() as cur:
         cur.execute(f"DROP DATABASE IF EXISTS {SCHEMA}")
         cur.execute(f"CREATE DATABASE {SCHEMA}")
         cur.execute(f"CREATE TABLE {SCHEMA}.hot (id int PRIMARY KEY, n int NOT NULL)")
         cur.execute(f"INSERT INTO {SCHEMA}.hot VALUES (1, 0), (2, 0)")
+        cur.execute(f"CREATE TABLE {SCHEMA}.cold (id int PRIMARY KEY, n int NOT NULL)")
+        cur.execute(f"INSERT INTO {SCHEMA}.cold VALUES (5, 0), (6, 0)")
     yield server
     with server.connect() as conn, conn.cursor() as cur:
         cur.execute(f"DROP DATABASE IF EXISTS {SCHEMA}")
@@ -51,12 +58,14 @@ def primary(sandbox: Sandbox) -> Iterator[SandboxServer]:
 @pytest.fixture(scope="module")
 def fleet_shape(primary: SandboxServer) -> stack.FleetShape:
     """An operator, the cluster with a first config published (hostgroup 10: the primary; no rule; a queue wait
-    may last a minute, far beyond what the test takes), and node ``hot-1`` reporting every second; the static files
-    collected (the page polls with htmx)."""
+    may last a minute, far beyond what the test takes; three marks of a hot key make a proposal), and node ``hot-1``
+    reporting every second; the static files collected (the page polls with htmx)."""
     document = {
         "mysql_servers": [{"hostgroup_id": 10, "hostname": "127.0.0.1", "port": primary.port}],
         "mysql_users": [{"username": APP_USER, "password": APP_PASSWORD, "default_hostgroup": 10}],
-        "global_variables": global_variables({"mysql-threads": 1, "mysql-trx_queue_wait_timeout_ms": 60000}),
+        "global_variables": global_variables(
+            {"mysql-threads": 1, "mysql-trx_queue_wait_timeout_ms": 60000, "mysql-trx_queue_heat_threshold": 3}
+        ),
     }
     return stack.FleetShape(
         seed=cluster_seed("HOT", publish="no queue yet"),
@@ -78,10 +87,10 @@ def node_stats(fleet: stack.RunningFleet, path: str = "") -> Any:
         return json.loads(response.read())
 
 
-def hot_queue(fleet: stack.RunningFleet) -> dict[str, Any] | None:
-    """Queue ``hot`` as the node's ``/stats`` has it now (None before its first use)."""
+def hot_queue(fleet: stack.RunningFleet, name: str = "hot") -> dict[str, Any] | None:
+    """Queue ``name`` as the node's ``/stats`` has it now (None before its first use)."""
     queues = node_stats(fleet).get("trx_queue", {}).get("queues", [])
-    return next((queue for queue in queues if queue["queue"] == "hot"), None)
+    return next((queue for queue in queues if queue["queue"] == name), None)
 
 
 def connect(fleet: stack.RunningFleet) -> pymysql.Connection:
@@ -107,13 +116,24 @@ def lock_waits(server: SandboxServer) -> int:
         return int(cur.fetchone()[0])
 
 
-def second_update(fleet: stack.RunningFleet) -> int:
-    """The second client's transaction on key 1; the rows its UPDATE changed."""
+def second_update(fleet: stack.RunningFleet, update: str = UPDATE) -> int:
+    """The second client's transaction on key 1 (of ``update``); the rows its UPDATE changed."""
     with connect(fleet) as conn, conn.cursor() as cur:
         cur.execute("BEGIN")
-        changed = cur.execute(UPDATE)
+        changed = cur.execute(update)
         conn.commit()
         return changed
+
+
+def timed_out_update(fleet: stack.RunningFleet) -> int:
+    """An UPDATE of ``cold`` row 5 that waits for the row's lock at most a second: its error code (1205)."""
+    with connect(fleet) as conn, conn.cursor() as cur:
+        cur.execute("SET SESSION innodb_lock_wait_timeout = 1")
+        try:
+            cur.execute(COLD_UPDATE)
+        except pymysql.err.OperationalError as error:
+            return int(error.args[0])
+        return 0
 
 
 def log_in(page: Page) -> None:
@@ -194,6 +214,75 @@ def test_a_rule_written_in_the_browser_queues_the_second_transaction_on_a_hot_ro
     finally:
         if waiting is not None and not waiting.done():
             first.rollback()  # lets the second client finish
+        pool.shutdown()
+        first.close()
+        context.close()
+
+
+def test_a_hot_key_the_node_found_is_accepted_in_the_browser_and_the_node_queues_it(
+    browser: Browser, running_fleet: stack.RunningFleet, primary: SandboxServer
+) -> None:
+    fleet = running_fleet
+    stack.wait_until(lambda: node_answers(fleet), "the node running its config", NODE_TIMEOUT_S)
+    context = browser.new_context(base_url=fleet.url)
+    pool = ThreadPoolExecutor(max_workers=3)
+    first = connect(fleet)
+    waiting: Future[int] | None = None
+    try:
+        with primary.connect() as locker, locker.cursor() as cur:  # row 5 locked on the server, not through the node
+            cur.execute("BEGIN")
+            cur.execute(f"SELECT n FROM {SCHEMA}.cold WHERE id = 5 FOR UPDATE")
+            marks = [pool.submit(timed_out_update, fleet) for _ in range(3)]
+            assert [mark.result(timeout=NODE_TIMEOUT_S) for mark in marks] == [1205, 1205, 1205]
+            locker.rollback()
+        stack.wait_until(  # the node reads a statement's marks once its client has the answer
+            lambda: bool(node_stats(fleet)["trx_queue"]["proposals"]), "the node's proposal", NODE_TIMEOUT_S
+        )
+        proposals = node_stats(fleet)["trx_queue"]["proposals"]
+        assert [(p["id"], p["state"], p["keys"]) for p in proposals] == [(PROPOSAL, "proposed", ["5"])]
+
+        page = context.new_page()
+        log_in(page)
+        row = page.locator(f'table.proposals tr[data-proposal="{PROPOSAL}"]')
+
+        def proposal_shown() -> bool:
+            page.goto("/hot-rows/")
+            return row.count() == 1
+
+        stack.wait_until(proposal_shown, "the proposal on the Hot rows page", NODE_TIMEOUT_S)
+        expect(row.locator("td.queue")).to_have_text(f"{SCHEMA}.cold")
+        expect(row.locator("td.evidence")).to_contain_text("lock_wait_timeouts 3")
+        expect(row.locator("td.keys")).to_have_text("5")
+        row.locator("button", has_text="Accept").click()
+        expect(page.locator(".flash")).to_contain_text("added to the draft")
+        expect(row.locator("td.state")).to_contain_text("accepted")
+
+        page.goto("/publish/")
+        page.fill("input[name=comment]", "queue the key the node found")
+        page.click("form.publish-form button[type=submit]")
+        expect(page.locator(".flash")).to_contain_text("Published version")
+        stack.wait_until(
+            lambda: len(node_stats(fleet, "/query_rules")) == 2, "the node running the accepted rule", NODE_TIMEOUT_S
+        )
+
+        with first.cursor() as cur:  # holds key 5 of the accepted queue
+            cur.execute("BEGIN")
+            assert cur.execute(COLD_UPDATE) == 1
+        waiting = pool.submit(second_update, fleet, COLD_UPDATE)
+        stack.wait_until(
+            lambda: (hot_queue(fleet, f"{SCHEMA}.cold") or {}).get("waiters") == 1,
+            "the second transaction waiting in the accepted queue",
+            NODE_TIMEOUT_S,
+        )
+        assert lock_waits(primary) == 0
+        first.commit()
+        assert waiting.result(timeout=NODE_TIMEOUT_S) == 1
+        with primary.connect() as conn, conn.cursor() as cur:
+            cur.execute(f"SELECT n FROM {SCHEMA}.cold WHERE id = 5")
+            assert cur.fetchall() == ((2,),)
+    finally:
+        if waiting is not None and not waiting.done():
+            first.rollback()
         pool.shutdown()
         first.close()
         context.close()

@@ -373,6 +373,8 @@ def test_the_proxy_finds_a_hot_key_by_itself_applies_a_queue_and_withdraws_it_wh
         for background in marks:
             assert background.done()[-1].args[0] == 1205
         locker.rollback()
+        # The proxy reads a statement's marks once its client has the answer.
+        wait_until(lambda: bool(proxy.stats()["trx_queue"]["proposals"]), "the proxy's proposal", 15)
         (proposal,) = proxy.stats()["trx_queue"]["proposals"]
         assert (proposal["id"], proposal["queue"], proposal["column"], proposal["state"]) == (
             "app.hot.id",
