@@ -214,10 +214,8 @@ def render(results: list[tuple[str, RunResult, str]], machine_line: str, command
         lines += [f"### Amoeba tb_Shop {op}, two shards", "", f"`{shown}`", "", *table(result), ""]
         lines += [f"Load average (1 min) before / after: {before} / {after}.", ""]
         lines += [f"![Amoeba tb_Shop {op} on two shards](bench/{key}.png)", ""]
-        failed = [s for s in result.steps if s.status != "done"]
-        if result.status != "done" or failed:
-            undone = ", ".join(f"{s.target}@{s.connections} {s.status}" for s in failed) or "none"
-            lines += [f"Run {result.status}{': ' + result.error if result.error else ''}; steps not done: {undone}", ""]
+        if result.unfinished():
+            lines += [result.unfinished(), ""]
     return "\n".join(lines).rstrip() + "\n"
 
 

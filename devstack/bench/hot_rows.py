@@ -306,10 +306,8 @@ def render(results: list[tuple[Case, RunResult, str, str]], machine_line: str, c
         verdict = f"{bar(result)} " if case.key == "hot-rows-10" else ""
         lines += [f"{verdict}{queue_text} Load average (1 min) before / after: {before} / {after}. {case.note}", ""]
         lines += [f"![{case.title}](bench/{case.key}.png)", ""]
-        failed = [s for s in result.steps if s.status != "done"]
-        if result.status != "done" or failed:
-            undone = ", ".join(f"{s.target}@{s.connections} {s.status}" for s in failed) or "none"
-            lines += [f"Run {result.status}{': ' + result.error if result.error else ''}; steps not done: {undone}", ""]
+        if result.unfinished():
+            lines += [result.unfinished(), ""]
     return "\n".join(lines).rstrip() + "\n"
 
 

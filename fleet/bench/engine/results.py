@@ -99,6 +99,15 @@ class RunResult:
         """The JSON document (``tool`` and ``format`` first)."""
         return {"tool": TOOL, "format": FORMAT, **asdict(self)}
 
+    def unfinished(self) -> str:
+        """A line saying the run, or which of its steps, did not finish ("" when everything did): a report's
+        warning that its table lacks figures."""
+        failed = [s for s in self.steps if s.status != "done"]
+        if self.status == "done" and not failed:
+            return ""
+        undone = ", ".join(f"{s.target}@{s.connections} {s.status}" for s in failed) or "none"
+        return f"Run {self.status}{': ' + self.error if self.error else ''}; steps not done: {undone}"
+
     def to_json(self) -> str:
         """The JSON document as text."""
         return json.dumps(self.to_dict(), indent=2)
