@@ -198,12 +198,18 @@ class QueryPipeline:
 
     def look_for_heat(self, sql: str, digest: Digest, started: float, response: Response) -> None:
         """Tell the search for hot keys (``proxyapp.hotrows.heat``) about a write or locking read that was not
-        queued when it bore a hot row's mark: a deadlock, a lock wait timeout, or a long run."""
+        queued when it bore a hot row's mark (``heat_mark``)."""
+        mark = self.heat_mark(started, response)
+        if mark >= 0:
+            self.services.heat.observe(sql, self.state.schema or "", digest.hash, digest.text, mark)
+
+    def heat_mark(self, started: float, response: Response) -> int:
+        """A hot row's mark on a statement that started at ``started``: its error 1213 or 1205, 0 for a run of
+        ``mysql-trx_queue_heat_slow_ms`` or more; -1 for none."""
         code = response.error.code if response.error is not None else 0
         if code in (ErrorCode.LOCK_DEADLOCK, ErrorCode.LOCK_WAIT_TIMEOUT):
-            self.services.heat.observe(sql, self.state.schema or "", digest.hash, digest.text, code)
-        elif (time.perf_counter() - started) * 1000 >= self.services.hot_rows.settings.slow_ms:
-            self.services.heat.observe(sql, self.state.schema or "", digest.hash, digest.text, 0)
+            return code
+        return 0 if (time.perf_counter() - started) * 1000 >= self.services.hot_rows.settings.slow_ms else -1
 
     def status(self) -> int:
         """The session's server status flags, for the proxy's own answers."""

@@ -129,7 +129,9 @@ class PreparedStatements:
             self.client.send_error(1835, f"Malformed communication packet: {exc}", 1)  # ER_MALFORMED_PACKET
             return
         queries = self.queries
-        if stmt.queued is not None and not await self._wait_in_line(stmt, bound):
+        applied = self.services.heat.applied  # queues the proxy applied itself, by digest
+        queued = stmt.queued is not None or (bool(applied) and stmt.digest.hash in applied)
+        if queued and not await self._wait_in_line(stmt, bound):
             self._clear_long_data(stmt)
             return
         hostgroup = queries.route(stmt.statements, NO_RULES) if stmt.statements else stmt.hostgroup
@@ -169,14 +171,30 @@ class PreparedStatements:
             self._clear_long_data(stmt)
         if response is not None:
             queries.record(hostgroup, stmt.digest, started, response.rows, response.affected_rows)
+            if not queued and stmt.statements and not stmt.statements[0].is_read:
+                self._look_for_heat(stmt, bound, started, response)
+
+    def _look_for_heat(self, stmt: ClientStatement, execute: bytes, started: float, response: Response) -> None:
+        """An execute that was not queued, as ``QueryPipeline.look_for_heat`` sees a statement: with its
+        parameters' values (a mark is read from the rows its WHERE clause names)."""
+        mark = self.queries.heat_mark(started, response)
+        if mark < 0:
+            return
+        try:
+            sql = rendered(stmt, execute, self.state)
+        except ParamError:  # its long data is gone with the execute: no key to read
+            return
+        self.services.heat.observe(sql, self.state.schema or "", stmt.digest.hash, stmt.digest.text, mark)
 
     async def _wait_in_line(self, stmt: ClientStatement, execute: bytes) -> bool:
-        """Wait for the hot-row keys the execute ``execute`` of ``stmt`` asks for (``session.trxqueue``), a rule's
-        key column read with its parameters' values; False after sending the error that ends it."""
-        outcome = stmt.queued
-        assert outcome is not None
+        """Wait for the hot-row keys the execute ``execute`` of ``stmt`` asks for (``session.trxqueue``: by its hint,
+        its rule, or a queue the proxy applied to its digest), a key column read with the parameters' values; False
+        after sending the error that ends it."""
+        outcome = stmt.queued or NO_RULES
         sql = stmt.sql
-        if outcome.trx_queue_column is not None and stmt.num_params:
+        hinted = "trx_queue" in outcome.annotations
+        by_column = outcome.trx_queue_column is not None or (outcome.trx_queue is None and not hinted)
+        if by_column and stmt.num_params:
             try:
                 sql = rendered(stmt, execute, self.state)
             except ParamError as exc:
@@ -184,7 +202,7 @@ class PreparedStatements:
                     ErrorCode.WRONG_ARGUMENTS, f"Incorrect arguments to mysqld_stmt_execute: {exc}", 1
                 )
                 return False
-        keys = self.queries.queue.keys(sql, outcome)
+        keys = self.queries.queue.keys(sql, outcome, stmt.digest.hash)
         return keys is not None and (not keys or await self.queries.queue.admit(keys))
 
     @staticmethod

@@ -400,3 +400,50 @@ def test_the_proxy_finds_a_hot_key_by_itself_applies_a_queue_and_withdraws_it_wh
         assert counter(sandbox, 3) == 2
     finally:
         close(locker, *clients, holder, waiter)
+
+
+def test_prepared_statements_bear_marks_and_are_queued_by_a_queue_the_proxy_applied(
+    sandbox: Sandbox, start_proxy: StartProxy, table: str
+) -> None:
+    variables = {"mysql-trx_queue_auto_apply": "true", "mysql-trx_queue_heat_threshold": 3}
+    proxy = start_proxy(config(sandbox, **variables))
+    locker = sandbox.primary().connect()
+    clients = [RawClient.connect(proxy.port) for _ in range(4)]
+    update = f"UPDATE {TABLE} SET n = n + 1 WHERE id = ?"
+    try:
+        statements = []
+        for client in clients:
+            client.query("SET SESSION innodb_lock_wait_timeout = 1")
+            statements.append(client.prepare(update).stmt_id)
+        with locker.cursor() as cur:
+            cur.execute("BEGIN")
+            cur.execute(f"SELECT n FROM {TABLE} WHERE id = 2 FOR UPDATE")
+        answers: list[Any] = []
+        threads = [
+            threading.Thread(target=lambda c=c, s=s: answers.append(c.execute(s, [2])), daemon=True)
+            for c, s in zip(clients[:3], statements[:3], strict=True)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert sorted(a.code for a in answers) == [1205, 1205, 1205]
+        wait_until(lambda: bool(proxy.stats()["trx_queue"]["proposals"]), "the proxy's proposal", 15)
+        (proposal,) = proxy.stats()["trx_queue"]["proposals"]
+        assert (proposal["id"], proposal["keys"], proposal["state"]) == ("app.hot.id", ["2"], "applied")
+        # Applied: an execute of that digest waits for the key its parameter names, behind the locker's twin.
+        with locker.cursor() as cur:
+            cur.execute("ROLLBACK")
+        clients[0].query("BEGIN")
+        assert isinstance(clients[0].execute(statements[0], [2]), Ok)
+        thread = threading.Thread(target=lambda: answers.append(clients[1].execute(statements[1], [2])), daemon=True)
+        thread.start()
+        wait_until(lambda: queue_row(proxy, "app.hot")["waiters"] == 1, "a prepared execute waiting", 15)
+        clients[0].query("COMMIT")
+        thread.join(30)
+        assert isinstance(answers[-1], Ok)
+        assert counter(sandbox, 2) == 2
+    finally:
+        locker.close()
+        for client in clients:
+            client.close()
