@@ -7,7 +7,9 @@ queue for it: every statement of those digests waits in line for the key it name
 mark it withdraws it. Every decision is logged with its evidence.
 
 Reading a statement costs a tokenization, so only the statements that bear a mark are read; the others cost one
-comparison of their time.
+comparison of their time. A node of several workers finds heat once: each worker reads its statements' marks and
+hands them to the supervisor's one ``HeatMap`` (``proxyapp.hotrows.broker``), which hands every worker the queues it
+applied.
 """
 
 from __future__ import annotations
@@ -70,10 +72,17 @@ class _Heat:
 class HeatMap:
     """The marks of hot rows by table column, the proposals they led to, and the queues applied from them."""
 
-    def __init__(self, clock: Callable[[], float], wall: Callable[[], float], settings: HotRowSettings) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], float],
+        wall: Callable[[], float],
+        settings: HotRowSettings,
+        on_applied: Callable[[dict[str, tuple[str, str]]], None] | None = None,
+    ) -> None:
         self.clock = clock
         self.wall = wall  # a proposal's ``since`` is shown as a time of day
         self.settings = settings
+        self.on_applied = on_applied  # told each change of ``applied`` (the broker hands it to the workers)
         self._heat: dict[tuple[str, str, str], _Heat] = {}
         #: digest hash -> (queue, column): the proposals applied (``mysql-trx_queue_auto_apply``).
         self.applied: dict[str, tuple[str, str]] = {}
@@ -90,8 +99,12 @@ class HeatMap:
         """A statement that was not queued bore a mark: ``error`` 1213 or 1205, or 0 (it took at least
         ``mysql-trx_queue_heat_slow_ms``)."""
         reached = where_key(sql, schema)
-        if reached is None:
-            return
+        if reached is not None:
+            self.record(reached, digest, digest_text, error)
+
+    def record(self, reached: tuple[str, str, str, str], digest: str, digest_text: str, error: int) -> None:
+        """A mark on the key ``reached`` (schema, table, column, value: ``where_key``) by a statement of ``digest``
+        (``error`` as ``observe`` has it)."""
         table_schema, table, column, value = reached
         where = (table_schema, table, column)
         heat = self._heat.get(where)
@@ -115,6 +128,7 @@ class HeatMap:
             heat.digests[digest] = digest_text
             if heat.applied:
                 self.applied[digest] = (heat.queue, heat.column)
+                self._applied_changed()
         if not heat.proposed and len(heat.marks) >= self.settings.threshold and max(heat.keys.values()) >= HOT_KEY_SEEN:
             self._propose(heat)
 
@@ -170,6 +184,7 @@ class HeatMap:
             heat.applied = True
             for digest in heat.digests:
                 self.applied[digest] = (heat.queue, heat.column)
+            self._applied_changed()
             log.warning("hot rows: applied queue %s on %s (mysql-trx_queue_auto_apply)", heat.queue, heat.id)
 
     def _withdraw(self, heat: _Heat, why: str) -> None:
@@ -182,7 +197,12 @@ class HeatMap:
         heat.applied = False
         for digest in heat.digests:
             self.applied.pop(digest, None)
+        self._applied_changed()
         log.warning("hot rows: no longer queueing %s on %s: %s", heat.queue, heat.id, why)
+
+    def _applied_changed(self) -> None:
+        if self.on_applied is not None:
+            self.on_applied(self.applied)
 
 
 def where_key(sql: str, schema: str) -> tuple[str, str, str, str] | None:
@@ -206,22 +226,3 @@ def where_key(sql: str, schema: str) -> tuple[str, str, str, str] | None:
         if value is not None and value[1] == b:
             return table.schema or "", table.table, unquote(tokens.texts[i]).lower(), str(value[0])
     return None
-
-
-def merge_proposals(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Several workers' proposals as one node's: by id, their evidence summed, applied if one applied it."""
-    merged: dict[str, dict[str, Any]] = {}
-    for row in rows:
-        have = merged.get(row["id"])
-        if have is None:
-            merged[row["id"]] = {**row, "evidence": dict(row["evidence"]), "digests": list(row["digests"])}
-            continue
-        for name, count in row["evidence"].items():
-            have["evidence"][name] = have["evidence"].get(name, 0) + count
-        have["keys"] = list(dict.fromkeys([*have["keys"], *row["keys"]]))[:5]
-        known = {d["digest"] for d in have["digests"]}
-        have["digests"].extend(d for d in row["digests"] if d["digest"] not in known)
-        have["since"] = min(have["since"], row["since"])
-        if row["state"] == "applied":
-            have["state"] = "applied"
-    return [merged[key] for key in sorted(merged)]

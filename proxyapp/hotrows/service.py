@@ -48,6 +48,9 @@ class HotRows:
         self.queues = KeyQueues(clock)
         self.configure(self.settings)
 
+    async def start(self) -> None:
+        """Nothing to start: the lines are in this process."""
+
     def configure(self, settings: HotRowSettings) -> None:
         """Follow new settings (a reload): the lines and their waiters stay."""
         self.settings = settings

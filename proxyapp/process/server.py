@@ -15,7 +15,7 @@ from proxyapp.backends.pool import ONLINE, PoolManager, PoolSettings
 from proxyapp.backends.topology import MonitorState, runtime_view, server_row
 from proxyapp.clock import Clock, admin_may_advance
 from proxyapp.config.document import Config, ConfigError, load_config_file, parse_config
-from proxyapp.hotrows.broker import BrokeredHotRows
+from proxyapp.hotrows.broker import BrokeredHotRows, ForwardedHeat
 from proxyapp.hotrows.heat import HeatMap
 from proxyapp.hotrows.service import HotRows, HotRowSettings
 from proxyapp.mirror.mirror import Mirror
@@ -125,7 +125,11 @@ class Proxy(SessionServices):
             if hot_rows_fd is None
             else BrokeredHotRows(self.clock, HotRowSettings(config), hot_rows_fd)
         )
-        self.heat = HeatMap(self.clock, time.time, HotRowSettings(config))
+        self.heat = (
+            ForwardedHeat(self.clock, HotRowSettings(config), self.hot_rows)
+            if isinstance(self.hot_rows, BrokeredHotRows)
+            else HeatMap(self.clock, time.time, HotRowSettings(config))
+        )
         #: The monitor's latest findings, from this process's own monitor or (a worker) from the supervisor's.
         self.monitor_state = MonitorState()
         #: The monitor, when this process runs it: with one worker process (else the supervisor does).
@@ -164,6 +168,7 @@ class Proxy(SessionServices):
         sweeper = loop.create_task(self._housekeeping())
         self.background.add(sweeper)  # type: ignore[arg-type]
         await self.mirror.start()
+        await self.hot_rows.start()
         if self.workers == 1:
             monitor = self.monitor = Monitor(
                 self.runtime.config, self._adopt_monitor_state, self.clock, tls=self.tls.backend

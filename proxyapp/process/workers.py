@@ -29,7 +29,6 @@ from proxyapp.backends.topology import MonitorState
 from proxyapp.clock import Clock, admin_may_advance
 from proxyapp.config.document import Config, ConfigError, load_config_file, parse_config
 from proxyapp.hotrows.broker import HotRowBroker
-from proxyapp.hotrows.heat import merge_proposals
 from proxyapp.hotrows.service import HotRowSettings
 from proxyapp.process.admin import AdminServer
 from proxyapp.process.server import load_tls
@@ -236,14 +235,8 @@ class Supervisor:
 
     async def stats_snapshot(self) -> dict[str, Any]:
         """The workers' statistics, merged as if one process had them, and the monitor's findings."""
-        snapshots = await self._each("GET", "/stats")
-        merged = merge_snapshots(snapshots)
-        merged["trx_queue"] = {
-            "queues": self.hot_rows.hot_rows.rows(),
-            "proposals": merge_proposals(
-                [p for snap in snapshots for p in snap.get("trx_queue", {}).get("proposals", [])]
-            ),
-        }
+        merged = merge_snapshots(await self._each("GET", "/stats"))
+        merged["trx_queue"] = {"queues": self.hot_rows.hot_rows.rows(), "proposals": self.hot_rows.heat.proposals()}
         if self.monitor is not None:
             merged["monitor"] = self.monitor.server_rows()
             merged["monitor_checks"] = self.monitor.check_rows()
@@ -323,7 +316,7 @@ class Supervisor:
                 "warnings": [],
             }
         self.config = config
-        self.hot_rows.hot_rows.configure(HotRowSettings(config))
+        self.hot_rows.configure(HotRowSettings(config))
         if self.monitor is not None:
             self.monitor.reconfigure(config, tls.backend)
         log.info("config %s loaded in %d workers", config.checksum[:12], len(self.workers))

@@ -352,18 +352,20 @@ def test_a_malformed_hint_is_refused_with_the_reason(sandbox: Sandbox, start_pro
         conn.close()
 
 
+@pytest.mark.parametrize("workers", [1, 2])  # with 2, the marks of both workers count together in the supervisor
 def test_the_proxy_finds_a_hot_key_by_itself_applies_a_queue_and_withdraws_it_when_the_heat_is_gone(
-    sandbox: Sandbox, start_proxy: StartProxy, table: str
+    sandbox: Sandbox, start_proxy: StartProxy, table: str, workers: int
 ) -> None:
     variables = {
         "mysql-trx_queue_auto_apply": "true",
         "mysql-trx_queue_heat_threshold": 3,
         "mysql-trx_queue_heat_cooldown_ms": 60_000,
+        "mysql-threads": workers,
     }
     proxy = start_proxy(config(sandbox, **variables))
     locker = sandbox.primary().connect()  # holds row 3 on the server, not through the proxy
-    clients = [proxy.connect(autocommit=True) for _ in range(3)]
-    holder, waiter = proxy.connect(autocommit=True), proxy.connect(autocommit=True)
+    clients = on_each_worker(proxy, workers, 3)
+    holder, waiter = on_each_worker(proxy, workers, 2)  # on two workers: the applied queue is the node's
     update = f"UPDATE {TABLE} SET n = n + 1 WHERE id = 3"
     try:
         with locker.cursor() as cur:

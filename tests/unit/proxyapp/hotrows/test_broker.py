@@ -1,13 +1,14 @@
 """The node's one set of hot-row lines shared by its workers (``proxyapp.hotrows.broker``): two workers' owners wait
 in one line; a give_back sent after a take is applied after it; a worker whose socket ends gives back every key its
-sessions held; a broker gone lets statements run without the queue."""
+sessions held; a broker gone lets statements run without the queue; the node finds heat once, from every worker's
+marks, and every worker learns the queues it applied."""
 
 from __future__ import annotations
 
 import asyncio
 
 from proxyapp.clock import Clock
-from proxyapp.hotrows.broker import BrokeredHotRows, HotRowBroker
+from proxyapp.hotrows.broker import BrokeredHotRows, ForwardedHeat, HotRowBroker
 from proxyapp.hotrows.queues import GRANTED, UNQUEUED, WITHDRAWN
 from proxyapp.hotrows.service import HotRowSettings
 
@@ -45,5 +46,34 @@ def test_two_workers_wait_in_one_line_and_a_worker_gone_gives_its_keys_back() ->
         assert [r["keys_active"] for r in broker.hot_rows.rows()] == [1]
         await broker.stop()
         assert await two.acquire(5, ("q", "c"), True) == UNQUEUED  # no broker: no queue
+
+    asyncio.run(test())
+
+
+def test_the_node_finds_heat_once_from_every_worker_s_marks_and_hands_each_worker_what_it_applied() -> None:
+    async def test() -> None:
+        settings = HotRowSettings()
+        settings.threshold, settings.auto_apply = 3, True
+        broker = HotRowBroker(Clock(), settings)
+        workers = [BrokeredHotRows(Clock(), settings, broker.pair().detach()) for _ in range(2)]
+        for worker in workers:
+            await worker.start()
+        heats = [ForwardedHeat(Clock(), settings, worker) for worker in workers]
+        update = "UPDATE acct SET b = b - 1 WHERE id = 7"
+        heats[0].observe(update, "app", "0xA", "UPDATE acct ...", 1213)
+        heats[1].observe(update, "app", "0xA", "UPDATE acct ...", 0)
+        heats[1].observe(update, "app", "0xA", "UPDATE acct ...", 1205)  # 3 marks, over two workers: a proposal
+        await settled(lambda: all(worker.applied for worker in workers))
+        assert [worker.applied for worker in workers] == [{"0xA": ("app.acct", "id")}] * 2
+        assert heats[0].applied is workers[0].applied  # what the worker's sessions read
+        (proposal,) = broker.heat.proposals()
+        assert proposal["evidence"] == {"deadlocks": 1, "lock_wait_timeouts": 1, "slow": 1, "marks_last_minute": 3}
+        assert heats[0].proposals() == []  # the supervisor reports them
+        late = BrokeredHotRows(Clock(), settings, broker.pair().detach())
+        await late.start()  # a worker started later (restarted) is told at once
+        await settled(lambda: bool(late.applied))
+        broker.configure(HotRowSettings())  # auto apply off: withdrawn from every worker
+        await settled(lambda: not any(worker.applied for worker in [*workers, late]))
+        await broker.stop()
 
     asyncio.run(test())

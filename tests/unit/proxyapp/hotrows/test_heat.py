@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from proxyapp.hotrows.heat import HeatMap, merge_proposals, where_key
+from proxyapp.hotrows.heat import HeatMap, where_key
 from proxyapp.hotrows.service import HotRowSettings
 
 
@@ -90,16 +90,3 @@ def test_marks_older_than_a_minute_do_not_count() -> None:
     clock.now += 61
     heat.observe(UPDATE.format(1), "app", "0xA", "t", 0)
     assert heat.proposals() == []
-
-
-def test_two_workers_proposals_merge_by_id() -> None:
-    one = {
-        "id": "a.t.id", "keys": ["1"], "digests": [{"digest": "0xA", "digest_text": "x"}], "since": 5.0,
-        "state": "proposed", "evidence": {"deadlocks": 1, "slow": 2},
-    }  # fmt: skip
-    two = {**one, "keys": ["2", "1"], "digests": [{"digest": "0xB", "digest_text": "y"}], "since": 3.0}
-    two = {**two, "state": "applied", "evidence": {"deadlocks": 2, "slow": 0}}
-    (merged,) = merge_proposals([one, two])
-    assert merged["evidence"] == {"deadlocks": 3, "slow": 2}
-    assert (merged["keys"], merged["since"], merged["state"]) == (["1", "2"], 3.0, "applied")
-    assert [d["digest"] for d in merged["digests"]] == ["0xA", "0xB"]
