@@ -15,8 +15,9 @@ from typing import Any
 
 from proxyapp.config.tables import MysqlQueryRule
 
-#: A hot-row queue's name (``proxyapp.hotrows``).
-QUEUE_NAME = re.compile(r"[A-Za-z0-9_.$-]{1,64}")
+#: The characters of a hot-row queue's name (``proxyapp.hotrows``), and a name.
+QUEUE_CHARS = "A-Za-z0-9_.$-"
+QUEUE_NAME = re.compile(f"[{QUEUE_CHARS}]{{1,64}}")
 #: A rule's ``trx_queue_key`` naming a group of its match_pattern.
 KEY_GROUP = re.compile(r"\\([1-9])")
 #: A rule's ``trx_queue_key`` naming a column.

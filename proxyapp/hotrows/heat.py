@@ -20,10 +20,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from proxyapp.config.rulecompile import QUEUE_CHARS
 from proxyapp.hotrows.service import HotRowSettings
 from proxyapp.sharding.plan import table_names
-from proxyapp.sql.lex import TokenKind, find_top, statement_ranges, tokenize, unquote, unwrap
-from proxyapp.sql.where import WHERE_ENDS, literal, parts
+from proxyapp.sql.lex import TokenKind, unquote
+from proxyapp.sql.where import first_statement, literal, where_parts
 
 log = logging.getLogger("proxyapp.hotrows.heat")
 
@@ -38,7 +39,7 @@ MAX_DIGESTS = 8
 #: The marks: the error codes that are one, and the evidence field each counts in.
 DEADLOCK = 1213
 LOCK_WAIT_TIMEOUT = 1205
-_NOT_A_QUEUE_NAME = re.compile(r"[^A-Za-z0-9_.$-]")
+_NOT_A_QUEUE_NAME = re.compile(f"[^{QUEUE_CHARS}]")
 
 
 class _Heat:
@@ -208,17 +209,15 @@ class HeatMap:
 def where_key(sql: str, schema: str) -> tuple[str, str, str, str] | None:
     """The table ``sql``'s first statement reaches first, and the first ``column = value`` of its WHERE clause:
     (schema, table, column, value); None when it has no such comparison."""
-    tokens = tokenize(sql)
-    ranges = statement_ranges(tokens)
-    if not ranges:
+    found = first_statement(sql)
+    if found is None:
         return None
-    lo, hi = unwrap(tokens, *ranges[0])
+    tokens, lo, hi = found
     table = next(table_names(tokens, lo, hi, schema or None), None)
-    where = find_top(tokens, lo, hi, frozenset({"WHERE"}))
-    if table is None or where < 0:
+    conditions = where_parts(tokens, lo, hi) if table is not None else None
+    if table is None or conditions is None:
         return None
-    end = find_top(tokens, where + 1, hi, WHERE_ENDS)
-    for a, b in parts(tokens, where + 1, hi if end < 0 else end) or []:
+    for a, b in conditions:
         i = a + 2 if tokens.text(a + 1) == "." else a
         if tokens.kinds[i] not in (TokenKind.WORD, TokenKind.QUOTED_IDENT) or tokens.text(i + 1) != "=":
             continue

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from proxyapp.config.rulecompile import QUEUE_NAME
 from proxyapp.hotrows.queues import QueueKey
-from proxyapp.sql.lex import TokenKind, Tokens, statement_ranges, tokenize, unquote, unwrap
-from proxyapp.sql.where import comparisons, values
+from proxyapp.sql.lex import TokenKind, Tokens, unquote
+from proxyapp.sql.where import comparisons, first_statement, values
 
 #: The most keys one statement may ask for, and the longest key.
 MAX_KEYS = 16
@@ -41,11 +41,10 @@ def ordered(queue: str, keys: list[str]) -> list[QueueKey]:
 def column_keys(sql: str, column: str) -> list[str]:
     """The values the WHERE clause of ``sql``'s first statement compares ``column`` (any table's) with by ``=`` or
     ``IN``, as text; [] when it compares none (the statement then runs without the queue)."""
-    tokens = tokenize(sql)
-    ranges = statement_ranges(tokens)
-    if not ranges:
+    found = first_statement(sql)
+    if found is None:
         return []
-    lo, hi = unwrap(tokens, *ranges[0])
+    tokens, lo, hi = found
     name = column.lower()
 
     def column_at(tokens: Tokens, i: int, hi: int) -> int:

@@ -136,11 +136,11 @@ class QueryPipeline:
             return
         keys = NO_KEYS
         if outcome.trx_queue is not None or outcome.annotations or services.heat.applied:
-            asked = self.queue.keys(sql, outcome, digest.hash)
-            if asked is None or (asked and not await self.queue.admit(asked)):
+            taken = await self.queue.wait_for(sql, outcome, digest.hash)
+            if taken is None:
                 self.record(-1, digest, started, 0, 0)
                 return
-            keys = asked
+            keys = taken
         branch: BackendConnection | None = None  # a branch of the spanning transaction the statement runs on
         on_shard: str | None = None  # the statement on a shard with a physical schema, renamed (``sharding.physical``)
         physical: str | None = None  # the default schema it runs in there instead of the session's
@@ -190,26 +190,26 @@ class QueryPipeline:
         if outcome.mirror_hostgroup is not None or outcome.mirror_flagOUT is not None or self.followed:
             self.tell(payload, statements, outcome, response, None)
         if response is not None:
-            self.record(hostgroup, digest, started, response.rows, response.affected_rows)
+            elapsed_us = self.record(hostgroup, digest, started, response.rows, response.affected_rows)
             if not keys and not first.is_read:
-                self.look_for_heat(sql, digest, started, response)
+                self.look_for_heat(sql, digest, elapsed_us, response)
         if outcome.log or (outcome.log is None and rt.settings.eventslog_default_log):
             self._log_event(hostgroup, digest.hash, sql, started, response)
 
-    def look_for_heat(self, sql: str, digest: Digest, started: float, response: Response) -> None:
+    def look_for_heat(self, sql: str, digest: Digest, elapsed_us: int, response: Response) -> None:
         """Tell the search for hot keys (``proxyapp.hotrows.heat``) about a write or locking read that was not
         queued when it bore a hot row's mark (``heat_mark``)."""
-        mark = self.heat_mark(started, response)
+        mark = self.heat_mark(elapsed_us, response)
         if mark >= 0:
             self.services.heat.observe(sql, self.state.schema or "", digest.hash, digest.text, mark)
 
-    def heat_mark(self, started: float, response: Response) -> int:
-        """A hot row's mark on a statement that started at ``started``: its error 1213 or 1205, 0 for a run of
+    def heat_mark(self, elapsed_us: int, response: Response) -> int:
+        """A hot row's mark on a statement that took ``elapsed_us``: its error 1213 or 1205, 0 for a run of
         ``mysql-trx_queue_heat_slow_ms`` or more; -1 for none."""
         code = response.error.code if response.error is not None else 0
         if code in (ErrorCode.LOCK_DEADLOCK, ErrorCode.LOCK_WAIT_TIMEOUT):
             return code
-        return 0 if (time.perf_counter() - started) * 1000 >= self.services.hot_rows.settings.slow_ms else -1
+        return 0 if elapsed_us >= self.services.hot_rows.settings.slow_ms * 1000 else -1
 
     def status(self) -> int:
         """The session's server status flags, for the proxy's own answers."""
@@ -345,8 +345,9 @@ class QueryPipeline:
         )
         self.followed = self.services.listener.query_done(done)
 
-    def record(self, hostgroup: int, digest: Digest, started: float, rows: int, affected: int) -> None:
-        """Count a statement in the digest statistics (and as slow, past ``mysql-long_query_time``)."""
+    def record(self, hostgroup: int, digest: Digest, started: float, rows: int, affected: int) -> int:
+        """Count a statement in the digest statistics (and as slow, past ``mysql-long_query_time``); the µs it
+        took."""
         elapsed_us = int((time.perf_counter() - started) * 1_000_000)
         services = self.services
         if elapsed_us > services.runtime.settings.long_query_time_ms * 1000:
@@ -363,6 +364,7 @@ class QueryPipeline:
                 rows,
                 affected,
             )
+        return elapsed_us
 
     def _log_event(self, hostgroup: int, digest: str, sql: str, started: float, response: Response | None) -> None:
         """Append this query to the events log (rule ``log=1`` or ``mysql-eventslog_default_log``)."""

@@ -170,14 +170,14 @@ class PreparedStatements:
         finally:
             self._clear_long_data(stmt)
         if response is not None:
-            queries.record(hostgroup, stmt.digest, started, response.rows, response.affected_rows)
+            elapsed_us = queries.record(hostgroup, stmt.digest, started, response.rows, response.affected_rows)
             if not queued and stmt.statements and not stmt.statements[0].is_read:
-                self._look_for_heat(stmt, bound, started, response)
+                self._look_for_heat(stmt, bound, elapsed_us, response)
 
-    def _look_for_heat(self, stmt: ClientStatement, execute: bytes, started: float, response: Response) -> None:
+    def _look_for_heat(self, stmt: ClientStatement, execute: bytes, elapsed_us: int, response: Response) -> None:
         """An execute that was not queued, as ``QueryPipeline.look_for_heat`` sees a statement: with its
         parameters' values (a mark is read from the rows its WHERE clause names)."""
-        mark = self.queries.heat_mark(started, response)
+        mark = self.queries.heat_mark(elapsed_us, response)
         if mark < 0:
             return
         try:
@@ -202,8 +202,7 @@ class PreparedStatements:
                     ErrorCode.WRONG_ARGUMENTS, f"Incorrect arguments to mysqld_stmt_execute: {exc}", 1
                 )
                 return False
-        keys = self.queries.queue.keys(sql, outcome, stmt.digest.hash)
-        return keys is not None and (not keys or await self.queries.queue.admit(keys))
+        return await self.queries.queue.wait_for(sql, outcome, stmt.digest.hash) is not None
 
     @staticmethod
     def _clear_long_data(stmt: ClientStatement) -> None:

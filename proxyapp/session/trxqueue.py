@@ -35,7 +35,15 @@ class TransactionQueue:
         self.waiting = False  # it waits for a key now
         self.interrupted = False  # a KILL QUERY ended the wait
 
-    def keys(self, sql: str, outcome: RuleOutcome, digest: str = "") -> list[QueueKey] | None:
+    async def wait_for(self, sql: str, outcome: RuleOutcome, digest: str) -> list[QueueKey] | None:
+        """Wait in line for the keys ``sql`` asks for (``_keys``); the keys ([] for none), or None after sending the
+        error that ends the statement."""
+        keys = self._keys(sql, outcome, digest)
+        if keys is None or (keys and not await self._admit(keys)):
+            return None
+        return keys
+
+    def _keys(self, sql: str, outcome: RuleOutcome, digest: str) -> list[QueueKey] | None:
         """The keys ``sql`` asks for, by its hint, its rule (``outcome``) or a queue the proxy applied itself to its
         ``digest`` (``proxyapp.hotrows.heat``), in the queues' order; None after sending the error of a malformed
         hint."""
@@ -56,7 +64,7 @@ class TransactionQueue:
             return ordered(queue, column_keys(sql, outcome.trx_queue_column))
         return NO_KEYS
 
-    async def admit(self, keys: list[QueueKey]) -> bool:
+    async def _admit(self, keys: list[QueueKey]) -> bool:
         """Wait in line for ``keys`` (in their order); False after sending the error that ends the statement (a
         timeout, a full line, a deadlock: the transaction is rolled back then, as the server would)."""
         link = self.link

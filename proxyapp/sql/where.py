@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from proxyapp.sql.lex import TokenKind, Tokens, find_top, top_level, unquote, unwrap
+from proxyapp.sql.lex import TokenKind, Tokens, find_top, statement_ranges, tokenize, top_level, unquote, unwrap
 
 _T = TokenKind
 #: A literal's value: an integer or a string.
@@ -115,14 +115,30 @@ def compared(tokens: Tokens, lo: int, hi: int, column_at: ColumnAt) -> Spans | N
     return None
 
 
-def comparisons(tokens: Tokens, lo: int, hi: int, column_at: ColumnAt) -> Where | None:
-    """The comparisons of the column in the WHERE clause of the statement ``[lo, hi)`` that narrow the rows it
-    reaches; None when none does (no WHERE, an OR at its top, no comparison with literals)."""
+def first_statement(sql: str) -> tuple[Tokens, int, int] | None:
+    """The tokens of ``sql`` and the range of its first statement (``(SELECT ...)`` opened); None when it has none."""
+    tokens = tokenize(sql)
+    ranges = statement_ranges(tokens)
+    if not ranges:
+        return None
+    lo, hi = unwrap(tokens, *ranges[0])
+    return tokens, lo, hi
+
+
+def where_parts(tokens: Tokens, lo: int, hi: int) -> list[tuple[int, int]] | None:
+    """The AND-ed parts (``parts``) of the WHERE clause of the statement ``[lo, hi)``; None when it has no WHERE or
+    an OR at its top."""
     where = find_top(tokens, lo, hi, frozenset({"WHERE"}))
     if where < 0:
         return None
     end = find_top(tokens, where + 1, hi, WHERE_ENDS)
-    found = parts(tokens, where + 1, hi if end < 0 else end)
+    return parts(tokens, where + 1, hi if end < 0 else end)
+
+
+def comparisons(tokens: Tokens, lo: int, hi: int, column_at: ColumnAt) -> Where | None:
+    """The comparisons of the column in the WHERE clause of the statement ``[lo, hi)`` that narrow the rows it
+    reaches; None when none does (no WHERE, an OR at its top, no comparison with literals)."""
+    found = where_parts(tokens, lo, hi)
     if found is None:
         return None
     spans = [s for s in (compared(tokens, a, b, column_at) for a, b in found) if s is not None]
