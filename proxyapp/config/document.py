@@ -38,6 +38,8 @@ from proxyapp.config.tables import (
     MysqlShard,
     MysqlShardedTable,
     MysqlUser,
+    PgsqlForwardListener,
+    PgsqlServer,
 )
 from proxyapp.config.variables import (
     NOT_HONOURED,
@@ -60,9 +62,19 @@ _ROW_TABLES = (
     "mysql_replication_hostgroups",
     "mysql_shards",
     "mysql_sharded_tables",
+    "pgsql_servers",
+    "pgsql_forward_listeners",
 )
 #: Tables a document shows only when they have rows (added after others: configs without them keep their checksum).
-_OPTIONAL_TABLES = frozenset({"mysql_query_rules_fast_routing", "mysql_shards", "mysql_sharded_tables"})
+_OPTIONAL_TABLES = frozenset(
+    {
+        "mysql_query_rules_fast_routing",
+        "mysql_shards",
+        "mysql_sharded_tables",
+        "pgsql_servers",
+        "pgsql_forward_listeners",
+    }
+)
 
 #: Per table, its unique keys as ProxySQL declares them; the first is the primary key, which orders the rows.
 UNIQUE_KEYS: dict[str, tuple[tuple[str, ...], ...]] = {
@@ -73,6 +85,8 @@ UNIQUE_KEYS: dict[str, tuple[tuple[str, ...], ...]] = {
     "mysql_replication_hostgroups": (("writer_hostgroup",), ("reader_hostgroup",)),
     "mysql_shards": (("shard_group", "shard"),),
     "mysql_sharded_tables": (("schemaname", "tablename"),),
+    "pgsql_servers": (("hostgroup_id", "hostname", "port"),),
+    "pgsql_forward_listeners": (("port",),),
     "global_variables": (("variable_name",),),
 }
 
@@ -85,6 +99,8 @@ _LABEL_COLUMNS: dict[str, tuple[str, ...]] = {
     "mysql_replication_hostgroups": ("writer_hostgroup",),
     "mysql_shards": ("shard_group", "shard"),
     "mysql_sharded_tables": ("schemaname", "tablename"),
+    "pgsql_servers": ("hostgroup_id", "hostname", "port"),
+    "pgsql_forward_listeners": ("port",),
     "global_variables": ("variable_name",),
 }
 
@@ -261,6 +277,14 @@ def _check_hostname(value: str) -> None:
         raise ValueError(f"{value!r} is not a host name, an IPv4 address or an IPv6 address")
 
 
+def _check_interface(value: str) -> None:
+    """An address to listen on: an IPv4 or IPv6 address (a listener binds exactly what it is told)."""
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        raise ValueError(f"{value!r} is not an IP address to listen on (127.0.0.1, 0.0.0.0, ::1 or ::)") from None
+
+
 def _check_attributes(value: str) -> None:
     if value == "":
         return
@@ -290,6 +314,7 @@ def parse_re_modifiers(text: str) -> frozenset[str]:
 # Checks on one column's (non-null) value, by column name.
 _VALUE_CHECKS: dict[str, Callable[[Any], object]] = {
     "hostname": _check_hostname,
+    "interface": _check_interface,
     "digest": _check_digest,
     "password": _check_password,
     "attributes": _check_attributes,
@@ -481,6 +506,8 @@ class Config:
     mysql_replication_hostgroups: tuple[MysqlReplicationHostgroup, ...] = ()
     mysql_shards: tuple[MysqlShard, ...] = ()
     mysql_sharded_tables: tuple[MysqlShardedTable, ...] = ()
+    pgsql_servers: tuple[PgsqlServer, ...] = ()
+    pgsql_forward_listeners: tuple[PgsqlForwardListener, ...] = ()
     variables: Variables = field(default_factory=Variables)
     warnings: tuple[str, ...] = field(default=(), compare=False)
     checksum: str = field(init=False)
@@ -512,6 +539,10 @@ class Config:
     def servers_in(self, hostgroup_id: int) -> tuple[MysqlServer, ...]:
         """The servers of one hostgroup."""
         return tuple(server for server in self.mysql_servers if server.hostgroup_id == hostgroup_id)
+
+    def pgsql_servers_in(self, hostgroup_id: int) -> tuple[PgsqlServer, ...]:
+        """The PostgreSQL servers of one (PostgreSQL) hostgroup."""
+        return tuple(server for server in self.pgsql_servers if server.hostgroup_id == hostgroup_id)
 
     def frontend_user(self, username: str) -> MysqlUser | None:
         """The active user clients may log in as with this name, if any."""
@@ -552,6 +583,7 @@ def parse_config(doc: object) -> Config:
         raise ConfigError(errors)
     variables = Variables.from_rows(obj for _, obj in rows["global_variables"])
     errors.extend(_tls_errors(rows["global_variables"], variables))
+    errors.extend(_listener_errors(rows["pgsql_forward_listeners"], variables))
     if errors:
         raise ConfigError(errors)
     return Config(
@@ -562,6 +594,8 @@ def parse_config(doc: object) -> Config:
         mysql_replication_hostgroups=tuple(obj for _, obj in rows["mysql_replication_hostgroups"]),
         mysql_shards=tuple(obj for _, obj in rows["mysql_shards"]),
         mysql_sharded_tables=tuple(obj for _, obj in rows["mysql_sharded_tables"]),
+        pgsql_servers=tuple(obj for _, obj in rows["pgsql_servers"]),
+        pgsql_forward_listeners=tuple(obj for _, obj in rows["pgsql_forward_listeners"]),
         variables=variables,
         warnings=tuple(_warnings(rows, variables)),
     )
@@ -658,6 +692,20 @@ def _tls_errors(rows: list[tuple[int, GlobalVariable]], variables: Variables) ->
                 yield (f"global_variables[{where[name]}] {name}: set without {other}; set both (PEM files) or neither")
 
 
+def _listener_errors(rows: list[tuple[int, PgsqlForwardListener]], variables: Variables) -> Iterator[str]:
+    """A forwarding listener on the port of the MySQL listener or of the admin endpoint."""
+    taken = {"admin-restapi_port": variables.integer("admin-restapi_port")}
+    for part in variables.text("mysql-interfaces").split(";"):
+        _, sep, port = part.strip().rpartition(":")
+        if sep and port.isdigit():
+            taken.setdefault("mysql-interfaces", int(port))
+    for index, listener in rows:
+        for name, port in taken.items():
+            if listener.port == port:
+                where = _where("pgsql_forward_listeners", index, _as_row(listener))
+                yield f"{where}: port: {port} is the port of {name}; give the listener a port of its own"
+
+
 def _warnings(rows: _Rows, variables: Variables) -> Iterator[str]:
     """Hostgroups referred to that have no servers, rules that can never match, users with an empty password, and
     variables set that ProxyFleet does not act on."""
@@ -671,6 +719,13 @@ def _warnings(rows: _Rows, variables: Variables) -> Iterator[str]:
                     referrers.setdefault(hostgroup, []).append(f"{_label(table, index, obj)} {column}")
     for hostgroup in sorted(referrers):
         yield f"hostgroup {hostgroup} has no servers (referenced by {'; '.join(referrers[hostgroup])})"
+    pgsql_served = {server.hostgroup_id for _, server in rows["pgsql_servers"]}
+    for index, listener in rows["pgsql_forward_listeners"]:
+        if listener.active and listener.hostgroup_id not in pgsql_served:
+            yield (
+                f"{_label('pgsql_forward_listeners', index, listener)}: pgsql_servers has no server in hostgroup "
+                f"{listener.hostgroup_id}: its connections will be refused"
+            )
     rule_index = {rule.rule_id: index for index, rule in rows["mysql_query_rules"]}
     for later, earlier in shadowed_rules([rule for _, rule in rows["mysql_query_rules"]]):
         yield (

@@ -207,6 +207,50 @@ class MysqlShardedTable:
     comment: str = column("")
 
 
+@dataclass(frozen=True, slots=True)
+class PgsqlServer:
+    """A PostgreSQL server in a hostgroup (``pgsql_servers``, ProxySQL 3.0's columns; key hostgroup_id, hostname,
+    port). PostgreSQL hostgroups are numbered apart from MySQL's, as in ProxySQL."""
+
+    hostname: str = column(required=True, help="backend host name or address")
+    hostgroup_id: int = column(0, minimum=0)
+    port: int = column(5432, minimum=0, maximum=65535)
+    status: str = column("ONLINE", choices=SERVER_STATUSES)
+    weight: int = column(1, minimum=0, maximum=10_000_000)
+    compression: bool = column(False)
+    max_connections: int = column(1000, minimum=0)
+    max_replication_lag: int = column(0, minimum=0, maximum=126_144_000)
+    use_ssl: bool = column(False)
+    max_latency_ms: int = column(0, minimum=0, maximum=UINT32_MAX)
+    comment: str = column("")
+
+    @property
+    def key(self) -> tuple[int, str, int]:
+        """The row's primary key."""
+        return (self.hostgroup_id, self.hostname, self.port)
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """Where the server listens."""
+        return (self.hostname, self.port)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PgsqlForwardListener:
+    """A port that forwards raw TCP to a hostgroup of PostgreSQL servers (``pgsql_forward_listeners``, ProxyFleet's
+    own, after oneproxy-monitor): each connection goes whole to one ONLINE server, chosen by weight; the proxy reads
+    nothing of what passes, it only counts it."""
+
+    port: int = column(required=True, minimum=1, maximum=65535, help="the port clients connect to")
+    interface: str = column("127.0.0.1", help="the address to listen on (0.0.0.0 or :: for every interface)")
+    hostgroup_id: int = column(required=True, minimum=0, help="the pgsql_servers hostgroup connections go to")
+    active: bool = column(True)
+    max_connections: int = column(
+        10000, minimum=1, help="clients at once on this port (each of the node's worker processes takes its share)"
+    )
+    comment: str = column("")
+
+
 #: Table name in the config document -> row class, in the document's order.
 TABLES: dict[str, type] = {
     "mysql_servers": MysqlServer,
@@ -216,5 +260,7 @@ TABLES: dict[str, type] = {
     "mysql_replication_hostgroups": MysqlReplicationHostgroup,
     "mysql_shards": MysqlShard,
     "mysql_sharded_tables": MysqlShardedTable,
+    "pgsql_servers": PgsqlServer,
+    "pgsql_forward_listeners": PgsqlForwardListener,
     "global_variables": GlobalVariable,
 }

@@ -548,6 +548,13 @@ _SPECS = (
     _bool("mysql-monitor_enabled", True, "run the monitor's connect, ping, read_only and lag checks"),
     _str("mysql-monitor_username", "monitor", "user the monitor logs in to backends as"),
     _str("mysql-monitor_password", "monitor", "password of mysql-monitor_username"),
+    _str(
+        "pgsql-monitor_username",
+        "monitor",
+        "user the monitor logs in to PostgreSQL servers as (their checks follow the mysql-monitor_* intervals)",
+    ),
+    _str("pgsql-monitor_password", "monitor", "password of pgsql-monitor_username"),
+    _str("pgsql-monitor_dbname", "postgres", "database the monitor connects to on PostgreSQL servers"),
     _int(
         "mysql-monitor_connect_interval",
         120_000,

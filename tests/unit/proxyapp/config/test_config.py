@@ -128,7 +128,7 @@ def test_variable_defaults(name: str, default: object) -> None:
 def test_every_variable_is_well_formed() -> None:
     for name, spec in VARIABLES.items():
         assert spec.name == name
-        assert name.startswith(("mysql-", "admin-"))
+        assert name.startswith(("mysql-", "pgsql-", "admin-"))
         assert spec.type in (int, bool, str)
         assert type(spec.default) is spec.type
         assert spec.help, name
