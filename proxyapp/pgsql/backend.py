@@ -15,11 +15,10 @@ import struct
 
 from proxyapp.pgsql.auth import MECHANISM, AuthError, ScramClient, md5_password
 from proxyapp.pgsql.messages import SSL_REQUEST, data_row, error_fields, message, request, startup_message
+from proxyapp.pgsql.stream import ProtocolViolation, read_message
 
 #: Authentication request codes (the body of an ``R`` message starts with one).
 AUTH_OK, AUTH_CLEARTEXT, AUTH_MD5, AUTH_SASL, AUTH_SASL_CONTINUE, AUTH_SASL_FINAL = 0, 3, 5, 10, 11, 12
-#: The longest message the client reads from a server (a monitor's answers are a few bytes).
-MAX_MESSAGE = 1 << 24
 
 
 class PgError(Exception):
@@ -61,7 +60,7 @@ class PgConnection:
         """Open a connection and log in (bound the wait with ``asyncio.wait_for``)."""
         where = f"{host}:{port}"
         try:
-            reader, writer = await asyncio.open_connection(host, port, limit=MAX_MESSAGE)
+            reader, writer = await asyncio.open_connection(host, port, limit=1 << 20)
         except OSError as exc:
             raise PgUnreachable(f"cannot connect to {where}: {exc.strerror or exc}") from None
         conn = cls(reader, writer)
@@ -120,11 +119,11 @@ class PgConnection:
 
     async def read(self) -> tuple[bytes, bytes]:
         """The next message: its type byte and its body."""
-        head = await self.reader.readexactly(5)
-        (length,) = struct.unpack_from("!i", head, 1)
-        if not 4 <= length <= MAX_MESSAGE:
-            raise PgUnreachable(f"a message of {length} bytes: not PostgreSQL's protocol")
-        return head[:1], await self.reader.readexactly(length - 4)
+        try:
+            whole = await read_message(self.reader)
+        except ProtocolViolation as exc:
+            raise PgUnreachable(f"not PostgreSQL's protocol: {exc}") from None
+        return whole[:1], whole[5:]
 
     async def query(self, sql: str) -> list[tuple[str | None, ...]]:
         """Run ``sql`` with the simple query protocol: the rows of its last result, as text; PgError when the server
