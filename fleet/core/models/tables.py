@@ -150,6 +150,19 @@ ShardedTable = _table_model(
     "A table spread over a shard group by its key and algorithm, or global (mysql_sharded_tables).",
     ("schemaname", "tablename"),
 )
+PgsqlServer = _table_model(
+    "PgsqlServer",
+    "pgsql_servers",
+    "A PostgreSQL server in a (PostgreSQL) hostgroup (pgsql_servers, ProxySQL 3.0's columns).",
+    ("hostgroup_id", "hostname", "port"),
+)
+PgsqlForwardListener = _table_model(
+    "PgsqlForwardListener",
+    "pgsql_forward_listeners",
+    "A node port forwarding whole connections to a hostgroup of pgsql_servers (pgsql_forward_listeners, ProxyFleet's "
+    "own).",
+    ("port",),
+)
 Variable = _table_model(
     "Variable", "global_variables", "A global variable override (global_variables).", ("variable_name",)
 )
@@ -181,5 +194,16 @@ class Hostgroup(models.Model):
 #: Config document table name -> the model holding its rows, in the document's order.
 TABLE_MODELS: dict[str, type[ClusterRow]] = {
     model.table: model
-    for model in (Server, User, QueryRule, FastRoutingRule, ReplicationHostgroup, Shard, ShardedTable, Variable)
+    for model in (
+        Server,
+        User,
+        QueryRule,
+        FastRoutingRule,
+        ReplicationHostgroup,
+        Shard,
+        ShardedTable,
+        PgsqlServer,
+        PgsqlForwardListener,
+        Variable,
+    )
 }
