@@ -271,6 +271,32 @@ def test_backends_and_digests_show_the_reports(published: Cluster, viewer: Clien
     assert viewer.get(reverse("web:digests") + "?sort=bogus").status_code == 200  # falls back to the default
 
 
+def test_backends_show_the_postgresql_forwarding(published: Cluster, viewer: Client) -> None:
+    """Each node's forwarding listeners and PostgreSQL servers under the MySQL backends; a node whose section does
+    not read is named, the others still shown."""
+    listener = {"port": 15432, "interface": "127.0.0.1", "hostgroup_id": 100, "state": "listening"}
+    listener |= {"connections_active": 1, "connections_total": 4, "connections_refused": 2}
+    listener |= {"bytes_from_clients": 310, "bytes_to_clients": 990}
+    server = {"hostgroup_id": 100, "hostname": "127.0.0.1", "port": 5432, "status": "OFFLINE_SOFT"}
+    server |= {"status_reason": "draining", "connections_active": 1, "connections_total": 4, "connect_errors": 0}
+    server |= {"bytes_sent": 310, "bytes_recv": 990}
+    report = snapshot([]) | {"pgsql_forward": {"listeners": [listener], "servers": [server]}}
+    ProxyNode.objects.create(cluster=published, name="pg-node", last_report=report)
+    bad = snapshot([]) | {"pgsql_forward": {"listeners": [{**listener, "connections_total": "4"}], "servers": []}}
+    ProxyNode.objects.create(cluster=published, name="pg-odd-node", last_report=bad)
+    table = html.unescape(viewer.get(reverse("web:backends_table")).content.decode())
+    row = re.search(r'<tr data-listener="15432/pg-node">(.*?)</tr>', table, re.S).group(1)
+    assert "127.0.0.1:15432" in row and ">listening<" in row
+    assert re.findall(r'<td class="num connections_\w+">(\d+)</td>', row) == ["1", "4", "2"]
+    row = re.search(r'<tr data-pgsql-server="100/127.0.0.1:5432/pg-node">(.*?)</tr>', table, re.S).group(1)
+    assert ">OFFLINE_SOFT<" in row and "draining" in row and ">990<" in row
+    assert "pg-odd-node: stats.pgsql_forward.listeners[0].connections_total: expected a whole number" in table
+    assert 'data-listener="15432/pg-odd-node"' not in table
+    assert viewer.get(reverse("web:backends")).status_code == 200
+    one = viewer.get(reverse("web:server", args=[10, "127.0.0.1:3306"])).content.decode()
+    assert "data-listener" not in one and "Left out" not in one  # one MySQL server's page
+
+
 def test_table_lists_are_paged(cluster: Cluster, viewer: Client) -> None:
     Server.objects.bulk_create(
         Server(cluster=cluster, hostgroup_id=30, hostname=f"10.1.0.{i}", port=3306) for i in range(PAGE_SIZE + 5)
