@@ -369,6 +369,12 @@ def user_form(**values: Any) -> dict[str, Any]:
 
 
 # (table page, valid POST data, the bad value, the field its error must be under, a piece of the message)
+#: A good row of each PostgreSQL table's form.
+PGSQL_SERVER = {"hostname": "127.0.0.1", "hostgroup_id": "100", "port": "5432", "status": "ONLINE", "weight": "1"}
+PGSQL_SERVER |= {"max_connections": "1000", "max_replication_lag": "0", "max_latency_ms": "0", "comment": ""}
+PGSQL_LISTENER = {"port": "15432", "interface": "127.0.0.1", "hostgroup_id": "100", "active": "on"}
+PGSQL_LISTENER |= {"max_connections": "10000", "comment": ""}
+
 BAD_INPUT = [
     ("servers", server_form(), {"port": "70000"}, "port", "65535"),
     ("servers", server_form(), {"port": "abc"}, "port", "whole number"),
@@ -391,6 +397,14 @@ BAD_INPUT = [
     ("variables", {"variable_value": "1"}, {"variable_name": "mysql-no_such_thing"}, "variable_name", "unknown"),
     ("variables", {"variable_name": "mysql-threads"}, {"variable_value": "many"}, "variable_value", ""),
     ("hostgroups", {"name": "x"}, {"hostgroup_id": "-1"}, "hostgroup_id", "greater than or equal to 0"),
+    ("pgsql-servers", PGSQL_SERVER, {"hostname": "db one"}, "hostname", "not a host name"),
+    ("pgsql-servers", PGSQL_SERVER, {"port": "70000"}, "port", "65535"),
+    ("pgsql-servers", PGSQL_SERVER, {"status": "UP"}, "status", "not one of the available choices"),
+    ("pgsql-forward-listeners", PGSQL_LISTENER, {"interface": "localhost"}, "interface", "not an IP address"),
+    ("pgsql-forward-listeners", PGSQL_LISTENER, {"port": "0"}, "port", "0 is below the minimum 1"),
+    ("pgsql-forward-listeners", PGSQL_LISTENER, {"port": "6033"}, "port", "6033 is the port of mysql-interfaces"),
+    ("pgsql-forward-listeners", PGSQL_LISTENER, {"port": "6070"}, "port", "6070 is the port of admin-restapi_port"),
+    ("pgsql-forward-listeners", PGSQL_LISTENER, {"max_connections": "0"}, "max_connections", "below the minimum 1"),
 ]
 
 
