@@ -23,6 +23,8 @@ from fleet.core.models import (
     Cluster,
     ConfigVersion,
     Hostgroup,
+    PgsqlForwardListener,
+    PgsqlServer,
     ProxyNode,
     QueryRule,
     ReplicationHostgroup,
@@ -617,8 +619,9 @@ HOSTILE = '"><script>alert(1)</script><img src=x onerror=alert(2)>'
 
 def plant_hostile_values(cluster: Cluster) -> None:
     """Markup in every text column of ``cluster`` that accepts any text (a user, a rule, a variable, a server, a
-    hostgroup, a shard and a sharded table, the cluster, a version's comment), published, and in a digest and a
-    hot-row queue and proposal its node ``NODE`` reports."""
+    hostgroup, a shard and a sharded table, a PostgreSQL server and forwarding listener, the cluster, a version's
+    comment), published, and in a digest, a hot-row queue and proposal, and a forwarding listener and PostgreSQL
+    server its node ``NODE`` reports."""
     save_row(User(cluster=cluster, username=HOSTILE, password="x", default_schema=HOSTILE, comment=HOSTILE), None)
     rule = QueryRule(
         cluster=cluster,
@@ -645,6 +648,8 @@ def plant_hostile_values(cluster: Cluster) -> None:
         sequence_column=HOSTILE,
     )
     save_row(sharded, None)
+    save_row(PgsqlServer(cluster=cluster, hostgroup_id=100, hostname="10.0.0.40", comment=HOSTILE), None)
+    save_row(PgsqlForwardListener(cluster=cluster, port=15432, hostgroup_id=100, comment=HOSTILE), None)
     hostgroup = Hostgroup.objects.get(cluster=cluster, hostgroup_id=10)
     hostgroup.name = hostgroup.comment = HOSTILE
     hostgroup.save()
@@ -658,6 +663,14 @@ def plant_hostile_values(cluster: Cluster) -> None:
     names = ("id", "schema", "table", "column", "queue", "digest_text", "state")
     proposal = {**dict.fromkeys(names, HOSTILE), "digest": "0x3", "keys": [HOSTILE], "evidence": {HOSTILE: 1}}
     stats["trx_queue"] = {"queues": [hot_queue], "proposals": [proposal]}
+    listener = {"port": 15432, "interface": "127.0.0.1", "hostgroup_id": 100, "state": HOSTILE}
+    listener |= dict.fromkeys(("connections_active", "connections_total", "connections_refused"), 1)
+    listener |= dict.fromkeys(("bytes_from_clients", "bytes_to_clients"), 1)
+    server = {"hostgroup_id": 100, "hostname": HOSTILE, "port": 5432, "status": "SHUNNED", "status_reason": HOSTILE}
+    server |= dict.fromkeys(
+        ("connections_active", "connections_total", "connect_errors", "bytes_sent", "bytes_recv"), 1
+    )
+    stats["pgsql_forward"] = {"listeners": [listener], "servers": [server]}
     send_report(node, timezone.now(), stats, None)
 
 
@@ -676,6 +689,9 @@ def test_hostile_values_are_escaped_on_every_page(published: Cluster, operator: 
         body = response.content.decode()
         assert "<script>alert(1)" not in body and "onerror=alert(2)>" not in body, url
     assert html.escape(HOSTILE) in operator.get(reverse("web:hot_rows")).content.decode()  # the report was read
+    backends = operator.get(reverse("web:backends_table")).content.decode()
+    listener = re.search(rf'<tr data-listener="15432/{NODE}">(.*?)</tr>', backends, re.S).group(1)
+    assert html.escape(HOSTILE) in listener  # its state, as text
 
 
 def test_a_publish_refuses_a_draft_changed_since_its_preview(cluster: Cluster, operator: Client) -> None:
