@@ -50,3 +50,45 @@ def error_response(sqlstate: str, message: str, severity: str = "FATAL", detail:
     body = b"".join(kind + value.encode("utf-8", "replace").replace(b"\0", b" ") + b"\0" for kind, value in fields)
     body += b"\0"
     return b"E" + struct.pack("!i", len(body) + 4) + body
+
+
+def message(kind: bytes, body: bytes = b"") -> bytes:
+    """A typed message: its type byte, its length (itself included) and its body."""
+    return kind + struct.pack("!i", len(body) + 4) + body
+
+
+def startup_message(parameters: dict[str, str]) -> bytes:
+    """A StartupMessage (protocol 3.0) with ``parameters`` (user, database, application_name, ...)."""
+    body = struct.pack("!i", PROTOCOL_3)
+    body += b"".join(k.encode() + b"\0" + v.encode() + b"\0" for k, v in parameters.items()) + b"\0"
+    return struct.pack("!i", len(body) + 4) + body
+
+
+def request(code: int) -> bytes:
+    """An SSLRequest or GSSENCRequest: the first message that asks for an encrypted connection."""
+    return _HEAD.pack(8, code)
+
+
+def error_fields(body: bytes) -> dict[str, str]:
+    """An ErrorResponse's or NoticeResponse's fields by type letter (``C`` SQLSTATE, ``M`` message, ...)."""
+    fields = {}
+    for part in body.split(b"\0"):
+        if part:
+            fields[chr(part[0])] = part[1:].decode("utf-8", "replace")
+    return fields
+
+
+def data_row(body: bytes) -> tuple[bytes | None, ...]:
+    """A DataRow's values (None for NULL), as the server sent them."""
+    (count,) = struct.unpack_from("!h", body)
+    values: list[bytes | None] = []
+    at = 2
+    for _ in range(count):
+        (size,) = struct.unpack_from("!i", body, at)
+        at += 4
+        if size < 0:
+            values.append(None)
+            continue
+        values.append(body[at : at + size])
+        at += size
+    return tuple(values)
