@@ -720,18 +720,25 @@ def _tls_errors(rows: list[tuple[int, GlobalVariable]], variables: Variables) ->
                 yield (f"global_variables[{where[name]}] {name}: set without {other}; set both (PEM files) or neither")
 
 
+def listener_port_error(port: int, variables: Variables) -> str | None:
+    """Why a forwarding listener may not take ``port`` on a node run with ``variables``: it is the port of the
+    MySQL listener (any of ``mysql-interfaces``) or of the admin endpoint; None when it may."""
+    taken = {variables.integer("admin-restapi_port"): "admin-restapi_port"}
+    for part in variables.text("mysql-interfaces").split(";"):
+        _, sep, text = part.strip().rpartition(":")
+        if sep and text.isdigit():
+            taken.setdefault(int(text), "mysql-interfaces")
+    if port in taken:
+        return f"{port} is the port of {taken[port]}; give the listener a port of its own"
+    return None
+
+
 def _listener_errors(rows: list[tuple[int, PgsqlForwardListener]], variables: Variables) -> Iterator[str]:
     """A forwarding listener on the port of the MySQL listener or of the admin endpoint."""
-    taken: dict[str, int] = {"admin-restapi_port": variables.integer("admin-restapi_port")}
-    for part in variables.text("mysql-interfaces").split(";"):
-        _, sep, port = part.strip().rpartition(":")
-        if sep and port.isdigit():
-            taken.setdefault("mysql-interfaces", int(port))
     for index, listener in rows:
-        for name, used in taken.items():
-            if listener.port == used:
-                where = _where("pgsql_forward_listeners", index, _as_row(listener))
-                yield f"{where}: port: {used} is the port of {name}; give the listener a port of its own"
+        error = listener_port_error(listener.port, variables)
+        if error is not None:
+            yield f"{_where('pgsql_forward_listeners', index, _as_row(listener))}: port: {error}"
 
 
 def _warnings(rows: _Rows, variables: Variables) -> Iterator[str]:
