@@ -357,7 +357,7 @@ def test_proxysql_3_pgsql_servers_and_variables_are_imported() -> None:
     said = "\n".join(notes)
     threads = line_of(PROXYSQL_3_CNF, "threads")
     assert f"line {threads}: pgsql_variables.threads not imported: ProxyFleet has no pgsql-threads" in said
-    assert "pgsql_variables.interfaces not imported" in said
+    assert config.variables.text("pgsql-interfaces") == "0.0.0.0:6133"
     assert f"line {line_of(PROXYSQL_3_CNF, 'pgsql_servers')}: pgsql_servers imported: ProxyFleet forwards" in said
     with pytest.raises(CnfError, match="line 2: pgsql_variables must be a group"):
         import_cnf(cluster, "\npgsql_variables = ( 1 )\n", None)
