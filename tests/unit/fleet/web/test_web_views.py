@@ -25,6 +25,7 @@ from fleet.core.models import (
     Hostgroup,
     PgsqlForwardListener,
     PgsqlServer,
+    PgsqlUser,
     ProxyNode,
     QueryRule,
     ReplicationHostgroup,
@@ -376,6 +377,11 @@ PGSQL_SERVER = {"hostname": "127.0.0.1", "hostgroup_id": "100", "port": "5432", 
 PGSQL_SERVER |= {"max_connections": "1000", "max_replication_lag": "0", "max_latency_ms": "0", "comment": ""}
 PGSQL_LISTENER = {"port": "15432", "interface": "127.0.0.1", "hostgroup_id": "100", "active": "on"}
 PGSQL_LISTENER |= {"max_connections": "10000", "comment": ""}
+PGSQL_USER = {"username": "app_pg", "password": SECRET, "active": "on", "default_hostgroup": "100"}
+PGSQL_USER |= {"transaction_persistent": "on", "backend": "on", "frontend": "on", "max_connections": "10000"}
+PGSQL_USER |= {"pool_mode": "transaction", "attributes": "", "comment": ""}
+#: A text that starts like a SCRAM-SHA-256 verifier and is not one (no ServerKey).
+BAD_VERIFIER = "SCRAM-SHA-256$4096:c2FsdA==$c3RvcmVka2V5"
 
 BAD_INPUT = [
     ("servers", server_form(), {"port": "70000"}, "port", "65535"),
@@ -407,6 +413,10 @@ BAD_INPUT = [
     ("pgsql-forward-listeners", PGSQL_LISTENER, {"port": "6033"}, "port", "6033 is the port of mysql-interfaces"),
     ("pgsql-forward-listeners", PGSQL_LISTENER, {"port": "6070"}, "port", "6070 is the port of admin-restapi_port"),
     ("pgsql-forward-listeners", PGSQL_LISTENER, {"max_connections": "0"}, "max_connections", "below the minimum 1"),
+    ("pgsql-users", PGSQL_USER, {"password": BAD_VERIFIER}, "password", "read as a verifier"),
+    ("pgsql-users", PGSQL_USER, {"pool_mode": "statement"}, "pool_mode", "not one of the available choices"),
+    ("pgsql-users", PGSQL_USER, {"default_hostgroup": "-1"}, "default_hostgroup", "below the minimum 0"),
+    ("pgsql-users", PGSQL_USER, {"max_connections": "-1"}, "max_connections", "below the minimum 0"),
 ]
 
 
@@ -485,6 +495,27 @@ def test_secrets_are_write_only(published: Cluster, operator: Client) -> None:
     for form in (operator.get(edit).content.decode(), operator.get(variable_edit).content.decode()):
         (secret_input,) = re.findall(r'<input type="password"[^>]*>', form)
         assert "value=" not in secret_input
+
+
+def test_a_pgsql_user_s_password_is_write_only_and_published(published: Cluster, operator: Client) -> None:
+    """A PostgreSQL user's password is taken by its form, never shown (list, form, diff, export), kept when the form
+    leaves it blank, and published as typed (what the node logs clients in with)."""
+    save_row(PgsqlServer(cluster=published, hostgroup_id=100, hostname="127.0.0.1"), None)
+    assert operator.post(reverse("web:row_add", args=["pgsql-users"]), PGSQL_USER).status_code == 302
+    user = PgsqlUser.objects.get(cluster=published, username="app_pg")
+    assert (user.password, user.pool_mode, user.default_hostgroup) == (SECRET, "transaction", 100)
+    edit = reverse("web:row_edit", args=["pgsql-users", user.pk])
+    assert operator.post(edit, {**PGSQL_USER, "password": "", "pool_mode": "session"}).status_code == 302
+    user.refresh_from_db()
+    assert (user.password, user.pool_mode) == (SECRET, "session")
+    version = publishing.publish(published, None, comment="a PostgreSQL user")
+    assert [(u["username"], u["password"]) for u in version.document["pgsql_users"]] == [("app_pg", SECRET)]
+    for url in [*viewer_urls(), *operator_urls(published), reverse("web:diff") + "?old=2&new=3"]:
+        assert SECRET not in operator.get(url).content.decode(), url
+    (secret_input,) = re.findall(r'<input type="password"[^>]*>', operator.get(edit).content.decode())
+    assert "value=" not in secret_input
+    listed = operator.get(reverse("web:table_list", args=["pgsql-users"])).content.decode()
+    assert "app_pg" in listed and ">session<" in listed
 
 
 # --- publish, diff, rollback -----------------------------------------------------------------------------------
@@ -650,6 +681,9 @@ def plant_hostile_values(cluster: Cluster) -> None:
     save_row(sharded, None)
     save_row(PgsqlServer(cluster=cluster, hostgroup_id=100, hostname="10.0.0.40", comment=HOSTILE), None)
     save_row(PgsqlForwardListener(cluster=cluster, port=15432, hostgroup_id=100, comment=HOSTILE), None)
+    save_row(
+        PgsqlUser(cluster=cluster, username=HOSTILE, password=HOSTILE, default_hostgroup=100, comment=HOSTILE), None
+    )
     hostgroup = Hostgroup.objects.get(cluster=cluster, hostgroup_id=10)
     hostgroup.name = hostgroup.comment = HOSTILE
     hostgroup.save()
