@@ -497,6 +497,18 @@ def test_secrets_are_write_only(published: Cluster, operator: Client) -> None:
         assert "value=" not in secret_input
 
 
+def test_a_forwarding_listener_may_not_take_the_postgresql_listener_s_port(cluster: Cluster, operator: Client) -> None:
+    """The draft's pgsql-interfaces port is the node's own: a forwarding listener's form names it on its port."""
+    save_row(Variable(cluster=cluster, variable_name="pgsql-interfaces", variable_value="127.0.0.1:6133"), None)
+    response = operator.post(
+        reverse("web:row_add", args=["pgsql-forward-listeners"]), {**PGSQL_LISTENER, "port": "6133"}
+    )
+    assert field_errors(response.content.decode(), "port") == [
+        "6133 is the port of pgsql-interfaces; give the listener a port of its own"
+    ]
+    assert not PgsqlForwardListener.objects.filter(cluster=cluster).exists()
+
+
 def test_a_pgsql_user_s_password_is_write_only_and_published(published: Cluster, operator: Client) -> None:
     """A PostgreSQL user's password is taken by its form, never shown (list, form, diff, export), kept when the form
     leaves it blank, and published as typed (what the node logs clients in with)."""
