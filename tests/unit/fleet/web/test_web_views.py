@@ -39,7 +39,16 @@ from fleet.web.pages import TABLE_PAGES
 from fleet.web.views.tables import PAGE_SIZE
 from proxyapp.rules.engine import QueryContext, RuleEngine
 from tests.support.control_plane import LOGIN_PASSWORD, MONITOR_SECRET, NO_ROLE, SECRET, make_cluster
-from tests.support.node_messages import digest_row, pool_row, send_ack, send_report, sharding_row, snapshot
+from tests.support.node_messages import (
+    digest_row,
+    pgsql_pool_row,
+    pgsql_section,
+    pool_row,
+    send_ack,
+    send_report,
+    sharding_row,
+    snapshot,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -298,6 +307,41 @@ def test_backends_show_the_postgresql_forwarding(published: Cluster, viewer: Cli
     assert viewer.get(reverse("web:backends")).status_code == 200
     one = viewer.get(reverse("web:server", args=[10, "127.0.0.1:3306"])).content.decode()
     assert "data-listener" not in one and "Left out" not in one  # one MySQL server's page
+
+
+def test_backends_show_the_postgresql_pooling(published: Cluster, viewer: Client) -> None:
+    """Each node's PostgreSQL listener (state, clients connected and waiting) and its server pools (ConnUsed,
+    ConnFree, ConnOK, ConnERR per server); a node whose pgsql section does not read is named, the others shown; a
+    node whose listener is off and pools nothing is left out."""
+    shunned = pgsql_pool_row("127.0.0.1", 5433, 100, "SHUNNED", "connect failed 3 times", ConnERR=3)
+    busy = pgsql_pool_row("127.0.0.1", 5432, 100, ConnUsed=2, ConnFree=3, ConnOK=5, ConnERR=1, MaxConnUsed=4)
+    section = pgsql_section(pool=[shunned, busy], clients_connected=6, waiting_clients=2, clients_total=9)
+    ProxyNode.objects.create(cluster=published, name="pg-pool-node", last_report=snapshot([]) | {"pgsql": section})
+    taken = pgsql_section("error: cannot listen on 127.0.0.1:6133: [Errno 98] address already in use")
+    ProxyNode.objects.create(cluster=published, name="pg-taken-node", last_report=snapshot([]) | {"pgsql": taken})
+    off = snapshot([]) | {"pgsql": pgsql_section("off", address="")}
+    ProxyNode.objects.create(cluster=published, name="pg-off-node", last_report=off)
+    bad = snapshot([]) | {"pgsql": {**section, "waiting_clients": -1}}
+    ProxyNode.objects.create(cluster=published, name="pg-odd-node", last_report=bad)
+    table = html.unescape(viewer.get(reverse("web:backends_table")).content.decode())
+    assert re.findall(r'<tr data-pgsql-node="([^"]+)">', table) == ["pg-pool-node", "pg-taken-node"]
+    row = re.search(r'<tr data-pgsql-node="pg-pool-node">(.*?)</tr>', table, re.S).group(1)
+    assert "127.0.0.1:6133" in row and ">listening<" in row
+    cells = re.findall(r'<td class="num (clients_connected|waiting_clients|clients_total)">(\d+)</td>', row)
+    assert cells == [("clients_connected", "6"), ("waiting_clients", "2"), ("clients_total", "9")]
+    row = re.search(r'<tr data-pgsql-node="pg-taken-node">(.*?)</tr>', table, re.S).group(1)
+    assert 'class="badge failed state">error: cannot listen on 127.0.0.1:6133' in row
+    pools = re.findall(r'<tr data-pgsql-pool="([^"]+)">', table)
+    assert pools == ["100/127.0.0.1:5432/pg-pool-node", "100/127.0.0.1:5433/pg-pool-node"]
+    row = re.search(r'<tr data-pgsql-pool="100/127.0.0.1:5432/pg-pool-node">(.*?)</tr>', table, re.S).group(1)
+    assert re.findall(r'<td class="num conn_\w+">(\d+)</td>', row) == ["2", "3", "5", "1"]
+    row = re.search(r'<tr data-pgsql-pool="100/127.0.0.1:5433/pg-pool-node">(.*?)</tr>', table, re.S).group(1)
+    assert ">SHUNNED<" in row and "connect failed 3 times" in row
+    assert "pg-odd-node: stats.pgsql.waiting_clients: expected a whole number of 0 or more" in table
+    assert "pg-off-node" not in table and "pg-odd-node</td>" not in table
+    assert viewer.get(reverse("web:backends")).status_code == 200
+    one = viewer.get(reverse("web:server", args=[10, "127.0.0.1:3306"])).content.decode()
+    assert "data-pgsql-node" not in one  # one MySQL server's page
 
 
 def test_table_lists_are_paged(cluster: Cluster, viewer: Client) -> None:
@@ -717,6 +761,8 @@ def plant_hostile_values(cluster: Cluster) -> None:
         ("connections_active", "connections_total", "connect_errors", "bytes_sent", "bytes_recv"), 1
     )
     stats["pgsql_forward"] = {"listeners": [listener], "servers": [server]}
+    pool = pgsql_pool_row(HOSTILE, 5432, 100, "SHUNNED", HOSTILE)
+    stats["pgsql"] = pgsql_section(f"error: {HOSTILE}", [pool], address=HOSTILE)
     send_report(node, timezone.now(), stats, None)
 
 
@@ -738,6 +784,8 @@ def test_hostile_values_are_escaped_on_every_page(published: Cluster, operator: 
     backends = operator.get(reverse("web:backends_table")).content.decode()
     listener = re.search(rf'<tr data-listener="15432/{NODE}">(.*?)</tr>', backends, re.S).group(1)
     assert html.escape(HOSTILE) in listener  # its state, as text
+    pooling = re.search(rf'<tr data-pgsql-node="{NODE}">(.*?)</tr>', backends, re.S).group(1)
+    assert html.escape(HOSTILE) in pooling  # its address and state, as text
 
 
 def test_a_publish_refuses_a_draft_changed_since_its_preview(cluster: Cluster, operator: Client) -> None:
