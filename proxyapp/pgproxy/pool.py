@@ -28,7 +28,7 @@ from proxyapp.backends.topology import MonitorState, pgsql_runtime, show_address
 from proxyapp.config.document import Config
 from proxyapp.config.tables import PgsqlServer
 from proxyapp.pgsql.backend import PgConnection, PgError, PgUnreachable
-from proxyapp.pgsql.messages import CONNECTION_FAILURE, TOO_MANY_CONNECTIONS
+from proxyapp.pgsql.messages import CONNECTION_FAILURE, TOO_MANY_CONNECTIONS, error_response, message
 
 log = logging.getLogger("proxyapp.pgproxy")
 
@@ -45,6 +45,13 @@ class PoolRefused(Exception):
         self.sqlstate = sqlstate
         self.message = message
         self.fields = fields
+
+    def response(self) -> bytes:
+        """The FATAL ErrorResponse the client gets: the server's own fields when it answered."""
+        if self.fields is None:
+            return error_response(self.sqlstate, self.message)
+        body = b"".join(k.encode() + v.encode() + b"\0" for k, v in self.fields.items()) + b"\0"
+        return message(b"E", body)
 
 
 class ServerConn:

@@ -9,13 +9,12 @@ as it does for MySQL servers (unreachable servers are shunned, refusals are logg
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ssl
 import struct
 
 from proxyapp.pgsql.auth import MECHANISM, AuthError, ScramClient, md5_password
 from proxyapp.pgsql.messages import SSL_REQUEST, data_row, error_fields, message, request, startup_message
-from proxyapp.pgsql.stream import ProtocolViolation, read_message
+from proxyapp.pgsql.wire import PeerGone, PgWire, ProtocolViolation
 
 #: Authentication request codes (the body of an ``R`` message starts with one).
 AUTH_OK, AUTH_CLEARTEXT, AUTH_MD5, AUTH_SASL, AUTH_SASL_CONTINUE, AUTH_SASL_FINAL = 0, 3, 5, 10, 11, 12
@@ -38,12 +37,15 @@ class PgUnreachable(Exception):
 class PgConnection:
     """A logged-in connection to a PostgreSQL server."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader = reader
-        self.writer = writer
+    def __init__(self, wire: PgWire) -> None:
+        self.wire = wire
         self.parameters: dict[str, str] = {}  # the server's ParameterStatus values
         self.backend_key = (0, 0)  # BackendKeyData: process id, secret key
-        self.closed = False
+
+    @property
+    def closed(self) -> bool:
+        """Whether the connection is gone (closed by either side, or broken)."""
+        return self.wire.closed is not None
 
     @classmethod
     async def connect(
@@ -60,21 +62,20 @@ class PgConnection:
         """Open a connection and log in (bound the wait with ``asyncio.wait_for``)."""
         where = f"{host}:{port}"
         try:
-            reader, writer = await asyncio.open_connection(host, port, limit=1 << 20)
+            _, wire = await asyncio.get_running_loop().create_connection(PgWire, host, port)
         except OSError as exc:
             raise PgUnreachable(f"cannot connect to {where}: {exc.strerror or exc}") from None
-        conn = cls(reader, writer)
+        conn = cls(wire)
         try:
             if tls is not None:
-                writer.write(request(SSL_REQUEST))
-                answer = await reader.readexactly(1)
-                if answer != b"S":
+                wire.write(request(SSL_REQUEST))
+                if await wire.byte() != b"S":
                     raise PgError({"S": "FATAL", "C": "08P01", "M": f"{where} refuses TLS, and use_ssl=1 needs it"})
-                await writer.start_tls(tls, server_hostname=host)
+                await wire.start_tls(tls, server_side=False, server_hostname=host)
             parameters = {"user": user, "database": database, "application_name": application_name}
-            writer.write(startup_message(parameters))
+            wire.write(startup_message(parameters))
             await conn._login(user, password)
-        except (OSError, asyncio.IncompleteReadError, struct.error, AuthError) as exc:
+        except (OSError, PeerGone, ProtocolViolation, struct.error, AuthError) as exc:
             conn.close()
             raise PgUnreachable(f"login to {where} failed: {exc}") from None
         except BaseException:
@@ -91,18 +92,18 @@ class PgConnection:
                 if code == AUTH_OK:
                     continue
                 if code == AUTH_CLEARTEXT:
-                    self.writer.write(message(b"p", password.encode() + b"\0"))
+                    self.wire.write(message(b"p", password.encode() + b"\0"))
                 elif code == AUTH_MD5:
-                    self.writer.write(message(b"p", md5_password(user, password, body[4:8]) + b"\0"))
+                    self.wire.write(message(b"p", md5_password(user, password, body[4:8]) + b"\0"))
                 elif code == AUTH_SASL:
                     if MECHANISM.encode() not in body[4:].split(b"\0"):
                         raise AuthError(f"the server offers no {MECHANISM}")
                     scram = ScramClient(password)
                     first = scram.first()
                     mechanism = MECHANISM.encode() + b"\0"
-                    self.writer.write(message(b"p", mechanism + struct.pack("!i", len(first)) + first))
+                    self.wire.write(message(b"p", mechanism + struct.pack("!i", len(first)) + first))
                 elif code == AUTH_SASL_CONTINUE and scram is not None:
-                    self.writer.write(message(b"p", scram.final(body[4:])))
+                    self.wire.write(message(b"p", scram.final(body[4:])))
                 elif code == AUTH_SASL_FINAL and scram is not None:
                     scram.verify(body[4:])
                 else:
@@ -120,16 +121,18 @@ class PgConnection:
     async def read(self) -> tuple[bytes, bytes]:
         """The next message: its type byte and its body."""
         try:
-            whole = await read_message(self.reader)
+            whole = await self.wire.message()
         except ProtocolViolation as exc:
             raise PgUnreachable(f"not PostgreSQL's protocol: {exc}") from None
+        except PeerGone as exc:
+            raise PgUnreachable(str(exc)) from None
         return whole[:1], whole[5:]
 
     async def query(self, sql: str) -> list[tuple[str | None, ...]]:
         """Run ``sql`` with the simple query protocol: the rows of its last result, as text; PgError when the server
         answers with an error, PgUnreachable when the connection breaks."""
         try:
-            self.writer.write(message(b"Q", sql.encode() + b"\0"))
+            self.wire.write(message(b"Q", sql.encode() + b"\0"))
             rows: list[tuple[str | None, ...]] = []
             error: PgError | None = None
             while True:
@@ -142,7 +145,7 @@ class PgConnection:
                     error = PgError(error_fields(body))
                 elif kind == b"Z":
                     break
-        except (OSError, asyncio.IncompleteReadError, struct.error) as exc:
+        except (OSError, PgUnreachable, struct.error) as exc:
             self.close()
             raise PgUnreachable(f"lost the connection: {exc}") from None
         if error is not None:
@@ -153,7 +156,5 @@ class PgConnection:
         """Say goodbye (Terminate) and close."""
         if self.closed:
             return
-        self.closed = True
-        with contextlib.suppress(OSError, RuntimeError):
-            self.writer.write(message(b"X"))
-        self.writer.close()
+        self.wire.write(message(b"X"))
+        self.wire.close()

@@ -92,3 +92,41 @@ def data_row(body: bytes) -> tuple[bytes | None, ...]:
         values.append(body[at : at + size])
         at += size
     return tuple(values)
+
+
+def auth_request(code: int, data: bytes = b"") -> bytes:
+    """An Authentication* message (``R``): its request code and data (a salt, mechanisms, a SASL answer)."""
+    return message(b"R", struct.pack("!i", code) + data)
+
+
+def parameter_status(name: str, value: str) -> bytes:
+    """A ParameterStatus message (``S``)."""
+    return message(b"S", name.encode() + b"\0" + value.encode() + b"\0")
+
+
+def backend_key_data(pid: int, key: int) -> bytes:
+    """A BackendKeyData message (``K``): what a client's CancelRequest must name."""
+    return message(b"K", struct.pack("!ii", pid, key))
+
+
+def ready_for_query(status: bytes) -> bytes:
+    """A ReadyForQuery message (``Z``): ``I`` idle, ``T`` in a transaction, ``E`` in a failed transaction."""
+    return message(b"Z", status)
+
+
+def startup_parameters(first: bytes) -> dict[str, str]:
+    """The parameters of a whole StartupMessage (user, database, options, ...); ValueError when malformed."""
+    parts = first[8:].split(b"\0")
+    if len(parts) < 2 or parts[-1] != b"" or parts[-2] != b"" or len(parts) % 2:
+        raise ValueError("malformed startup packet")
+    names, values = parts[0:-2:2], parts[1:-2:2]
+    try:
+        return {n.decode(): v.decode() for n, v in zip(names, values, strict=True)}
+    except UnicodeDecodeError:
+        raise ValueError("startup packet parameters are not UTF-8") from None
+
+
+def cstring(body: bytes, at: int) -> tuple[bytes, int]:
+    """The NUL-terminated string of ``body`` at ``at`` and the position after its NUL; ValueError when unterminated."""
+    end = body.index(b"\0", at)
+    return body[at:end], end + 1
