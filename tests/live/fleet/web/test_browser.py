@@ -512,11 +512,6 @@ def pg_role() -> Iterator[str]:
         conn.execute(f"DROP ROLE {PG_USER}")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="waits on the pooling proxy (proxyapp/pgproxy/, being written on main): until it lands the node opens no "
-    "PostgreSQL listener on pgsql-interfaces and reports no pgsql section",
-)
 def test_a_postgresql_user_from_the_browser_logs_in_through_the_node(
     browser: Browser, live_stack: LiveStack, pg_role: str
 ) -> None:
