@@ -748,19 +748,21 @@ def _tls_errors(rows: list[tuple[int, GlobalVariable]], variables: Variables) ->
 
 def listener_port_error(port: int, variables: Variables) -> str | None:
     """Why a forwarding listener may not take ``port`` on a node run with ``variables``: it is the port of the
-    MySQL listener (any of ``mysql-interfaces``) or of the admin endpoint; None when it may."""
+    MySQL listener (any of ``mysql-interfaces``), of the PostgreSQL listener (``pgsql-interfaces``) or of the admin
+    endpoint; None when it may."""
     taken = {variables.integer("admin-restapi_port"): "admin-restapi_port"}
-    for part in variables.text("mysql-interfaces").split(";"):
-        _, sep, text = part.strip().rpartition(":")
-        if sep and text.isdigit():
-            taken.setdefault(int(text), "mysql-interfaces")
+    for name in ("mysql-interfaces", "pgsql-interfaces"):
+        for part in variables.text(name).split(";"):
+            _, sep, text = part.strip().rpartition(":")
+            if sep and text.isdigit():
+                taken.setdefault(int(text), name)
     if port in taken:
         return f"{port} is the port of {taken[port]}; give the listener a port of its own"
     return None
 
 
 def _listener_errors(rows: list[tuple[int, PgsqlForwardListener]], variables: Variables) -> Iterator[str]:
-    """A forwarding listener on the port of the MySQL listener or of the admin endpoint."""
+    """A forwarding listener on the port of the MySQL or PostgreSQL listener or of the admin endpoint."""
     for index, listener in rows:
         error = listener_port_error(listener.port, variables)
         if error is not None:
