@@ -14,6 +14,8 @@ def weighted_order(candidates: Iterable[T], weight: Callable[[T], int], rng: ran
     """``candidates`` with a weight above 0 in the order to try them: each next one drawn by weight among those left
     (weighted sampling without replacement)."""
     left = [c for c in candidates if weight(c) > 0]
+    if len(left) < 2:
+        return left
     order = []
     while left:
         chosen = rng.choices(left, weights=[weight(c) for c in left])[0]

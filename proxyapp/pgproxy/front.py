@@ -136,7 +136,7 @@ class PgFront:
                 return
             try:
                 self._server = await asyncio.get_running_loop().create_server(
-                    lambda: _ClientWire(self), wanted[0], wanted[1], reuse_port=True, backlog=4096
+                    lambda: PgWire(on_made=self._accept), wanted[0], wanted[1], reuse_port=True, backlog=4096
                 )
             except OSError as exc:
                 state = f"error: cannot listen on {show_address(wanted)}: {exc.strerror or exc}"
@@ -163,6 +163,12 @@ class PgFront:
         self.pools.close_all()
 
     # ------------------------------------------------------------------------------------------- clients
+
+    def _accept(self, wire: PgWire) -> None:
+        """Serve a new client connection in a task of its own."""
+        task = asyncio.get_running_loop().create_task(self.serve(wire))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
 
     async def serve(self, wire: PgWire) -> None:
         """Serve a new client connection, from its first message to its end."""
@@ -294,18 +300,3 @@ class PgFront:
 def _is_hash(password: str) -> bool:
     """Whether a pgsql_users password is a hash (a SCRAM verifier or md5), which cannot log in to a server."""
     return (password.startswith("md5") and len(password) == 35) or password.startswith(MECHANISM + "$")
-
-
-class _ClientWire(PgWire):
-    """A client connection of the pooling proxy: served from the moment it is made."""
-
-    def __init__(self, front: PgFront) -> None:
-        super().__init__()
-        self.front = front
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        """Start serving the client."""
-        super().connection_made(transport)
-        task = asyncio.get_running_loop().create_task(self.front.serve(self))
-        self.front.tasks.add(task)
-        task.add_done_callback(self.front.tasks.discard)

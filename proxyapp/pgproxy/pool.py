@@ -140,6 +140,15 @@ class PgPools:
         self.wait_timeout_s = 10.0
         self.connect_timeout_s = 1.0
         self.waiters: dict[int, deque[Waiter]] = {}  # by hostgroup, first come first served
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop (kept: asking for the running loop costs a system call each time)."""
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        return loop
 
     def share(self, limit: int) -> int:
         """This process's share of a node-wide connection limit."""
@@ -174,7 +183,7 @@ class PgPools:
     async def acquire(self, hostgroup: int, key: PoolKey, password: str) -> ServerConn:
         """A connection of ``key`` to a server of ``hostgroup``: an idle one, a new one, or the first to come back
         within the wait timeout; PoolRefused says why not."""
-        loop = asyncio.get_running_loop()
+        loop = self.loop
         deadline = loop.time() + self.wait_timeout_s
         errors: list[str] = []
         while True:
@@ -212,7 +221,7 @@ class PgPools:
     async def _wait(self, hostgroup: int, key: PoolKey, seconds: float) -> ServerConn | None:
         """Wait in line for a connection released for this client (handed over, so that no later client takes it
         first), or for room to open one (None); None too when the time is up."""
-        future: asyncio.Future[ServerConn | None] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[ServerConn | None] = self.loop.create_future()
         waiter = Waiter(key, future)
         self.waiters.setdefault(hostgroup, deque()).append(waiter)
         try:

@@ -12,8 +12,6 @@ pinned and transaction pooling. COPY in both directions, notices, notifications 
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections import OrderedDict
 from typing import Protocol
@@ -123,7 +121,6 @@ class PgSession:
         self.unsynced = False
         self.pinned: str | None = None
         self.last_tag = b""  # the latest CommandComplete's tag
-        self.relay_task: asyncio.Task[None] | None = None
         self.ended = False
 
     # ------------------------------------------------------------------------------------------- the client
@@ -425,49 +422,55 @@ class PgSession:
             self.order.sent(81, SWALLOW)
             server.settings = dict(self.settings)
         self.server = server
-        self.relay_task = asyncio.get_running_loop().create_task(self._relay(server))
+        server.conn.wire.sink = self._relay
 
-    async def _relay(self, server: ServerConn) -> None:
-        """Pass the server's answers to the client until the connection goes back to its pool."""
-        wire = server.conn.wire
+    def _relay(self, batch: list[bytes] | None) -> None:
+        """The held server connection's answers as they arrive (None: the connection is gone), passed to the client
+        in one write; the connection goes back to its pool at a ReadyForQuery that leaves nothing owed."""
+        server = self.server
+        if server is None:
+            return
+        if batch is None:
+            if not self.ended:
+                why = server.conn.wire.closed or "the connection broke"
+                self._fatal(CONNECTION_FAILURE, f"ProxyFleet: lost the server connection: {why}")
+            self._release(server, False)
+            return
         client = self.client
         order = self.order
-        try:
-            while True:
-                outs: list[bytes] = []
-                batch = await wire.batch()
-                last = len(batch) - 1
-                for at, msg in enumerate(batch):
-                    kind = msg[0]
-                    out, ended = order.received(msg)
-                    if order.failed_parse:
-                        for name in order.failed_parse:
-                            server.prepared.pop(name, None)
-                        order.failed_parse.clear()
-                    if order.parsed:
-                        self.host.known.update(dict.fromkeys(order.parsed))
-                        order.parsed.clear()
-                    if kind == 67:  # CommandComplete: its tag
-                        self.last_tag = msg[5:-1]
-                    if out:
-                        outs.append(out)
-                    if kind == 90:  # ReadyForQuery ("Z")
-                        self.status = msg[5:6]
-                        if ended:
-                            self._transaction_state()
-                            if at == last and self._may_release():
-                                client.write(b"".join(outs))
-                                self._release(server, True)
-                                return
-                client.write(b"".join(outs))
-                if client.backlog > _HIGH_WATER:
-                    await client.drain()
-        except asyncio.CancelledError:
-            raise
-        except (PeerGone, ProtocolViolation, OSError) as exc:
-            if self.server is server and not self.ended:
-                self._fatal(CONNECTION_FAILURE, f"ProxyFleet: lost the server connection: {exc}")
-            self._release(server, False)
+        outs: list[bytes] = []
+        last = len(batch) - 1
+        for at, msg in enumerate(batch):
+            kind = msg[0]
+            out, ended = order.received(msg)
+            if order.failed_parse:
+                for name in order.failed_parse:
+                    server.prepared.pop(name, None)
+                order.failed_parse.clear()
+            if order.parsed:
+                self.host.known.update(dict.fromkeys(order.parsed))
+                order.parsed.clear()
+            if kind == 67:  # CommandComplete: its tag
+                self.last_tag = msg[5:-1]
+            if out:
+                outs.append(out)
+            if kind == 90:  # ReadyForQuery ("Z")
+                self.status = msg[5:6]
+                if ended:
+                    self._transaction_state()
+                    if at == last and self._may_release():
+                        client.write(b"".join(outs))
+                        self._release(server, True)
+                        return
+        client.write(b"".join(outs))
+        if client.backlog > _HIGH_WATER and server.conn.wire.transport is not None:
+            server.conn.wire.transport.pause_reading()  # until the client reads what it was sent
+            client.on_drained = self._resume_server
+
+    def _resume_server(self) -> None:
+        server = self.server
+        if server is not None and server.conn.wire.transport is not None:
+            server.conn.wire.transport.resume_reading()
 
     def _transaction_state(self) -> None:
         """At the client's ReadyForQuery: a transaction ended? Then its settings changes stand (or not)."""
@@ -493,9 +496,10 @@ class PgSession:
 
     def _release(self, server: ServerConn, reusable: bool) -> None:
         reusable = reusable and not self.order
+        server.conn.wire.sink = None
+        self.client.on_drained = None
         if self.server is server:
             self.server = None
-            self.relay_task = None
             self.order = ResponseOrder()
         self.pools.release(server, reusable)
 
@@ -518,12 +522,8 @@ class PgSession:
         closed (in a transaction, or answers still owed)."""
         self.ended = True
         server = self.server
-        task = self.relay_task
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        if server is not None and self.server is server:
+        if server is not None:
+            server.conn.wire.sink = None
             self.server = None
             clean = self.status == b"I" and not self.order and not self.unsynced
             if clean and self.pinned is not None:

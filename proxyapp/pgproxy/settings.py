@@ -23,6 +23,8 @@ _SET_TIME_ZONE = re.compile(r"SET\s+(?:SESSION\s+)?TIME\s+ZONE\s+(?P<value>.+)\Z
 _SET_NAMES = re.compile(r"SET\s+(?:SESSION\s+)?NAMES\s+(?P<value>.+)\Z", re.IGNORECASE | re.DOTALL)
 _RESET = re.compile(r"RESET\s+(?P<name>ALL|[A-Za-z_][A-Za-z0-9_.]*)\Z", re.IGNORECASE)
 _STARTS_SET = re.compile(r"\s*(?:SET|RESET)\b", re.IGNORECASE)
+#: How every statement that changes a setting begins.
+_CHANGES = re.compile(r"\s*(?:SET|RESET|DISCARD)\b", re.IGNORECASE)
 _SET_LOCAL = re.compile(r"\s*SET\s+LOCAL\b", re.IGNORECASE)
 _ROLE = re.compile(r"\s*SET\s+(?:SESSION\s+|LOCAL\s+)?(?:ROLE|SESSION\s+AUTHORIZATION)\b", re.IGNORECASE)
 _PINS = (
@@ -68,8 +70,14 @@ def startup_settings(parameters: dict[str, str]) -> dict[str, str]:
     return settings
 
 
+#: Words one of which a statement must hold to pin its session (a cheap first look before the patterns).
+_PIN_WORDS = re.compile(r"listen|temp|advisory|prepare|hold|load|set|reset", re.IGNORECASE)
+
+
 def pin_reason(sql: str) -> str | None:
     """Why running ``sql`` pins the session to its server connection, or None."""
+    if _PIN_WORDS.search(sql) is None:
+        return None
     if _ROLE.match(sql):
         return "SET ROLE or SESSION AUTHORIZATION"
     for pattern, reason in _PINS:
@@ -88,6 +96,8 @@ def _bare(sql: str) -> str:
 def read_change(sql: str) -> Change | None:
     """The setting change a statement makes (a single SET, RESET, DISCARD ALL), or None when it makes none the
     proxy can read."""
+    if not _CHANGES.match(sql):
+        return None
     sql = _bare(sql)
     if ";" in sql:
         return None  # several statements: pin_reason decides

@@ -2,8 +2,9 @@
 
 What arrives is kept in one buffer and handed out as whole messages: ``batch()`` gives every message that has fully
 arrived (waiting only when none has), so that the proxy answers a batch with one write, one system call, instead of
-one per message. Reading pauses while more than ``HIGH_WATER`` bytes wait unread, so a fast peer never fills the
-proxy's memory; writers wait in ``drain`` while the peer is slow to read.
+one per message. A ``sink`` takes them instead, as they arrive, with no task in between (a session relaying a
+server's answers). Reading pauses while more than ``HIGH_WATER`` bytes wait unread, so a fast peer never fills the
+proxy's memory; writers wait in ``drain`` (or are called back by ``on_drained``) while the peer is slow to read.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import struct
+from collections.abc import Callable
 
 #: The longest message read from a peer: PostgreSQL's own limit for most messages is 1 GB; a proxy holds less.
 MAX_MESSAGE = 1 << 28
@@ -32,12 +34,18 @@ class PeerGone(Exception):
 class PgWire(asyncio.Protocol):
     """One connection to a PostgreSQL peer (a client, or a server)."""
 
-    def __init__(self, limit: int = MAX_MESSAGE) -> None:
+    def __init__(self, limit: int = MAX_MESSAGE, on_made: Callable[[PgWire], None] | None = None) -> None:
+        self.on_made = on_made  # called once the connection is made (a listener serving a new client)
         self.transport: asyncio.Transport | None = None
         self.limit = limit
         self.buffer = bytearray()
         self.closed: str | None = None  # why, once the connection is gone
         self.paused = False
+        #: Takes every whole message as it arrives (and None once the connection is gone), while set.
+        self.sink: Callable[[list[bytes] | None], None] | None = None
+        #: Called once when the peer reads again after being slow to (then cleared).
+        self.on_drained: Callable[[], None] | None = None
+        self.loop = asyncio.get_running_loop()  # kept: asking for it costs a system call each time
         self._waiter: asyncio.Future[None] | None = None
         self._drained: asyncio.Future[None] | None = None
         self._writing_paused = False
@@ -45,12 +53,27 @@ class PgWire(asyncio.Protocol):
     # ------------------------------------------------------------------------------------------- protocol
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        """Keep the transport."""
+        """Keep the transport; tell ``on_made``."""
         self.transport = transport  # type: ignore[assignment]
+        if self.on_made is not None:
+            self.on_made(self)
 
     def data_received(self, data: bytes) -> None:
-        """Keep what arrived; wake the reader."""
+        """Keep what arrived; hand the whole messages to the sink, or wake the reader."""
         self.buffer += data
+        sink = self.sink
+        if sink is not None:
+            try:
+                messages = self._complete()
+            except ProtocolViolation as exc:
+                self.closed = str(exc)
+                if self.transport is not None:
+                    self.transport.close()
+                sink(None)
+                return
+            if messages:
+                sink(messages)
+            return
         if len(self.buffer) > HIGH_WATER and not self.paused and self.transport is not None:
             self.paused = True
             self.transport.pause_reading()
@@ -66,6 +89,10 @@ class PgWire(asyncio.Protocol):
         """The connection is gone."""
         self.closed = self.closed or (f"the connection broke: {exc}" if exc else "the peer closed the connection")
         self._wake()
+        sink = self.sink
+        if sink is not None:
+            self.sink = None
+            sink(None)
         drained = self._drained
         if drained is not None and not drained.done():
             drained.set_result(None)
@@ -80,6 +107,9 @@ class PgWire(asyncio.Protocol):
         drained = self._drained
         if drained is not None and not drained.done():
             drained.set_result(None)
+        callback, self.on_drained = self.on_drained, None
+        if callback is not None:
+            callback()
 
     def _wake(self) -> None:
         waiter = self._waiter
@@ -95,7 +125,7 @@ class PgWire(asyncio.Protocol):
         if self.paused and self.transport is not None:
             self.paused = False
             self.transport.resume_reading()
-        waiter = self._waiter = asyncio.get_running_loop().create_future()
+        waiter = self._waiter = self.loop.create_future()
         try:
             await waiter
         finally:
@@ -175,7 +205,7 @@ class PgWire(asyncio.Protocol):
     async def drain(self) -> None:
         """Wait while the peer is slow to read what it was sent."""
         while self._writing_paused and self.closed is None:
-            drained = self._drained = asyncio.get_running_loop().create_future()
+            drained = self._drained = self.loop.create_future()
             try:
                 await drained
             finally:
