@@ -68,11 +68,15 @@ txmodel: deps build
 test-sharding-long: deps build
 	$(PY) -m tests.support.sharding_diff --seed 1 --seeds 30 --statements 1000 --shards 2 4 $(DIFF_ARGS)
 
-# Takes down every sandbox under var/ (the dev one, test runs', benchmarks') before removing var/.
+# Takes down every sandbox under var/ (the dev one, test runs', benchmarks'; MariaDB's and PostgreSQL's) before
+# removing var/.
 clean:
 	@if [ -x $(PY) ]; then \
 	  for state in $$(find var -name sandbox.json 2>/dev/null); do \
 	    $(PY) manage.py sandbox down --dir "$$(cd "$$(dirname "$$state")" && pwd)"; \
+	  done; \
+	  for state in $$(find var -name pgsandbox.json 2>/dev/null); do \
+	    $(PY) manage.py pgsandbox down --dir "$$(cd "$$(dirname "$$state")" && pwd)"; \
 	  done; \
 	fi
 	rm -rf var
