@@ -25,7 +25,7 @@ from typing import Any
 
 from proxyapp.backends.pool import ONLINE, SHUNNED
 from proxyapp.config.document import Config
-from proxyapp.config.tables import MysqlServer
+from proxyapp.config.tables import MysqlServer, PgsqlServer
 
 #: A backend server's address: (hostname, port).
 Address = tuple[str, int]
@@ -180,6 +180,21 @@ def runtime_view(config: Config, state: MonitorState) -> RuntimeView:
     reader_of = {pair.writer_hostgroup: pair.reader_hostgroup for pair in config.mysql_replication_hostgroups}
     ordered = tuple(rows[key] for key in sorted(rows))
     return RuntimeView(ordered, placement, status_reasons, reader_of)
+
+
+def pgsql_runtime(config: Config, state: MonitorState) -> tuple[tuple[PgsqlServer, str], ...]:
+    """The runtime ``pgsql_servers`` of ``config`` under the monitor's ``state``, each with why it has its status: an
+    ONLINE server the monitor shuns is SHUNNED (PostgreSQL replication hostgroups are not read yet)."""
+    rows = []
+    for server in config.pgsql_servers:
+        verdict = state.servers.get(server.address)
+        reason = "configured"
+        if verdict is not None and server.status == ONLINE:
+            if verdict.status == SHUNNED:
+                server = dataclasses.replace(server, status=SHUNNED)
+            reason = verdict.reason or reason
+        rows.append((server, reason))
+    return tuple(rows)
 
 
 def show_address(address: Address | None) -> str:

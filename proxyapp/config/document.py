@@ -694,16 +694,16 @@ def _tls_errors(rows: list[tuple[int, GlobalVariable]], variables: Variables) ->
 
 def _listener_errors(rows: list[tuple[int, PgsqlForwardListener]], variables: Variables) -> Iterator[str]:
     """A forwarding listener on the port of the MySQL listener or of the admin endpoint."""
-    taken = {"admin-restapi_port": variables.integer("admin-restapi_port")}
+    taken: dict[str, int] = {"admin-restapi_port": variables.integer("admin-restapi_port")}
     for part in variables.text("mysql-interfaces").split(";"):
         _, sep, port = part.strip().rpartition(":")
         if sep and port.isdigit():
             taken.setdefault("mysql-interfaces", int(port))
     for index, listener in rows:
-        for name, port in taken.items():
-            if listener.port == port:
+        for name, used in taken.items():
+            if listener.port == used:
                 where = _where("pgsql_forward_listeners", index, _as_row(listener))
-                yield f"{where}: port: {port} is the port of {name}; give the listener a port of its own"
+                yield f"{where}: port: {used} is the port of {name}; give the listener a port of its own"
 
 
 def _warnings(rows: _Rows, variables: Variables) -> Iterator[str]:

@@ -556,6 +556,26 @@ _SPECS = (
     _str("pgsql-monitor_password", "monitor", "password of pgsql-monitor_username"),
     _str("pgsql-monitor_dbname", "postgres", "database the monitor connects to on PostgreSQL servers"),
     _int(
+        "pgsql-connect_timeout_server",
+        1000,
+        "ms a connect to a PostgreSQL server may take before the next server is tried",
+        minimum=1,
+        maximum=3_600_000,
+    ),
+    _int(
+        "pgsql-connect_timeout_client",
+        10_000,
+        "ms a client of a forwarding listener has to send its first message",
+        minimum=100,
+        maximum=3_600_000,
+    ),
+    _int(
+        "pgsql-connect_retries_on_failure",
+        10,
+        "other PostgreSQL servers tried when a connect fails",
+        maximum=1000,
+    ),
+    _int(
         "mysql-monitor_connect_interval",
         120_000,
         "ms between connect checks",

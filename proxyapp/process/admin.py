@@ -506,6 +506,7 @@ def render_metrics(snapshot: dict[str, Any]) -> str:
     )
     _mirror_metrics(out, snapshot.get("mirror"))
     _trx_queue_metrics(out, snapshot.get("trx_queue"))
+    _forward_metrics(out, snapshot.get("pgsql_forward"))
     config = snapshot["config"]
     out.family(
         "proxyfleet_config_info",
@@ -680,5 +681,33 @@ def _trx_queue_metrics(out: _Exposition, section: object) -> None:
         [
             ({"state": state}, sum(p["state"] == state for p in section.get("proposals", [])))
             for state in ("proposed", "applied")
+        ],
+    )
+
+
+def _forward_metrics(out: _Exposition, section: object) -> None:
+    """The forwarding listeners (``proxyapp.forward``), one series per port."""
+    if not isinstance(section, dict):
+        return
+    ports = [({"port": str(row["port"])}, row) for row in section.get("listeners", [])]
+    for column, name, kind, help in (
+        ("connections_active", "proxyfleet_pgsql_forward_connections_active", "gauge", "clients forwarded now"),
+        ("connections_total", "proxyfleet_pgsql_forward_connections_total", "counter", "clients accepted"),
+        (
+            "connections_refused",
+            "proxyfleet_pgsql_forward_connections_refused_total",
+            "counter",
+            "clients refused: the listener's max_connections",
+        ),
+    ):
+        out.family(name, kind, help, [(labels, row[column]) for labels, row in ports])
+    out.family(
+        "proxyfleet_pgsql_forward_bytes_total",
+        "counter",
+        "bytes forwarded, by direction",
+        [
+            ({**labels, "direction": direction}, row[column])
+            for labels, row in ports
+            for direction, column in (("from_clients", "bytes_from_clients"), ("to_clients", "bytes_to_clients"))
         ],
     )

@@ -15,6 +15,7 @@ from proxyapp.backends.pool import ONLINE, PoolManager, PoolSettings
 from proxyapp.backends.topology import MonitorState, runtime_view, server_row
 from proxyapp.clock import Clock, admin_may_advance
 from proxyapp.config.document import Config, ConfigError, load_config_file, parse_config
+from proxyapp.forward.forwarding import Forwarding
 from proxyapp.hotrows.broker import BrokeredHotRows, ForwardedHeat
 from proxyapp.hotrows.heat import HeatMap
 from proxyapp.hotrows.service import HotRows, HotRowSettings
@@ -134,6 +135,8 @@ class Proxy(SessionServices):
         self.monitor_state = MonitorState()
         #: The monitor, when this process runs it: with one worker process (else the supervisor does).
         self.monitor: Monitor | None = None
+        #: The forwarding listeners (``pgsql_forward_listeners``) and the PostgreSQL servers they forward to.
+        self.forwarding = Forwarding(workers)
         self._apply_servers()
         self.cache = QueryCache(config.variables.integer("mysql-query_cache_size_MB") << 20, self.counters, self.clock)
         self.events = EventsLog(self.runtime.settings.eventslog_filename)
@@ -165,6 +168,7 @@ class Proxy(SessionServices):
         else:
             self._server = await loop.create_server(self._client_protocol, listen[0], listen[1], backlog=4096)
         self.listen_address = self._server.sockets[0].getsockname()[:2]
+        await self.forwarding.bind()
         sweeper = loop.create_task(self._housekeeping())
         self.background.add(sweeper)  # type: ignore[arg-type]
         await self.mirror.start()
@@ -240,12 +244,20 @@ class Proxy(SessionServices):
                 log.info("session %d: %s, disconnecting", session.id, why)
                 session.wire.close()
         self.pools.housekeeping(now)
+        if self.forwarding.needs_bind():
+            self._rebind()
         self.hot_rows.expire()
         self.heat.sweep()
         if self.xa is not None:
             self.xa.sweep(now)
         if self.table_rows is not None:
             self.table_rows.sweep(now)
+
+    def _rebind(self) -> None:
+        """Open and close forwarding listeners as the config wants, in the background."""
+        task = asyncio.get_running_loop().create_task(self.forwarding.bind())
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
 
     def _end(self, session: Session, why: str) -> None:
         """Kill ``session`` (its running statement, its connection; its transaction is rolled back)."""
@@ -265,6 +277,7 @@ class Proxy(SessionServices):
         if self._sessions:
             await asyncio.wait(list(self._sessions), timeout=5)
         await self.mirror.stop()
+        await self.forwarding.stop()
         if self.xa is not None:
             await self.xa.close()
         if self.table_rows is not None:
@@ -295,6 +308,7 @@ class Proxy(SessionServices):
             self.events.close()
             self.events = EventsLog(self.runtime.settings.eventslog_filename)
         self.cache.clear()
+        self._rebind()
         log.info("config %s loaded from %s", config.checksum[:12], source)
         for warning in config.warnings:
             log.warning("config: %s", warning)
@@ -328,6 +342,7 @@ class Proxy(SessionServices):
         view = runtime_view(config, self.monitor_state)
         settings = PoolSettings.from_variables(config.variables, self.tls.backend)
         self.pools.apply(view.servers, settings, view.reader_of, view.placement, view.status_reasons)
+        self.forwarding.apply(config, self.monitor_state)
 
     def _adopt_monitor_state(self, state: MonitorState) -> None:
         """The monitor's findings changed: route by them."""
@@ -374,6 +389,7 @@ class Proxy(SessionServices):
                 "warnings": [],
             }
         self.apply(config, "admin", tls)
+        await self.forwarding.bind()  # the listeners are open (or their error reported) when the answer comes
         return {"ok": True, "checksum": config.checksum, "errors": [], "warnings": list(config.warnings)}
 
     async def config_document(self) -> dict:
@@ -402,6 +418,7 @@ class Proxy(SessionServices):
             "mirror": mirror,
             "server_transitions": list(self.pools.transitions),
             "trx_queue": {"queues": self.hot_rows.rows(), "proposals": self.heat.proposals()},
+            "pgsql_forward": self.forwarding.rows(),
         }
         if self.table_rows is not None:
             snapshot["sharding_tables"] = self.table_rows.rows()

@@ -85,9 +85,44 @@ def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
     out["query_rules"] = [{"rule_id": k, "hits": v} for k, v in sorted(hits.items())]
     transitions = [row for snap in snapshots for row in snap.get("server_transitions", [])]
     out["server_transitions"] = merge_transitions(transitions)
+    out["pgsql_forward"] = merge_forward_sections([snap.get("pgsql_forward", {}) for snap in snapshots])
     if all("mirror" in snap for snap in snapshots):
         out["mirror"] = merge_mirror_sections([snap["mirror"] for snap in snapshots])
     out["workers"] = len(snapshots)
+    return out
+
+
+_SUMMED_FORWARD = {
+    "listeners": (
+        "connections_active",
+        "connections_total",
+        "connections_refused",
+        "bytes_from_clients",
+        "bytes_to_clients",
+    ),
+    "servers": ("connections_active", "connections_total", "connect_errors", "bytes_sent", "bytes_recv"),
+}
+_FORWARD_KEY = {"listeners": ("port",), "servers": ("hostgroup_id", "hostname", "port")}
+
+
+def merge_forward_sections(sections: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The forwarding listeners' sections of several workers as one: figures summed per listener and per server; a
+    listener is "listening" only if every worker listens (else the first worker's error)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for part, summed in _SUMMED_FORWARD.items():
+        merged: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for section in sections:
+            for row in section.get(part, []):
+                key = tuple(row[k] for k in _FORWARD_KEY[part])
+                into = merged.get(key)
+                if into is None:
+                    merged[key] = dict(row)
+                    continue
+                for name in summed:
+                    into[name] += row[name]
+                if part == "listeners" and into["state"] == "listening":
+                    into["state"] = row["state"]
+        out[part] = [merged[key] for key in sorted(merged)]
     return out
 
 
