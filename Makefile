@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
 
-.PHONY: deps sysdeps lint build test test-unit run bench bench-failover bench-sharding bench-hot-rows txmodel test-sharding-long clean
+.PHONY: deps sysdeps lint build test test-unit run bench bench-failover bench-sharding bench-hot-rows bench-pgsql txmodel test-sharding-long clean
 
 # The virtualenv with requirements.txt installed, and the Debian packages.
 deps: sysdeps $(STAMP)
@@ -56,6 +56,13 @@ bench-sharding: deps build
 # '--quick' tries the harness in a minute and writes var/bench-hot-rows/section.md instead of the docs).
 bench-hot-rows: deps build
 	$(PY) -m devstack.bench.hot_rows $(BENCH_ARGS)
+
+# PostgreSQL (issue 16): pgbench -S and TPC-B-like, simple and prepared, 16 and 1,000 clients, direct vs PgBouncer
+# (transaction pooling) vs ProxyFleet's forwarding listener: the "PostgreSQL: pgbench, direct vs PgBouncer vs
+# ProxyFleet" section of docs/benchmarks.md; about 25 minutes a run (BENCH_ARGS='--rounds N --time S', default 2 rounds
+# of 20 s; '--quick' tries the harness in a few minutes and writes var/bench-pgsql/section.md instead of the docs).
+bench-pgsql: deps build
+	$(PY) -m devstack.bench.pgsql_bench $(BENCH_ARGS)
 
 # The model-based transaction test at length (tests/support/txmodel.py; make test runs it small):
 # BENCH_ARGS-style flags in TXMODEL_ARGS, e.g. TXMODEL_ARGS='--walkers 16 --steps 5000 --seed 7'.

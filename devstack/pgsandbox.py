@@ -109,7 +109,7 @@ def _system_user() -> pwd.struct_passwd | None:
         raise SandboxError(f"running as root needs the {SYSTEM_USER!r} system user (Debian's postgresql)") from None
 
 
-def _owned(path: Path) -> Path:
+def owned_dir(path: Path) -> Path:
     """Make ``path`` a directory the servers' user owns."""
     path.mkdir(parents=True, exist_ok=True)
     user = _system_user()
@@ -118,8 +118,9 @@ def _owned(path: Path) -> Path:
     return path
 
 
-def _as_server_user() -> dict[str, Any]:
-    """``subprocess`` arguments that run a child as the servers' user (nothing when we are not root)."""
+def as_server_user() -> dict[str, Any]:
+    """``subprocess`` arguments that run a child as the servers' user (nothing when we are not root): PostgreSQL's
+    programs, and PgBouncer, which refuses root too."""
     user = _system_user()
     if user is None:
         return {}
@@ -279,7 +280,7 @@ class PgSandbox:
             except (SandboxError, RuntimeError, OSError, psycopg.Error) as exc:
                 print(f"pgsandbox {self.base_dir}: cannot restart it as it was ({exc}); building it afresh", flush=True)
         self.down()
-        _owned(self.base_dir)
+        owned_dir(self.base_dir)
         state = _State(replicas, wanted, [self._new_server(i) for i in range(replicas + 1)])
         self._save(state)
         try:
@@ -371,7 +372,7 @@ class PgSandbox:
         """Run one of PostgreSQL's programs as the servers' user, in the server's directory; raises on failure."""
         try:
             result = subprocess.run(
-                command, capture_output=True, text=True, timeout=120, cwd=server.home, **_as_server_user()
+                command, capture_output=True, text=True, timeout=120, cwd=server.home, **as_server_user()
             )
         except FileNotFoundError:
             raise SandboxError(f"{command[0]} not found: install postgresql") from None
@@ -379,7 +380,7 @@ class PgSandbox:
             raise SandboxError(f"{what} failed for {server.name}:\n{result.stdout}\n{result.stderr}")
 
     def _initdb(self, server: PgServer) -> None:
-        _owned(server.home)
+        owned_dir(server.home)
         command = [
             str(bin_dir() / "initdb"),
             f"--pgdata={server.datadir}",
@@ -395,7 +396,7 @@ class PgSandbox:
     def _base_backup(self, replica: PgServer, primary: PgServer) -> None:
         """The replica's datadir copied from the primary, with ``standby.signal`` (``-R``); the connection it
         streams over is on its command line (``primary_conninfo``)."""
-        _owned(replica.home)
+        owned_dir(replica.home)
         command = [
             str(bin_dir() / "pg_basebackup"),
             f"--pgdata={replica.datadir}",
@@ -439,7 +440,7 @@ class PgSandbox:
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
                     cwd=server.home,
-                    **_as_server_user(),
+                    **as_server_user(),
                 )
             server.pid = proc.pid
             if self._wait_ready(server, proc):
