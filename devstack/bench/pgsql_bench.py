@@ -30,6 +30,7 @@ import argparse
 import contextlib
 import datetime
 import json
+import math
 import os
 import platform
 import re
@@ -73,6 +74,9 @@ POOL_SIZE = 20
 HOSTGROUP = 100
 #: Seconds a pgbench run may take beyond its -T before it is killed and recorded as failed.
 RUN_GRACE_S = 120
+#: pgbench's -T counts from before its clients connect (1,000 SCRAM logins took 6 s directly on the 2-CPU machine), so
+#: a step's -T is its measured time plus this much per client; pgbench's tps leaves the connecting time out.
+CONNECT_S_PER_CLIENT = 0.015
 #: The field note's oneproxy-monitor: ~340,000 tps with the proxy at 16 CPUs.
 NOTE_TPS_PER_CPU = 22_000
 
@@ -526,17 +530,18 @@ class Bench:
         prefix = self.logs / "tx" / name
         prefix.parent.mkdir(exist_ok=True)
         args = ["-b", workload.script, "-M", workload.mode, "-c", str(clients), "-j", str(s.threads)]
-        args += ["-T", str(s.seconds), "-l", f"--sampling-rate={s.sampling_rate}", f"--log-prefix={prefix}"]
+        duration = step_seconds(s.seconds, clients)
+        args += ["-T", str(duration), "-l", f"--sampling-rate={s.sampling_rate}", f"--log-prefix={prefix}"]
         sampler = _BackendSampler(self.sandbox.primary(), name)
         roles = self.roles()
         before = CpuSnapshot.take()
         started = time.monotonic()
         try:
-            done = self._pgbench(args, self.ports[target], name, timeout=s.seconds + RUN_GRACE_S)
+            done = self._pgbench(args, self.ports[target], name, timeout=duration + RUN_GRACE_S)
             code, text = done.returncode, done.stdout
         except subprocess.TimeoutExpired as exc:
             partial = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""
-            code, text = None, f"killed after {s.seconds + RUN_GRACE_S} s\n{partial}"
+            code, text = None, f"killed after {duration + RUN_GRACE_S} s\n{partial}"
         wall = time.monotonic() - started
         cpu = before.until(CpuSnapshot.take(), roles, client="pgbench")
         log = self.logs / f"{name}.log"
@@ -583,6 +588,11 @@ class Bench:
     def save(self) -> None:
         """Write results.json (after every run, so an interrupted run keeps what it measured)."""
         (OUT / "results.json").write_text(json.dumps(self.document(), indent=2))
+
+
+def step_seconds(seconds: int, clients: int) -> int:
+    """A step's -T: its measured ``seconds`` and the time its ``clients`` may take to connect."""
+    return seconds + math.ceil(clients * CONNECT_S_PER_CLIENT)
 
 
 def _logs_in(port: int) -> bool:
@@ -665,7 +675,8 @@ def render(bench: Bench, machine_line: str, command: str, loads: tuple[str, str]
         "",
         f"Written by `{command}` (`devstack/bench/pgsql_bench.py`; raw results in `var/bench-pgsql/results.json`, "
         "pgbench's output in `var/bench-pgsql/logs/`): a PostgreSQL sandbox primary with pgbench's tables at scale "
-        f"{s.scale}; pgbench (`-j {s.threads} -T {s.seconds}`, as `app` with SCRAM) against it directly, through "
+        f"{s.scale}; pgbench (`-j {s.threads}`, as `app` with SCRAM; `-T` is {s.seconds} s plus "
+        f"{CONNECT_S_PER_CLIENT * 1000:.0f} s per 1,000 clients for them to connect) against it directly, through "
         f"PgBouncer (transaction pooling, {POOL_SIZE} server connections) and through ProxyFleet's forwarding "
         f"listener (docs/postgresql.md: whole connections passed to the server); {s.rounds} round(s), the targets "
         "interleaved step by step and reversed every other round.",
@@ -678,7 +689,13 @@ def render(bench: Bench, machine_line: str, command: str, loads: tuple[str, str]
         "errors are failed transactions, clients pgbench aborted and failed runs, summed over the rounds; server "
         "backends is the most server backends the step's clients had at once (by their application_name, sampled "
         "twice a second: PgBouncer's idle pool from an earlier step is not counted); CPU s per 1k tx is the CPU time "
-        "of the PgBouncer process or of the proxy's processes per 1,000 transactions.",
+        "of the PgBouncer process or of the proxy's processes per 1,000 transactions (at 1,000 clients it includes "
+        "their logins: PgBouncer checks each client's SCRAM proof itself, the forwarding listener only passes the "
+        "bytes).",
+        f"- PgBouncer {PgBouncer.version().split()[-1]} keeps no prepared statements across the server connections "
+        "of transaction pooling (`max_prepared_statements` came in 1.21): with `-M prepared` its clients meet "
+        "statements another client prepared, or miss their own, and pgbench aborts them. The forwarding listener "
+        "gives each client its own server connection, so prepared statements work as they do directly.",
         "",
         *table(bench.runs, targets),
         "",

@@ -12,6 +12,7 @@ from devstack.bench.pgsql_bench import (
     parse_pgbench,
     per_cpu,
     ratio,
+    step_seconds,
     table,
 )
 from devstack.bench.sharding_bench import percentile
@@ -163,3 +164,8 @@ def test_quick_settings_and_targets() -> None:
     assert (quick.rounds, quick.seconds, quick.clients, quick.targets) == (1, 4, (16, 1000), ("direct", "pgbouncer"))
     full = parse_args([])
     assert (full.rounds, full.seconds, full.targets) == (2, 20, ("direct", "pgbouncer", "proxyfleet"))
+
+
+def test_step_seconds_leave_time_for_the_clients_to_connect() -> None:
+    assert step_seconds(20, 16) == 21
+    assert step_seconds(20, 1000) == 35
