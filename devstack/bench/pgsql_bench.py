@@ -229,6 +229,11 @@ class Cell:
         return self._median([r.lat_p99_ms for r in self.runs])
 
     @property
+    def aborted(self) -> bool:
+        """Whether pgbench aborted clients in a round (its tps then counts only what they did before)."""
+        return any(r.aborted for r in self.runs)
+
+    @property
     def errors(self) -> int:
         """Errors summed over the rounds."""
         return sum(r.error_count for r in self.runs)
@@ -261,6 +266,8 @@ def ratio(top: float | None, bottom: float | None) -> float | None:
     return top / bottom if top is not None and bottom else None
 
 
+#: After a tps whose run lost clients: pgbench aborted them on an error and counted only what they did before.
+ABORTED_MARK = " †"
 #: The roles whose CPU per 1,000 transactions the table shows: the pooler and the proxy.
 MIDDLE = {PGBOUNCER: "pgbouncer", PROXYFLEET: "proxy"}
 
@@ -284,7 +291,11 @@ def table(runs: list[Run], targets: tuple[str, ...]) -> list[str]:
     lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (numeric - 1) + "---|" * (len(head) - numeric)]
     for (workload, clients), by_target in cells(runs).items():
         got = [by_target.get(t) for t in targets]
-        row = [workload, f"{clients:,}", *(_fmt(c.tps if c else None) for c in got)]
+        row = [
+            workload,
+            f"{clients:,}",
+            *(_fmt(c.tps if c else None) + (ABORTED_MARK if c and c.aborted else "") for c in got),
+        ]
         for top, bottom in ratios:
             high, low = by_target.get(top), by_target.get(bottom)
             row.append(_fmt(ratio(high.tps if high else None, low.tps if low else None), ".2f"))
@@ -698,6 +709,8 @@ def render(bench: Bench, machine_line: str, command: str, loads: tuple[str, str]
         "gives each client its own server connection, so prepared statements work as they do directly.",
         "",
         *table(bench.runs, targets),
+        "",
+        f"{ABORTED_MARK.strip()} pgbench aborted clients of that run on an error: its tps counts what they did before.",
         "",
     ]
     if PROXYFLEET in targets:
