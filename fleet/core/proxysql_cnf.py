@@ -5,7 +5,8 @@ or ``:``, groups ``{}``, lists ``()``, arrays ``[]``, strings, integers, floats,
 ``/* */`` comments). ``cnf_to_document`` maps ProxySQL's sections onto the config document: ``mysql_servers``
 (``address``/``hostgroup`` as ProxySQL's cnf spells them), ``mysql_users``, ``mysql_query_rules``,
 ``mysql_query_rules_fast_routing``,
-``mysql_replication_hostgroups`` and ``mysql_variables`` (``threads=4`` becomes ``mysql-threads``). What ProxyFleet
+``mysql_replication_hostgroups``, ``mysql_variables`` (``threads=4`` becomes ``mysql-threads``), and ProxySQL 3.0's
+``pgsql_servers`` and ``pgsql_variables`` (``monitor_username`` becomes ``pgsql-monitor_username``). What ProxyFleet
 has no place for (``admin_variables``, the scheduler, unknown variables or columns) is left out with a note naming
 its line. Every error names its line.
 """
@@ -29,9 +30,15 @@ TABLE_SECTIONS = (
     "mysql_query_rules",
     "mysql_query_rules_fast_routing",
     "mysql_replication_hostgroups",
+    "pgsql_servers",
 )
+#: Sections of global variables: section -> the prefix of its variables' names.
+VARIABLE_SECTIONS = {"mysql_variables": "mysql-", "pgsql_variables": "pgsql-"}
 #: Names ProxySQL's cnf accepts for a column besides the column's own.
-COLUMN_ALIASES = {"mysql_servers": {"address": "hostname", "hostgroup": "hostgroup_id"}}
+COLUMN_ALIASES = {
+    "mysql_servers": {"address": "hostname", "hostgroup": "hostgroup_id"},
+    "pgsql_servers": {"address": "hostname", "hostgroup": "hostgroup_id"},
+}
 IGNORED_SECTIONS = {"admin_variables": "the admin interface is ProxyFleet's own (admin address, REST API)"}
 #: Sections ProxyFleet does not take whose loss changes what the proxy does (routing, failover, who may connect,
 #: scripts it runs): an import that would drop one is refused unless forced, so a migration never changes routing
@@ -49,7 +56,16 @@ BEHAVIOUR_SECTIONS = frozenset(
         "proxysql_servers",
         "scheduler",
         "restapi_routes",
+        "pgsql_users",
+        "pgsql_query_rules",
+        "pgsql_replication_hostgroups",
+        "pgsql_hostgroup_attributes",
     }
+)
+#: The note on imported pgsql_servers: ProxyFleet reaches them only through forwarding listeners.
+PGSQL_SERVERS_NOTE = (
+    "pgsql_servers imported: ProxyFleet forwards whole PostgreSQL connections to them through "
+    "pgsql_forward_listeners; add a listener for each hostgroup clients reach"
 )
 
 
@@ -262,8 +278,8 @@ def cnf_to_document(text: str) -> CnfImport:
         line = cnf.lines[name]
         if name in TABLE_SECTIONS:
             _table_rows(result, name, value, line)
-        elif name == "mysql_variables":
-            _variables(result, value, line)
+        elif name in VARIABLE_SECTIONS:
+            _variables(result, name, value, line)
         elif name in IGNORED_SECTIONS:
             result.notes.append(f"line {line}: {name} not imported: {IGNORED_SECTIONS[name]}")
         elif name in BEHAVIOUR_SECTIONS:
@@ -272,6 +288,8 @@ def cnf_to_document(text: str) -> CnfImport:
             result.dropped.append(note)
         else:
             result.notes.append(f"line {line}: {name} not imported: ProxyFleet has no such table or setting")
+    if result.document["pgsql_servers"]:
+        result.notes.append(f"line {cnf.lines['pgsql_servers']}: {PGSQL_SERVERS_NOTE}")
     return result
 
 
@@ -298,19 +316,17 @@ def _table_rows(result: CnfImport, table: str, rows: Any, line: int) -> None:
         result.document[table].append(row)
 
 
-def _variables(result: CnfImport, group: Any, line: int) -> None:
+def _variables(result: CnfImport, section: str, group: Any, line: int) -> None:
     if not isinstance(group, Group):
-        raise CnfError(line, "mysql_variables must be a group: mysql_variables = { threads = 4 ... }")
+        raise CnfError(line, f"{section} must be a group: {section} = {{ threads = 4 ... }}")
     rows = result.document["global_variables"]
     for key, value in group.items():
-        name = f"mysql-{key}"
+        name = f"{VARIABLE_SECTIONS[section]}{key}"
         if name not in VARIABLES:
-            result.notes.append(
-                f"line {group.lines[key]}: mysql_variables.{key} not imported: ProxyFleet has no {name}"
-            )
+            result.notes.append(f"line {group.lines[key]}: {section}.{key} not imported: ProxyFleet has no {name}")
             continue
         if isinstance(value, list | Group):
-            raise CnfError(group.lines[key], f"mysql_variables.{key} must be a single value")
+            raise CnfError(group.lines[key], f"{section}.{key} must be a single value")
         text = ("true" if value else "false") if isinstance(value, bool) else str(value)
         result.lines[("global_variables", len(rows))] = group.lines[key]
         rows.append({"variable_name": name, "variable_value": text})

@@ -12,6 +12,8 @@ from django.http import Http404
 from fleet.core.models import (
     FastRoutingRule,
     Hostgroup,
+    PgsqlForwardListener,
+    PgsqlServer,
     QueryRule,
     ReplicationHostgroup,
     Server,
@@ -95,6 +97,8 @@ TABLE_PAGES: tuple[TablePage, ...] = (
     TablePage("replication-hostgroups", "Replication hostgroups", ReplicationHostgroup, ("check_type", "comment")),
     TablePage("shards", "Shards", Shard, ("shard_group", "physical_schema", "comment")),
     TablePage("sharded-tables", "Sharded tables", ShardedTable, ("schemaname", "tablename", "shard_group", "comment")),
+    TablePage("pgsql-servers", "PostgreSQL servers", PgsqlServer, ("hostname", "comment")),
+    TablePage("pgsql-forward-listeners", "PostgreSQL listeners", PgsqlForwardListener, ("interface", "comment")),
     TablePage("variables", "Variables", Variable, ("variable_name",)),  # never the values: some are secrets
     TablePage("hostgroups", "Hostgroups", Hostgroup, ("name", "comment")),
 )

@@ -50,12 +50,13 @@ from typing import Any
 from proxyapp.backends.pool import OFFLINE_HARD, ONLINE, SHUNNED, server_tls
 from proxyapp.backends.topology import Address, MonitorState, ServerVerdict, runtime_view, show_address
 from proxyapp.config.document import Config
-from proxyapp.config.tables import MysqlServer
+from proxyapp.config.tables import MysqlServer, PgsqlServer
 from proxyapp.config.variables import Variables
 from proxyapp.mysql.backend import BackendConnection, BackendError, Credentials
 from proxyapp.mysql.constants import Command
 from proxyapp.mysql.packets import ErrPacket, ProtocolError
 from proxyapp.mysql.wire import PeerClosed
+from proxyapp.pgsql.backend import PgConnection, PgError, PgUnreachable
 
 log = logging.getLogger("proxyapp.backends.monitor")
 
@@ -80,6 +81,14 @@ _CHECK_NAMES = {
 #: BackendError's code when the server could not be reached at all (refused, timed out, broken handshake).
 _NOT_REACHED = 2003
 
+#: A PostgreSQL server's replication lag in seconds: NULL on a primary, 0 while the replica has replayed all it
+#: received, -1 when it cannot be told (nothing replayed yet).
+_PG_LAG_SQL = (
+    "SELECT CASE WHEN NOT pg_is_in_recovery() THEN NULL "
+    "WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0 "
+    "ELSE COALESCE(EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp())::int, -1) END"
+)
+
 # A SHOW, not a SELECT: the monitor's checks never show up in the servers' Com_select.
 _READ_ONLY_SQL = "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('read_only', 'innodb_read_only', 'super_read_only')"
 
@@ -99,6 +108,9 @@ class MonitorSettings:
     lag_when_null: int
     history_ms: int
     shun_recovery_time_sec: int
+    pgsql_username: str = "monitor"
+    pgsql_password: str = "monitor"
+    pgsql_dbname: str = "postgres"
 
     @classmethod
     def from_variables(cls, v: Variables) -> MonitorSettings:
@@ -115,6 +127,9 @@ class MonitorSettings:
             lag_when_null=v.integer("mysql-monitor_slave_lag_when_null"),
             history_ms=v.integer("mysql-monitor_history"),
             shun_recovery_time_sec=v.integer("mysql-shun_recovery_time_sec"),
+            pgsql_username=v.text("pgsql-monitor_username"),
+            pgsql_password=v.text("pgsql-monitor_password"),
+            pgsql_dbname=v.text("pgsql-monitor_dbname"),
         )
 
 
@@ -133,10 +148,10 @@ class Outcome:
 class _Server:
     """One monitored server: its monitor connection, the latest findings and the counts that decide its status."""
 
-    def __init__(self, address: Address, row: MysqlServer) -> None:
+    def __init__(self, address: Address, row: MysqlServer | PgsqlServer) -> None:
         self.address = address
         self.row = row  # a config row of the address (one with use_ssl=1 if any: how it is reached)
-        self.conn: BackendConnection | None = None
+        self.conn: BackendConnection | PgConnection | None = None
         self.lock = asyncio.Lock()  # one query at a time on the shared connection
         self.connect_ok: bool | None = None
         self.ping_ok: bool | None = None
@@ -160,7 +175,7 @@ class _Server:
             return ServerVerdict(SHUNNED, reason, self.read_only)
         return ServerVerdict(ONLINE, self.recovered, self.read_only)
 
-    def discard(self, conn: BackendConnection | None) -> None:
+    def discard(self, conn: BackendConnection | PgConnection | None) -> None:
         """Close ``conn`` and forget it if it is the shared connection (broken, or in an unknown state)."""
         if conn is not None:
             conn.close()
@@ -229,9 +244,11 @@ class Monitor:
         self.start()
 
     def _sync_servers(self) -> None:
-        """Monitor every address of the config (except those only OFFLINE_HARD); forget the others."""
-        wanted: dict[Address, MysqlServer] = {}
-        for row in self.config.mysql_servers:
+        """Monitor every address of the config, MySQL's and PostgreSQL's (except those only OFFLINE_HARD); forget
+        the others."""
+        wanted: dict[Address, MysqlServer | PgsqlServer] = {}
+        rows: list[MysqlServer | PgsqlServer] = [*self.config.mysql_servers, *self.config.pgsql_servers]
+        for row in rows:
             if row.status != OFFLINE_HARD and (row.address not in wanted or row.use_ssl):
                 wanted[row.address] = row
         for address in list(self._servers):
@@ -240,8 +257,8 @@ class Monitor:
                 gone.discard(gone.conn)
         for address in sorted(wanted):
             server = self._servers.setdefault(address, _Server(address, wanted[address]))
-            if server.row.use_ssl != wanted[address].use_ssl:  # reached another way from now on
-                server.discard(server.conn)
+            if server.row.use_ssl != wanted[address].use_ssl or type(server.row) is not type(wanted[address]):
+                server.discard(server.conn)  # reached another way from now on
             server.row = wanted[address]
 
     # ------------------------------------------------------------------------------------------- checking
@@ -281,9 +298,11 @@ class Monitor:
         return check_types
 
     def _limits(self, column: str) -> dict[Address, int]:
-        """Each server's smallest non-zero value of the mysql_servers ``column`` among its rows."""
+        """Each server's smallest non-zero value of the ``column`` of mysql_servers or pgsql_servers among its
+        rows."""
         limits: dict[Address, int] = {}
-        for server in self.config.mysql_servers:
+        rows: list[MysqlServer | PgsqlServer] = [*self.config.mysql_servers, *self.config.pgsql_servers]
+        for server in rows:
             value = getattr(server, column)
             if value > 0:
                 old = limits.get(server.address)
@@ -343,6 +362,8 @@ class Monitor:
             self._unreachable(check, server, outcome.error or "")
 
     async def _probe(self, check: str, server: _Server, timeout: float) -> Outcome:
+        if isinstance(server.row, PgsqlServer):
+            return await self._probe_pgsql(check, server)
         host, port = server.address
         credentials = Credentials(self.settings.username, self.settings.password)
         tls = server_tls(server.row, self.tls)
@@ -352,7 +373,7 @@ class Monitor:
             return Outcome()
         async with server.lock:
             kept = server.conn
-            if kept is None or kept.wire.closed is not None:
+            if not isinstance(kept, BackendConnection) or kept.wire.closed is not None:
                 server.discard(kept)
                 kept = server.conn = await BackendConnection.connect(
                     host, port, credentials, None, timeout=timeout, tls=tls
@@ -362,6 +383,47 @@ class Monitor:
             try:
                 return await self._query(check, conn, server)
             except (PeerClosed, ProtocolError, OSError) as broken:
+                server.discard(conn)
+                raise _Unreachable(f"lost the connection to {show_address(server.address)}: {broken}") from None
+            except BaseException:  # a timeout (cancelled): the connection's state is unknown
+                server.discard(conn)
+                raise
+
+    async def _pg_login(self, server: _Server) -> PgConnection:
+        """A PostgreSQL monitor connection (``pgsql-monitor_*``); BackendError as MySQL's connect raises it."""
+        host, port = server.address
+        s = self.settings
+        try:
+            return await PgConnection.connect(
+                host, port, s.pgsql_username, s.pgsql_password, s.pgsql_dbname, tls=server_tls(server.row, self.tls)
+            )
+        except PgUnreachable as exc:
+            raise BackendError(str(exc), _NOT_REACHED) from None
+        except PgError as exc:  # it answered: a wrong password, an unknown database
+            raise BackendError(f"{show_address(server.address)} refused the monitor: {exc}", 1045) from None
+
+    async def _probe_pgsql(self, check: str, server: _Server) -> Outcome:
+        """A check on a PostgreSQL server: connect logs in afresh, ping runs an empty query, the lag reads how far
+        a replica's replay is behind; ping and lag share one connection."""
+        if check == "connect":
+            (await self._pg_login(server)).close()
+            return Outcome()
+        async with server.lock:
+            kept = server.conn
+            if not isinstance(kept, PgConnection) or kept.closed:
+                server.discard(kept)
+                kept = server.conn = await self._pg_login(server)
+                server.connect_ok = True
+            conn = kept
+            try:
+                if check == "replication_lag":
+                    ((lag,),) = await conn.query(_PG_LAG_SQL)
+                    return Outcome(value=None if lag is None else int(lag))
+                await conn.query("")
+                return Outcome()
+            except PgError as exc:
+                return Outcome(error=str(exc))
+            except PgUnreachable as broken:
                 server.discard(conn)
                 raise _Unreachable(f"lost the connection to {show_address(server.address)}: {broken}") from None
             except BaseException:  # a timeout (cancelled): the connection's state is unknown

@@ -27,7 +27,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from proxyapp.clock import Clock
-from proxyapp.config.tables import MysqlServer
+from proxyapp.config.tables import MysqlServer, PgsqlServer
 from proxyapp.config.variables import Variables
 from proxyapp.mysql.backend import BackendConnection, BackendError, Credentials
 from proxyapp.mysql.constants import Command, ErrorCode
@@ -99,7 +99,7 @@ class PoolSettings:
         )
 
 
-def server_tls(server: MysqlServer, context: ssl.SSLContext | None) -> ssl.SSLContext | None:
+def server_tls(server: MysqlServer | PgsqlServer, context: ssl.SSLContext | None) -> ssl.SSLContext | None:
     """The TLS context to reach ``server`` with: ``context`` when its ``use_ssl`` is set (BackendError when there is
     none: such a server is never reached in clear text), else None."""
     if not server.use_ssl:

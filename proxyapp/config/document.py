@@ -40,6 +40,7 @@ from proxyapp.config.tables import (
     MysqlUser,
     PgsqlForwardListener,
     PgsqlServer,
+    PgsqlUser,
 )
 from proxyapp.config.variables import (
     NOT_HONOURED,
@@ -63,6 +64,7 @@ _ROW_TABLES = (
     "mysql_shards",
     "mysql_sharded_tables",
     "pgsql_servers",
+    "pgsql_users",
     "pgsql_forward_listeners",
 )
 #: Tables a document shows only when they have rows (added after others: configs without them keep their checksum).
@@ -72,6 +74,7 @@ _OPTIONAL_TABLES = frozenset(
         "mysql_shards",
         "mysql_sharded_tables",
         "pgsql_servers",
+        "pgsql_users",
         "pgsql_forward_listeners",
     }
 )
@@ -86,6 +89,7 @@ UNIQUE_KEYS: dict[str, tuple[tuple[str, ...], ...]] = {
     "mysql_shards": (("shard_group", "shard"),),
     "mysql_sharded_tables": (("schemaname", "tablename"),),
     "pgsql_servers": (("hostgroup_id", "hostname", "port"),),
+    "pgsql_users": (("username", "backend"), ("username", "frontend")),
     "pgsql_forward_listeners": (("port",),),
     "global_variables": (("variable_name",),),
 }
@@ -100,6 +104,7 @@ _LABEL_COLUMNS: dict[str, tuple[str, ...]] = {
     "mysql_shards": ("shard_group", "shard"),
     "mysql_sharded_tables": ("schemaname", "tablename"),
     "pgsql_servers": ("hostgroup_id", "hostname", "port"),
+    "pgsql_users": ("username",),
     "pgsql_forward_listeners": ("port",),
     "global_variables": ("variable_name",),
 }
@@ -331,9 +336,26 @@ def _variable_text(raw: object) -> str:
     raise ValueError(f"expected a string, an integer or a boolean, got {show_value(raw)}")
 
 
+_SCRAM_VERIFIER = re.compile(r"SCRAM-SHA-256\$[0-9]+:[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+:[A-Za-z0-9+/=]+")
+_MD5_HASH = re.compile(r"md5[0-9a-f]{32}")
+
+
+def _pgsql_password(raw: object) -> str:
+    """A pgsql_users password: clear text, a SCRAM-SHA-256 verifier or an md5 hash, as PostgreSQL stores them."""
+    if not isinstance(raw, str):
+        raise ValueError(f"expected a string, got {show_value(raw)}")
+    if raw.startswith("SCRAM-SHA-256$") and not _SCRAM_VERIFIER.fullmatch(raw):
+        raise ValueError(
+            "starts with 'SCRAM-SHA-256$', so it is read as a verifier, but a verifier is "
+            "SCRAM-SHA-256$<iterations>:<salt>$<StoredKey>:<ServerKey>: nobody could log in with it"
+        )
+    return raw
+
+
 # Columns converted by their own function instead of by their type.
 _CONVERTERS: dict[tuple[type, str], Callable[[object], Any]] = {
     (GlobalVariable, "variable_value"): _variable_text,
+    (PgsqlUser, "password"): _pgsql_password,
 }
 
 
@@ -507,6 +529,7 @@ class Config:
     mysql_shards: tuple[MysqlShard, ...] = ()
     mysql_sharded_tables: tuple[MysqlShardedTable, ...] = ()
     pgsql_servers: tuple[PgsqlServer, ...] = ()
+    pgsql_users: tuple[PgsqlUser, ...] = ()
     pgsql_forward_listeners: tuple[PgsqlForwardListener, ...] = ()
     variables: Variables = field(default_factory=Variables)
     warnings: tuple[str, ...] = field(default=(), compare=False)
@@ -543,6 +566,10 @@ class Config:
     def pgsql_servers_in(self, hostgroup_id: int) -> tuple[PgsqlServer, ...]:
         """The PostgreSQL servers of one (PostgreSQL) hostgroup."""
         return tuple(server for server in self.pgsql_servers if server.hostgroup_id == hostgroup_id)
+
+    def pgsql_user(self, username: str) -> PgsqlUser | None:
+        """The active PostgreSQL user clients may log in as with this name, if any."""
+        return next((u for u in self.pgsql_users if u.username == username and u.active and u.frontend), None)
 
     def frontend_user(self, username: str) -> MysqlUser | None:
         """The active user clients may log in as with this name, if any."""
@@ -595,6 +622,7 @@ def parse_config(doc: object) -> Config:
         mysql_shards=tuple(obj for _, obj in rows["mysql_shards"]),
         mysql_sharded_tables=tuple(obj for _, obj in rows["mysql_sharded_tables"]),
         pgsql_servers=tuple(obj for _, obj in rows["pgsql_servers"]),
+        pgsql_users=tuple(obj for _, obj in rows["pgsql_users"]),
         pgsql_forward_listeners=tuple(obj for _, obj in rows["pgsql_forward_listeners"]),
         variables=variables,
         warnings=tuple(_warnings(rows, variables)),
@@ -692,18 +720,25 @@ def _tls_errors(rows: list[tuple[int, GlobalVariable]], variables: Variables) ->
                 yield (f"global_variables[{where[name]}] {name}: set without {other}; set both (PEM files) or neither")
 
 
+def listener_port_error(port: int, variables: Variables) -> str | None:
+    """Why a forwarding listener may not take ``port`` on a node run with ``variables``: it is the port of the
+    MySQL listener (any of ``mysql-interfaces``) or of the admin endpoint; None when it may."""
+    taken = {variables.integer("admin-restapi_port"): "admin-restapi_port"}
+    for part in variables.text("mysql-interfaces").split(";"):
+        _, sep, text = part.strip().rpartition(":")
+        if sep and text.isdigit():
+            taken.setdefault(int(text), "mysql-interfaces")
+    if port in taken:
+        return f"{port} is the port of {taken[port]}; give the listener a port of its own"
+    return None
+
+
 def _listener_errors(rows: list[tuple[int, PgsqlForwardListener]], variables: Variables) -> Iterator[str]:
     """A forwarding listener on the port of the MySQL listener or of the admin endpoint."""
-    taken: dict[str, int] = {"admin-restapi_port": variables.integer("admin-restapi_port")}
-    for part in variables.text("mysql-interfaces").split(";"):
-        _, sep, port = part.strip().rpartition(":")
-        if sep and port.isdigit():
-            taken.setdefault("mysql-interfaces", int(port))
     for index, listener in rows:
-        for name, used in taken.items():
-            if listener.port == used:
-                where = _where("pgsql_forward_listeners", index, _as_row(listener))
-                yield f"{where}: port: {used} is the port of {name}; give the listener a port of its own"
+        error = listener_port_error(listener.port, variables)
+        if error is not None:
+            yield f"{_where('pgsql_forward_listeners', index, _as_row(listener))}: port: {error}"
 
 
 def _warnings(rows: _Rows, variables: Variables) -> Iterator[str]:
@@ -720,6 +755,12 @@ def _warnings(rows: _Rows, variables: Variables) -> Iterator[str]:
     for hostgroup in sorted(referrers):
         yield f"hostgroup {hostgroup} has no servers (referenced by {'; '.join(referrers[hostgroup])})"
     pgsql_served = {server.hostgroup_id for _, server in rows["pgsql_servers"]}
+    for index, pg_user in rows["pgsql_users"]:
+        if pg_user.active and pg_user.default_hostgroup not in pgsql_served:
+            yield (
+                f"{_label('pgsql_users', index, pg_user)}: pgsql_servers has no server in its default_hostgroup "
+                f"{pg_user.default_hostgroup}: its queries will fail"
+            )
     for index, listener in rows["pgsql_forward_listeners"]:
         if listener.active and listener.hostgroup_id not in pgsql_served:
             yield (

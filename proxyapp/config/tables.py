@@ -235,6 +235,38 @@ class PgsqlServer:
         return (self.hostname, self.port)
 
 
+POOL_MODES = ("transaction", "session")
+
+
+@dataclass(frozen=True, slots=True)
+class PgsqlUser:
+    """A user PostgreSQL clients log in as and the proxy reaches servers as (``pgsql_users``, ProxySQL 3.0's columns
+    and ProxyFleet's ``pool_mode``)."""
+
+    username: str = column(required=True)
+    password: str = column(
+        "",
+        help="clear text (the proxy logs in to servers with it), or a SCRAM-SHA-256 verifier or an md5 hash "
+        "(clients can log in with it; servers must then trust the proxy)",
+    )
+    active: bool = column(True)
+    use_ssl: bool = column(False, help="the client must log in over TLS")
+    default_hostgroup: int = column(0, minimum=0, help="the pgsql_servers hostgroup its queries go to")
+    transaction_persistent: bool = column(True)
+    fast_forward: bool = column(False)
+    backend: bool = column(True)
+    frontend: bool = column(True)
+    max_connections: int = column(10000, minimum=0, help="its clients at once on the node")
+    pool_mode: str = column(
+        "transaction",
+        choices=POOL_MODES,
+        help="transaction: a server connection per transaction (PgBouncer's transaction pooling); session: one per "
+        "client session",
+    )
+    attributes: str = column("")
+    comment: str = column("")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PgsqlForwardListener:
     """A port that forwards raw TCP to a hostgroup of PostgreSQL servers (``pgsql_forward_listeners``, ProxyFleet's
@@ -261,6 +293,7 @@ TABLES: dict[str, type] = {
     "mysql_shards": MysqlShard,
     "mysql_sharded_tables": MysqlShardedTable,
     "pgsql_servers": PgsqlServer,
+    "pgsql_users": PgsqlUser,
     "pgsql_forward_listeners": PgsqlForwardListener,
     "global_variables": GlobalVariable,
 }

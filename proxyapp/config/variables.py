@@ -555,6 +555,27 @@ _SPECS = (
     ),
     _str("pgsql-monitor_password", "monitor", "password of pgsql-monitor_username"),
     _str("pgsql-monitor_dbname", "postgres", "database the monitor connects to on PostgreSQL servers"),
+    _str(
+        "pgsql-interfaces",
+        "",
+        "where PostgreSQL clients connect to the pooling proxy (host:port; '' for no PostgreSQL listener; ProxySQL "
+        "uses port 6133)",
+    ),
+    _int(
+        "pgsql-connection_wait_timeout",
+        10_000,
+        "ms a PostgreSQL client waits for a server connection when its servers' max_connections are all in use",
+        minimum=1,
+        maximum=3_600_000,
+    ),
+    _int(
+        "pgsql-max_prepared_statements",
+        200,
+        "named prepared statements kept prepared on each server connection under transaction pooling (least "
+        "recently used closed beyond it)",
+        minimum=1,
+        maximum=100_000,
+    ),
     _int(
         "pgsql-connect_timeout_server",
         1000,

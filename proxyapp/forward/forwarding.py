@@ -23,6 +23,7 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
+from proxyapp.backends.choice import weighted_order
 from proxyapp.backends.pool import OFFLINE_HARD, ONLINE
 from proxyapp.backends.topology import MonitorState, pgsql_runtime, show_address
 from proxyapp.config.document import Config
@@ -93,15 +94,9 @@ class Listener:
 
 
 def pick_order(targets: list[Target], has_room: Callable[[Target], bool], rng: random.Random) -> list[Target]:
-    """The ONLINE targets with room and a weight, in the order to try them: each next one drawn by weight among those
-    left (weighted sampling without replacement)."""
-    left = [t for t in targets if t.server.status == ONLINE and t.server.weight > 0 and has_room(t)]
-    order = []
-    while left:
-        chosen = rng.choices(left, weights=[t.server.weight for t in left])[0]
-        order.append(chosen)
-        left.remove(chosen)
-    return order
+    """The ONLINE targets with room and a weight, in the order to try them (``weighted_order``)."""
+    usable = [t for t in targets if t.server.status == ONLINE and has_room(t)]
+    return weighted_order(usable, lambda t: t.server.weight, rng)
 
 
 class Forwarding:

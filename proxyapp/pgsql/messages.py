@@ -50,3 +50,83 @@ def error_response(sqlstate: str, message: str, severity: str = "FATAL", detail:
     body = b"".join(kind + value.encode("utf-8", "replace").replace(b"\0", b" ") + b"\0" for kind, value in fields)
     body += b"\0"
     return b"E" + struct.pack("!i", len(body) + 4) + body
+
+
+def message(kind: bytes, body: bytes = b"") -> bytes:
+    """A typed message: its type byte, its length (itself included) and its body."""
+    return kind + struct.pack("!i", len(body) + 4) + body
+
+
+def startup_message(parameters: dict[str, str]) -> bytes:
+    """A StartupMessage (protocol 3.0) with ``parameters`` (user, database, application_name, ...)."""
+    body = struct.pack("!i", PROTOCOL_3)
+    body += b"".join(k.encode() + b"\0" + v.encode() + b"\0" for k, v in parameters.items()) + b"\0"
+    return struct.pack("!i", len(body) + 4) + body
+
+
+def request(code: int) -> bytes:
+    """An SSLRequest or GSSENCRequest: the first message that asks for an encrypted connection."""
+    return _HEAD.pack(8, code)
+
+
+def error_fields(body: bytes) -> dict[str, str]:
+    """An ErrorResponse's or NoticeResponse's fields by type letter (``C`` SQLSTATE, ``M`` message, ...)."""
+    fields = {}
+    for part in body.split(b"\0"):
+        if part:
+            fields[chr(part[0])] = part[1:].decode("utf-8", "replace")
+    return fields
+
+
+def data_row(body: bytes) -> tuple[bytes | None, ...]:
+    """A DataRow's values (None for NULL), as the server sent them."""
+    (count,) = struct.unpack_from("!h", body)
+    values: list[bytes | None] = []
+    at = 2
+    for _ in range(count):
+        (size,) = struct.unpack_from("!i", body, at)
+        at += 4
+        if size < 0:
+            values.append(None)
+            continue
+        values.append(body[at : at + size])
+        at += size
+    return tuple(values)
+
+
+def auth_request(code: int, data: bytes = b"") -> bytes:
+    """An Authentication* message (``R``): its request code and data (a salt, mechanisms, a SASL answer)."""
+    return message(b"R", struct.pack("!i", code) + data)
+
+
+def parameter_status(name: str, value: str) -> bytes:
+    """A ParameterStatus message (``S``)."""
+    return message(b"S", name.encode() + b"\0" + value.encode() + b"\0")
+
+
+def backend_key_data(pid: int, key: int) -> bytes:
+    """A BackendKeyData message (``K``): what a client's CancelRequest must name."""
+    return message(b"K", struct.pack("!ii", pid, key))
+
+
+def ready_for_query(status: bytes) -> bytes:
+    """A ReadyForQuery message (``Z``): ``I`` idle, ``T`` in a transaction, ``E`` in a failed transaction."""
+    return message(b"Z", status)
+
+
+def startup_parameters(first: bytes) -> dict[str, str]:
+    """The parameters of a whole StartupMessage (user, database, options, ...); ValueError when malformed."""
+    parts = first[8:].split(b"\0")
+    if len(parts) < 2 or parts[-1] != b"" or parts[-2] != b"" or len(parts) % 2:
+        raise ValueError("malformed startup packet")
+    names, values = parts[0:-2:2], parts[1:-2:2]
+    try:
+        return {n.decode(): v.decode() for n, v in zip(names, values, strict=True)}
+    except UnicodeDecodeError:
+        raise ValueError("startup packet parameters are not UTF-8") from None
+
+
+def cstring(body: bytes, at: int) -> tuple[bytes, int]:
+    """The NUL-terminated string of ``body`` at ``at`` and the position after its NUL; ValueError when unterminated."""
+    end = body.index(b"\0", at)
+    return body[at:end], end + 1

@@ -29,6 +29,8 @@ GET    /processlist                  the client sessions (stats_mysql_processlis
                                      without literals), where, since when
 POST   /processlist/{id}/kill        end session ``id`` (ProxySQL's KILL CONNECTION); body ``{"query_only": true}``:
                                      only interrupt its running statement (KILL QUERY); 404 for an unknown id
+POST   /pgsql/cancel                 (internal) a worker hands another a PostgreSQL CancelRequest for one of its
+                                     sessions, body ``{"pid": N, "key": N}``
 POST   /runtime/monitor              (internal) the supervisor hands a worker its monitor's state
 POST   /runtime/workers              (internal) the supervisor hands a worker every worker's admin port
 POST   /clock                        (tests only: a proxy started with PROXYFLEET_TEST_CLOCK=1) move the proxy's
@@ -107,6 +109,10 @@ class AdminProvider(Protocol):
         """Kill session ``target`` (as ``username``, None: as the admin); ``proxyapp.session.kill.outcome``'s answer."""
         ...
 
+    async def pgsql_cancel(self, pid: int, key: int) -> None:
+        """A PostgreSQL CancelRequest for session ``pid`` with secret ``key``, taken by another worker process."""
+        ...
+
     async def advance_clock(self, seconds: float) -> dict[str, Any]:
         """Move the proxy's clock ``seconds`` forward (ValueError when it cannot move so); ``{"ok": True, ...}``."""
         ...
@@ -176,6 +182,7 @@ class AdminServer:
                 web.post("/runtime/workers", self._set_worker_ports),
                 web.get("/processlist", self._processlist),
                 web.post("/processlist/{id}/kill", self._kill),
+                web.post("/pgsql/cancel", self._pgsql_cancel),
             ]
         )
         if self.clock_movable:
@@ -292,6 +299,17 @@ class AdminServer:
             return web.json_response(answer)
         status = 404 if answer.get("code") == ErrorCode.NO_SUCH_THREAD else 403
         return web.json_response(answer, status=status)
+
+    async def _pgsql_cancel(self, request: web.Request) -> web.Response:
+        body = await _json_object(request)
+        if isinstance(body, web.Response):
+            return body
+        pid, key = (body or {}).get("pid"), (body or {}).get("key")
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (pid, key)):
+            return _error(400, "pid and key must be whole numbers")
+        assert isinstance(pid, int) and isinstance(key, int)
+        await self.provider.pgsql_cancel(pid, key)
+        return web.json_response({"ok": True})
 
     async def _advance_clock(self, request: web.Request) -> web.Response:
         body = await _json_object(request)

@@ -10,6 +10,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+
+from proxyapp import credential
 from proxyapp.backends.monitor import Monitor
 from proxyapp.backends.pool import ONLINE, PoolManager, PoolSettings
 from proxyapp.backends.topology import MonitorState, runtime_view, server_row
@@ -24,6 +27,7 @@ from proxyapp.mysql.constants import ErrorCode
 from proxyapp.mysql.tls import TlsContexts, TlsError, contexts
 from proxyapp.mysql.wire import Wire, WireProtocol
 from proxyapp.native import compiled_modules
+from proxyapp.pgproxy.front import PgFront
 from proxyapp.process.admin import AdminServer
 from proxyapp.report.eventslog import EventsLog
 from proxyapp.report.stats import DigestStats, GlobalCounters
@@ -137,6 +141,9 @@ class Proxy(SessionServices):
         self.monitor: Monitor | None = None
         #: The forwarding listeners (``pgsql_forward_listeners``) and the PostgreSQL servers they forward to.
         self.forwarding = Forwarding(workers)
+        self.throttle = AuthThrottle()  # failed logins by client address, MySQL's and PostgreSQL's
+        #: The PostgreSQL pooling proxy (``pgsql-interfaces``, ``pgsql_users``).
+        self.pgsql = PgFront(config, self.clock, self.throttle, self._forward_pgsql_cancel, worker, workers)
         self._apply_servers()
         self.cache = QueryCache(config.variables.integer("mysql-query_cache_size_MB") << 20, self.counters, self.clock)
         self.events = EventsLog(self.runtime.settings.eventslog_filename)
@@ -146,7 +153,6 @@ class Proxy(SessionServices):
         self.background: set[asyncio.Task[None]] = set()
         self.started = self.clock()
         self.seats = seats if seats is not None else Seats()
-        self.throttle = AuthThrottle()
         self._configure_throttle(config)
         self.listen_address: tuple[str, int] = ("127.0.0.1", 0)
         self.admin: AdminServer | None = None
@@ -169,6 +175,7 @@ class Proxy(SessionServices):
             self._server = await loop.create_server(self._client_protocol, listen[0], listen[1], backlog=4096)
         self.listen_address = self._server.sockets[0].getsockname()[:2]
         await self.forwarding.bind()
+        await self.pgsql.bind()
         sweeper = loop.create_task(self._housekeeping())
         self.background.add(sweeper)  # type: ignore[arg-type]
         await self.mirror.start()
@@ -244,7 +251,7 @@ class Proxy(SessionServices):
                 log.info("session %d: %s, disconnecting", session.id, why)
                 session.wire.close()
         self.pools.housekeeping(now)
-        if self.forwarding.needs_bind():
+        if self.forwarding.needs_bind() or self.pgsql.needs_bind():
             self._rebind()
         self.hot_rows.expire()
         self.heat.sweep()
@@ -254,10 +261,33 @@ class Proxy(SessionServices):
             self.table_rows.sweep(now)
 
     def _rebind(self) -> None:
-        """Open and close forwarding listeners as the config wants, in the background."""
-        task = asyncio.get_running_loop().create_task(self.forwarding.bind())
+        """Open and close the PostgreSQL listeners as the config wants, in the background."""
+        task = asyncio.get_running_loop().create_task(self._bind_pgsql())
         self.background.add(task)
         task.add_done_callback(self.background.discard)
+
+    async def _bind_pgsql(self) -> None:
+        """Open and close the forwarding listeners and the pooling proxy's listener as the config wants."""
+        await self.forwarding.bind()
+        await self.pgsql.bind()
+
+    async def _forward_pgsql_cancel(self, owner: int, pid: int, key: int) -> None:
+        """Hand a PostgreSQL cancel request to the worker process serving session ``pid``."""
+        ports = self.worker_admin_ports
+        if owner >= len(ports) or not ports[owner]:
+            return
+        try:
+            async with (
+                aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http,
+                http.post(
+                    f"http://127.0.0.1:{ports[owner]}/pgsql/cancel",
+                    json={"pid": pid, "key": key},
+                    headers=credential.header(self.admin_token),
+                ),
+            ):
+                pass
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            log.warning("pgsql: worker %d did not take a cancel request: %s", owner, exc)
 
     def _end(self, session: Session, why: str) -> None:
         """Kill ``session`` (its running statement, its connection; its transaction is rolled back)."""
@@ -278,6 +308,7 @@ class Proxy(SessionServices):
             await asyncio.wait(list(self._sessions), timeout=5)
         await self.mirror.stop()
         await self.forwarding.stop()
+        await self.pgsql.stop()
         if self.xa is not None:
             await self.xa.close()
         if self.table_rows is not None:
@@ -343,6 +374,7 @@ class Proxy(SessionServices):
         settings = PoolSettings.from_variables(config.variables, self.tls.backend)
         self.pools.apply(view.servers, settings, view.reader_of, view.placement, view.status_reasons)
         self.forwarding.apply(config, self.monitor_state)
+        self.pgsql.apply(config, self.monitor_state, self.tls.frontend, self.tls.backend)
 
     def _adopt_monitor_state(self, state: MonitorState) -> None:
         """The monitor's findings changed: route by them."""
@@ -389,7 +421,7 @@ class Proxy(SessionServices):
                 "warnings": [],
             }
         self.apply(config, "admin", tls)
-        await self.forwarding.bind()  # the listeners are open (or their error reported) when the answer comes
+        await self._bind_pgsql()  # the listeners are open (or their error reported) when the answer comes
         return {"ok": True, "checksum": config.checksum, "errors": [], "warnings": list(config.warnings)}
 
     async def config_document(self) -> dict:
@@ -419,6 +451,7 @@ class Proxy(SessionServices):
             "server_transitions": list(self.pools.transitions),
             "trx_queue": {"queues": self.hot_rows.rows(), "proposals": self.heat.proposals()},
             "pgsql_forward": self.forwarding.rows(),
+            "pgsql": self.pgsql.rows(),
         }
         if self.table_rows is not None:
             snapshot["sharding_tables"] = self.table_rows.rows()
@@ -467,6 +500,11 @@ class Proxy(SessionServices):
             return outcome(False, ErrorCode.KILL_DENIED, f"You are not owner of thread {target}")
         await session.kill(query_only)
         return outcome(True)
+
+    async def pgsql_cancel(self, pid: int, key: int) -> None:
+        """A PostgreSQL cancel request another worker process took for a session of this one."""
+        if worker_of(pid, self.workers) == self.worker:
+            await self.pgsql.cancel(pid, key)
 
     async def advance_clock(self, seconds: float) -> dict:
         """Move the proxy's clock ``seconds`` forward (tests only, ``proxyapp.clock``) and sweep at once, so that

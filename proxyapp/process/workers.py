@@ -270,6 +270,18 @@ class Supervisor:
         worker = self.workers[worker_of(target, len(self.workers))]
         return await forward_kill(worker.admin_port, self.token, target, query_only, username)
 
+    async def pgsql_cancel(self, pid: int, key: int) -> None:
+        """Hand a PostgreSQL cancel request to the worker that serves session ``pid``."""
+        if pid >= 1:
+            worker = self.workers[worker_of(pid, len(self.workers))]
+            assert self._http is not None
+            url = f"http://127.0.0.1:{worker.admin_port}/pgsql/cancel"
+            try:
+                async with self._http.post(url, json={"pid": pid, "key": key}):
+                    pass
+            except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+                log.warning("worker %d did not take a cancel request: %s", worker.index, exc)
+
     async def advance_clock(self, seconds: float) -> dict[str, Any]:
         """Move the monitor's clock and every worker's ``seconds`` forward (tests only, ``proxyapp.clock``)."""
         self.clock.advance(seconds)

@@ -5,8 +5,8 @@ on its own, so a bad section never hides the good ones.
 
 Sections: ``global`` (counters), ``connection_pool`` (``PoolRow``), ``mirror`` (``MirrorCounts``), ``monitor``
 (``MonitorRow``), ``server_transitions`` (``TransitionRow``), ``query_digest`` (``DigestRow``), ``sharding_digest``
-(``ShardingRow``), ``sharding_tables`` (``ShardTableRow``), ``query_rules`` (``RuleHits``) and ``config``
-(``ReportedConfig``).
+(``ShardingRow``), ``sharding_tables`` (``ShardTableRow``), ``query_rules`` (``RuleHits``), ``config``
+(``ReportedConfig``) and ``pgsql_forward`` (``PgsqlForward``: ``ForwardListenerRow`` and ``ForwardServerRow``).
 """
 
 from __future__ import annotations
@@ -189,6 +189,53 @@ class ReportedConfig:
     source: str
 
 
+@dataclass(frozen=True, slots=True)
+class ForwardListenerRow:
+    """A ``pgsql_forward.listeners`` row: a forwarding listener's port, its state ("listening", or "error: " and
+    why) and its connections and bytes since the proxy started (``connections_refused``: no server, or over
+    ``max_connections``)."""
+
+    port: int
+    interface: str
+    hostgroup_id: int
+    state: str
+    connections_active: int
+    connections_total: int
+    connections_refused: int
+    bytes_from_clients: int
+    bytes_to_clients: int
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardServerRow:
+    """A ``pgsql_forward.servers`` row: a PostgreSQL server of a hostgroup, its runtime status and why, and the
+    forwarded connections and bytes it took (``bytes_sent`` to it, ``bytes_recv`` from it)."""
+
+    hostgroup_id: int
+    hostname: str
+    port: int
+    status: str
+    status_reason: str
+    connections_active: int
+    connections_total: int
+    connect_errors: int
+    bytes_sent: int
+    bytes_recv: int
+
+    @property
+    def server(self) -> str:
+        """``host:port``, as the control plane names a backend server."""
+        return f"{self.hostname}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class PgsqlForward:
+    """The ``pgsql_forward`` section: the node's forwarding listeners and the PostgreSQL servers behind them."""
+
+    listeners: tuple[ForwardListenerRow, ...]
+    servers: tuple[ForwardServerRow, ...]
+
+
 _MIRROR_EXTRA_COUNTS = (
     "retried",
     "max_concurrency",
@@ -203,7 +250,7 @@ _MIRROR_EXTRA_COUNTS = (
 
 def read_counters(stats: object) -> dict[str, int | float]:
     """The ``global`` counters."""
-    section = _section(stats, "global", dict)
+    section = _section(stats, "global")
     return {str(name): _number(section, name, "stats.global", negative=True) for name in section}
 
 
@@ -233,7 +280,7 @@ def read_mirror(stats: object) -> MirrorCounts | None:
     if _report(stats).get("mirror") is None:
         return None
     where = "stats.mirror"
-    section = _section(stats, "mirror", dict)
+    section = _section(stats, "mirror")
     counts = {}
     for key, by in (("failed", "error code"), ("dropped", "reason")):
         values = section.get(key)
@@ -393,12 +440,55 @@ def read_config(stats: object) -> ReportedConfig | None:
     if _report(stats).get("config") is None:
         return None
     where = "stats.config"
-    section = _section(stats, "config", dict)
+    section = _section(stats, "config")
     return ReportedConfig(
         checksum=_text(section, "checksum", where),
         loaded_at=read_moment(section.get("loaded_at"), f"{where}.loaded_at"),
         source=_text(section, "source", where) if "source" in section else "",
     )
+
+
+def read_pgsql_forward(stats: object) -> PgsqlForward | None:
+    """The ``pgsql_forward`` section; None when the report has none (a proxy from before PostgreSQL forwarding)."""
+    if _report(stats).get("pgsql_forward") is None:
+        return None
+    where = "stats.pgsql_forward"
+    section = _section(stats, "pgsql_forward")
+    listeners = []
+    for at, row in _list_rows(section.get("listeners"), f"{where}.listeners"):
+        listeners.append(
+            ForwardListenerRow(
+                port=_integer(row, "port", at),
+                interface=_text(row, "interface", at, empty=False),
+                hostgroup_id=_integer(row, "hostgroup_id", at),
+                state=_text(row, "state", at, empty=False),
+                connections_active=_integer(row, "connections_active", at),
+                connections_total=_integer(row, "connections_total", at),
+                connections_refused=_integer(row, "connections_refused", at),
+                bytes_from_clients=_integer(row, "bytes_from_clients", at),
+                bytes_to_clients=_integer(row, "bytes_to_clients", at),
+            )
+        )
+    servers = []
+    for at, row in _list_rows(section.get("servers"), f"{where}.servers"):
+        status = row.get("status")
+        if status not in SERVER_STATUSES:
+            raise ReportError(f"{at}.status: expected one of {', '.join(SERVER_STATUSES)}, not {status!r}")
+        servers.append(
+            ForwardServerRow(
+                hostgroup_id=_integer(row, "hostgroup_id", at),
+                hostname=_text(row, "hostname", at, empty=False),
+                port=_integer(row, "port", at),
+                status=str(status),
+                status_reason=_text(row, "status_reason", at) if "status_reason" in row else "",
+                connections_active=_integer(row, "connections_active", at),
+                connections_total=_integer(row, "connections_total", at),
+                connect_errors=_integer(row, "connect_errors", at),
+                bytes_sent=_integer(row, "bytes_sent", at),
+                bytes_recv=_integer(row, "bytes_recv", at),
+            )
+        )
+    return PgsqlForward(tuple(listeners), tuple(servers))
 
 
 def read_moment(value: object, where: str) -> datetime | None:
@@ -424,13 +514,11 @@ def _report(stats: object) -> Mapping[str, Any]:
     return stats
 
 
-def _section(stats: object, key: str, kind: type) -> Any:
-    """``stats[key]``, refused unless of ``kind`` (dict or list)."""
+def _section(stats: object, key: str) -> Mapping[str, Any]:
+    """``stats[key]``, refused unless an object."""
     value = _report(stats).get(key)
-    if kind is dict and not isinstance(value, Mapping):
+    if not isinstance(value, Mapping):
         raise ReportError(f"stats.{key}: expected an object, not {value!r}")
-    if kind is list and not isinstance(value, list):
-        raise ReportError(f"stats.{key}: expected a list of rows, not {value!r}")
     return value
 
 
@@ -439,12 +527,18 @@ def _rows(stats: object, key: str, optional: bool = False) -> list[tuple[str, Ma
     and the report has no ``key``."""
     if optional and key not in _report(stats):
         return []
+    return _list_rows(_report(stats).get(key), f"stats.{key}")
+
+
+def _list_rows(value: object, where: str) -> list[tuple[str, Mapping[str, Any]]]:
+    """The rows of the list ``value`` found at ``where``, with their paths, each refused unless an object."""
+    if not isinstance(value, list):
+        raise ReportError(f"{where}: expected a list of rows, not {value!r}")
     rows = []
-    for index, row in enumerate(_section(stats, key, list)):
-        where = f"stats.{key}[{index}]"
+    for index, row in enumerate(value):
         if not isinstance(row, Mapping):
-            raise ReportError(f"{where}: expected an object, not {row!r}")
-        rows.append((where, row))
+            raise ReportError(f"{where}[{index}]: expected an object, not {row!r}")
+        rows.append((f"{where}[{index}]", row))
     return rows
 
 

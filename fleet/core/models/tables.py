@@ -15,8 +15,9 @@ from django.db import models
 
 from fleet.core.models.nodes import Cluster
 from fleet.core.sealing import SealedIfPasswordVariableField, SealedTextField
-from proxyapp.config.document import Column, blank_to_null, table_columns, validate_row
+from proxyapp.config.document import Column, blank_to_null, listener_port_error, table_columns, validate_row
 from proxyapp.config.secrets import SECRET_COLUMNS
+from proxyapp.config.variables import Variables
 
 # String columns that take part in a unique key: bounded so that every database can index them.
 _KEY_STRINGS = {"hostname", "username", "variable_name"}
@@ -91,10 +92,37 @@ class ClusterRow(models.Model):
         return key_path_of(self)
 
 
+class ForwardListenerRow(ClusterRow):
+    """A ``pgsql_forward_listeners`` row, which also may not take a port the cluster's draft gives the node's
+    MySQL listener or admin endpoint (the proxy checks that on the whole document: here it shows on the form)."""
+
+    class Meta:
+        abstract = True
+
+    def clean(self) -> None:
+        """The row's own checks, then its port against the draft's variables (when they read)."""
+        super().clean()
+        values = dict(
+            Variable.objects.filter(cluster_id=self.cluster_id).values_list("variable_name", "variable_value")
+        )
+        try:
+            variables = Variables(values)
+        except ValueError:
+            return  # a draft variable that does not read: publishing names it
+        error = listener_port_error(self.port, variables)
+        if error is not None:
+            raise ValidationError({"port": [error]})
+
+
 def _table_model(
-    name: str, table: str, doc: str, key: tuple[str, ...], unique: tuple[tuple[str, ...], ...] = ()
+    name: str,
+    table: str,
+    doc: str,
+    key: tuple[str, ...],
+    unique: tuple[tuple[str, ...], ...] = (),
+    base: type[ClusterRow] = ClusterRow,
 ) -> type[ClusterRow]:
-    """A concrete ClusterRow model for ``table``, unique per cluster on ``key`` and each of ``unique``."""
+    """A concrete ``base`` model for ``table``, unique per cluster on ``key`` and each of ``unique``."""
     constraints = [
         models.UniqueConstraint(fields=["cluster", *fields], name=f"{table}_{'_'.join(fields)}_per_cluster")
         for fields in (key, *unique)
@@ -109,7 +137,7 @@ def _table_model(
         "key_columns": key,
     }
     attrs.update({column.name: proxysql_field(column) for column in table_columns(table).values()})
-    return type(name, (ClusterRow,), attrs)
+    return type(name, (base,), attrs)
 
 
 Server = _table_model(
@@ -150,6 +178,20 @@ ShardedTable = _table_model(
     "A table spread over a shard group by its key and algorithm, or global (mysql_sharded_tables).",
     ("schemaname", "tablename"),
 )
+PgsqlServer = _table_model(
+    "PgsqlServer",
+    "pgsql_servers",
+    "A PostgreSQL server in a (PostgreSQL) hostgroup (pgsql_servers, ProxySQL 3.0's columns).",
+    ("hostgroup_id", "hostname", "port"),
+)
+PgsqlForwardListener = _table_model(
+    "PgsqlForwardListener",
+    "pgsql_forward_listeners",
+    "A node port forwarding whole connections to a hostgroup of pgsql_servers (pgsql_forward_listeners, ProxyFleet's "
+    "own).",
+    ("port",),
+    base=ForwardListenerRow,
+)
 Variable = _table_model(
     "Variable", "global_variables", "A global variable override (global_variables).", ("variable_name",)
 )
@@ -181,5 +223,16 @@ class Hostgroup(models.Model):
 #: Config document table name -> the model holding its rows, in the document's order.
 TABLE_MODELS: dict[str, type[ClusterRow]] = {
     model.table: model
-    for model in (Server, User, QueryRule, FastRoutingRule, ReplicationHostgroup, Shard, ShardedTable, Variable)
+    for model in (
+        Server,
+        User,
+        QueryRule,
+        FastRoutingRule,
+        ReplicationHostgroup,
+        Shard,
+        ShardedTable,
+        PgsqlServer,
+        PgsqlForwardListener,
+        Variable,
+    )
 }

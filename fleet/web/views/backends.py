@@ -1,5 +1,6 @@
 """The backend status dashboard: every server of every hostgroup as each node of the working cluster reports it,
-refreshed live, with charts of the nodes' and each server's history (``fleet.core.stats``)."""
+refreshed live, with charts of the nodes' and each server's history (``fleet.core.stats``); below, the PostgreSQL
+servers and the forwarding listeners in front of them (each node's ``pgsql_forward`` section)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from django.utils import timezone
 from fleet.core import stats
 from fleet.core.models import Cluster, Hostgroup, ProxyNode, Resolution, ServerSample
 from fleet.web.access import current_cluster, viewer_page
+from proxyapp.report.reader import ForwardListenerRow, ForwardServerRow, read_pgsql_forward
 
 #: A server's queries/s shown in the table is its latest point no older than this.
 RATE_WINDOW = timedelta(minutes=2)
@@ -77,13 +79,45 @@ def backend_rows(cluster: Cluster | None) -> list[BackendRow]:
     return sorted(rows, key=lambda r: (r.hostgroup, r.server, r.node))
 
 
+@dataclass(frozen=True)
+class PgsqlForwardRows:
+    """The forwarding listeners and PostgreSQL servers of a cluster's nodes, each with its node's name, from their
+    last reports; ``problems`` names the sections that do not read (left out)."""
+
+    listeners: list[tuple[str, ForwardListenerRow]]
+    servers: list[tuple[str, ForwardServerRow]]
+    problems: list[str]
+
+
+def pgsql_forward_rows(cluster: Cluster | None) -> PgsqlForwardRows:
+    """Every node's listeners (by port, then node) and PostgreSQL servers (by hostgroup, server, then node)."""
+    found = PgsqlForwardRows([], [], [])
+    for node in ProxyNode.objects.filter(cluster=cluster).only("name", "last_report").order_by("name"):
+        forward = stats.read_section(read_pgsql_forward, node.last_report, None, found.problems, node.name)
+        if forward is not None:
+            found.listeners.extend((node.name, listener) for listener in forward.listeners)
+            found.servers.extend((node.name, server) for server in forward.servers)
+    found.listeners.sort(key=lambda item: (item[1].port, item[0]))
+    found.servers.sort(key=lambda item: (item[1].hostgroup_id, item[1].server, item[0]))
+    return found
+
+
 def _table_context(cluster: Cluster | None, hostgroup: int | None = None, server: str = "") -> dict[str, Any]:
-    """The live table's rows (only ``server`` of ``hostgroup`` when given) and the hostgroups' names."""
+    """The live table's rows (only ``server`` of ``hostgroup`` when given, else the PostgreSQL forwarding's rows
+    too) and the hostgroups' names."""
     rows = backend_rows(cluster)
+    names = dict(Hostgroup.objects.filter(cluster=cluster).values_list("hostgroup_id", "name"))
     if server:
         rows = [row for row in rows if (row.hostgroup, row.server) == (hostgroup, server)]
-    names = dict(Hostgroup.objects.filter(cluster=cluster).values_list("hostgroup_id", "name"))
-    return {"rows": rows, "hostgroup_names": names}
+        return {"rows": rows, "hostgroup_names": names}
+    forward = pgsql_forward_rows(cluster)
+    return {
+        "rows": rows,
+        "hostgroup_names": names,
+        "pgsql_listeners": forward.listeners,
+        "pgsql_servers": forward.servers,
+        "report_problems": forward.problems,
+    }
 
 
 def chosen_span(request: HttpRequest) -> str:

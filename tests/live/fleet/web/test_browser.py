@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import psycopg
 import pymysql
 import pytest
 import redis
@@ -320,13 +322,53 @@ def _fill(page: Page, values: dict[str, str | bool]) -> None:
     expect(page.locator("h1")).not_to_contain_text("Add to")
 
 
+def _refused_row(page: Page, slug: str, values: dict[str, str], field: str, message: str) -> None:
+    """Submit ``values`` on the table's add form: the form comes back with ``message`` on ``field`` alone."""
+    page.goto(f"/tables/{slug}/add/")
+    for name, value in values.items():
+        page.locator(f"[name={name}]").fill(value)
+    page.click("button[type=submit]")
+    errors = page.locator(".field-errors")
+    expect(errors).to_have_count(1)
+    expect(page.locator(f'.field-errors[data-field="{field}"]')).to_contain_text(message)
+    expect(page.locator("h1")).to_contain_text("Add to")
+
+
+def _forward_listener(live: LiveStack, port: int) -> dict[str, object] | None:
+    """The node's report row of its forwarding listener on ``port`` (its own admin endpoint), if it has one."""
+    with urllib.request.urlopen(f"http://{live.node_admin}/stats", timeout=5) as response:
+        listeners = json.loads(response.read()).get("pgsql_forward", {}).get("listeners", [])
+    return next((row for row in listeners if row["port"] == port), None)
+
+
+def test_hostile_postgresql_rows_show_their_field_errors(browser: Browser, live_stack: LiveStack) -> None:
+    """A PostgreSQL server or forwarding listener the proxy would refuse comes back on its form with the proxy's
+    message on the field (never a server error), and nothing is saved."""
+    context = browser.new_context(base_url=live_stack.url)
+    try:
+        page = _log_in_as_operator(context)
+        server = {"hostname": "127.0.0.1", "port": "5432", "hostgroup_id": "100"}
+        _refused_row(page, "pgsql-servers", {**server, "hostname": "db one"}, "hostname", "not a host name")
+        _refused_row(page, "pgsql-servers", {**server, "port": "70000"}, "port", "above the maximum 65535")
+        listener = {"port": "15439", "hostgroup_id": "100"}
+        _refused_row(page, "pgsql-forward-listeners", {**listener, "interface": "eth0"}, "interface", "not an IP")
+        _refused_row(page, "pgsql-forward-listeners", {**listener, "port": "0"}, "port", "below the minimum 1")
+        mysql_port = {**listener, "port": "6033"}  # the draft's mysql-interfaces (the node's --listen is its own)
+        _refused_row(page, "pgsql-forward-listeners", mysql_port, "port", "6033 is the port of mysql-interfaces")
+        page.goto("/tables/pgsql-forward-listeners/")
+        expect(page.locator("table.grid tbody")).not_to_contain_text("15439")
+    finally:
+        context.close()
+
+
 def test_every_table_edited_in_the_browser_reaches_a_real_node(
     browser: Browser, live_stack: LiveStack, shard_box: Sandbox
 ) -> None:
     """One row of every table added or edited through the forms, published from the browser: the node then routes
     reads by the new rule to the new server (a blank error_msg once blocked every matching query), blocks only
-    what the blocking rule names, and plans statements on the new sharded table, numbering its ids from the
-    sequence: a row inserted without one gets one and lands on the shard it maps to."""
+    what the blocking rule names, plans statements on the new sharded table, numbering its ids from the
+    sequence (a row inserted without one gets one and lands on the shard it maps to), and forwards a PostgreSQL
+    client on the new listener's port to the machine's PostgreSQL, which the Backends page then counts."""
     context = browser.new_context(base_url=live_stack.url)
     port = live_stack.box.primary().port
     shard_servers = (live_stack.box.primary(), shard_box.primary())
@@ -358,6 +400,9 @@ def test_every_table_edited_in_the_browser_reaches_a_real_node(
         _fill_row(page, "shards", {"shard_group": "things", "shard": "1", "hostgroup_id": "50"})
         sharded = {"schemaname": "app", "tablename": "sharded_things", "shard_group": "things", "shard_key": "id"}
         _fill_row(page, "sharded-tables", {**sharded, "algorithm": "mod", "sequence_column": "id"})
+        _fill_row(page, "pgsql-servers", {"hostname": "127.0.0.1", "port": "5432", "hostgroup_id": "100"})
+        pg_port = stack.free_port()
+        _fill_row(page, "pgsql-forward-listeners", {"port": str(pg_port), "hostgroup_id": "100"})
         page.goto("/tables/users/")
         page.locator("table.grid tbody tr", has_text=APP_USER).get_by_role("link", name="Edit").click()
         _fill(page, {"comment": "edited in the browser"})
@@ -404,6 +449,27 @@ def test_every_table_edited_in_the_browser_reaches_a_real_node(
         with urllib.request.urlopen(f"http://{live_stack.node_admin}/stats/query_rules", timeout=5) as response:
             hits = {row["rule_id"]: row["hits"] for row in json.loads(response.read())}
         assert hits[1] >= 1 and hits[2] == 1, hits
+
+        def forwarding() -> bool:
+            row = _forward_listener(live_stack, pg_port)
+            return row is not None and row["state"] == "listening"
+
+        stack.wait_until(forwarding, f"the node listening on {pg_port} for PostgreSQL clients", 30)
+        with psycopg.connect(
+            host="127.0.0.1", port=pg_port, user="postgres", dbname="postgres", connect_timeout=10
+        ) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+        page.goto("/backends/")
+        listener = page.locator(f'tr[data-listener="{pg_port}/{LIVE_NODE}"]')
+        expect(listener.locator(".state")).to_have_text("listening", timeout=LIVE_UPDATE_TIMEOUT_MS)
+        expect(listener.locator(".connections_total")).to_have_text(
+            re.compile(r"^[1-9][0-9]*$"), timeout=LIVE_UPDATE_TIMEOUT_MS
+        )
+        server = page.locator(f'tr[data-pgsql-server="100/127.0.0.1:5432/{LIVE_NODE}"]')
+        expect(server.locator(".status")).to_have_text("ONLINE")
+        expect(server.locator(".connections_total")).to_have_text(
+            re.compile(r"^[1-9][0-9]*$"), timeout=LIVE_UPDATE_TIMEOUT_MS
+        )
     finally:
         context.close()
 

@@ -28,7 +28,11 @@ def forward_config(port: int, servers: list[dict[str, Any]] | None = None, **lis
     return {
         "pgsql_servers": servers or [{"hostgroup_id": HG, "hostname": PG_HOST, "port": PG_PORT}],
         "pgsql_forward_listeners": [{"port": port, "hostgroup_id": HG, **listener}],
-        "global_variables": [{"variable_name": "mysql-threads", "variable_value": "1"}],
+        "global_variables": [
+            {"variable_name": "mysql-threads", "variable_value": "1"},
+            # the monitor's own tests are test_forward_monitor.py: here a dead server is found by the connects alone
+            {"variable_name": "mysql-monitor_enabled", "variable_value": "false"},
+        ],
     }
 
 
@@ -218,7 +222,7 @@ def test_a_taken_port_is_reported_and_bound_once_free(start_proxy: StartProxy) -
 def test_worker_processes_share_the_port(start_proxy: StartProxy) -> None:
     port = free_port()
     config = forward_config(port)
-    config["global_variables"] = [{"variable_name": "mysql-threads", "variable_value": "2"}]
+    config["global_variables"][0]["variable_value"] = "2"  # mysql-threads
     proxy = start_proxy(config)
     assert proxy.stats()["workers"] == 2
     for _ in range(6):

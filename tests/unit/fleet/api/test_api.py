@@ -472,3 +472,44 @@ def test_publish_with_the_previewed_checksum(clients: dict[str, APIClient], clus
     assert stale.status_code == 400 and "changed by operator-account" in str(stale.json())
     fresh = operator.get(f"{API}/publish/").json()["checksum"]
     assert operator.post(f"{API}/publish/", {"checksum": fresh}, format="json").status_code == 201
+
+
+def test_the_postgresql_tables_are_edited_published_and_exported(
+    clients: dict[str, APIClient], cluster: Cluster
+) -> None:
+    """pgsql_servers and pgsql_forward_listeners through the API: created, addressed by their keys, refused naming
+    the field (the listener's port against the draft's MySQL listener too), published, diffed and exported."""
+    operator, admin = clients["operator"], clients["admin"]
+    server = operator.post(f"{API}/pgsql-servers/", {"hostname": "127.0.0.1", "hostgroup_id": 100}, format="json")
+    assert server.status_code == 201 and server.json()["key"] == "100/127.0.0.1/5432"
+    assert server.json()["max_connections"] == 1000  # ProxySQL 3.0's default
+    listener = {"port": 15432, "hostgroup_id": 100}
+    created = operator.post(f"{API}/pgsql-forward-listeners/", listener, format="json")
+    assert created.status_code == 201 and created.json()["key"] == "15432"
+    assert created.json()["interface"] == "127.0.0.1"
+
+    def refused(table: str, row: dict[str, Any]) -> dict[str, list[str]]:
+        response = operator.post(f"{API}/{table}/", row, format="json")
+        assert response.status_code == 400, response.json()
+        return response.json()
+
+    assert refused("pgsql-forward-listeners", {**listener, "port": 6033}) == {
+        "port": ["6033 is the port of mysql-interfaces; give the listener a port of its own"]
+    }
+    assert list(refused("pgsql-forward-listeners", {**listener, "port": 15433, "interface": "eth0"})) == ["interface"]
+    assert list(refused("pgsql-forward-listeners", {"port": 0, "hostgroup_id": 100})) == ["port"]
+    assert list(refused("pgsql-servers", {"hostname": "127.0.0.1", "hostgroup_id": 100, "status": "UP"})) == ["status"]
+    patched = operator.patch(f"{API}/pgsql-servers/100/127.0.0.1/5432/", {"weight": 5}, format="json")
+    assert patched.status_code == 200 and patched.json()["weight"] == 5
+    assert operator.get(f"{API}/pgsql-forward-listeners/?hostgroup_id=100").json()["count"] == 1
+    assert operator.post(f"{API}/publish/", {}, format="json").status_code == 201
+    document = operator.get(f"{API}/versions/1/").json()["document"]
+    assert [(s["hostname"], s["port"], s["weight"]) for s in document["pgsql_servers"]] == [("127.0.0.1", 5432, 5)]
+    assert [(row["port"], row["hostgroup_id"]) for row in document["pgsql_forward_listeners"]] == [(15432, 100)]
+    assert operator.patch(f"{API}/pgsql-forward-listeners/15432/", {"active": False}, format="json").status_code == 200
+    operator.post(f"{API}/publish/", {}, format="json")
+    (change,) = operator.get(f"{API}/versions/2/diff/").json()["changes"]
+    assert (change["table"], change["key"], change["columns"]) == ("pgsql_forward_listeners", "port=15432", ["active"])
+    exported = admin.get(f"{API}/export/?secrets=1").json()
+    assert exported["pgsql_forward_listeners"][0]["active"] is False
+    assert operator.delete(f"{API}/pgsql-forward-listeners/15432/").status_code == 204

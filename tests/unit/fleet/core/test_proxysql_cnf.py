@@ -14,7 +14,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from fleet.core import publishing, roles
-from fleet.core.models import AuditEntry, Cluster, Hostgroup, QueryRule, Server, User, Variable
+from fleet.core.models import AuditEntry, Cluster, Hostgroup, PgsqlServer, QueryRule, Server, User, Variable
 from fleet.core.proxysql_cnf import CnfError, cnf_to_document, import_cnf, parse_libconfig
 from proxyapp.config.document import ConfigError
 from tests.support.control_plane import LOGIN_PASSWORD, make_account
@@ -313,3 +313,51 @@ mysql_query_rules_fast_routing =
         ("app", "shop", 20)
     ]
     assert not any("fast_routing" in note for note in notes)
+
+
+PROXYSQL_3_CNF = """
+pgsql_variables =
+{
+    threads = 4
+    monitor_username = "pgmonitor"
+    interfaces = "0.0.0.0:6133"
+}
+
+pgsql_servers =
+(
+    { address = "10.0.1.1"; port = 5432; hostgroup = 100; max_connections = 200; comment = "primary" },
+    { hostname = "10.0.1.2"; hostgroup_id = 101; weight = 10; status = "OFFLINE_SOFT" }
+)
+
+pgsql_users =
+(
+    { username = "app"; password = "app-pass"; default_hostgroup = 100 }
+)
+"""
+
+
+@pytest.mark.django_db
+def test_proxysql_3_pgsql_servers_and_variables_are_imported() -> None:
+    """ProxySQL 3.0's pgsql_servers (either spelling of its columns) and the pgsql_variables ProxyFleet has; its
+    pgsql_users have no place here (the servers log clients in), so the import needs force to drop them."""
+    cluster = Cluster.objects.create(name="postgres")
+    with pytest.raises(ConfigError) as refused:
+        import_cnf(cluster, PROXYSQL_3_CNF, None)
+    assert refused.value.errors[0].startswith(f"line {line_of(PROXYSQL_3_CNF, 'pgsql_users')}: pgsql_users not imp")
+    assert not PgsqlServer.objects.filter(cluster=cluster).exists()
+    config, notes = import_cnf(cluster, PROXYSQL_3_CNF, None, force=True)
+    assert [
+        (s.hostname, s.port, s.hostgroup_id, s.max_connections, s.weight, s.status) for s in config.pgsql_servers
+    ] == [
+        ("10.0.1.1", 5432, 100, 200, 1, "ONLINE"),
+        ("10.0.1.2", 5432, 101, 1000, 10, "OFFLINE_SOFT"),
+    ]
+    assert config.variables.text("pgsql-monitor_username") == "pgmonitor"
+    assert PgsqlServer.objects.get(cluster=cluster, hostgroup_id=100).comment == "primary"
+    said = "\n".join(notes)
+    threads = line_of(PROXYSQL_3_CNF, "threads")
+    assert f"line {threads}: pgsql_variables.threads not imported: ProxyFleet has no pgsql-threads" in said
+    assert config.variables.text("pgsql-interfaces") == "0.0.0.0:6133"
+    assert f"line {line_of(PROXYSQL_3_CNF, 'pgsql_servers')}: pgsql_servers imported: ProxyFleet forwards" in said
+    with pytest.raises(CnfError, match="line 2: pgsql_variables must be a group"):
+        import_cnf(cluster, "\npgsql_variables = ( 1 )\n", None)

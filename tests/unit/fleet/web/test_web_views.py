@@ -23,6 +23,8 @@ from fleet.core.models import (
     Cluster,
     ConfigVersion,
     Hostgroup,
+    PgsqlForwardListener,
+    PgsqlServer,
     ProxyNode,
     QueryRule,
     ReplicationHostgroup,
@@ -271,6 +273,32 @@ def test_backends_and_digests_show_the_reports(published: Cluster, viewer: Clien
     assert viewer.get(reverse("web:digests") + "?sort=bogus").status_code == 200  # falls back to the default
 
 
+def test_backends_show_the_postgresql_forwarding(published: Cluster, viewer: Client) -> None:
+    """Each node's forwarding listeners and PostgreSQL servers under the MySQL backends; a node whose section does
+    not read is named, the others still shown."""
+    listener = {"port": 15432, "interface": "127.0.0.1", "hostgroup_id": 100, "state": "listening"}
+    listener |= {"connections_active": 1, "connections_total": 4, "connections_refused": 2}
+    listener |= {"bytes_from_clients": 310, "bytes_to_clients": 990}
+    server = {"hostgroup_id": 100, "hostname": "127.0.0.1", "port": 5432, "status": "OFFLINE_SOFT"}
+    server |= {"status_reason": "draining", "connections_active": 1, "connections_total": 4, "connect_errors": 0}
+    server |= {"bytes_sent": 310, "bytes_recv": 990}
+    report = snapshot([]) | {"pgsql_forward": {"listeners": [listener], "servers": [server]}}
+    ProxyNode.objects.create(cluster=published, name="pg-node", last_report=report)
+    bad = snapshot([]) | {"pgsql_forward": {"listeners": [{**listener, "connections_total": "4"}], "servers": []}}
+    ProxyNode.objects.create(cluster=published, name="pg-odd-node", last_report=bad)
+    table = html.unescape(viewer.get(reverse("web:backends_table")).content.decode())
+    row = re.search(r'<tr data-listener="15432/pg-node">(.*?)</tr>', table, re.S).group(1)
+    assert "127.0.0.1:15432" in row and ">listening<" in row
+    assert re.findall(r'<td class="num connections_\w+">(\d+)</td>', row) == ["1", "4", "2"]
+    row = re.search(r'<tr data-pgsql-server="100/127.0.0.1:5432/pg-node">(.*?)</tr>', table, re.S).group(1)
+    assert ">OFFLINE_SOFT<" in row and "draining" in row and ">990<" in row
+    assert "pg-odd-node: stats.pgsql_forward.listeners[0].connections_total: expected a whole number" in table
+    assert 'data-listener="15432/pg-odd-node"' not in table
+    assert viewer.get(reverse("web:backends")).status_code == 200
+    one = viewer.get(reverse("web:server", args=[10, "127.0.0.1:3306"])).content.decode()
+    assert "data-listener" not in one and "Left out" not in one  # one MySQL server's page
+
+
 def test_table_lists_are_paged(cluster: Cluster, viewer: Client) -> None:
     Server.objects.bulk_create(
         Server(cluster=cluster, hostgroup_id=30, hostname=f"10.1.0.{i}", port=3306) for i in range(PAGE_SIZE + 5)
@@ -343,6 +371,12 @@ def user_form(**values: Any) -> dict[str, Any]:
 
 
 # (table page, valid POST data, the bad value, the field its error must be under, a piece of the message)
+#: A good row of each PostgreSQL table's form.
+PGSQL_SERVER = {"hostname": "127.0.0.1", "hostgroup_id": "100", "port": "5432", "status": "ONLINE", "weight": "1"}
+PGSQL_SERVER |= {"max_connections": "1000", "max_replication_lag": "0", "max_latency_ms": "0", "comment": ""}
+PGSQL_LISTENER = {"port": "15432", "interface": "127.0.0.1", "hostgroup_id": "100", "active": "on"}
+PGSQL_LISTENER |= {"max_connections": "10000", "comment": ""}
+
 BAD_INPUT = [
     ("servers", server_form(), {"port": "70000"}, "port", "65535"),
     ("servers", server_form(), {"port": "abc"}, "port", "whole number"),
@@ -365,6 +399,14 @@ BAD_INPUT = [
     ("variables", {"variable_value": "1"}, {"variable_name": "mysql-no_such_thing"}, "variable_name", "unknown"),
     ("variables", {"variable_name": "mysql-threads"}, {"variable_value": "many"}, "variable_value", ""),
     ("hostgroups", {"name": "x"}, {"hostgroup_id": "-1"}, "hostgroup_id", "greater than or equal to 0"),
+    ("pgsql-servers", PGSQL_SERVER, {"hostname": "db one"}, "hostname", "not a host name"),
+    ("pgsql-servers", PGSQL_SERVER, {"port": "70000"}, "port", "65535"),
+    ("pgsql-servers", PGSQL_SERVER, {"status": "UP"}, "status", "not one of the available choices"),
+    ("pgsql-forward-listeners", PGSQL_LISTENER, {"interface": "localhost"}, "interface", "not an IP address"),
+    ("pgsql-forward-listeners", PGSQL_LISTENER, {"port": "0"}, "port", "0 is below the minimum 1"),
+    ("pgsql-forward-listeners", PGSQL_LISTENER, {"port": "6033"}, "port", "6033 is the port of mysql-interfaces"),
+    ("pgsql-forward-listeners", PGSQL_LISTENER, {"port": "6070"}, "port", "6070 is the port of admin-restapi_port"),
+    ("pgsql-forward-listeners", PGSQL_LISTENER, {"max_connections": "0"}, "max_connections", "below the minimum 1"),
 ]
 
 
@@ -577,8 +619,9 @@ HOSTILE = '"><script>alert(1)</script><img src=x onerror=alert(2)>'
 
 def plant_hostile_values(cluster: Cluster) -> None:
     """Markup in every text column of ``cluster`` that accepts any text (a user, a rule, a variable, a server, a
-    hostgroup, a shard and a sharded table, the cluster, a version's comment), published, and in a digest and a
-    hot-row queue and proposal its node ``NODE`` reports."""
+    hostgroup, a shard and a sharded table, a PostgreSQL server and forwarding listener, the cluster, a version's
+    comment), published, and in a digest, a hot-row queue and proposal, and a forwarding listener and PostgreSQL
+    server its node ``NODE`` reports."""
     save_row(User(cluster=cluster, username=HOSTILE, password="x", default_schema=HOSTILE, comment=HOSTILE), None)
     rule = QueryRule(
         cluster=cluster,
@@ -605,6 +648,8 @@ def plant_hostile_values(cluster: Cluster) -> None:
         sequence_column=HOSTILE,
     )
     save_row(sharded, None)
+    save_row(PgsqlServer(cluster=cluster, hostgroup_id=100, hostname="10.0.0.40", comment=HOSTILE), None)
+    save_row(PgsqlForwardListener(cluster=cluster, port=15432, hostgroup_id=100, comment=HOSTILE), None)
     hostgroup = Hostgroup.objects.get(cluster=cluster, hostgroup_id=10)
     hostgroup.name = hostgroup.comment = HOSTILE
     hostgroup.save()
@@ -618,6 +663,14 @@ def plant_hostile_values(cluster: Cluster) -> None:
     names = ("id", "schema", "table", "column", "queue", "digest_text", "state")
     proposal = {**dict.fromkeys(names, HOSTILE), "digest": "0x3", "keys": [HOSTILE], "evidence": {HOSTILE: 1}}
     stats["trx_queue"] = {"queues": [hot_queue], "proposals": [proposal]}
+    listener = {"port": 15432, "interface": "127.0.0.1", "hostgroup_id": 100, "state": HOSTILE}
+    listener |= dict.fromkeys(("connections_active", "connections_total", "connections_refused"), 1)
+    listener |= dict.fromkeys(("bytes_from_clients", "bytes_to_clients"), 1)
+    server = {"hostgroup_id": 100, "hostname": HOSTILE, "port": 5432, "status": "SHUNNED", "status_reason": HOSTILE}
+    server |= dict.fromkeys(
+        ("connections_active", "connections_total", "connect_errors", "bytes_sent", "bytes_recv"), 1
+    )
+    stats["pgsql_forward"] = {"listeners": [listener], "servers": [server]}
     send_report(node, timezone.now(), stats, None)
 
 
@@ -636,6 +689,9 @@ def test_hostile_values_are_escaped_on_every_page(published: Cluster, operator: 
         body = response.content.decode()
         assert "<script>alert(1)" not in body and "onerror=alert(2)>" not in body, url
     assert html.escape(HOSTILE) in operator.get(reverse("web:hot_rows")).content.decode()  # the report was read
+    backends = operator.get(reverse("web:backends_table")).content.decode()
+    listener = re.search(rf'<tr data-listener="15432/{NODE}">(.*?)</tr>', backends, re.S).group(1)
+    assert html.escape(HOSTILE) in listener  # its state, as text
 
 
 def test_a_publish_refuses_a_draft_changed_since_its_preview(cluster: Cluster, operator: Client) -> None:

@@ -11,6 +11,7 @@ import pytest
 from proxyapp.config.document import (
     ConfigError,
     DuplicateKey,
+    listener_port_error,
     parse_config,
     parse_re_modifiers,
     read_json,
@@ -863,3 +864,26 @@ def test_a_native_hash_and_clear_text_are_accepted() -> None:
     hashed = "*" + "a1" * 20
     config = parse_config({"mysql_users": [{"username": "a", "password": hashed}, {"username": "b", "password": "x*"}]})
     assert [u.password for u in config.mysql_users] == [hashed, "x*"]
+
+
+def test_a_forwarding_listener_may_not_take_a_port_of_the_node() -> None:
+    """The MySQL listener's ports (every one of mysql-interfaces) and the admin endpoint's are the node's own."""
+    variables = Variables({"mysql-interfaces": "127.0.0.1:6033;0.0.0.0:6034", "admin-restapi_port": "6071"})
+    assert [listener_port_error(port, variables) for port in (6033, 6034, 6071)] == [
+        "6033 is the port of mysql-interfaces; give the listener a port of its own",
+        "6034 is the port of mysql-interfaces; give the listener a port of its own",
+        "6071 is the port of admin-restapi_port; give the listener a port of its own",
+    ]
+    assert listener_port_error(6070, variables) is None and listener_port_error(6070, Variables()) is not None
+    document = {
+        "pgsql_servers": [{"hostname": "127.0.0.1", "hostgroup_id": 100}],
+        "pgsql_forward_listeners": [{"port": 15432, "hostgroup_id": 100}, {"port": 6033, "hostgroup_id": 100}],
+    }
+    with pytest.raises(ConfigError) as refused:
+        parse_config(document)
+    assert refused.value.errors == [
+        "pgsql_forward_listeners[1] (port=6033): port: 6033 is the port of mysql-interfaces; give the listener a port "
+        "of its own"
+    ]
+    document["pgsql_forward_listeners"].pop()
+    assert [listener.port for listener in parse_config(document).pgsql_forward_listeners] == [15432]

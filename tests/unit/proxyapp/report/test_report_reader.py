@@ -10,6 +10,8 @@ import pytest
 
 from proxyapp.report.reader import (
     DigestRow,
+    ForwardListenerRow,
+    ForwardServerRow,
     MonitorRow,
     PoolRow,
     ReportedConfig,
@@ -22,6 +24,7 @@ from proxyapp.report.reader import (
     read_digests,
     read_mirror,
     read_monitor,
+    read_pgsql_forward,
     read_pools,
     read_rule_hits,
     read_sharding,
@@ -70,6 +73,29 @@ MIRROR_EXTRA = {
 }
 DIGEST = digest_row("0xA1", "SELECT ?", 3, 90)
 CONFIG = {"checksum": "ab12", "loaded_at": 1.5, "source": "admin"}
+LISTENER = {
+    "port": 15432,
+    "interface": "127.0.0.1",
+    "hostgroup_id": 100,
+    "state": "listening",
+    "connections_active": 1,
+    "connections_total": 3,
+    "connections_refused": 0,
+    "bytes_from_clients": 410,
+    "bytes_to_clients": 1210,
+}
+PG_SERVER = {
+    "hostgroup_id": 100,
+    "hostname": "127.0.0.1",
+    "port": 5432,
+    "status": "SHUNNED",
+    "status_reason": "connect failed 3 times",
+    "connections_active": 1,
+    "connections_total": 3,
+    "connect_errors": 2,
+    "bytes_sent": 410,
+    "bytes_recv": 1210,
+}
 SHARDING = sharding_row("0xC3", "SELECT * FROM t WHERE a = ?", 1, 3, merge_rows=40, merge_us=900)
 
 
@@ -127,6 +153,55 @@ def test_the_rest_of_a_report_reads_into_typed_rows() -> None:
     assert read_rule_hits(data) == [RuleHits(rule_id=3, hits=7)]
     assert read_config(data) == ReportedConfig("ab12", datetime.fromtimestamp(1.5, UTC), "admin")
     assert read_config(report(config={"checksum": "ab"})) == ReportedConfig("ab", None, "")
+
+
+def test_the_pgsql_forward_section_reads_into_listeners_and_servers() -> None:
+    taken = {**LISTENER, "port": 6033, "state": "error: [Errno 98] address already in use"}
+    taken.update(connections_active=0, connections_total=0, bytes_from_clients=0, bytes_to_clients=0)
+    forward = read_pgsql_forward(report(pgsql_forward={"listeners": [LISTENER, taken], "servers": [PG_SERVER]}))
+    assert forward is not None
+    assert forward.listeners == (
+        ForwardListenerRow(15432, "127.0.0.1", 100, "listening", 1, 3, 0, 410, 1210),
+        ForwardListenerRow(6033, "127.0.0.1", 100, "error: [Errno 98] address already in use", 0, 0, 0, 0, 0),
+    )
+    (server,) = forward.servers
+    assert server == ForwardServerRow(100, "127.0.0.1", 5432, "SHUNNED", "connect failed 3 times", 1, 3, 2, 410, 1210)
+    assert server.server == "127.0.0.1:5432"
+    reasonless = {k: v for k, v in PG_SERVER.items() if k != "status_reason"}
+    forward = read_pgsql_forward(report(pgsql_forward={"listeners": [], "servers": [reasonless]}))
+    assert forward is not None and (forward.listeners, forward.servers[0].status_reason) == ((), "")
+    assert read_pgsql_forward(report()) is None  # a proxy from before PostgreSQL forwarding
+
+
+def _forward(listener: dict[str, Any] | None = None, server: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A report whose ``pgsql_forward`` section has one listener and one server, each changed by the arguments."""
+    return report(
+        pgsql_forward={"listeners": [{**LISTENER, **(listener or {})}], "servers": [{**PG_SERVER, **(server or {})}]}
+    )
+
+
+@pytest.mark.parametrize(
+    ("data", "says"),
+    [
+        (report(pgsql_forward=[]), "stats.pgsql_forward: expected an object, not"),
+        (report(pgsql_forward={"servers": []}), "stats.pgsql_forward.listeners: expected a list of rows, not None"),
+        (report(pgsql_forward={"listeners": [], "servers": {}}), "stats.pgsql_forward.servers: expected a list of"),
+        (report(pgsql_forward={"listeners": [7], "servers": []}), r"pgsql_forward.listeners\[0\]: expected an object"),
+        (_forward({"port": "15432"}), r"pgsql_forward.listeners\[0\].port: expected a whole number"),
+        (_forward({"interface": ""}), r"pgsql_forward.listeners\[0\].interface: expected text"),
+        (_forward({"state": None}), r"pgsql_forward.listeners\[0\].state: expected text"),
+        (_forward({"connections_total": -1}), r"listeners\[0\].connections_total: expected a whole number of 0"),
+        (_forward({"bytes_to_clients": 1.5}), r"listeners\[0\].bytes_to_clients: expected a whole number"),
+        (_forward(server={"status": "UP"}), r"pgsql_forward.servers\[0\].status: expected one of ONLINE"),
+        (_forward(server={"hostname": 5}), r"pgsql_forward.servers\[0\].hostname: expected text"),
+        (_forward(server={"status_reason": None}), r"servers\[0\].status_reason: expected text"),
+        (_forward(server={"connect_errors": True}), r"servers\[0\].connect_errors: expected a whole number"),
+        (_forward(server={"bytes_recv": None}), r"servers\[0\].bytes_recv: expected a whole number"),
+    ],
+)
+def test_a_malformed_pgsql_forward_section_is_refused_naming_the_path(data: Any, says: str) -> None:
+    with pytest.raises(ReportError, match=says):
+        read_pgsql_forward(data)
 
 
 @pytest.mark.parametrize(

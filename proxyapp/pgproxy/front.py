@@ -1,0 +1,293 @@
+"""The pooling proxy's listener (``pgsql-interfaces``): logins, sessions, cancel requests and what it reports.
+
+Every worker process binds the address with ``SO_REUSEPORT``. A client logs in (``login``); the proxy then borrows
+a server connection of the user's ``default_hostgroup`` for the user and database asked for, which both checks
+that the server lets the user in (its refusal goes to the client as it is, fields intact) and gives the
+ParameterStatus values the client is told. Under transaction pooling that connection goes back to the pool at once.
+
+Each session is told a process id of the proxy's (numbered like the MySQL sessions, so the id says which worker
+process serves it) and a random key. A CancelRequest naming them is sent on, with the server's own id and key, to
+the server running the session's query; one that arrives at another worker process is handed to the right one
+through its admin endpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import ssl
+import struct
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from proxyapp.backends.topology import MonitorState, show_address
+from proxyapp.clock import Clock
+from proxyapp.config.document import Config
+from proxyapp.pgproxy.login import Cancel, LoginFailed, authenticate, negotiate
+from proxyapp.pgproxy.pool import PgPools, PoolRefused
+from proxyapp.pgproxy.session import PgSession, SessionCounters
+from proxyapp.pgproxy.settings import startup_settings
+from proxyapp.pgsql.auth import MECHANISM
+from proxyapp.pgsql.messages import (
+    CANCEL_REQUEST,
+    CANNOT_CONNECT_NOW,
+    TOO_MANY_CONNECTIONS,
+    auth_request,
+    backend_key_data,
+    error_response,
+    parameter_status,
+    ready_for_query,
+)
+from proxyapp.pgsql.wire import PeerGone, PgWire, ProtocolViolation
+from proxyapp.session.kill import worker_of
+from proxyapp.session.throttle import AuthThrottle
+
+log = logging.getLogger("proxyapp.pgproxy")
+
+#: Forwards a cancel request to another worker process: (worker index, pid, key).
+CancelForwarder = Callable[[int, int, int], Awaitable[None]]
+
+
+def _address(text: str) -> tuple[str, int] | None:
+    """``pgsql-interfaces`` as (host, port); None for '' (no listener)."""
+    if not text.strip():
+        return None
+    host, _, port = text.strip().split(";")[0].rpartition(":")
+    return (host.strip("[]") or "127.0.0.1", int(port))
+
+
+class PgFront:
+    """The PostgreSQL pooling proxy of one process."""
+
+    def __init__(
+        self,
+        config: Config,
+        clock: Clock,
+        throttle: AuthThrottle,
+        forward_cancel: CancelForwarder,
+        worker: int = 0,
+        workers: int = 1,
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        self.throttle = throttle
+        self.forward_cancel = forward_cancel
+        self.worker = worker
+        self.workers = workers
+        self.pools = PgPools(workers)
+        self.counters = SessionCounters()
+        self.tls: ssl.SSLContext | None = None
+        self.sessions: dict[int, PgSession] = {}
+        self.keys: dict[int, int] = {}  # session id -> the secret key its client was told
+        self.clients_total = 0
+        self.logins_failed = 0
+        self.connecting = 0  # clients still logging in
+        self.state = "off"
+        self._address: tuple[str, int] | None = None
+        self._server: asyncio.AbstractServer | None = None
+        self._next_id = worker + 1
+        self._bind_lock = asyncio.Lock()
+        self.tasks: set[asyncio.Task[Any]] = set()  # the clients being served
+
+    # ------------------------------------------------------------------------------------------- config
+
+    def apply(
+        self, config: Config, state: MonitorState, tls: ssl.SSLContext | None, backend_tls: ssl.SSLContext
+    ) -> None:
+        """Follow a config, the monitor's findings and the TLS contexts; the listener moves at ``bind``."""
+        self.config = config
+        self.tls = tls
+        self.pools.apply(config, state, backend_tls)
+
+    async def bind(self) -> None:
+        """Listen where ``pgsql-interfaces`` says (stop when it says nothing); an address that cannot be bound is
+        reported and tried again by the housekeeping."""
+        async with self._bind_lock:
+            try:
+                wanted = _address(self.config.variables.text("pgsql-interfaces"))
+            except ValueError:
+                wanted = None
+                self.state = "error: pgsql-interfaces is not host:port"
+            if wanted != self._address and self._server is not None:
+                self._server.close()
+                self._server = None
+                self.state = "off"
+            self._address = wanted
+            if wanted is None or self._server is not None:
+                return
+            try:
+                self._server = await asyncio.get_running_loop().create_server(
+                    lambda: _ClientWire(self), wanted[0], wanted[1], reuse_port=True, backlog=4096
+                )
+            except OSError as exc:
+                state = f"error: cannot listen on {show_address(wanted)}: {exc.strerror or exc}"
+                if state != self.state:
+                    log.error("pgsql: %s", state.removeprefix("error: "))
+                self.state = state
+                return
+            self.state = "listening"
+            log.info("PostgreSQL clients on %s", show_address(wanted))
+
+    def needs_bind(self) -> bool:
+        """Whether the listener is wanted and not bound (the housekeeping retries)."""
+        return self._address is not None and self._server is None
+
+    async def stop(self) -> None:
+        """Stop listening, end the sessions, close the pools."""
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        for session in list(self.sessions.values()):
+            session.client.close()
+        for task in list(self.tasks):
+            task.cancel()
+        self.pools.close_all()
+
+    # ------------------------------------------------------------------------------------------- clients
+
+    async def serve(self, wire: PgWire) -> None:
+        """Serve a new client connection, from its first message to its end."""
+        self.clients_total += 1
+        self.connecting += 1
+        session: PgSession | None = None
+        try:
+            session = await self._login(wire)
+        except LoginFailed as failed:
+            wire.write(error_response(failed.sqlstate, failed.message))
+        except PoolRefused as refused:
+            wire.write(refused.response())
+        except ProtocolViolation as exc:
+            wire.write(error_response("08P01", f"ProxyFleet: {exc}"))
+        except (PeerGone, ssl.SSLError, OSError):
+            pass
+        except TimeoutError:
+            wire.write(error_response(CANNOT_CONNECT_NOW, "ProxyFleet: the login took longer than allowed"))
+        finally:
+            self.connecting -= 1
+        try:
+            if session is not None:
+                await session.run()
+        finally:
+            if session is not None:
+                self.sessions.pop(session.id, None)
+                self.keys.pop(session.id, None)
+            wire.close()
+
+    async def _login(self, wire: PgWire) -> PgSession | None:
+        """Log the client in; its session, or None for a cancel request (done already)."""
+        timeout = self.config.variables.integer("pgsql-connect_timeout_client") / 1000
+        opened = await asyncio.wait_for(negotiate(wire, self.tls), timeout)
+        if isinstance(opened, Cancel):
+            await self.cancel(opened.pid, opened.key)
+            return None
+        addr = wire.peer_address()
+        if self.throttle.blocked(addr, self.clock()):
+            raise LoginFailed("28000", "ProxyFleet: too many failed logins from this address; try again later")
+        user = self.config.pgsql_user(opened.user)
+        try:
+            await asyncio.wait_for(authenticate(wire, user, opened.user), timeout)
+        except LoginFailed:
+            self.logins_failed += 1
+            if self.throttle.failed(addr, self.clock()):
+                log.warning("pgsql: %s blocked after too many failed logins", addr)
+            raise
+        assert user is not None
+        if user.use_ssl and not opened.tls:
+            raise LoginFailed("28000", f'ProxyFleet: user "{user.username}" must connect over TLS')
+        limit = max(1, -(-user.max_connections // self.workers)) if user.max_connections else 0
+        if sum(1 for s in self.sessions.values() if s.user == user.username) >= limit:
+            raise LoginFailed(TOO_MANY_CONNECTIONS, f'too many connections for role "{user.username}"')
+        try:
+            settings = startup_settings(opened.parameters)
+        except ValueError as exc:
+            raise LoginFailed("08P01", f"ProxyFleet: {exc}") from None
+        password = "" if _is_hash(user.password) else user.password
+        server = await self.pools.acquire(user.default_hostgroup, (user.username, opened.database), password)
+        session_id = self._next_id
+        self._next_id += self.workers
+        key = secrets.randbits(31)
+        session = PgSession(
+            wire,
+            self.pools,
+            self.counters,
+            session_id=session_id,
+            user=user.username,
+            database=opened.database,
+            password=password,
+            hostgroup=user.default_hostgroup,
+            pool_mode=user.pool_mode,
+            settings=settings,
+            max_prepared=lambda: self.config.variables.integer("pgsql-max_prepared_statements"),
+        )
+        told = dict(server.conn.parameters)
+        for name, value in opened.parameters.items():
+            for known in told:
+                if known.lower() == name.lower():
+                    told[known] = value
+        out = auth_request(0) + b"".join(parameter_status(n, v) for n, v in told.items())
+        wire.write(out + backend_key_data(session_id, key) + ready_for_query(b"I"))
+        self.sessions[session_id] = session
+        self.keys[session_id] = key
+        if user.pool_mode == "session":
+            session.adopt(server)
+        else:
+            self.pools.release(server, True)
+        return session
+
+    async def cancel(self, pid: int, key: int) -> None:
+        """A CancelRequest for session ``pid``: sent on to the server running its query, if the key is right."""
+        owner = worker_of(pid, self.workers)
+        if owner != self.worker:
+            await self.forward_cancel(owner, pid, key)
+            return
+        session = self.sessions.get(pid)
+        if session is None or not secrets.compare_digest(self.keys.get(pid, -1).to_bytes(4), key.to_bytes(4)):
+            return
+        server = session.server
+        if server is None:
+            return  # nothing running
+        host, port = server.target.server.address
+        server_pid, server_key = server.conn.backend_key
+        try:
+            _, sender = await asyncio.wait_for(asyncio.open_connection(host, port), 5)
+        except (OSError, TimeoutError):
+            return
+        sender.write(struct.pack("!iiii", 16, CANCEL_REQUEST, server_pid, server_key))
+        sender.close()
+
+    # ------------------------------------------------------------------------------------------- report
+
+    def rows(self) -> dict[str, Any]:
+        """The ``pgsql`` section of the report."""
+        address = self._address
+        return {
+            "listener": {"address": show_address(address) if address else "", "state": self.state},
+            "clients_connected": len(self.sessions) + self.connecting,
+            "clients_total": self.clients_total,
+            "logins_failed": self.logins_failed,
+            "transactions": self.counters.transactions,
+            "queries": self.counters.queries,
+            "waiting_clients": sum(len(q) for q in self.pools.waiters.values()),
+            "connection_pool": self.pools.rows(),
+        }
+
+
+def _is_hash(password: str) -> bool:
+    """Whether a pgsql_users password is a hash (a SCRAM verifier or md5), which cannot log in to a server."""
+    return (password.startswith("md5") and len(password) == 35) or password.startswith(MECHANISM + "$")
+
+
+class _ClientWire(PgWire):
+    """A client connection of the pooling proxy: served from the moment it is made."""
+
+    def __init__(self, front: PgFront) -> None:
+        super().__init__()
+        self.front = front
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Start serving the client."""
+        super().connection_made(transport)
+        task = asyncio.get_running_loop().create_task(self.front.serve(self))
+        self.front.tasks.add(task)
+        task.add_done_callback(self.front.tasks.discard)

@@ -1,0 +1,109 @@
+"""The order of a server's answers, so that the proxy can add messages of its own to a client's stream and leave
+their answers out, and answer some of the client's messages itself, without the client seeing anything but the
+answers it asked for, in order.
+
+Every message sent to the server that the server answers is registered with the message type that ends its answer
+(``TERMINALS``): ParseComplete for a Parse, ReadyForQuery for a Sync or a simple Query, and so on. An answer the
+proxy gives itself (a ParseComplete for a statement the connection already holds) is registered as ``SYNTHETIC`` and
+written as soon as every answer before it has been. An ErrorResponse ends the answer of the extended-protocol
+message it answers, and the server skips every later message up to the next Sync: their entries go too.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+#: How an entry's answer reaches the client.
+FORWARD, SWALLOW, SYNTHETIC = 0, 1, 2
+
+#: Per frontend message type, the server message types that end its answer.
+TERMINALS: dict[int, bytes] = {
+    ord("P"): b"1",
+    ord("B"): b"2",
+    ord("C"): b"3",
+    ord("D"): b"Tn",
+    ord("E"): b"CIs",
+    ord("S"): b"Z",
+    ord("Q"): b"Z",
+    ord("F"): b"Z",
+}
+#: Frontend messages after which an error skips to the next Sync (the extended protocol's).
+_EXTENDED = frozenset(ord(c) for c in "PBCDE")
+_SYNC = ord("S")
+
+
+class Entry:
+    """One message's expected answer."""
+
+    __slots__ = ("kind", "mode", "payload")
+
+    def __init__(self, kind: int, mode: int, payload: bytes | str = b"") -> None:
+        self.kind = kind  # the frontend message type (its first byte)
+        self.mode = mode
+        self.payload = payload  # SYNTHETIC: the answer to give; a Parse's server-side statement name
+
+
+class ResponseOrder:
+    """The answers still owed on one server connection, oldest first."""
+
+    __slots__ = ("entries", "failed_parse")
+
+    def __init__(self) -> None:
+        self.entries: deque[Entry] = deque()
+        #: Server-side statement names whose Parse failed since the last look (they are not prepared after all).
+        self.failed_parse: list[str] = []
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def sent(self, kind: int, mode: int = FORWARD, payload: bytes | str = b"") -> None:
+        """A message of type ``kind`` went to the server (``payload``: a Parse's server-side statement name)."""
+        self.entries.append(Entry(kind, mode, payload))
+
+    def answer_myself(self, answer: bytes) -> bytes:
+        """An answer the proxy gives itself, in its turn: returned at once (to write now) when nothing is owed
+        before it, else written by ``received`` when its turn comes."""
+        if not self.entries:
+            return answer
+        self.entries.append(Entry(0, SYNTHETIC, answer))
+        return b""
+
+    def received(self, message: bytes) -> tuple[bytes, int]:
+        """A message from the server: what to write to the client (the message, or nothing, and answers of the
+        proxy's whose turn came) and the type of the entry it ended (0 when it ended none)."""
+        kind = message[0]
+        entries = self.entries
+        if not entries:
+            return message, 0  # asynchronous: a notice, a notification, a parameter status
+        head = entries[0]
+        out = b"" if head.mode == SWALLOW else message
+        ended = 0
+        if kind == 69 and head.kind in _EXTENDED:  # ErrorResponse ("E"): skip to the next Sync
+            out = message  # an error is the client's to see, whoever's message caused it
+            while entries and entries[0].kind != _SYNC:
+                gone = entries.popleft()
+                if gone.kind == 80 and isinstance(gone.payload, str) and gone.payload:  # a Parse
+                    self.failed_parse.append(gone.payload)
+            ended = head.kind
+        elif kind == 69 and head.mode == SWALLOW:
+            out = message
+        elif kind in TERMINALS.get(head.kind, b""):
+            entries.popleft()
+            ended = head.kind if head.mode != SWALLOW else 0
+        if ended or not out:
+            out += self._due()
+        return out, ended
+
+    def _due(self) -> bytes:
+        """The proxy's own answers now at the head of the line."""
+        out = b""
+        entries = self.entries
+        while entries and entries[0].mode == SYNTHETIC:
+            payload = entries.popleft().payload
+            assert isinstance(payload, bytes)
+            out += payload
+        return out
+
+    def clear(self) -> None:
+        """Forget every entry (the connection is gone)."""
+        self.entries.clear()

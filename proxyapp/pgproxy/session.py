@@ -1,0 +1,425 @@
+"""One PostgreSQL client session of the pooling proxy, after its login: the client's messages go to a server
+connection borrowed for the transaction (or the whole session), the server's answers come back, and the connection
+goes back to its pool when the server is idle again with nothing owed.
+
+Two loops share the session while it holds a server connection: this one reads the client and writes to the
+server (rewriting named prepared statements, ``statements``; replaying the session's settings first, ``settings``),
+``_relay`` reads the server and writes to the client (``responses`` leaves out the answers to the proxy's own
+messages and adds the proxy's own answers in their turn). The relay gives the connection back at a ReadyForQuery
+that leaves the server idle ("I"), with no answer owed, no extended-protocol message since the last Sync, nothing
+pinned and transaction pooling. COPY in both directions, notices, notifications and errors pass as they come.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+from proxyapp.pgproxy.pool import PgPools, PoolRefused, ServerConn
+from proxyapp.pgproxy.responses import FORWARD, SWALLOW, ResponseOrder
+from proxyapp.pgproxy.settings import (
+    DROPS_STATEMENTS,
+    apply_change,
+    deallocated,
+    pin_reason,
+    read_change,
+    replay,
+)
+from proxyapp.pgproxy.statements import (
+    CLOSE_COMPLETE,
+    PARSE_COMPLETE,
+    SYNC,
+    Statement,
+    bind_statement,
+    close_statement,
+    parse_fields,
+    rename_bind,
+    renamed_target,
+    server_statement,
+    target,
+)
+from proxyapp.pgsql.messages import CONNECTION_FAILURE, error_response, message
+from proxyapp.pgsql.wire import PeerGone, PgWire, ProtocolViolation
+
+log = logging.getLogger("proxyapp.pgproxy")
+
+#: Client messages a server answers with nothing by themselves (COPY data, Flush, the end of COPY).
+_UNANSWERED = frozenset(b"dcfH")
+#: Extended-protocol messages: after one, the connection is kept until the client's next Sync.
+_EXTENDED = frozenset(b"PBDECH")
+#: Bytes written to a client before the relay waits for it to read them.
+_HIGH_WATER = 256 * 1024
+
+
+class SessionCounters:
+    """What the pooling proxy counts, in this process."""
+
+    __slots__ = ("queries", "transactions")
+
+    def __init__(self) -> None:
+        self.queries = 0
+        self.transactions = 0
+
+
+class PgSession:
+    """A logged-in client of the pooling proxy."""
+
+    def __init__(
+        self,
+        client: PgWire,
+        pools: PgPools,
+        counters: SessionCounters,
+        *,
+        session_id: int,
+        user: str,
+        database: str,
+        password: str,
+        hostgroup: int,
+        pool_mode: str,
+        settings: dict[str, str],
+        max_prepared: Callable[[], int],
+    ) -> None:
+        self.client = client
+        self.outbox: list[bytes] = []  # what the client's latest messages send the server, written at once
+        self.pools = pools
+        self.counters = counters
+        self.id = session_id
+        self.user = user
+        self.database = database
+        self.password = password
+        self.hostgroup = hostgroup
+        self.session_pooling = pool_mode == "session"
+        self.defaults = dict(settings)  # the startup settings: what RESET returns to
+        self.settings = dict(settings)
+        self.pending_changes: list[tuple[str, str | None]] = []  # SETs of the open transaction
+        self.max_prepared = max_prepared
+        self.statements: dict[str, Statement] = {}
+        self.server: ServerConn | None = None
+        self.order = ResponseOrder()
+        self.status = b"I"
+        self.unsynced = False
+        self.pinned: str | None = None
+        self.last_tag = b""  # the latest CommandComplete's tag
+        self.relay_task: asyncio.Task[None] | None = None
+        self.ended = False
+
+    # ------------------------------------------------------------------------------------------- the client
+
+    async def run(self) -> None:
+        """Serve the client until it leaves."""
+        try:
+            while True:
+                try:
+                    batch = await self.client.batch()
+                except ProtocolViolation as exc:
+                    self._fatal("08P01", f"ProxyFleet: {exc}")
+                    return
+                for msg in batch:
+                    kind = msg[0]
+                    if kind == 88:  # Terminate ("X")
+                        return
+                    if self.server is not None:
+                        self._pass(kind, msg)
+                    else:
+                        await self._borrow_and_pass(kind, msg)
+                    if self.ended:
+                        return
+                await self._flush()
+        except PeerGone:
+            return
+        finally:
+            await self._end()
+
+    async def _flush(self) -> None:
+        """Write what the client's messages send the server, at once; wait while the server is slow to read."""
+        server = self.server
+        if server is None or not self.outbox:
+            self.outbox.clear()
+            return
+        wire = server.conn.wire
+        wire.write(b"".join(self.outbox))
+        self.outbox.clear()
+        if wire.backlog > _HIGH_WATER:
+            await wire.drain()
+
+    async def _borrow_and_pass(self, kind: int, msg: bytes) -> None:
+        if kind in _UNANSWERED and kind != 72:
+            return  # COPY data for a COPY the server ended already: nothing to pass it to
+        try:
+            server = await self._borrow()
+        except PoolRefused as refused:
+            self._refuse(refused)
+            return
+        if server is not None:
+            self._pass(kind, msg)
+
+    def _pass(self, kind: int, msg: bytes) -> None:
+        """Write one client message to the held server connection, as the proxy must rewrite it."""
+        server = self.server
+        assert server is not None
+        order = self.order
+        out = self.outbox
+        if kind == 81:  # Query ("Q")
+            self.counters.queries += 1
+            out.append(self._simple_query(server, msg))
+            order.sent(kind)
+            return
+        if kind in _EXTENDED:
+            self.unsynced = True
+            if kind == 80:  # Parse
+                out.append(self._parse(server, msg))
+                return
+            if kind == 66:  # Bind
+                out.append(self._bind(server, msg))
+                order.sent(kind)
+                return
+            if kind in (68, 67):  # Describe, Close
+                self._describe_or_close(server, kind, msg)
+                return
+            if kind == 69:  # Execute
+                self.counters.queries += 1
+            out.append(msg)
+            if kind != 72:  # Flush is not answered
+                order.sent(kind)
+            return
+        if kind == 83:  # Sync
+            self.unsynced = False
+        out.append(msg)
+        if kind not in _UNANSWERED:
+            order.sent(kind)
+
+    # ------------------------------------------------------------------------------------------- statements
+
+    def _simple_query(self, server: ServerConn, msg: bytes) -> bytes:
+        """A simple Query: its settings change and pins noted, DEALLOCATE of a client's statement renamed."""
+        sql = msg[5:-1].decode("utf-8", "replace")
+        self._note(sql)
+        if DROPS_STATEMENTS.match(sql):
+            server.prepared.clear()
+            self.statements.clear()
+            return msg
+        name = deallocated(sql)
+        statement = self.statements.pop(name, None) if name is not None else None
+        if statement is None:
+            return msg
+        prefix = self._ensure(server, statement, sync=True)
+        server.prepared.pop(statement.server_name, None)
+        return prefix + message(b"Q", f"DEALLOCATE {statement.server_name}".encode() + b"\0")
+
+    def _note(self, sql: str) -> None:
+        """Note what ``sql`` does to the session: a setting changed, or a reason to pin it (a SET of a parameter
+        value, whose value the proxy cannot replay)."""
+        reason = pin_reason(sql)
+        change = read_change(sql)
+        if change is not None and change[1] is not None and "$" in change[1]:
+            reason, change = "a SET of a parameter", None
+        if reason is not None and self.pinned is None:
+            self.pinned = reason
+            log.debug("pgsql session %d pinned to its server connection: %s", self.id, reason)
+        if change is not None:
+            self.pending_changes.append(change)
+
+    def _parse(self, server: ServerConn, msg: bytes) -> bytes:
+        """A Parse: a named one is remembered and prepared under the proxy's name (or answered by the proxy when
+        the connection holds it already); the unnamed one passes as it is."""
+        name, query, types = parse_fields(msg[5:])
+        self._note(query.decode("utf-8", "replace"))
+        if not name:
+            self.order.sent(80)
+            return msg
+        statement = server_statement(query, types)
+        self.statements[name] = statement
+        if statement.server_name in server.prepared:
+            server.prepared.move_to_end(statement.server_name)
+            return self._answer(PARSE_COMPLETE)
+        closes = self._remember(server, statement.server_name)
+        self.order.sent(80, FORWARD, statement.server_name)
+        return closes + statement.parse
+
+    def _bind(self, server: ServerConn, msg: bytes) -> bytes:
+        """A Bind of a client's statement names the server's, prepared there first if the connection lacks it."""
+        statement = self.statements.get(bind_statement(msg[5:]))
+        if statement is None:
+            return msg  # the unnamed statement, or one the client never prepared (the server says so)
+        prefix = self._ensure(server, statement)
+        return prefix + rename_bind(msg[5:], statement.server_name)[1]
+
+    def _describe_or_close(self, server: ServerConn, kind: int, msg: bytes) -> None:
+        what, name = target(msg[5:])
+        statement = self.statements.get(name) if what == b"S" and name else None
+        if statement is None:
+            self.outbox.append(msg)
+            self.order.sent(kind)
+            return
+        if kind == 67:  # Close of a client's statement: the server keeps it for others
+            del self.statements[name]
+            self._answer(CLOSE_COMPLETE)
+            return
+        prefix = self._ensure(server, statement)
+        self.outbox.append(prefix + renamed_target(b"D", statement.server_name))
+        self.order.sent(kind)
+
+    def _ensure(self, server: ServerConn, statement: Statement, sync: bool = False) -> bytes:
+        """The Parse that prepares ``statement`` on ``server`` if it lacks it (its answer left out), else b"";
+        ``sync``: followed by a Sync of the proxy's (before a simple Query, which an error would leave unread)."""
+        if statement.server_name in server.prepared:
+            server.prepared.move_to_end(statement.server_name)
+            return b""
+        closes = self._remember(server, statement.server_name)
+        self.order.sent(80, SWALLOW, statement.server_name)
+        if not sync:
+            return closes + statement.parse
+        self.order.sent(83, SWALLOW)
+        return closes + statement.parse + SYNC
+
+    def _remember(self, server: ServerConn, server_name: str) -> bytes:
+        """Note ``server_name`` as prepared on ``server``; the Closes (answers left out) of the least recently
+        used statements beyond ``pgsql-max_prepared_statements``, to send first."""
+        out = b""
+        limit = self.max_prepared()
+        while len(server.prepared) >= limit:
+            oldest, _ = server.prepared.popitem(last=False)
+            out += close_statement(oldest)
+            self.order.sent(67, SWALLOW)
+        server.prepared[server_name] = None
+        return out
+
+    def _answer(self, answer: bytes) -> bytes:
+        """The proxy's own answer, written to the client in its turn."""
+        self.client.write(self.order.answer_myself(answer))
+        return b""
+
+    # ------------------------------------------------------------------------------------------- the server
+
+    async def _borrow(self) -> ServerConn | None:
+        """A server connection for the session, its settings made the session's; None when the client is gone."""
+        server = await self.pools.acquire(self.hostgroup, (self.user, self.database), self.password)
+        if self.ended:
+            self.pools.release(server, True)
+            return None
+        self.adopt(server)
+        return server
+
+    def adopt(self, server: ServerConn) -> None:
+        """Take ``server`` for the session: its settings made the session's (the SETs' answers left out), and the
+        relay of its answers started."""
+        sql = replay(server.settings, self.settings)
+        if sql:
+            server.conn.wire.write(message(b"Q", sql.encode() + b"\0"))
+            self.order.sent(81, SWALLOW)
+            server.settings = dict(self.settings)
+        self.server = server
+        self.relay_task = asyncio.get_running_loop().create_task(self._relay(server))
+
+    async def _relay(self, server: ServerConn) -> None:
+        """Pass the server's answers to the client until the connection goes back to its pool."""
+        wire = server.conn.wire
+        client = self.client
+        order = self.order
+        try:
+            while True:
+                outs: list[bytes] = []
+                batch = await wire.batch()
+                last = len(batch) - 1
+                for at, msg in enumerate(batch):
+                    kind = msg[0]
+                    out, ended = order.received(msg)
+                    if order.failed_parse:
+                        for name in order.failed_parse:
+                            server.prepared.pop(name, None)
+                        order.failed_parse.clear()
+                    if kind == 67:  # CommandComplete: its tag
+                        self.last_tag = msg[5:-1]
+                    if out:
+                        outs.append(out)
+                    if kind == 90:  # ReadyForQuery ("Z")
+                        self.status = msg[5:6]
+                        if ended:
+                            self._transaction_state()
+                            if at == last and self._may_release():
+                                client.write(b"".join(outs))
+                                self._release(server, True)
+                                return
+                client.write(b"".join(outs))
+                if client.backlog > _HIGH_WATER:
+                    await client.drain()
+        except asyncio.CancelledError:
+            raise
+        except (PeerGone, ProtocolViolation, OSError) as exc:
+            if self.server is server and not self.ended:
+                self._fatal(CONNECTION_FAILURE, f"ProxyFleet: lost the server connection: {exc}")
+            self._release(server, False)
+
+    def _transaction_state(self) -> None:
+        """At the client's ReadyForQuery: a transaction ended? Then its settings changes stand (or not)."""
+        if self.status == b"I":
+            if self.last_tag.startswith(b"ROLLBACK"):
+                self.pending_changes.clear()
+            for change in self.pending_changes:
+                apply_change(self.settings, change, self.defaults)
+            self.pending_changes.clear()
+            self.counters.transactions += 1
+            server = self.server
+            if server is not None:
+                server.settings = dict(self.settings)
+
+    def _may_release(self) -> bool:
+        return (
+            self.status == b"I"
+            and not self.order
+            and not self.unsynced
+            and self.pinned is None
+            and not self.session_pooling
+        )
+
+    def _release(self, server: ServerConn, reusable: bool) -> None:
+        reusable = reusable and not self.order
+        if self.server is server:
+            self.server = None
+            self.relay_task = None
+            self.order = ResponseOrder()
+        self.pools.release(server, reusable)
+
+    # ------------------------------------------------------------------------------------------- the end
+
+    def _refuse(self, refused: PoolRefused) -> None:
+        """No server connection: the client gets the error and the session ends (its messages in flight have
+        nowhere to go)."""
+        self.client.write(refused.response())
+        self.client.close()
+        self.ended = True
+
+    def _fatal(self, sqlstate: str, text: str) -> None:
+        self.client.write(error_response(sqlstate, text))
+        self.client.close()
+        self.ended = True
+
+    async def _end(self) -> None:
+        """The client is gone: its server connection goes back clean (DISCARD ALL after a pinned session) or is
+        closed (in a transaction, or answers still owed)."""
+        self.ended = True
+        server = self.server
+        task = self.relay_task
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if server is not None and self.server is server:
+            self.server = None
+            clean = self.status == b"I" and not self.order and not self.unsynced
+            if clean and self.pinned is not None:
+                clean = await self._discard_all(server)
+            self.pools.release(server, clean)
+        self.client.close()
+
+    async def _discard_all(self, server: ServerConn) -> bool:
+        """Reset a connection a pinned session leaves (DISCARD ALL); whether it came back idle."""
+        try:
+            await server.conn.query("DISCARD ALL")
+        except Exception:
+            return False
+        server.prepared.clear()
+        server.settings = {}
+        return True

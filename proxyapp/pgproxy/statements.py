@@ -1,0 +1,83 @@
+"""Named prepared statements under transaction pooling, as PgBouncer 1.21 keeps them: a client's statement names are
+its own, the server connections know them by names of the proxy's.
+
+A client's Parse of a named statement is remembered (its query and parameter types). On the server its name is
+``pf_`` and a hash of both, so every client that prepares the same statement shares one server-side statement per
+connection. Whatever server connection a later Bind or Describe lands on, the statement is prepared there first if
+that connection lacks it (the proxy's Parse, its answer left out), and the message names the server's statement. A
+Close of a client's statement is answered by the proxy: the server keeps the statement for the next client, up to
+``pgsql-max_prepared_statements`` per connection (the least recently used one closed beyond it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from proxyapp.pgsql.messages import cstring, message
+
+#: The prefix of the server-side statement names the proxy gives.
+PREFIX = "pf_"
+
+
+class Statement:
+    """A client's named statement: its server-side name and the Parse that prepares it there."""
+
+    __slots__ = ("parse", "server_name")
+
+    def __init__(self, server_name: str, parse: bytes) -> None:
+        self.server_name = server_name
+        self.parse = parse  # a whole Parse message naming ``server_name``
+
+
+def parse_fields(body: bytes) -> tuple[str, bytes, bytes]:
+    """A Parse body's statement name, query and the rest (parameter types); ValueError when malformed."""
+    name, at = cstring(body, 0)
+    query, rest_at = cstring(body, at)
+    return name.decode("utf-8", "replace"), query, body[rest_at:]
+
+
+def server_statement(query: bytes, types: bytes) -> Statement:
+    """The server-side statement of a query and its parameter types."""
+    digest = hashlib.sha1(query + b"\0" + types, usedforsecurity=False).hexdigest()[:24]
+    name = PREFIX + digest
+    return Statement(name, message(b"P", name.encode() + b"\0" + query + b"\0" + types))
+
+
+def rename_bind(body: bytes, server_name: str) -> tuple[str, bytes]:
+    """A Bind body's statement name, and the whole Bind message naming ``server_name`` instead."""
+    portal, at = cstring(body, 0)
+    name, rest_at = cstring(body, at)
+    renamed = portal + b"\0" + server_name.encode() + b"\0" + body[rest_at:]
+    return name.decode("utf-8", "replace"), message(b"B", renamed)
+
+
+def bind_statement(body: bytes) -> str:
+    """The statement name a Bind body names."""
+    _, at = cstring(body, 0)
+    name, _ = cstring(body, at)
+    return name.decode("utf-8", "replace")
+
+
+def target(body: bytes) -> tuple[bytes, str]:
+    """A Describe's or Close's target: ``S`` (a statement) or ``P`` (a portal), and its name."""
+    if not body:
+        raise ValueError("a Describe or Close names nothing")
+    name, _ = cstring(body, 1)
+    return body[:1], name.decode("utf-8", "replace")
+
+
+def renamed_target(kind: bytes, server_name: str) -> bytes:
+    """A Describe (``kind`` ``D``) or Close (``C``) of the server-side statement ``server_name``."""
+    return message(kind, b"S" + server_name.encode() + b"\0")
+
+
+def close_statement(server_name: str) -> bytes:
+    """A Close of a server-side statement (the proxy's, when a connection holds too many)."""
+    return renamed_target(b"C", server_name)
+
+
+#: The proxy's answers of its own: ParseComplete and CloseComplete.
+PARSE_COMPLETE = message(b"1")
+CLOSE_COMPLETE = message(b"3")
+#: A Sync of the proxy's.
+SYNC = message(b"S")

@@ -1,0 +1,174 @@
+"""PostgreSQL password authentication, both ways: MD5 and SCRAM-SHA-256 (RFC 5802 and 7677, no channel binding).
+
+As a client (the proxy logging in to a server) ``ScramClient`` walks the three SASL steps and checks the server's
+final signature, so a server that does not know the password cannot pass for one that does. As a server (a client
+logging in to the proxy) ``ScramServer`` checks the client's proof against a verifier (PostgreSQL's stored form,
+``scram_verifier`` makes one from a clear text password), and ``md5_matches`` an MD5 answer.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+
+MECHANISM = "SCRAM-SHA-256"
+
+
+class AuthError(Exception):
+    """The server's authentication exchange cannot be completed (a malformed message, a wrong signature)."""
+
+
+def md5_password(user: str, password: str, salt: bytes) -> bytes:
+    """The answer to AuthenticationMD5Password: 'md5' + md5(md5(password + user) + salt), hex."""
+    inner = hashlib.md5((password + user).encode()).hexdigest().encode()
+    return b"md5" + hashlib.md5(inner + salt).hexdigest().encode()
+
+
+def _hmac(key: bytes, text: bytes) -> bytes:
+    return hmac.digest(key, text, "sha256")
+
+
+def _fields(message: bytes) -> dict[str, str]:
+    try:
+        text = message.decode("ascii")
+        return dict(part.split("=", 1) for part in text.split(","))  # type: ignore[misc]
+    except (UnicodeDecodeError, ValueError):
+        raise AuthError(f"malformed SCRAM message {message[:80]!r}") from None
+
+
+class ScramClient:
+    """One SCRAM-SHA-256 exchange: ``first()``, then ``final(server_first)``, then ``verify(server_final)``."""
+
+    def __init__(self, password: str, nonce: str | None = None, user: str = "") -> None:
+        self.password = password
+        self.nonce = nonce or base64.b64encode(secrets.token_bytes(18)).decode()
+        self.first_bare = f"n={user},r={self.nonce}"  # PostgreSQL takes the user from the StartupMessage
+        self.server_signature = b""
+
+    def first(self) -> bytes:
+        """The client-first-message (gs2 header "n,,": no channel binding)."""
+        return f"n,,{self.first_bare}".encode()
+
+    def final(self, server_first: bytes) -> bytes:
+        """The client-final-message with its proof, from the server-first-message."""
+        fields = _fields(server_first)
+        try:
+            nonce, salt, iterations = fields["r"], base64.b64decode(fields["s"]), int(fields["i"])
+        except (KeyError, ValueError):
+            raise AuthError(f"malformed SCRAM server-first-message {server_first[:80]!r}") from None
+        if not nonce.startswith(self.nonce) or iterations < 1:
+            raise AuthError("the server's SCRAM nonce does not extend ours")
+        salted = hashlib.pbkdf2_hmac("sha256", self.password.encode(), salt, iterations)
+        client_key = _hmac(salted, b"Client Key")
+        without_proof = f"c=biws,r={nonce}"
+        auth_message = f"{self.first_bare},{server_first.decode()},{without_proof}".encode()
+        signature = _hmac(hashlib.sha256(client_key).digest(), auth_message)
+        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+        self.server_signature = _hmac(_hmac(salted, b"Server Key"), auth_message)
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+    def verify(self, server_final: bytes) -> None:
+        """Check the server-final-message's signature; AuthError when it is wrong or an error."""
+        fields = _fields(server_final)
+        if "e" in fields:
+            raise AuthError(f"SCRAM authentication failed: {fields['e']}")
+        try:
+            signature = base64.b64decode(fields["v"])
+        except (KeyError, ValueError):
+            raise AuthError(f"malformed SCRAM server-final-message {server_final[:80]!r}") from None
+        if not hmac.compare_digest(signature, self.server_signature):
+            raise AuthError("the server's SCRAM signature is wrong: it does not know the password")
+
+
+#: The iterations ``scram_verifier`` uses (PostgreSQL's default, scram_iterations).
+ITERATIONS = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class Verifier:
+    """What a server keeps of a SCRAM-SHA-256 password
+    (``SCRAM-SHA-256$<iterations>:<salt>$<StoredKey>:<ServerKey>``)."""
+
+    iterations: int
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+
+    @classmethod
+    def parse(cls, text: str) -> Verifier:
+        """Read PostgreSQL's text form; ValueError when it is not one."""
+        try:
+            scheme, head, keys = text.split("$")
+            iterations, salt = head.split(":")
+            stored, server = keys.split(":")
+            if scheme != MECHANISM:
+                raise ValueError(scheme)
+            return cls(int(iterations), base64.b64decode(salt), base64.b64decode(stored), base64.b64decode(server))
+        except ValueError:
+            raise ValueError("not a SCRAM-SHA-256 verifier") from None
+
+
+def scram_verifier(password: str, salt: bytes | None = None, iterations: int = ITERATIONS) -> Verifier:
+    """The verifier of a clear text password (a fresh random salt unless given)."""
+    salt = salt if salt is not None else secrets.token_bytes(16)
+    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, iterations)
+    stored = hashlib.sha256(_hmac(salted, b"Client Key")).digest()
+    return Verifier(iterations, salt, stored, _hmac(salted, b"Server Key"))
+
+
+class ScramServer:
+    """One SCRAM-SHA-256 exchange as the server: ``first(client_first)``, then ``final(client_final)``, which raises
+    AuthError unless the client proved it knows the password."""
+
+    def __init__(self, verifier: Verifier, nonce: str | None = None) -> None:
+        self.verifier = verifier
+        self.nonce = nonce or base64.b64encode(secrets.token_bytes(18)).decode()
+        self.client_first_bare = ""
+        self.server_first = ""
+
+    def first(self, client_first: bytes) -> bytes:
+        """The server-first-message for the client-first-message."""
+        text = client_first.decode("utf-8", "replace")
+        bare = text.partition(",,")[2] if text.startswith(("n,", "y,")) else ""
+        if not bare:
+            raise AuthError("the client's SCRAM first message asks for channel binding or is malformed")
+        fields = _fields(bare.encode())
+        if not fields.get("r"):
+            raise AuthError("the client's SCRAM first message has no nonce")
+        self.client_first_bare = bare
+        v = self.verifier
+        salt = base64.b64encode(v.salt).decode()
+        self.server_first = f"r={fields['r']}{self.nonce},s={salt},i={v.iterations}"
+        return self.server_first.encode()
+
+    def final(self, client_final: bytes) -> bytes:
+        """Check the client's proof; the server-final-message with the server's signature."""
+        without_proof, _, proof_field = client_final.decode("utf-8", "replace").rpartition(",p=")
+        fields = _fields(without_proof.encode())
+        if fields.get("r") != _fields(self.server_first.encode())["r"] or fields.get("c") not in ("biws", "eSws"):
+            raise AuthError("the client's SCRAM final message does not match the exchange")
+        try:
+            proof = base64.b64decode(proof_field, validate=True)
+        except ValueError:
+            raise AuthError("the client's SCRAM proof is not base64") from None
+        v = self.verifier
+        auth_message = f"{self.client_first_bare},{self.server_first},{without_proof}".encode()
+        signature = _hmac(v.stored_key, auth_message)
+        if len(proof) != len(signature):
+            raise AuthError("password authentication failed")
+        client_key = bytes(a ^ b for a, b in zip(proof, signature, strict=True))
+        if not hmac.compare_digest(hashlib.sha256(client_key).digest(), v.stored_key):
+            raise AuthError("password authentication failed")
+        return f"v={base64.b64encode(_hmac(v.server_key, auth_message)).decode()}".encode()
+
+
+def md5_matches(user: str, stored: str, salt: bytes, answer: bytes) -> bool:
+    """Whether an MD5 answer proves the password ``stored`` holds (clear text, or PostgreSQL's 'md5' + hex hash)."""
+    if stored.startswith("md5") and len(stored) == 35:
+        expected = b"md5" + hashlib.md5(stored[3:].encode() + salt).hexdigest().encode()
+    else:
+        expected = md5_password(user, stored, salt)
+    return hmac.compare_digest(expected, answer)

@@ -1,0 +1,214 @@
+"""A PostgreSQL peer's connection as whole messages, straight from an asyncio Protocol.
+
+What arrives is kept in one buffer and handed out as whole messages: ``batch()`` gives every message that has fully
+arrived (waiting only when none has), so that the proxy answers a batch with one write, one system call, instead of
+one per message. Reading pauses while more than ``HIGH_WATER`` bytes wait unread, so a fast peer never fills the
+proxy's memory; writers wait in ``drain`` while the peer is slow to read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import struct
+
+#: The longest message read from a peer: PostgreSQL's own limit for most messages is 1 GB; a proxy holds less.
+MAX_MESSAGE = 1 << 28
+#: The longest first message (a StartupMessage, SSLRequest or CancelRequest): PostgreSQL's own limit.
+MAX_FIRST_MESSAGE = 10_000
+#: Unread bytes beyond which reading pauses.
+HIGH_WATER = 1 << 20
+_LENGTH = struct.Struct("!i")
+
+
+class ProtocolViolation(Exception):
+    """The peer broke the protocol (a bad length, a message where none may be)."""
+
+
+class PeerGone(Exception):
+    """The peer closed the connection (or it broke)."""
+
+
+class PgWire(asyncio.Protocol):
+    """One connection to a PostgreSQL peer (a client, or a server)."""
+
+    def __init__(self, limit: int = MAX_MESSAGE) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.limit = limit
+        self.buffer = bytearray()
+        self.closed: str | None = None  # why, once the connection is gone
+        self.paused = False
+        self._waiter: asyncio.Future[None] | None = None
+        self._drained: asyncio.Future[None] | None = None
+        self._writing_paused = False
+
+    # ------------------------------------------------------------------------------------------- protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Keep the transport."""
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        """Keep what arrived; wake the reader."""
+        self.buffer += data
+        if len(self.buffer) > HIGH_WATER and not self.paused and self.transport is not None:
+            self.paused = True
+            self.transport.pause_reading()
+        self._wake()
+
+    def eof_received(self) -> bool:
+        """The peer will send nothing more: the connection ends."""
+        self.closed = self.closed or "the peer closed the connection"
+        self._wake()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """The connection is gone."""
+        self.closed = self.closed or (f"the connection broke: {exc}" if exc else "the peer closed the connection")
+        self._wake()
+        drained = self._drained
+        if drained is not None and not drained.done():
+            drained.set_result(None)
+
+    def pause_writing(self) -> None:
+        """The peer is slow to read."""
+        self._writing_paused = True
+
+    def resume_writing(self) -> None:
+        """The peer reads again."""
+        self._writing_paused = False
+        drained = self._drained
+        if drained is not None and not drained.done():
+            drained.set_result(None)
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # ------------------------------------------------------------------------------------------- reading
+
+    async def _more(self) -> None:
+        """Wait for more bytes; PeerGone when there will be none."""
+        if self.closed is not None:
+            raise PeerGone(self.closed)
+        if self.paused and self.transport is not None:
+            self.paused = False
+            self.transport.resume_reading()
+        waiter = self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+
+    async def batch(self) -> list[bytes]:
+        """Every whole typed message that has arrived (at least one), oldest first; each has its type byte, its
+        length and its body."""
+        while True:
+            messages = self._complete()
+            if messages:
+                return messages
+            await self._more()
+
+    def _complete(self) -> list[bytes]:
+        buffer = self.buffer
+        size = len(buffer)
+        at = 0
+        out: list[bytes] = []
+        while size - at >= 5:
+            (length,) = _LENGTH.unpack_from(buffer, at + 1)
+            if not 4 <= length <= self.limit:
+                raise ProtocolViolation(f"invalid message length {length} for a {bytes(buffer[at : at + 1])!r} message")
+            end = at + 1 + length
+            if end > size:
+                break
+            out.append(bytes(buffer[at:end]))
+            at = end
+        if at:
+            del buffer[:at]
+        return out
+
+    async def message(self) -> bytes:
+        """The next whole typed message (the rest stay for later calls)."""
+        while True:
+            buffer = self.buffer
+            if len(buffer) >= 5:
+                (length,) = _LENGTH.unpack_from(buffer, 1)
+                if not 4 <= length <= self.limit:
+                    raise ProtocolViolation(f"invalid message length {length} for a {bytes(buffer[:1])!r} message")
+                if len(buffer) >= 1 + length:
+                    whole = bytes(buffer[: 1 + length])
+                    del buffer[: 1 + length]
+                    return whole
+            await self._more()
+
+    async def byte(self) -> bytes:
+        """The next single byte (a server's answer to an SSLRequest)."""
+        while not self.buffer:
+            await self._more()
+        answer = bytes(self.buffer[:1])
+        del self.buffer[:1]
+        return answer
+
+    async def first(self) -> bytes:
+        """A connection's first message, untyped (a StartupMessage, SSLRequest, GSSENCRequest or CancelRequest)."""
+        while True:
+            buffer = self.buffer
+            if len(buffer) >= 4:
+                (length,) = _LENGTH.unpack_from(buffer, 0)
+                if not 8 <= length <= MAX_FIRST_MESSAGE:
+                    raise ProtocolViolation(f"invalid length of startup packet: {length}")
+                if len(buffer) >= length:
+                    whole = bytes(buffer[:length])
+                    del buffer[:length]
+                    return whole
+            await self._more()
+
+    # ------------------------------------------------------------------------------------------- writing
+
+    def write(self, data: bytes) -> None:
+        """Send ``data`` (nothing once the connection is gone)."""
+        transport = self.transport
+        if transport is not None and self.closed is None and data:
+            transport.write(data)
+
+    async def drain(self) -> None:
+        """Wait while the peer is slow to read what it was sent."""
+        while self._writing_paused and self.closed is None:
+            drained = self._drained = asyncio.get_running_loop().create_future()
+            try:
+                await drained
+            finally:
+                self._drained = None
+
+    @property
+    def backlog(self) -> int:
+        """Bytes written and not yet sent."""
+        transport = self.transport
+        return transport.get_write_buffer_size() if transport is not None else 0
+
+    async def start_tls(self, context: ssl.SSLContext, server_side: bool, server_hostname: str | None = None) -> None:
+        """Go on over TLS (the peer's handshake comes next; nothing may be buffered)."""
+        assert self.transport is not None
+        if self.buffer:
+            raise ProtocolViolation("data sent before the TLS handshake")
+        loop = asyncio.get_running_loop()
+        upgraded = await loop.start_tls(
+            self.transport, self, context, server_side=server_side, server_hostname=server_hostname
+        )
+        if upgraded is None:
+            raise PeerGone("the TLS handshake did not complete")
+        self.transport = upgraded  # type: ignore[assignment]
+
+    def close(self) -> None:
+        """Close the connection (what was written is sent first)."""
+        transport = self.transport
+        if transport is not None:
+            transport.close()
+        self.closed = self.closed or "closed by the proxy"
+
+    def peer_address(self) -> str:
+        """The peer's IP address ('' when unknown)."""
+        transport = self.transport
+        peer = transport.get_extra_info("peername") if transport is not None else None
+        return str(peer[0]) if peer else ""
