@@ -58,9 +58,10 @@ bench-hot-rows: deps build
 	$(PY) -m devstack.bench.hot_rows $(BENCH_ARGS)
 
 # PostgreSQL (issue 16): pgbench -S and TPC-B-like, simple and prepared, 16 and 1,000 clients, direct vs PgBouncer
-# (transaction pooling) vs ProxyFleet's forwarding listener: the "PostgreSQL: pgbench, direct vs PgBouncer vs
-# ProxyFleet" section of docs/benchmarks.md; about 25 minutes a run (BENCH_ARGS='--rounds N --time S', default 2 rounds
-# of 20 s; '--quick' tries the harness in a few minutes and writes var/bench-pgsql/section.md instead of the docs).
+# (transaction pooling) vs ProxyFleet's forwarding listener vs ProxyFleet's pooler: the "PostgreSQL: pgbench, direct vs
+# PgBouncer vs ProxyFleet" section of docs/benchmarks.md; about 35 minutes a run (BENCH_ARGS='--rounds N --time S
+# --targets ...', default 2 rounds of 20 s; '--quick' tries the harness in about 8 minutes and writes
+# var/bench-pgsql/section.md instead of the docs).
 bench-pgsql: deps build
 	$(PY) -m devstack.bench.pgsql_bench $(BENCH_ARGS)
 

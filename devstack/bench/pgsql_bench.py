@@ -1,6 +1,6 @@
-"""pgbench through three targets: a PostgreSQL sandbox primary directly, Debian's PgBouncer (transaction pooling) and
-ProxyFleet's forwarding listener, into ``docs/benchmarks.md`` (its section "PostgreSQL: pgbench, direct vs PgBouncer vs
-ProxyFleet").
+"""pgbench through four targets: a PostgreSQL sandbox primary directly, Debian's PgBouncer (transaction pooling),
+ProxyFleet's forwarding listener and ProxyFleet's pooling proxy (transaction pooling), into ``docs/benchmarks.md``
+(its section "PostgreSQL: pgbench, direct vs PgBouncer vs ProxyFleet").
 
 ``make bench-pgsql`` runs ``.venv/bin/python -m devstack.bench.pgsql_bench [--quick]``. It builds the proxy (it runs
 compiled) and starts everything it measures, and stops it again on success, failure or Ctrl-C:
@@ -9,8 +9,10 @@ compiled) and starts everything it measures, and stops it again on success, fail
   it directly) under ``var/bench-pgsql-sandbox``, its ``app`` database initialized once by ``pgbench -i`` as ``app``;
 * PgBouncer in transaction pooling mode (``default_pool_size`` 20) on a free loopback port, its ini and userlist in
   ``var/bench-pgsql/pgbouncer``, clients and the server both authenticated by SCRAM as ``app``;
-* a ProxyFleet proxy (``python -m proxyapp run``) with a ``pgsql_servers`` row for the primary and a
-  ``pgsql_forward_listeners`` row: the forwarding listener (docs/postgresql.md) is the target.
+* a ProxyFleet proxy (``python -m proxyapp run``) serving two targets: a ``pgsql_forward_listeners`` port to a
+  hostgroup holding the primary (the forwarding listener, docs/postgresql.md), and its pooling proxy
+  (``pgsql-interfaces``) with ``app`` in ``pgsql_users`` in transaction pooling mode, to another hostgroup holding the
+  primary with 20 connections, as PgBouncer has.
 
 Then pgbench's built-in ``select-only`` (``-S``) and ``tpcb-like`` (the default) scripts, each with ``-M simple``
 and ``-M prepared``, at 16 clients and at 1,000 clients (``-j 2``), run against every target, the targets interleaved
@@ -43,6 +45,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -61,22 +64,23 @@ OUT = REPO / "var" / "bench-pgsql"
 SANDBOX_DIR = "var/bench-pgsql-sandbox"
 DOC = REPO / "docs" / "benchmarks.md"
 SECTION_TITLE = "PostgreSQL: pgbench, direct vs PgBouncer vs ProxyFleet"
-DIRECT, PGBOUNCER, PROXYFLEET = "direct", "pgbouncer", "proxyfleet"
-TARGETS = (DIRECT, PGBOUNCER, PROXYFLEET)
-LABELS = {DIRECT: "direct", PGBOUNCER: "PgBouncer", PROXYFLEET: "ProxyFleet"}
-SHORT = {DIRECT: "d", PGBOUNCER: "b", PROXYFLEET: "P"}
+DIRECT, PGBOUNCER, PROXYFLEET, POOLER = "direct", "pgbouncer", "proxyfleet", "proxyfleet-pool"
+TARGETS = (DIRECT, PGBOUNCER, PROXYFLEET, POOLER)
+LABELS = {DIRECT: "direct", PGBOUNCER: "PgBouncer", PROXYFLEET: "ProxyFleet forward", POOLER: "ProxyFleet pool"}
+SHORT = {DIRECT: "d", PGBOUNCER: "b", PROXYFLEET: "f", POOLER: "p"}
 DATABASE = "app"
 #: The sandbox server's settings: room for 1,000 clients directly, and the whole data set in shared buffers.
 SERVER_SETTINGS = {"max_connections": "1100", "shared_buffers": "256MB"}
 #: PgBouncer's server connections per user and database (transaction pooling).
 POOL_SIZE = 20
-#: The pgsql hostgroup of the proxy's one server.
-HOSTGROUP = 100
+#: The pgsql hostgroups of the proxy's one server: the forwarding listener's (room for every client) and the
+#: pooler's (``POOL_SIZE`` server connections, as PgBouncer has).
+HOSTGROUP, POOL_HOSTGROUP = 100, 101
 #: Seconds a pgbench run may take beyond its -T before it is killed and recorded as failed.
 RUN_GRACE_S = 120
 #: pgbench's -T counts from before its clients connect (1,000 SCRAM logins took 6 s directly on the 2-CPU machine), so
 #: a step's -T is its measured time plus this much per client; pgbench's tps leaves the connecting time out.
-CONNECT_S_PER_CLIENT = 0.015
+CONNECT_S_PER_CLIENT = 0.02
 #: The field note's oneproxy-monitor: ~340,000 tps with the proxy at 16 CPUs.
 NOTE_TPS_PER_CPU = 22_000
 
@@ -269,7 +273,7 @@ def ratio(top: float | None, bottom: float | None) -> float | None:
 #: After a tps whose run lost clients: pgbench aborted them on an error and counted only what they did before.
 ABORTED_MARK = " †"
 #: The roles whose CPU per 1,000 transactions the table shows: the pooler and the proxy.
-MIDDLE = {PGBOUNCER: "pgbouncer", PROXYFLEET: "proxy"}
+MIDDLE = {PGBOUNCER: "pgbouncer", PROXYFLEET: "proxy", POOLER: "proxy"}
 
 
 def _fmt(value: float | None, spec: str = ",.0f") -> str:
@@ -280,7 +284,7 @@ def table(runs: list[Run], targets: tuple[str, ...]) -> list[str]:
     """The Markdown table: per workload and client count, tps per target, ProxyFleet's ratios to direct and to
     PgBouncer (and PgBouncer's to direct), latencies, errors, the server's client backends and the middle's CPU."""
     short = "/".join(SHORT[t] for t in targets)
-    ratios = [(PROXYFLEET, DIRECT), (PROXYFLEET, PGBOUNCER), (PGBOUNCER, DIRECT)]
+    ratios = [(PROXYFLEET, DIRECT), (PROXYFLEET, PGBOUNCER), (POOLER, DIRECT), (POOLER, PGBOUNCER), (PGBOUNCER, DIRECT)]
     ratios = [(top, bottom) for top, bottom in ratios if top in targets and bottom in targets]
     middles = [t for t in targets if t in MIDDLE]
     head = ["workload", "clients", *(f"{LABELS[t]} tps" for t in targets)]
@@ -322,6 +326,22 @@ def per_cpu(runs: list[Run], target: str) -> str:
         if cost:
             parts.append(f"{workload} {1000 / cost:,.0f}")
     return ", ".join(parts) or "not measured"
+
+
+def pool_bar(runs: list[Run]) -> str:
+    """The issue's bar for the pooler: 1,000 clients held on ``POOL_SIZE`` server connections with no errors."""
+    verdicts = []
+    for (workload, clients), by_target in cells(runs).items():
+        cell = by_target.get(POOLER)
+        if cell is None or clients < 1000:
+            continue
+        held = cell.backends is not None and cell.backends <= POOL_SIZE
+        verdicts.append(
+            f"{workload}: {_fmt(cell.backends)} server connections, {cell.errors} errors, "
+            f"{'met' if held and not cell.errors else 'not met'}"
+        )
+    measured = "; ".join(verdicts) or "not measured"
+    return f"The bar (the pooler holding 1,000 clients on {POOL_SIZE} server connections with no errors): {measured}"
 
 
 def bar(runs: list[Run]) -> str:
@@ -428,29 +448,42 @@ def connect(port: int) -> psycopg.Connection[Any]:
 
 
 def proxy_config(server: PgServer, threads: int) -> dict[str, Any]:
-    """The proxy under test: one pgsql hostgroup holding the primary and a forwarding listener to it on a free
-    port; ``threads`` worker processes (``mysql-threads``), which serve the forwarding listeners too."""
+    """The proxy under test, both of its PostgreSQL targets on free ports: a forwarding listener to a hostgroup
+    holding the primary, and the pooling proxy (``pgsql-interfaces``) with ``app`` in transaction pooling mode on
+    another hostgroup holding the primary with ``POOL_SIZE`` connections; ``threads`` worker processes
+    (``mysql-threads``), which serve both."""
+    servers = [
+        (HOSTGROUP, int(SERVER_SETTINGS["max_connections"]), "the forwarding listener's"),
+        (POOL_HOSTGROUP, POOL_SIZE, "the pooler's"),
+    ]
     return {
         "pgsql_servers": [
-            {
-                "hostgroup_id": HOSTGROUP,
-                "hostname": server.host,
-                "port": server.port,
-                "max_connections": int(SERVER_SETTINGS["max_connections"]),
-                "comment": "bench primary",
-            }
+            {"hostgroup_id": hg, "hostname": server.host, "port": server.port, "max_connections": n, "comment": text}
+            for hg, n, text in servers
         ],
         "pgsql_forward_listeners": [
             {"port": free_port(), "hostgroup_id": HOSTGROUP, "max_connections": 5000, "comment": "bench"}
         ],
-        "global_variables": [{"variable_name": "mysql-threads", "variable_value": str(threads)}],
+        "pgsql_users": [
+            {
+                "username": APP_USER,
+                "password": APP_PASSWORD,
+                "default_hostgroup": POOL_HOSTGROUP,
+                "pool_mode": "transaction",
+            }
+        ],
+        "global_variables": [
+            {"variable_name": "mysql-threads", "variable_value": str(threads)},
+            {"variable_name": "pgsql-interfaces", "variable_value": f"127.0.0.1:{free_port()}"},
+        ],
     }
 
 
-def forward_port(proxy: ProxyProcess) -> int:
-    """The port of the proxy's forwarding listener, from its config."""
+def proxy_ports(proxy: ProxyProcess) -> dict[str, int]:
+    """The ports of the proxy's forwarding listener and of its pooler, from its config."""
     doc = json.loads(proxy.config_path.read_text())
-    return int(doc["pgsql_forward_listeners"][0]["port"])
+    interfaces = next(v["variable_value"] for v in doc["global_variables"] if v["variable_name"] == "pgsql-interfaces")
+    return {PROXYFLEET: int(doc["pgsql_forward_listeners"][0]["port"]), POOLER: int(interfaces.rpartition(":")[2])}
 
 
 # ---------------------------------------------------------------------------------------------- the run
@@ -487,20 +520,22 @@ class Bench:
         if PGBOUNCER in self.settings.targets:
             self.pgbouncer = PgBouncer(primary, OUT / "pgbouncer").start()
             self.ports[PGBOUNCER] = self.pgbouncer.port
-        if PROXYFLEET in self.settings.targets:
+        wanted = [t for t in (PROXYFLEET, POOLER) if t in self.settings.targets]
+        if wanted:
             workdir = OUT / "proxy"
             shutil.rmtree(workdir, ignore_errors=True)
             workdir.mkdir(parents=True)
             self.proxy = ProxyProcess(proxy_config(primary, self.settings.proxy_threads), workdir).start()
-            port = forward_port(self.proxy)
-            try:
-                wait_until(lambda: _logs_in(port), "a login through the forwarding listener", 10, interval=0.05)
-            except RuntimeError as exc:
-                listeners = self.proxy.stats().get("pgsql_forward", {}).get("listeners")
-                self.notes.append(f"ProxyFleet left out: {exc} (its /stats pgsql_forward listeners: {listeners}).")
-                print(self.notes[-1], flush=True)
-            else:
-                self.ports[PROXYFLEET] = port
+            for target, port in proxy_ports(self.proxy).items():
+                if target not in wanted:
+                    continue
+                try:
+                    wait_until(partial(_logs_in, port), f"a login through {LABELS[target]}", 10, interval=0.05)
+                except RuntimeError as exc:
+                    self.notes.append(f"{LABELS[target]} left out: {exc} (see {self.proxy.log_path}).")
+                    print(self.notes[-1], flush=True)
+                else:
+                    self.ports[target] = port
 
     def teardown(self) -> None:
         """Stop everything setup started; each step runs even when an earlier one fails."""
@@ -688,9 +723,11 @@ def render(bench: Bench, machine_line: str, command: str, loads: tuple[str, str]
         "pgbench's output in `var/bench-pgsql/logs/`): a PostgreSQL sandbox primary with pgbench's tables at scale "
         f"{s.scale}; pgbench (`-j {s.threads}`, as `app` with SCRAM; `-T` is {s.seconds} s plus "
         f"{CONNECT_S_PER_CLIENT * 1000:.0f} s per 1,000 clients for them to connect) against it directly, through "
-        f"PgBouncer (transaction pooling, {POOL_SIZE} server connections) and through ProxyFleet's forwarding "
-        f"listener (docs/postgresql.md: whole connections passed to the server); {s.rounds} round(s), the targets "
-        "interleaved step by step and reversed every other round.",
+        f"PgBouncer (transaction pooling, {POOL_SIZE} server connections), through ProxyFleet's forwarding "
+        "listener (docs/postgresql.md: whole connections passed to the server) and through ProxyFleet's pooling proxy "
+        f"(`pgsql-interfaces`, `app` in transaction pooling mode on {POOL_SIZE} server connections), the two "
+        f"ProxyFleet targets served by one proxy; {s.rounds} round(s), the targets interleaved step by step and "
+        "reversed every other round.",
         "",
         f"- Machine: {machine_line}",
         f"- Load average (1 min) before / after: {loads[0]} / {loads[1]}. pgbench, the server, PgBouncer and the "
@@ -718,6 +755,12 @@ def render(bench: Bench, machine_line: str, command: str, loads: tuple[str, str]
             f"{bar(bench.runs)}. ProxyFleet's forwarding listener per busy CPU of the proxy ({min(s.clients)} "
             f"clients): {per_cpu(bench.runs, PROXYFLEET)} tps; the field note's oneproxy-monitor: "
             f"~{NOTE_TPS_PER_CPU:,} tps per busy CPU.",
+            "",
+        ]
+    if POOLER in targets:
+        lines += [
+            f"{pool_bar(bench.runs)}. ProxyFleet's pooler per busy CPU of the proxy ({min(s.clients)} clients): "
+            f"{per_cpu(bench.runs, POOLER)} tps.",
             "",
         ]
     if PGBOUNCER in targets:

@@ -11,6 +11,7 @@ from devstack.bench.pgsql_bench import (
     parse_args,
     parse_pgbench,
     per_cpu,
+    pool_bar,
     ratio,
     step_seconds,
     table,
@@ -124,9 +125,11 @@ def test_table_ratios_errors_and_cpu_per_thousand() -> None:
         _run("pgbouncer", 1000.0, clients=1000, cores={"pgbouncer": 0.5}),
     ]
     lines = table(runs, ("direct", "pgbouncer", "proxyfleet"))
-    assert lines[0].startswith("| workload | clients | direct tps | PgBouncer tps | ProxyFleet tps | ProxyFleet/direct")
-    assert "ProxyFleet/PgBouncer | PgBouncer/direct" in lines[0]
-    assert lines[0].endswith("| PgBouncer CPU s per 1k tx | ProxyFleet CPU s per 1k tx |")
+    assert lines[0].startswith(
+        "| workload | clients | direct tps | PgBouncer tps | ProxyFleet forward tps | ProxyFleet forward/direct"
+    )
+    assert "ProxyFleet forward/PgBouncer | PgBouncer/direct" in lines[0]
+    assert lines[0].endswith("| PgBouncer CPU s per 1k tx | ProxyFleet forward CPU s per 1k tx |")
     assert lines[1].count("|") == lines[0].count("|")
     first = [c.strip() for c in lines[2].strip("|").split("|")]
     # 0.4 cores x 10 s over 160,000 transactions = 0.025 s per 1,000; the proxy's 3.6 s over 180,000 = 0.020.
@@ -163,9 +166,32 @@ def test_quick_settings_and_targets() -> None:
     quick = parse_args(["--quick", "--targets", "direct,pgbouncer"])
     assert (quick.rounds, quick.seconds, quick.clients, quick.targets) == (1, 4, (16, 1000), ("direct", "pgbouncer"))
     full = parse_args([])
-    assert (full.rounds, full.seconds, full.targets) == (2, 20, ("direct", "pgbouncer", "proxyfleet"))
+    assert (full.rounds, full.seconds, full.targets) == (
+        2,
+        20,
+        ("direct", "pgbouncer", "proxyfleet", "proxyfleet-pool"),
+    )
 
 
 def test_step_seconds_leave_time_for_the_clients_to_connect() -> None:
     assert step_seconds(20, 16) == 21
-    assert step_seconds(20, 1000) == 35
+    assert step_seconds(20, 1000) == 40
+
+
+def test_the_pooler_has_its_ratios_and_its_bar() -> None:
+    runs = [
+        _run("direct", 2000.0, clients=1000),
+        _run("pgbouncer", 1000.0, clients=1000),
+        _run("proxyfleet-pool", 1500.0, clients=1000, cores={"proxy": 0.3}),
+        _run("proxyfleet-pool", 900.0, workload="tpcb-like/simple", clients=1000, aborted=4),
+    ]
+    runs[2].server_backends_peak = 20
+    runs[3].server_backends_peak = 20
+    lines = table(runs, ("direct", "pgbouncer", "proxyfleet-pool"))
+    assert "| ProxyFleet pool/direct | ProxyFleet pool/PgBouncer | PgBouncer/direct |" in lines[0]
+    row = [c.strip() for c in lines[2].strip("|").split("|")]
+    assert row[:8] == ["select-only/simple", "1,000", "2,000", "1,000", "1,500", "0.75", "1.50", "0.50"]
+    assert pool_bar(runs).endswith(
+        "select-only/simple: 20 server connections, 0 errors, met; "
+        "tpcb-like/simple: 20 server connections, 4 errors, not met"
+    )
