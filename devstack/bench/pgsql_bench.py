@@ -743,7 +743,8 @@ def render(bench: Bench, machine_line: str, command: str, loads: tuple[str, str]
         f"- PgBouncer {PgBouncer.version().split()[-1]} keeps no prepared statements across the server connections "
         "of transaction pooling (`max_prepared_statements` came in 1.21): with `-M prepared` its clients meet "
         "statements another client prepared, or miss their own, and pgbench aborts them. The forwarding listener "
-        "gives each client its own server connection, so prepared statements work as they do directly.",
+        "gives each client its own server connection, so prepared statements work as they do directly; ProxyFleet's "
+        "pooler keeps each client's and prepares them on whichever server connection a transaction gets.",
         "",
         *table(bench.runs, targets),
         "",
