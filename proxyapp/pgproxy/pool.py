@@ -71,6 +71,17 @@ class ServerConn:
         self.conn.close()
 
 
+class Waiter:
+    """A client waiting for a connection: what it needs, and the future that hands it one (or None: room was made,
+    open one)."""
+
+    __slots__ = ("future", "key")
+
+    def __init__(self, key: PoolKey, future: asyncio.Future[ServerConn | None]) -> None:
+        self.key = key
+        self.future = future
+
+
 class PgTarget:
     """A ``pgsql_servers`` row in this process: its runtime status, its connections and their figures."""
 
@@ -128,7 +139,7 @@ class PgPools:
         self.tls: ssl.SSLContext | None = None
         self.wait_timeout_s = 10.0
         self.connect_timeout_s = 1.0
-        self.waiters: dict[int, deque[asyncio.Future[None]]] = {}  # by hostgroup
+        self.waiters: dict[int, deque[Waiter]] = {}  # by hostgroup, first come first served
 
     def share(self, limit: int) -> int:
         """This process's share of a node-wide connection limit."""
@@ -158,7 +169,7 @@ class PgPools:
                     while queue:
                         queue.pop().close()
         for hostgroup in list(self.waiters):
-            self._wake(hostgroup)
+            self._room_made(hostgroup)
 
     async def acquire(self, hostgroup: int, key: PoolKey, password: str) -> ServerConn:
         """A connection of ``key`` to a server of ``hostgroup``: an idle one, a new one, or the first to come back
@@ -194,16 +205,31 @@ class PgPools:
                     f"ProxyFleet: no server connection of pgsql hostgroup {hostgroup} came free within "
                     f"pgsql-connection_wait_timeout ({self.wait_timeout_s * 1000:.0f} ms)",
                 )
-            waiter: asyncio.Future[None] = loop.create_future()
-            self.waiters.setdefault(hostgroup, deque()).append(waiter)
-            try:
-                await asyncio.wait_for(waiter, left)
-            except TimeoutError:
-                pass
-            finally:
-                queue_of = self.waiters.get(hostgroup)
-                if queue_of is not None and waiter in queue_of:
-                    queue_of.remove(waiter)
+            handed = await self._wait(hostgroup, key, left)
+            if handed is not None:
+                return handed
+
+    async def _wait(self, hostgroup: int, key: PoolKey, seconds: float) -> ServerConn | None:
+        """Wait in line for a connection released for this client (handed over, so that no later client takes it
+        first), or for room to open one (None); None too when the time is up."""
+        future: asyncio.Future[ServerConn | None] = asyncio.get_running_loop().create_future()
+        waiter = Waiter(key, future)
+        self.waiters.setdefault(hostgroup, deque()).append(waiter)
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), seconds)
+        except TimeoutError:
+            return future.result() if future.done() else None  # handed over as the time ran out: take it
+        except asyncio.CancelledError:
+            handed = future.result() if future.done() else None
+            if handed is not None:
+                self.release(handed, True)  # handed over to a client that is gone
+            raise
+        finally:
+            line = self.waiters.get(hostgroup)
+            if line is not None and waiter in line:
+                line.remove(waiter)
+            if not future.done():
+                future.cancel()
 
     def _make_room(self, target: PgTarget, key: PoolKey) -> bool:
         """Close the oldest idle connection of another key on a full server; whether one was closed."""
@@ -247,20 +273,30 @@ class PgPools:
         """Take a connection back: idle for the next borrower of its key when ``reusable`` (idle, no transaction,
         nothing pinned left on it) and its server is still ONLINE, closed otherwise."""
         target = sc.target
-        target.lent.discard(sc)
         current = self.targets.get(target.server.key)
+        hostgroup = target.server.hostgroup_id
         if reusable and current is target and target.server.status == ONLINE and not sc.conn.closed:
-            target.idle.setdefault(sc.key, deque()).append(sc)
+            line = self.waiters.get(hostgroup)
+            waiter = next((w for w in line or () if not w.future.done() and w.key == sc.key), None)
+            if waiter is not None:
+                waiter.future.set_result(sc)  # stays lent: handed straight to the client first in line
+                return
+            target.lent.discard(sc)
+            if line and any(not w.future.done() for w in line):
+                sc.close()  # room for a waiting client of another user or database
+            else:
+                target.idle.setdefault(sc.key, deque()).append(sc)
         else:
+            target.lent.discard(sc)
             sc.close()
-        self._wake(target.server.hostgroup_id)
+        self._room_made(hostgroup)
 
-    def _wake(self, hostgroup: int) -> None:
-        queue = self.waiters.get(hostgroup)
-        while queue:
-            waiter = queue.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
+    def _room_made(self, hostgroup: int) -> None:
+        """Tell the first client in line that it may open a connection now."""
+        line = self.waiters.get(hostgroup)
+        for waiter in line or ():
+            if not waiter.future.done():
+                waiter.future.set_result(None)
                 return
 
     def close_all(self) -> None:
