@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
 
-.PHONY: deps sysdeps lint build test test-unit run bench bench-failover bench-sharding bench-hot-rows txmodel test-sharding-long clean
+.PHONY: deps sysdeps lint build test test-unit run bench bench-failover bench-sharding bench-hot-rows bench-pgsql txmodel test-sharding-long clean
 
 # The virtualenv with requirements.txt installed, and the Debian packages.
 deps: sysdeps $(STAMP)
@@ -57,6 +57,14 @@ bench-sharding: deps build
 bench-hot-rows: deps build
 	$(PY) -m devstack.bench.hot_rows $(BENCH_ARGS)
 
+# PostgreSQL (issue 16): pgbench -S and TPC-B-like, simple and prepared, 16 and 1,000 clients, direct vs PgBouncer
+# (transaction pooling) vs ProxyFleet's forwarding listener vs ProxyFleet's pooler: the "PostgreSQL: pgbench, direct vs
+# PgBouncer vs ProxyFleet" section of docs/benchmarks.md; about 35 minutes a run (BENCH_ARGS='--rounds N --time S
+# --targets ...', default 2 rounds of 20 s; '--quick' tries the harness in about 8 minutes and writes
+# var/bench-pgsql/section.md instead of the docs).
+bench-pgsql: deps build
+	$(PY) -m devstack.bench.pgsql_bench $(BENCH_ARGS)
+
 # The model-based transaction test at length (tests/support/txmodel.py; make test runs it small):
 # BENCH_ARGS-style flags in TXMODEL_ARGS, e.g. TXMODEL_ARGS='--walkers 16 --steps 5000 --seed 7'.
 txmodel: deps build
@@ -68,11 +76,15 @@ txmodel: deps build
 test-sharding-long: deps build
 	$(PY) -m tests.support.sharding_diff --seed 1 --seeds 30 --statements 1000 --shards 2 4 $(DIFF_ARGS)
 
-# Takes down every sandbox under var/ (the dev one, test runs', benchmarks') before removing var/.
+# Takes down every sandbox under var/ (the dev one, test runs', benchmarks'; MariaDB's and PostgreSQL's) before
+# removing var/.
 clean:
 	@if [ -x $(PY) ]; then \
 	  for state in $$(find var -name sandbox.json 2>/dev/null); do \
 	    $(PY) manage.py sandbox down --dir "$$(cd "$$(dirname "$$state")" && pwd)"; \
+	  done; \
+	  for state in $$(find var -name pgsandbox.json 2>/dev/null); do \
+	    $(PY) manage.py pgsandbox down --dir "$$(cd "$$(dirname "$$state")" && pwd)"; \
 	  done; \
 	fi
 	rm -rf var

@@ -16,14 +16,23 @@ declare -A need=(
   # mysqlclient and MariaDB Connector/Python (the tests' libmariadb drivers) build against these.
   [mariadb_config]=libmariadb-dev
   [pkg-config]=pkg-config
+  # PostgreSQL's clients (psql, and pgbench's wrapper; pgbench itself comes with the server package) and PgBouncer
+  # for the PostgreSQL sandbox (devstack/pgsandbox.py) and make bench-pgsql; the server is checked for below.
+  [psql]=postgresql-client
+  [pgbench]=postgresql-client
+  [pgbouncer]=pgbouncer
 )
 missing=()
 for cmd in "${!need[@]}"; do
-  # mariadbd and haproxy live in /usr/sbin, which is not on every user's PATH.
+  # mariadbd, haproxy and pgbouncer live in /usr/sbin, which is not on every user's PATH.
   if ! command -v "$cmd" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$cmd" ]; then
     missing+=("${need[$cmd]}")
   fi
 done
+# The server's binaries (initdb, postgres, pg_basebackup, pgbench) are under /usr/lib/postgresql/VERSION/bin.
+if ! compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || ! compgen -G '/usr/lib/postgresql/*/bin/pgbench' >/dev/null; then
+  missing+=(postgresql)
+fi
 if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
   missing+=(python3-venv)
 fi

@@ -144,7 +144,7 @@ def _reap(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
 
 
-def _wait_gone(pids: list[int], timeout: float) -> list[int]:
+def wait_gone(pids: list[int], timeout: float) -> list[int]:
     """Wait until the processes have exited; returns those still alive after ``timeout``."""
     deadline = time.monotonic() + timeout
     while True:
@@ -161,10 +161,10 @@ def _stop(servers: list[SandboxServer], sig: int) -> None:
     pids = [s.pid for s in servers if s.pid and _is_server_process(s)]
     for pid in pids:
         os.kill(pid, sig)
-    stubborn = _wait_gone(pids, 10 if sig == signal.SIGKILL else _STOP_TIMEOUT)
+    stubborn = wait_gone(pids, 10 if sig == signal.SIGKILL else _STOP_TIMEOUT)
     for pid in stubborn:
         os.kill(pid, signal.SIGKILL)
-    if _wait_gone(stubborn, 10):
+    if wait_gone(stubborn, 10):
         raise SandboxError(f"could not stop the mariadbd processes {stubborn}")
     for server in servers:
         server.running = False

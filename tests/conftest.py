@@ -1,4 +1,5 @@
-"""Shared fixtures: one MariaDB sandbox (primary + replica) for the whole run, and proxies in front of it; the control
+"""Shared fixtures: one MariaDB sandbox (primary + replica) for the whole run, and proxies in front of it; one
+PostgreSQL sandbox (primary + streaming replica) for the whole run, for the tests that use it; the control
 plane's (a cluster, one account per role) come from ``tests.support.control_plane``.
 
 Unit tests live under ``tests/unit``, live ones under ``tests/live`` (marked ``live`` there, by their folder): a test
@@ -16,6 +17,7 @@ import pymysql
 import pytest
 from django.conf import settings
 
+from devstack.pgsandbox import PgSandbox
 from devstack.proxy import ProxyProcess, rw_split_config
 from devstack.sandbox import REPO, Sandbox, pid_alive
 from proxyapp.node import signature
@@ -25,6 +27,8 @@ pytest_plugins = ("tests.support.control_plane",)
 TESTS = Path(__file__).resolve().parent
 TEST_SANDBOX_ROOT = REPO / "var" / "test-sandbox"
 TEST_SANDBOX_DIR = f"var/test-sandbox/{os.getpid()}"  # one per run, so concurrent runs do not share servers
+TEST_PG_SANDBOX_ROOT = REPO / "var" / "test-pgsandbox"
+TEST_PG_SANDBOX_DIR = f"var/test-pgsandbox/{os.getpid()}"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -39,7 +43,7 @@ def pytest_configure(config: pytest.Config) -> None:
 #: Fixtures that start or reach something outside the test process (MariaDB servers, a proxy process, a live web
 #: server, a browser, the whole stack): a test that uses one, directly or through another fixture, is ``live``.
 LIVE_FIXTURES = frozenset(
-    {"sandbox", "primary_conn", "start_proxy", "rw_proxy", "live_server", "browser", "running_fleet"}
+    {"sandbox", "pg_sandbox", "primary_conn", "start_proxy", "rw_proxy", "live_server", "browser", "running_fleet"}
 )
 
 
@@ -63,16 +67,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def _down_abandoned_sandboxes() -> None:
     """Take down the test sandboxes of earlier runs whose pytest process is gone (a run that was killed): the run's
-    own (``<pid>``) and those its test modules made (``<pid>-<label>``, see ``module_sandbox_dir``)."""
-    for path in TEST_SANDBOX_ROOT.glob("*"):
-        pid = path.name.partition("-")[0]
-        if pid.isdigit() and not pid_alive(int(pid)):
-            Sandbox(path).down()
+    own (``<pid>``) and those its test modules made (``<pid>-<label>``, see ``module_sandbox_dir``), MariaDB's and
+    PostgreSQL's."""
+    for root, kind in ((TEST_SANDBOX_ROOT, Sandbox), (TEST_PG_SANDBOX_ROOT, PgSandbox)):
+        for path in root.glob("*"):
+            pid = path.name.partition("-")[0]
+            if pid.isdigit() and not pid_alive(int(pid)):
+                kind(path).down()
 
 
 def module_sandbox_dir(label: str) -> str:
     """The directory of a sandbox a test module makes for itself (one it may break), cleaned up like the run's."""
     return f"{TEST_SANDBOX_DIR}-{label}"
+
+
+def module_pg_sandbox_dir(label: str) -> str:
+    """The directory of a PostgreSQL sandbox a test module makes for itself, cleaned up like the run's (under
+    ``var/``, not pytest's ``tmp_path``: the servers' user must reach it)."""
+    return f"{TEST_PG_SANDBOX_DIR}-{label}"
 
 
 @pytest.fixture(scope="session")
@@ -81,6 +93,18 @@ def sandbox() -> Iterator[Sandbox]:
     (``app``/``app-pass`` among them) and databases (``app``, ``test``) the sandbox creates."""
     _down_abandoned_sandboxes()
     box = Sandbox(TEST_SANDBOX_DIR)
+    box.up(replicas=1)
+    yield box
+    box.down()
+
+
+@pytest.fixture(scope="session")
+def pg_sandbox() -> Iterator[PgSandbox]:
+    """The PostgreSQL sandbox for the whole run: a primary and one streaming replica, whose roles (``app``/
+    ``app-pass`` with SCRAM, ``md5user``/``md5-pass`` with MD5, ``monitor``/``monitor``) and databases (``app``,
+    ``test``) the sandbox creates; ``postgres`` logs in without a password."""
+    _down_abandoned_sandboxes()
+    box = PgSandbox(TEST_PG_SANDBOX_DIR)
     box.up(replicas=1)
     yield box
     box.down()

@@ -347,20 +347,20 @@ class CpuSnapshot:
             reaped=children.ru_utime + children.ru_stime,
         )
 
-    def until(self, later: CpuSnapshot, roles: dict[int, str]) -> dict[str, float]:
+    def until(self, later: CpuSnapshot, roles: dict[int, str], client: str = "sysbench") -> dict[str, float]:
         """Shares of the machine's capacity (percent of all CPUs) between two snapshots, and cores per role.
 
         ``ours``: this harness's processes (the servers, haproxy, the proxy, sysbench); ``others``: every other
         process that ran meanwhile (other people's tests: noise); ``irq``: interrupt and softirq time (mostly
         the loopback traffic of the run itself; the kernel charges it to no process); ``steal``: time the
         hypervisor gave to other guests. ``cores_ROLE``: the average number of CPUs each of our processes used
-        (``roles`` maps pids to role names; children reaped in between, i.e. sysbench, are ``sysbench``).
+        (``roles`` maps pids to role names; children reaped in between, the load generator, are ``client``).
         """
         elapsed = later.at - self.at
         capacity = elapsed * len(os.sched_getaffinity(0))
         if capacity <= 0:
             return {}
-        per_role = {"sysbench": later.reaped - self.reaped, "harness": later.harness - self.harness}
+        per_role = {client: later.reaped - self.reaped, "harness": later.harness - self.harness}
         for pid, t in later.ours_alive.items():
             role = roles.get(pid, "other")
             per_role[role] = per_role.get(role, 0.0) + t - self.ours_alive.get(pid, 0.0)
