@@ -489,7 +489,8 @@ def test_proxysql_3_pgsql_query_rules_and_replication_hostgroups_are_imported() 
         ("pgsql_query_rules = ( { rule_id = 1; multiplex = 3 } )", "multiplex:"),
         ("pgsql_replication_hostgroups = ( { writer_hostgroup = 100; reader_hostgroup = 100 } )", "reader_hostgroup"),
         (
-            'pgsql_replication_hostgroups = ( { writer_hostgroup = 100; reader_hostgroup = 101; check_type = "innodb_read_only" } )',
+            "pgsql_replication_hostgroups = (\n"
+            '  { writer_hostgroup = 100; reader_hostgroup = 101; check_type = "innodb_read_only" }\n)',
             "check_type: 'innodb_read_only' is not one of",
         ),
     ],
@@ -504,6 +505,7 @@ def test_a_refused_pgsql_rule_or_pair_names_its_line_and_changes_nothing(rows: s
         import_cnf(cluster, text, None)
     (error,) = refused.value.errors
     table = rows.split()[0]
-    assert error.startswith(f"proxysql.cnf line {line_of(text, table)}: {table}[0]"), error
+    row = line_of(text, "rule_id = 1;" if table == "pgsql_query_rules" else "writer_hostgroup = 100;")
+    assert error.startswith(f"proxysql.cnf line {row}: {table}[0]"), error
     assert message in error, error
     assert not PgsqlUser.objects.filter(cluster=cluster).exists()
