@@ -326,6 +326,7 @@ class RuleTestView(ClusterScoped, APIView):
                 schemaname=data["schemaname"],
                 client_addr=data["client_addr"],
                 flag_in=data["flag_in"],
+                engine=data["engine"],
             )
         except ConfigVersion.DoesNotExist:
             return refused([f"no version {data['source']} in {self.cluster()}"])
