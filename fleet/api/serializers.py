@@ -17,6 +17,7 @@ from fleet.core import audit, roles
 from fleet.core.drafts import save_row
 from fleet.core.models import TABLE_MODELS, AuditEntry, Cluster, ConfigVersion, Hostgroup, ProxyNode
 from fleet.core.models.tables import key_path_of
+from fleet.core.ruletest import MYSQL, PGSQL
 from proxyapp.config.document import table_columns
 from proxyapp.config.secrets import SECRET_COLUMNS, mask_document, mask_row
 
@@ -360,9 +361,11 @@ class AccountSerializer(serializers.ModelSerializer):
 
 
 class RuleTestSerializer(serializers.Serializer):
-    """What the rule tester tries: a query, the session it comes from, ``draft`` or a version number."""
+    """What the rule tester tries: a query, the session it comes from, the rules (``mysql`` or ``pgsql``: then
+    ``schemaname`` is the database), ``draft`` or a version number."""
 
     query = serializers.CharField(max_length=100_000, trim_whitespace=False)
+    engine = serializers.ChoiceField(choices=[MYSQL, PGSQL], required=False, default=MYSQL)
     username = serializers.CharField(max_length=255)
     schemaname = serializers.CharField(max_length=255, required=False, default="", allow_blank=True)
     client_addr = serializers.CharField(max_length=255, required=False, default="127.0.0.1")

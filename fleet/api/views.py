@@ -112,6 +112,12 @@ _TABLES = (
     ("sharded-tables", api.ROW_SERIALIZERS["mysql_sharded_tables"], ("schemaname", "shard_group", "algorithm")),
     ("pgsql-servers", api.ROW_SERIALIZERS["pgsql_servers"], ("hostgroup_id", "hostname", "port", "status")),
     ("pgsql-users", api.ROW_SERIALIZERS["pgsql_users"], ("username", "active", "default_hostgroup", "pool_mode")),
+    (
+        "pgsql-query-rules",
+        api.ROW_SERIALIZERS["pgsql_query_rules"],
+        ("rule_id", "active", "flagIN", "destination_hostgroup"),
+    ),
+    ("pgsql-replication-hostgroups", api.ROW_SERIALIZERS["pgsql_replication_hostgroups"], ("writer_hostgroup",)),
     ("pgsql-forward-listeners", api.ROW_SERIALIZERS["pgsql_forward_listeners"], ("port", "hostgroup_id", "active")),
     ("variables", api.ROW_SERIALIZERS["global_variables"], ("variable_name",)),
     ("hostgroups", api.HostgroupSerializer, ("hostgroup_id", "name")),
@@ -320,6 +326,7 @@ class RuleTestView(ClusterScoped, APIView):
                 schemaname=data["schemaname"],
                 client_addr=data["client_addr"],
                 flag_in=data["flag_in"],
+                engine=data["engine"],
             )
         except ConfigVersion.DoesNotExist:
             return refused([f"no version {data['source']} in {self.cluster()}"])

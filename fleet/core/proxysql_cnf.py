@@ -7,9 +7,10 @@ or ``:``, groups ``{}``, lists ``()``, arrays ``[]``, strings, integers, floats,
 ``mysql_query_rules_fast_routing``,
 ``mysql_replication_hostgroups``, ``mysql_variables`` (``threads=4`` becomes ``mysql-threads``), and ProxySQL 3.0's
 ``pgsql_servers``, ``pgsql_users`` (their ``pool_mode``, ProxyFleet's own column, is transaction unless the row sets
-it) and ``pgsql_variables`` (``monitor_username`` becomes ``pgsql-monitor_username``). What ProxyFleet
-has no place for (``admin_variables``, the scheduler, unknown variables or columns) is left out with a note naming
-its line. Every error names its line.
+it), ``pgsql_query_rules`` (their columns as they are: ``database`` where MySQL's rules have ``schemaname``),
+``pgsql_replication_hostgroups`` and ``pgsql_variables`` (``monitor_username`` becomes ``pgsql-monitor_username``).
+What ProxyFleet has no place for (``admin_variables``, the scheduler, unknown variables or columns) is left out with
+a note naming its line. Every error names its line.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ TABLE_SECTIONS = (
     "mysql_replication_hostgroups",
     "pgsql_servers",
     "pgsql_users",
+    "pgsql_query_rules",
+    "pgsql_replication_hostgroups",
 )
 #: Sections of global variables: section -> the prefix of its variables' names.
 VARIABLE_SECTIONS = {"mysql_variables": "mysql-", "pgsql_variables": "pgsql-"}
@@ -58,8 +61,6 @@ BEHAVIOUR_SECTIONS = frozenset(
         "proxysql_servers",
         "scheduler",
         "restapi_routes",
-        "pgsql_query_rules",
-        "pgsql_replication_hostgroups",
         "pgsql_hostgroup_attributes",
     }
 )

@@ -192,6 +192,21 @@ PgsqlUser = _table_model(
     ("username", "backend"),
     unique=(("username", "frontend"),),
 )
+PgsqlQueryRule = _table_model(
+    "PgsqlQueryRule",
+    "pgsql_query_rules",
+    "A PostgreSQL query rule (pgsql_query_rules, ProxySQL 3.0's columns: mysql_query_rules' with database for "
+    "schemaname), applied in rule_id order.",
+    ("rule_id",),
+)
+PgsqlReplicationHostgroup = _table_model(
+    "PgsqlReplicationHostgroup",
+    "pgsql_replication_hostgroups",
+    "A writer/reader pair of PostgreSQL hostgroups that follows the servers' pg_is_in_recovery() "
+    "(pgsql_replication_hostgroups).",
+    ("writer_hostgroup",),
+    unique=(("reader_hostgroup",),),
+)
 PgsqlForwardListener = _table_model(
     "PgsqlForwardListener",
     "pgsql_forward_listeners",
@@ -241,6 +256,8 @@ TABLE_MODELS: dict[str, type[ClusterRow]] = {
         ShardedTable,
         PgsqlServer,
         PgsqlUser,
+        PgsqlQueryRule,
+        PgsqlReplicationHostgroup,
         PgsqlForwardListener,
         Variable,
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django import forms
 
 from fleet.core.models import Cluster, ConfigVersion
-from fleet.core.ruletest import DRAFT
+from fleet.core.ruletest import DRAFT, MYSQL, PGSQL
 
 #: The largest cnf file accepted.
 MAX_CNF_BYTES = 10_000_000
@@ -35,11 +35,16 @@ class CnfForm(forms.Form):
 
 
 class RuleTestForm(forms.Form):
-    """What to try: the query, the session it comes from, and which config's rules."""
+    """What to try: the query, the session it comes from, which rules (MySQL's or PostgreSQL's) and which config's."""
 
     query = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "cols": 80}), max_length=100_000)
+    engine = forms.ChoiceField(
+        choices=[(MYSQL, "MySQL: mysql_query_rules"), (PGSQL, "PostgreSQL: pgsql_query_rules")],
+        required=False,
+        label="rules",
+    )
     username = forms.CharField(max_length=255)
-    schemaname = forms.CharField(max_length=255, required=False)
+    schemaname = forms.CharField(max_length=255, required=False, label="schemaname (a PostgreSQL rule's database)")
     client_addr = forms.CharField(max_length=255, required=False, initial="127.0.0.1")
     flag_in = forms.IntegerField(min_value=0, initial=0, required=False)
     source = forms.ChoiceField(choices=[(DRAFT, "the draft")])

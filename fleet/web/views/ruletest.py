@@ -30,6 +30,7 @@ def rule_test(request: HttpRequest) -> HttpResponse:
                 schemaname=data["schemaname"] or "",
                 client_addr=data["client_addr"] or "127.0.0.1",
                 flag_in=data["flag_in"] or 0,
+                engine=data["engine"] or ruletest.MYSQL,
             )
         except ConfigError as error:
             errors = error.errors

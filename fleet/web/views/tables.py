@@ -12,19 +12,22 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
 from fleet.core.drafts import delete_row, save_row
-from fleet.core.models import Cluster, ProxyNode, QueryRule
+from fleet.core.models import Cluster, ClusterRow, PgsqlQueryRule, ProxyNode, QueryRule
 from fleet.core.stats import read_section
 from fleet.web.access import current_cluster, operator_only, viewer_page
 from fleet.web.forms import show_model_errors
 from fleet.web.forms.rows import row_form
 from fleet.web.pages import TablePage, table_page
-from proxyapp.config.document import validate_row
+from proxyapp.config.document import pgsql_rule_as_mysql, validate_row
 from proxyapp.config.rulecheck import shadowed_rules
 from proxyapp.config.tables import MysqlQueryRule
+from proxyapp.config.tables import PgsqlQueryRule as PgsqlRuleRow
 from proxyapp.report.reader import read_rule_hits
 
 #: Rows a table page lists at once (``?page=`` for the rest).
 PAGE_SIZE = 100
+#: The query rule tables, whose pages flag the rules that can never match.
+RULE_MODELS = (QueryRule, PgsqlQueryRule)
 
 
 def _row(page: TablePage, cluster: Cluster | None, pk: int) -> models.Model:
@@ -47,18 +50,22 @@ def table_list(request: HttpRequest, slug: str) -> HttpResponse:
         "rows": rows,
         "search": search,
         "query": urlencode({"q": search}) if search else "",
+        "rule_page": page.model in RULE_MODELS,
         "rule_hits": rule_hits(cluster, problems) if page.model is QueryRule else None,
-        "shadowed": shadowed(cluster) if page.model is QueryRule else {},
+        "shadowed": shadowed(cluster, page.model) if page.model in RULE_MODELS else {},
         "report_problems": problems,
     }
     return render(request, "web/table_list.html", context)
 
 
-def shadowed(cluster: Cluster | None) -> dict[int, int]:
-    """rule_id -> the earlier rule that keeps it from ever matching (``proxyapp.config.rulecheck.shadowed_rules``)."""
+def shadowed(cluster: Cluster | None, model: type[ClusterRow]) -> dict[int, int]:
+    """rule_id -> the earlier rule that keeps it from ever matching (``proxyapp.config.rulecheck.shadowed_rules``),
+    among ``model``'s rows (MySQL's or PostgreSQL's query rules, read as the rule engine reads them)."""
     rules = []
-    for row in QueryRule.objects.filter(cluster=cluster):
-        rule, _ = validate_row("mysql_query_rules", row.as_row())
+    for row in model.objects.filter(cluster=cluster):
+        rule, _ = validate_row(model.table, row.as_row())
+        if isinstance(rule, PgsqlRuleRow):
+            rule = pgsql_rule_as_mysql(rule)
         if isinstance(rule, MysqlQueryRule):
             rules.append(rule)
     return dict(shadowed_rules(rules))

@@ -19,6 +19,7 @@ import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 import pymysql
@@ -563,6 +564,115 @@ def test_a_postgresql_user_from_the_browser_logs_in_through_the_node(
         expect(node.locator(".logins_failed")).to_have_text(
             re.compile(r"^[1-9][0-9]*$"), timeout=LIVE_UPDATE_TIMEOUT_MS
         )
+    finally:
+        context.close()
+
+
+def _node_document(live: LiveStack) -> dict[str, Any]:
+    """The config document the node runs (its own admin endpoint; secrets masked)."""
+    with urllib.request.urlopen(f"http://{live.node_admin}/config", timeout=5) as response:
+        return json.loads(response.read())["document"]
+
+
+def _set_variable(page: Page, name: str, value: str) -> None:
+    """Set global variable ``name`` in the draft through its form: edit its row, or add one when it has none."""
+    page.goto("/tables/variables/")
+    row = page.locator("table.grid tbody tr", has=page.locator(f'td:text-is("{name}")'))
+    if row.count() == 0:
+        _fill_row(page, "variables", {"variable_name": name, "variable_value": value})
+        return
+    row.get_by_role("link", name="Edit").click()
+    _fill(page, {"variable_value": value})
+
+
+def test_a_postgresql_rule_from_the_browser_blocks_through_the_node(
+    browser: Browser, live_stack: LiveStack, pg_role: str
+) -> None:
+    """A pgsql_query_rules row (active, match_pattern forbidden_pg, error_msg, apply) and a pgsql_replication_hostgroups
+    pair (writer 100, reader 101) filled in the browser and published with a PostgreSQL user and listener: through the
+    node's PostgreSQL port the matching statement gets the rule's error, another still runs, and the document the node
+    runs holds the rule and the pair."""
+    context = browser.new_context(base_url=live_stack.url)
+    pg_port = stack.free_port()
+    try:
+        page = _log_in_as_operator(context)
+        # the module's draft is shared: the tests before may have added the server and the user already
+        page.goto("/tables/pgsql-servers/")
+        if page.locator(PG_SERVER_ROW).count() == 0:
+            _fill_row(page, "pgsql-servers", {"hostname": "127.0.0.1", "port": "5432", "hostgroup_id": "100"})
+        page.goto("/tables/pgsql-users/")
+        if page.locator("table.grid tbody tr", has_text=pg_role).count() == 0:
+            user = {"username": pg_role, "password": PG_PASSWORD, "default_hostgroup": "100"}
+            _fill_row(page, "pgsql-users", user)
+        _set_variable(page, "pgsql-interfaces", f"127.0.0.1:{pg_port}")
+        rule = {"rule_id": "7", "active": True, "match_pattern": "forbidden_pg", "error_msg": "blocked by the fleet"}
+        _fill_row(page, "pgsql-query-rules", {**rule, "apply": True})
+        _fill_row(page, "pgsql-replication-hostgroups", {"writer_hostgroup": "100", "reader_hostgroup": "101"})
+        page.goto("/tables/pgsql-query-rules/")
+        row = page.locator("table.grid tbody tr", has_text="forbidden_pg")
+        expect(row).to_contain_text("blocked by the fleet")
+        expect(row.locator("td").nth(3)).to_have_text("NULL")  # database: a blank field is null
+        page.goto("/tables/pgsql-replication-hostgroups/")
+        expect(page.locator("table.grid tbody tr", has_text="read_only")).to_contain_text("101")
+
+        page.goto("/publish/")
+        changes = page.locator("table.changes")
+        expect(changes).to_contain_text("rule_id=7")
+        expect(changes).to_contain_text("writer_hostgroup=100")
+        page.fill("input[name=comment]", "a PostgreSQL rule and replication pair from the browser")
+        page.click("form.publish-form button[type=submit]")
+        expect(page.locator(".flash")).to_contain_text("Published version")
+
+        def listening() -> bool:
+            listener = _pgsql_report(live_stack).get("listener") or {}
+            return listener == {"address": f"127.0.0.1:{pg_port}", "state": "listening"}
+
+        stack.wait_until(listening, f"the node's PostgreSQL listener on {pg_port}", 30)
+        document = _node_document(live_stack)
+        (pair,) = document["pgsql_replication_hostgroups"]
+        assert (pair["writer_hostgroup"], pair["reader_hostgroup"], pair["check_type"]) == (100, 101, "read_only")
+        (published,) = (r for r in document["pgsql_query_rules"] if r["rule_id"] == 7)
+        assert (published["active"], published["match_pattern"], published["apply"]) == (True, "forbidden_pg", True)
+        assert (published["error_msg"], published["database"], published["replace_pattern"]) == (
+            "blocked by the fleet",
+            None,
+            None,
+        )
+        login = {"host": "127.0.0.1", "port": pg_port, "user": pg_role, "dbname": "postgres", "connect_timeout": 10}
+        with psycopg.connect(**login, password=PG_PASSWORD, autocommit=True) as conn:
+            with pytest.raises(psycopg.Error) as blocked:
+                conn.execute("SELECT 'forbidden_pg'")
+            assert "blocked by the fleet" in str(blocked.value)
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        context.close()
+
+
+def test_hostile_postgresql_rules_and_pairs_show_their_field_errors(browser: Browser, live_stack: LiveStack) -> None:
+    """A PostgreSQL rule or replication pair the proxy would refuse (an invalid regular expression, a reader equal
+    to its writer, a check_type other than read_only sent by a tampered form) comes back on its form with the
+    proxy's message on the field (never a server error), and nothing is saved."""
+    context = browser.new_context(base_url=live_stack.url)
+    try:
+        page = _log_in_as_operator(context)
+        rule = {"rule_id": "66", "match_pattern": "(unclosed"}
+        _refused_row(page, "pgsql-query-rules", rule, "match_pattern", "invalid regular expression")
+        _refused_row(page, "pgsql-query-rules", {"rule_id": "66", "match_digest": "a{2,1}"}, "match_digest", "invalid")
+        page.goto("/tables/pgsql-query-rules/")
+        expect(page.locator("table.grid tbody")).not_to_contain_text("(unclosed")
+        pair = {"writer_hostgroup": "166", "reader_hostgroup": "166"}
+        _refused_row(page, "pgsql-replication-hostgroups", pair, "reader_hostgroup", "must differ")
+        page.goto("/tables/pgsql-replication-hostgroups/add/")
+        page.locator("[name=writer_hostgroup]").fill("166")
+        page.locator("[name=reader_hostgroup]").fill("167")
+        # a tampered form: check_type offers read_only alone, a hand-made request sends innodb_read_only
+        check_type = page.locator("[name=check_type]")
+        check_type.evaluate("e => { e.add(new Option('innodb', 'innodb_read_only')); e.value = 'innodb_read_only'; }")
+        page.click("button[type=submit]")
+        expect(page.locator(".field-errors")).to_have_count(1)
+        expect(page.locator('.field-errors[data-field="check_type"]')).to_contain_text("innodb_read_only")
+        page.goto("/tables/pgsql-replication-hostgroups/")
+        expect(page.locator("table.grid tbody")).not_to_contain_text("166")
     finally:
         context.close()
 

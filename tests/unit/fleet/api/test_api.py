@@ -565,3 +565,55 @@ def test_pgsql_users_through_the_api_keep_their_password_secret(
     assert operator.post(f"{API}/import/", masked, format="json").status_code == 200
     assert admin.get(f"{API}/export/?secrets=1").json()["pgsql_users"][0]["password"] == verifier
     assert admin.get(f"{API}/versions/1/?secrets=1").json()["document"]["pgsql_users"][0]["password"] == pg_secret
+
+
+def test_pgsql_query_rules_and_replication_hostgroups_through_the_api(
+    clients: dict[str, APIClient], cluster: Cluster
+) -> None:
+    """pgsql_query_rules (addressed by rule_id, blank meaning null as in every rule, a bad regex, an empty message
+    or a reader equal to its writer refused on their field) and pgsql_replication_hostgroups (by writer_hostgroup):
+    published as typed, diffed, exported, and an export imports back."""
+    operator, admin = clients["operator"], clients["admin"]
+    rule = {"rule_id": 5, "active": True, "match_pattern": "forbidden_pg", "error_msg": "blocked", "apply": True}
+    created = operator.post(f"{API}/pgsql-query-rules/", {**rule, "database": "", "digest": ""}, format="json")
+    assert created.status_code == 201, created.json()
+    assert (created.json()["key"], created.json()["database"], created.json()["digest"]) == ("5", None, None)
+    assert created.json()["re_modifiers"] == "CASELESS" and "schemaname" not in created.json()
+    pair = {"writer_hostgroup": 100, "reader_hostgroup": 101}
+    made = operator.post(f"{API}/pgsql-replication-hostgroups/", pair, format="json")
+    assert made.status_code == 201 and (made.json()["key"], made.json()["check_type"]) == ("100", "read_only")
+
+    def refused(table: str, row: dict[str, Any]) -> dict[str, list[str]]:
+        response = operator.post(f"{API}/{table}/", row, format="json")
+        assert response.status_code == 400, response.content
+        return response.json()
+
+    assert list(refused("pgsql-query-rules", {"rule_id": 6, "match_pattern": "(unclosed"})) == ["match_pattern"]
+    assert "empty message" in refused("pgsql-query-rules", {"rule_id": 6, "error_msg": " "})["error_msg"][0]
+    assert list(refused("pgsql-query-rules", {"rule_id": 6, "multiplex": 3})) == ["multiplex"]
+    assert (
+        "must differ"
+        in refused("pgsql-replication-hostgroups", {"writer_hostgroup": 7, "reader_hostgroup": 7})["reader_hostgroup"][
+            0
+        ]
+    )
+    bad_check = {"writer_hostgroup": 7, "reader_hostgroup": 8, "check_type": "innodb_read_only"}
+    assert list(refused("pgsql-replication-hostgroups", bad_check)) == ["check_type"]
+    taken = refused("pgsql-replication-hostgroups", {"writer_hostgroup": 102, "reader_hostgroup": 101})
+    assert "already exists" in taken["non_field_errors"][0]
+    assert operator.post(f"{API}/publish/", {}, format="json").status_code == 201
+    document = operator.get(f"{API}/versions/1/").json()["document"]
+    assert [
+        (r["rule_id"], r["match_pattern"], r["error_msg"], r["database"]) for r in document["pgsql_query_rules"]
+    ] == [(5, "forbidden_pg", "blocked", None)]
+    assert document["pgsql_replication_hostgroups"] == [{**pair, "check_type": "read_only", "comment": ""}]
+    patched = operator.patch(f"{API}/pgsql-query-rules/5/", {"database": "shop"}, format="json")
+    assert patched.status_code == 200 and patched.json()["database"] == "shop"
+    assert operator.get(f"{API}/pgsql-query-rules/?destination_hostgroup=100").json()["count"] == 0
+    assert operator.post(f"{API}/publish/", {}, format="json").status_code == 201
+    (change,) = operator.get(f"{API}/versions/2/diff/").json()["changes"]
+    assert (change["table"], change["key"], change["columns"]) == ("pgsql_query_rules", "rule_id=5", ["database"])
+    exported = admin.get(f"{API}/export/").json()
+    assert operator.delete(f"{API}/pgsql-replication-hostgroups/100/").status_code == 204
+    assert operator.post(f"{API}/import/", exported, format="json").status_code == 200
+    assert operator.get(f"{API}/pgsql-replication-hostgroups/100/").json()["reader_hostgroup"] == 101

@@ -18,6 +18,8 @@ from fleet.core.models import (
     AuditEntry,
     Cluster,
     Hostgroup,
+    PgsqlQueryRule,
+    PgsqlReplicationHostgroup,
     PgsqlServer,
     PgsqlUser,
     QueryRule,
@@ -396,7 +398,7 @@ def test_proxysql_3_pgsql_servers_users_and_variables_are_imported() -> None:
 @pytest.mark.django_db
 def test_a_bad_pgsql_user_is_refused_naming_its_line_and_the_rest_still_needs_force() -> None:
     """A pgsql_users row the proxy refuses (a verifier nobody could log in with, a pool_mode it has not) names its
-    line and column; ProxySQL 3.0's pgsql_query_rules still need force to be dropped."""
+    line and column; ProxySQL 3.0's pgsql_hostgroup_attributes still need force to be dropped."""
     cluster = Cluster.objects.create(name="postgres")
     bad = (
         '\npgsql_servers = ( { address = "10.0.1.1"; hostgroup = 100 } )\n'
@@ -411,13 +413,99 @@ def test_a_bad_pgsql_user_is_refused_naming_its_line_and_the_rest_still_needs_fo
     assert first.startswith("proxysql.cnf line 5: pgsql_users[0]") and "password: starts with 'SCRAM-SHA-256$'" in first
     assert second.startswith("proxysql.cnf line 6: pgsql_users[1]") and "pool_mode: 'statement' is not one of" in second
     assert not PgsqlUser.objects.filter(cluster=cluster).exists()
-    rules = "\npgsql_query_rules = ( { rule_id = 1; active = 1; destination_hostgroup = 100 } )\n"
+    attributes = "\npgsql_hostgroup_attributes = ( { hostgroup_id = 100; max_num_online_servers = 2 } )\n"
     with pytest.raises(ConfigError) as refused:
-        import_cnf(cluster, PROXYSQL_3_CNF + rules, None)
-    query_rules = line_of(PROXYSQL_3_CNF + rules, "pgsql_query_rules")
-    assert refused.value.errors[0].startswith(f"line {query_rules}: pgsql_query_rules not imported")
+        import_cnf(cluster, PROXYSQL_3_CNF + attributes, None)
+    dropped = line_of(PROXYSQL_3_CNF + attributes, "pgsql_hostgroup_attributes")
+    assert refused.value.errors[0].startswith(f"line {dropped}: pgsql_hostgroup_attributes not imported")
     assert not PgsqlUser.objects.filter(cluster=cluster).exists()
-    config, _ = import_cnf(cluster, PROXYSQL_3_CNF + rules, None, force=True)
+    config, _ = import_cnf(cluster, PROXYSQL_3_CNF + attributes, None, force=True)
     assert [u.username for u in config.pgsql_users] == ["app", "reports"]
     with pytest.raises(CnfError, match="line 2: pgsql_variables must be a group"):
         import_cnf(cluster, "\npgsql_variables = ( 1 )\n", None)
+
+
+PGSQL_ROUTING_CNF = """
+pgsql_query_rules =
+(
+    {
+        rule_id = 10
+        active = 1
+        username = "app"
+        database = "shop"
+        match_digest = "^SELECT"
+        destination_hostgroup = 101
+        apply = 1
+        comment = "reads to the replicas"
+    },
+    { rule_id = 20; active = 1; match_pattern = "^DELETE FROM orders"; error_msg = "no"; apply = 1 },
+    { rule_id = 30; active = 0; match_pattern = "^UPDATE"; replace_pattern = ""; schemaname = "shop" }
+)
+
+pgsql_replication_hostgroups =
+(
+    { writer_hostgroup = 100; reader_hostgroup = 101; check_type = "read_only"; comment = "main pair" }
+)
+"""
+
+
+@pytest.mark.django_db
+def test_proxysql_3_pgsql_query_rules_and_replication_hostgroups_are_imported() -> None:
+    """ProxySQL 3.0's pgsql_query_rules (database, error_msg, an empty replace_pattern kept as empty) and
+    pgsql_replication_hostgroups are imported as they are, without force; a column ProxySQL's PostgreSQL rules have
+    not (schemaname) is named in a note, not taken for database."""
+    cluster = Cluster.objects.create(name="postgres")
+    text = PROXYSQL_3_CNF + PGSQL_ROUTING_CNF
+    config, notes = import_cnf(cluster, text, None)
+    assert [
+        (r.rule_id, r.active, r.username, r.database, r.match_digest, r.match_pattern, r.destination_hostgroup)
+        for r in config.pgsql_query_rules
+    ] == [
+        (10, True, "app", "shop", "^SELECT", None, 101),
+        (20, True, None, None, None, "^DELETE FROM orders", None),
+        (30, False, None, None, None, "^UPDATE", None),
+    ]
+    assert [(r.error_msg, r.replace_pattern, r.apply) for r in config.pgsql_query_rules] == [
+        (None, None, True),
+        ("no", None, True),
+        (None, "", False),
+    ]
+    assert [
+        (p.writer_hostgroup, p.reader_hostgroup, p.check_type, p.comment) for p in config.pgsql_replication_hostgroups
+    ] == [(100, 101, "read_only", "main pair")]
+    stored = PgsqlQueryRule.objects.get(cluster=cluster, rule_id=10)
+    assert (stored.database, stored.comment) == ("shop", "reads to the replicas")
+    assert PgsqlReplicationHostgroup.objects.get(cluster=cluster).reader_hostgroup == 101
+    schemaname = line_of(text, 'schemaname = "shop"')
+    assert f"line {schemaname}: pgsql_query_rules.schemaname not imported: ProxyFleet has no such column" in notes
+    assert not any("pgsql_replication_hostgroups" in note for note in notes)
+    assert publishing.publish(cluster, None).document["pgsql_query_rules"][1]["error_msg"] == "no"
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        ('pgsql_query_rules = ( { rule_id = 1; match_pattern = "(unclosed" } )', "match_pattern:"),
+        ("pgsql_query_rules = ( { rule_id = 1; multiplex = 3 } )", "multiplex:"),
+        ("pgsql_replication_hostgroups = ( { writer_hostgroup = 100; reader_hostgroup = 100 } )", "reader_hostgroup"),
+        (
+            "pgsql_replication_hostgroups = (\n"
+            '  { writer_hostgroup = 100; reader_hostgroup = 101; check_type = "innodb_read_only" }\n)',
+            "check_type: 'innodb_read_only' is not one of",
+        ),
+    ],
+)
+@pytest.mark.django_db
+def test_a_refused_pgsql_rule_or_pair_names_its_line_and_changes_nothing(rows: str, message: str) -> None:
+    """A PostgreSQL rule or replication pair the proxy refuses (a bad regex, a multiplex it has not, a reader that is
+    the writer, a check_type other than read_only) names its cnf line and column; the draft is left as it was."""
+    cluster = Cluster.objects.create(name="postgres")
+    text = PROXYSQL_3_CNF + "\n" + rows + "\n"
+    with pytest.raises(ConfigError) as refused:
+        import_cnf(cluster, text, None)
+    (error,) = refused.value.errors
+    table = rows.split()[0]
+    row = line_of(text, "rule_id = 1;" if table == "pgsql_query_rules" else "writer_hostgroup = 100;")
+    assert error.startswith(f"proxysql.cnf line {row}: {table}[0]"), error
+    assert message in error, error
+    assert not PgsqlUser.objects.filter(cluster=cluster).exists()

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from django.contrib.auth.models import User as Account
 from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
 from fleet.core import publishing, roles, ruletest
 from fleet.core.drafts import save_row
-from fleet.core.models import Cluster, ProxyNode, QueryRule
+from fleet.core.models import Cluster, PgsqlQueryRule, PgsqlServer, PgsqlUser, ProxyNode, QueryRule
 from tests.support.control_plane import LOGIN_PASSWORD, make_account
 
 API = "/api/v1"
@@ -94,3 +95,46 @@ def test_a_rule_that_can_never_match_is_flagged_in_the_list_and_the_preview(clus
     assert "never matches: rule 1 first" in page and page.count("never matches") == 1
     _, warnings, _ = publishing.draft_preview(cluster)
     assert any("rule_id=3 can never match: rule_id=1 (apply=1)" in w for w in warnings)
+
+
+def test_postgresql_rules_are_tried_as_the_pooling_proxy_reads_them(cluster: Cluster) -> None:
+    """With engine pgsql the tester reads pgsql_query_rules (database as the schema), pgsql_users and pgsql_servers:
+    a block answers with the PostgreSQL error, a destination of the rule or the user's default hostgroup, outputs
+    the pooling proxy does not act on are named; the MySQL rules are not involved (nor the reverse)."""
+    save_row(PgsqlServer(cluster=cluster, hostgroup_id=100, hostname="127.0.0.1"), None)
+    save_row(PgsqlUser(cluster=cluster, username="app_pg", password="pw", default_hostgroup=100), None)
+    block = PgsqlQueryRule(cluster=cluster, rule_id=1, active=True, match_pattern="forbidden_pg", error_msg="blocked")
+    save_row(block, None)
+    route = PgsqlQueryRule(
+        cluster=cluster, rule_id=2, active=True, database="shop", match_digest="^SELECT", destination_hostgroup=101
+    )
+    save_row(route, None)
+    save_row(PgsqlQueryRule(cluster=cluster, rule_id=3, active=True, match_digest="^SHOW", cache_ttl=5), None)
+    config = publishing.compile_draft(cluster)
+
+    def tried(query: str, database: str = "postgres", username: str = "app_pg") -> ruletest.Trial:
+        return ruletest.try_query(config, query, username=username, schemaname=database, engine=ruletest.PGSQL)
+
+    blocked = tried("SELECT 'forbidden_pg'")
+    assert blocked.answer == "refused by the proxy with an ErrorResponse (SQLSTATE 28000): blocked"
+    assert [r.rule_id for r in blocked.matched] == [1] and blocked.hostgroup is None
+    assert (tried("SELECT 1").hostgroup, tried("SELECT 1").matched) == (100, [])
+    routed = tried("SELECT 1", database="shop")
+    assert routed.answer == "runs on hostgroup 101 (rule 2's destination)"
+    assert routed.notes == ["hostgroup 101 has no servers in this config: no server could run it"]
+    assert tried("SHOW search_path").notes == ["the PostgreSQL proxy does not act on cache_ttl yet"]
+    assert "could not log in" in tried("SELECT 1", username="app").notes[0]  # app is a MySQL user
+    mysql = ruletest.try_query(config, "SELECT 'forbidden_pg'", username="app")
+    assert mysql.hostgroup == 20 and [r.rule_id for r in mysql.matched] == [2]  # the seed's MySQL rules
+    page = viewer_client().get(
+        reverse("web:rule_test"),
+        {"query": "SELECT 'forbidden_pg'", "username": "app_pg", "engine": "pgsql", "source": "draft"},
+    )
+    assert "SQLSTATE 28000): blocked" in page.content.decode()
+    api = APIClient()
+    api.force_authenticate(Account.objects.get(username=f"{roles.VIEWER}-account"))
+    body = {"query": "SELECT 1", "username": "app_pg", "schemaname": "shop", "engine": "pgsql"}
+    answer = api.post(f"{API}/rules/test/", body, format="json")
+    assert answer.status_code == 200 and answer.json()["hostgroup"] == 101
+    wrong = api.post(f"{API}/rules/test/", {**body, "engine": "oracle"}, format="json")
+    assert wrong.status_code == 400 and list(wrong.json()) == ["engine"]

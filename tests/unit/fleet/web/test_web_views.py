@@ -24,6 +24,8 @@ from fleet.core.models import (
     ConfigVersion,
     Hostgroup,
     PgsqlForwardListener,
+    PgsqlQueryRule,
+    PgsqlReplicationHostgroup,
     PgsqlServer,
     PgsqlUser,
     ProxyNode,
@@ -37,6 +39,7 @@ from fleet.core.models import (
 )
 from fleet.web.pages import TABLE_PAGES
 from fleet.web.views.tables import PAGE_SIZE
+from proxyapp.pgproxy.routing import PgRouter, Route
 from proxyapp.rules.engine import QueryContext, RuleEngine
 from tests.support.control_plane import LOGIN_PASSWORD, MONITOR_SECRET, NO_ROLE, SECRET, make_cluster
 from tests.support.node_messages import (
@@ -424,6 +427,8 @@ PGSQL_LISTENER |= {"max_connections": "10000", "comment": ""}
 PGSQL_USER = {"username": "app_pg", "password": SECRET, "active": "on", "default_hostgroup": "100"}
 PGSQL_USER |= {"transaction_persistent": "on", "backend": "on", "frontend": "on", "max_connections": "10000"}
 PGSQL_USER |= {"pool_mode": "transaction", "attributes": "", "comment": ""}
+PGSQL_RULE = {"rule_id": "9", "flagIN": "0", "re_modifiers": "CASELESS", "match_pattern": "^SELECT", "apply": "on"}
+PGSQL_PAIR = {"writer_hostgroup": "100", "reader_hostgroup": "101", "check_type": "read_only", "comment": ""}
 #: A text that starts like a SCRAM-SHA-256 verifier and is not one (no ServerKey).
 BAD_VERIFIER = "SCRAM-SHA-256$4096:c2FsdA==$c3RvcmVka2V5"
 
@@ -461,6 +466,15 @@ BAD_INPUT = [
     ("pgsql-users", PGSQL_USER, {"pool_mode": "statement"}, "pool_mode", "not one of the available choices"),
     ("pgsql-users", PGSQL_USER, {"default_hostgroup": "-1"}, "default_hostgroup", "below the minimum 0"),
     ("pgsql-users", PGSQL_USER, {"max_connections": "-1"}, "max_connections", "below the minimum 0"),
+    ("pgsql-query-rules", PGSQL_RULE, {"match_pattern": "(unclosed"}, "match_pattern", "invalid regular expression"),
+    ("pgsql-query-rules", PGSQL_RULE, {"match_digest": "a{2,1}"}, "match_digest", "invalid regular expression"),
+    ("pgsql-query-rules", PGSQL_RULE, {"re_modifiers": "BOGUS"}, "re_modifiers", "unknown modifier"),
+    ("pgsql-query-rules", PGSQL_RULE, {"digest": "SELECT"}, "digest", "0x"),
+    ("pgsql-query-rules", PGSQL_RULE, {"multiplex": "3"}, "multiplex", "not one of the available choices"),
+    ("pgsql-query-rules", PGSQL_RULE, {"rule_id": "0"}, "rule_id", "below the minimum 1"),
+    ("pgsql-replication-hostgroups", PGSQL_PAIR, {"reader_hostgroup": "100"}, "reader_hostgroup", "must differ"),
+    ("pgsql-replication-hostgroups", PGSQL_PAIR, {"check_type": "innodb_read_only"}, "check_type", "not one of"),
+    ("pgsql-replication-hostgroups", PGSQL_PAIR, {"writer_hostgroup": "-1"}, "writer_hostgroup", "below the minimum"),
 ]
 
 
@@ -686,6 +700,49 @@ def test_a_rule_saved_from_the_form_stores_nulls_and_routes_instead_of_blocking(
     assert (outcome.destination_hostgroup, outcome.error_msg) == (20, None)
 
 
+def test_a_pgsql_rule_saved_from_the_form_stores_nulls_and_blocks_what_it_matches(
+    cluster: Cluster, operator: Client
+) -> None:
+    """The PostgreSQL rule form means by a blank what the MySQL one does: NULL (replace_pattern excepted, which the
+    form leaves NULL too when blank); its rule blocks the query it matches and lets the rest run, as the pooling
+    proxy's router reads it."""
+    add = reverse("web:row_add", args=["pgsql-query-rules"])
+    form = operator.get(add).content.decode()
+    assert 'name="database"' in form and 'name="schemaname"' not in form and 'name="trx_queue"' not in form
+    data = browser_post(
+        form, rule_id="5", active="on", match_pattern="forbidden_pg", error_msg="blocked by the fleet", apply="on"
+    )
+    assert operator.post(add, data).status_code == 302
+    rule = PgsqlQueryRule.objects.get(cluster=cluster, rule_id=5)
+    for column in ("username", "database", "digest", "client_addr", "proxy_addr", "match_digest", "OK_msg"):
+        assert getattr(rule, column) is None, column
+    assert (rule.replace_pattern, rule.flagOUT, rule.destination_hostgroup, rule.multiplex) == (None, None, None, None)
+    edit = reverse("web:row_edit", args=["pgsql-query-rules", rule.pk])
+    assert operator.post(edit, browser_post(operator.get(edit).content.decode(), comment="no")).status_code == 302
+    rule.refresh_from_db()
+    assert (rule.comment, rule.error_msg, rule.database) == ("no", "blocked by the fleet", None)
+    router = PgRouter(publishing.compile_draft(cluster))
+    assert router.route("SELECT 'forbidden_pg'", "app", "postgres", "127.0.0.1", 6133).error == "blocked by the fleet"
+    assert router.route("SELECT 1", "app", "postgres", "127.0.0.1", 6133) == Route(None, "SELECT 1", None)
+    pair = reverse("web:row_add", args=["pgsql-replication-hostgroups"])
+    data = browser_post(operator.get(pair).content.decode(), writer_hostgroup="100", reader_hostgroup="101")
+    assert operator.post(pair, data).status_code == 302
+    stored = PgsqlReplicationHostgroup.objects.get(cluster=cluster)
+    assert (stored.writer_hostgroup, stored.reader_hostgroup, stored.check_type) == (100, 101, "read_only")
+    listed = operator.get(reverse("web:table_list", args=["pgsql-query-rules"])).content.decode()
+    assert ">blocked by the fleet<" in listed and ">database</th>" in listed and ">trx_queue</th>" not in listed
+
+
+def test_a_pgsql_rule_that_can_never_match_is_flagged_in_its_list(cluster: Cluster, viewer: Client) -> None:
+    """The PostgreSQL rules page flags a rule an earlier apply=1 rule keeps from ever matching, as the MySQL one
+    does, and shows no MySQL hits for them."""
+    save_row(PgsqlQueryRule(cluster=cluster, rule_id=1, active=True, match_digest="^SELECT", apply=True), None)
+    save_row(PgsqlQueryRule(cluster=cluster, rule_id=2, active=True, match_digest="^SELECT 1", apply=True), None)
+    page = viewer.get(reverse("web:table_list", args=["pgsql-query-rules"])).content.decode()
+    assert "never matches: rule 1 first" in page and page.count("never matches") == 1
+    assert ">checks</th>" in page and ">hits</th>" not in page
+
+
 def test_hostnames_are_checked_and_every_accepted_one_shows(cluster: Cluster, operator: Client) -> None:
     add = reverse("web:row_add", args=["servers"])
     for bad, says in [("bad host name!", "is not a host name"), ("db/2", "is not a host name"), ("/tmp/s", "socket")]:
@@ -706,9 +763,9 @@ HOSTILE = '"><script>alert(1)</script><img src=x onerror=alert(2)>'
 
 def plant_hostile_values(cluster: Cluster) -> None:
     """Markup in every text column of ``cluster`` that accepts any text (a user, a rule, a variable, a server, a
-    hostgroup, a shard and a sharded table, a PostgreSQL server and forwarding listener, the cluster, a version's
-    comment), published, and in a digest, a hot-row queue and proposal, and a forwarding listener and PostgreSQL
-    server its node ``NODE`` reports."""
+    hostgroup, a shard and a sharded table, a PostgreSQL server, forwarding listener, user, query rule and replication
+    pair, the cluster, a version's comment), published, and in a digest, a hot-row queue and proposal, and a
+    forwarding listener and PostgreSQL server its node ``NODE`` reports."""
     save_row(User(cluster=cluster, username=HOSTILE, password="x", default_schema=HOSTILE, comment=HOSTILE), None)
     rule = QueryRule(
         cluster=cluster,
@@ -739,6 +796,11 @@ def plant_hostile_values(cluster: Cluster) -> None:
     save_row(PgsqlForwardListener(cluster=cluster, port=15432, hostgroup_id=100, comment=HOSTILE), None)
     save_row(
         PgsqlUser(cluster=cluster, username=HOSTILE, password=HOSTILE, default_hostgroup=100, comment=HOSTILE), None
+    )
+    hostile_rule = {c: HOSTILE for c in ("username", "database", "replace_pattern", "error_msg", "comment")}
+    save_row(PgsqlQueryRule(cluster=cluster, rule_id=1, match_pattern="<b>", **hostile_rule), None)
+    save_row(
+        PgsqlReplicationHostgroup(cluster=cluster, writer_hostgroup=100, reader_hostgroup=101, comment=HOSTILE), None
     )
     hostgroup = Hostgroup.objects.get(cluster=cluster, hostgroup_id=10)
     hostgroup.name = hostgroup.comment = HOSTILE
