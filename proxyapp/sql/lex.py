@@ -110,7 +110,7 @@ _PG_ALTERNATIVES: tuple[tuple[TokenKind, str], ...] = (
 class Dialect:
     """A dialect's lexical rules as ``tokenize`` runs them: ``pattern``, the master pattern (optional whitespace,
     then exactly one alternative, each its own group, or the end), and ``group_kinds``, the token kind of each of
-    its groups (``group_kinds[m.lastindex]`` is the kind of a match; an alternative's own groups come after it)."""
+    its groups (``group_kinds[m.lastindex]`` is the kind of a match; an alternative's own groups are OTHER)."""
 
     __slots__ = ("group_kinds", "name", "pattern")
 
@@ -118,11 +118,11 @@ class Dialect:
         self.name = name
         # Trailing whitespace is one match, no group: without it the search would fail at each of its positions in
         # turn, scanning the rest of it each time, and a query ending in a megabyte of spaces would take minutes.
-        self.pattern = re.compile(r"\s*+(?:" + "|".join(f"({pattern})" for _, pattern in alternatives) + r"|\Z)")
-        kinds = [_T.OTHER]
-        for kind, pattern in alternatives:
-            kinds.append(kind)
-            kinds.extend([_T.OTHER] * re.compile(pattern).groups)
+        groups = "|".join(f"(?P<_{i}>{pattern})" for i, (_, pattern) in enumerate(alternatives))
+        self.pattern = re.compile(r"\s*+(?:" + groups + r"|\Z)")
+        kinds = [_T.OTHER] * (self.pattern.groups + 1)
+        for i, (kind, _) in enumerate(alternatives):
+            kinds[self.pattern.groupindex[f"_{i}"]] = kind
         self.group_kinds: tuple[TokenKind, ...] = tuple(kinds)
 
 
@@ -135,6 +135,7 @@ _ESCAPE_RE = re.compile(r"\\(.)", re.DOTALL)
 _HEAD_RE = re.compile(rf"(?:\s++|{_PLAIN_COMMENT})*+([A-Za-z_]\w*+)")
 _QUOTED_RE = re.compile(f"{_QUOTED}|{_PLAIN_COMMENT}")
 _TRIVIA_FIRST = _T.COMMENT  # kinds from here on are not tokens
+_NESTED_COMMENT = _T.NESTED_COMMENT  # a module constant: naming an enum member costs a lookup each time
 
 
 @dataclass(slots=True)
@@ -198,7 +199,7 @@ def tokenize(sql: str, dialect: Dialect = MYSQL) -> Tokens:
                         ends.append(start + 1)
                         pos = start + 1
                         break
-                elif kind is _T.NESTED_COMMENT:  # no regular expression counts nesting: go on after its end
+                elif kind is _NESTED_COMMENT:  # no regular expression counts nesting: go on after its end
                     pos = _nested_comment_end(sql, m.end())
                     break
                 continue
