@@ -111,6 +111,7 @@ _TABLES = (
     ("shards", api.ROW_SERIALIZERS["mysql_shards"], ("shard_group", "hostgroup_id")),
     ("sharded-tables", api.ROW_SERIALIZERS["mysql_sharded_tables"], ("schemaname", "shard_group", "algorithm")),
     ("pgsql-servers", api.ROW_SERIALIZERS["pgsql_servers"], ("hostgroup_id", "hostname", "port", "status")),
+    ("pgsql-users", api.ROW_SERIALIZERS["pgsql_users"], ("username", "active", "default_hostgroup", "pool_mode")),
     ("pgsql-forward-listeners", api.ROW_SERIALIZERS["pgsql_forward_listeners"], ("port", "hostgroup_id", "active")),
     ("variables", api.ROW_SERIALIZERS["global_variables"], ("variable_name",)),
     ("hostgroups", api.HostgroupSerializer, ("hostgroup_id", "name")),

@@ -6,7 +6,8 @@ or ``:``, groups ``{}``, lists ``()``, arrays ``[]``, strings, integers, floats,
 (``address``/``hostgroup`` as ProxySQL's cnf spells them), ``mysql_users``, ``mysql_query_rules``,
 ``mysql_query_rules_fast_routing``,
 ``mysql_replication_hostgroups``, ``mysql_variables`` (``threads=4`` becomes ``mysql-threads``), and ProxySQL 3.0's
-``pgsql_servers`` and ``pgsql_variables`` (``monitor_username`` becomes ``pgsql-monitor_username``). What ProxyFleet
+``pgsql_servers``, ``pgsql_users`` (their ``pool_mode``, ProxyFleet's own column, is transaction unless the row sets
+it) and ``pgsql_variables`` (``monitor_username`` becomes ``pgsql-monitor_username``). What ProxyFleet
 has no place for (``admin_variables``, the scheduler, unknown variables or columns) is left out with a note naming
 its line. Every error names its line.
 """
@@ -31,6 +32,7 @@ TABLE_SECTIONS = (
     "mysql_query_rules_fast_routing",
     "mysql_replication_hostgroups",
     "pgsql_servers",
+    "pgsql_users",
 )
 #: Sections of global variables: section -> the prefix of its variables' names.
 VARIABLE_SECTIONS = {"mysql_variables": "mysql-", "pgsql_variables": "pgsql-"}
@@ -56,16 +58,20 @@ BEHAVIOUR_SECTIONS = frozenset(
         "proxysql_servers",
         "scheduler",
         "restapi_routes",
-        "pgsql_users",
         "pgsql_query_rules",
         "pgsql_replication_hostgroups",
         "pgsql_hostgroup_attributes",
     }
 )
-#: The note on imported pgsql_servers: ProxyFleet reaches them only through forwarding listeners.
+#: The note on imported pgsql_servers: how clients reach them in ProxyFleet.
 PGSQL_SERVERS_NOTE = (
-    "pgsql_servers imported: ProxyFleet forwards whole PostgreSQL connections to them through "
-    "pgsql_forward_listeners; add a listener for each hostgroup clients reach"
+    "pgsql_servers imported: clients reach them as pgsql_users on the PostgreSQL listener (pgsql-interfaces), "
+    "or whole connections through pgsql_forward_listeners"
+)
+#: The note on imported pgsql_users: ProxySQL has no pool_mode, ProxyFleet pools per transaction by default.
+PGSQL_USERS_NOTE = (
+    "pgsql_users imported with pool_mode transaction (ProxyFleet's own column: a server connection per transaction, "
+    "as PgBouncer's transaction pooling) unless a row sets it; set session for clients that keep session state"
 )
 
 
@@ -290,6 +296,8 @@ def cnf_to_document(text: str) -> CnfImport:
             result.notes.append(f"line {line}: {name} not imported: ProxyFleet has no such table or setting")
     if result.document["pgsql_servers"]:
         result.notes.append(f"line {cnf.lines['pgsql_servers']}: {PGSQL_SERVERS_NOTE}")
+    if result.document["pgsql_users"]:
+        result.notes.append(f"line {cnf.lines['pgsql_users']}: {PGSQL_USERS_NOTE}")
     return result
 
 

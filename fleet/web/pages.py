@@ -14,6 +14,7 @@ from fleet.core.models import (
     Hostgroup,
     PgsqlForwardListener,
     PgsqlServer,
+    PgsqlUser,
     QueryRule,
     ReplicationHostgroup,
     Server,
@@ -98,6 +99,7 @@ TABLE_PAGES: tuple[TablePage, ...] = (
     TablePage("shards", "Shards", Shard, ("shard_group", "physical_schema", "comment")),
     TablePage("sharded-tables", "Sharded tables", ShardedTable, ("schemaname", "tablename", "shard_group", "comment")),
     TablePage("pgsql-servers", "PostgreSQL servers", PgsqlServer, ("hostname", "comment")),
+    TablePage("pgsql-users", "PostgreSQL users", PgsqlUser, ("username", "comment")),
     TablePage("pgsql-forward-listeners", "PostgreSQL listeners", PgsqlForwardListener, ("interface", "comment")),
     TablePage("variables", "Variables", Variable, ("variable_name",)),  # never the values: some are secrets
     TablePage("hostgroups", "Hostgroups", Hostgroup, ("name", "comment")),

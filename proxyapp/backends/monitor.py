@@ -43,14 +43,19 @@ import logging
 import ssl
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from proxyapp.backends.pool import OFFLINE_HARD, ONLINE, SHUNNED, server_tls
 from proxyapp.backends.topology import Address, MonitorState, ServerVerdict, runtime_view, show_address
 from proxyapp.config.document import Config
-from proxyapp.config.tables import MysqlServer, PgsqlServer
+from proxyapp.config.tables import (
+    MysqlReplicationHostgroup,
+    MysqlServer,
+    PgsqlReplicationHostgroup,
+    PgsqlServer,
+)
 from proxyapp.config.variables import Variables
 from proxyapp.mysql.backend import BackendConnection, BackendError, Credentials
 from proxyapp.mysql.constants import Command
@@ -204,6 +209,8 @@ class Monitor:
         self._servers: dict[Address, _Server] = {}
         self._writers: dict[int, Address] = {}
         self._refused: dict[int, frozenset[Address]] = {}
+        self._pgsql_writers: dict[int, Address] = {}  # the PostgreSQL pairs' (their hostgroups are numbered apart)
+        self._pgsql_refused: dict[int, frozenset[Address]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._sync_servers()
 
@@ -240,6 +247,8 @@ class Monitor:
         self._sync_servers()
         pairs = {pair.writer_hostgroup for pair in config.mysql_replication_hostgroups}
         self._writers = {hg: a for hg, a in self._writers.items() if hg in pairs}
+        pg_pairs = {pair.writer_hostgroup for pair in config.pgsql_replication_hostgroups}
+        self._pgsql_writers = {hg: a for hg, a in self._pgsql_writers.items() if hg in pg_pairs}
         self.conclude()
         self.start()
 
@@ -289,12 +298,17 @@ class Monitor:
         return [server for address, server in self._servers.items() if address in addresses]
 
     def _read_only_sql(self) -> dict[Address, str]:
-        """The check_type of each server in a replication pair (the first pair's, for a server in several)."""
+        """The check_type of each server in a replication pair (the first pair's, for a server in several); a
+        PostgreSQL server's is "read_only" (``pg_is_in_recovery()``)."""
         check_types: dict[Address, str] = {}
         for pair in self.config.mysql_replication_hostgroups:
             for hostgroup in (pair.writer_hostgroup, pair.reader_hostgroup):
                 for server in self.config.servers_in(hostgroup):
                     check_types.setdefault(server.address, pair.check_type)
+        for pg_pair in self.config.pgsql_replication_hostgroups:
+            for hostgroup in (pg_pair.writer_hostgroup, pg_pair.reader_hostgroup):
+                for pg_server in self.config.pgsql_servers_in(hostgroup):
+                    check_types.setdefault(pg_server.address, "read_only")
         return check_types
 
     def _limits(self, column: str) -> dict[Address, int]:
@@ -419,6 +433,9 @@ class Monitor:
                 if check == "replication_lag":
                     ((lag,),) = await conn.query(_PG_LAG_SQL)
                     return Outcome(value=None if lag is None else int(lag))
+                if check == "read_only":
+                    ((in_recovery,),) = await conn.query("SELECT pg_is_in_recovery()")
+                    return Outcome(value=in_recovery == "t")
                 await conn.query("")
                 return Outcome()
             except PgError as exc:
@@ -533,8 +550,12 @@ class Monitor:
         """Pick each pair's writer, and publish the state if anything changed."""
         enabled = self.settings.enabled
         verdicts = {address: server.verdict() for address, server in self._servers.items()} if enabled else {}
-        writers = self._choose_writers(verdicts)
-        if verdicts == self.state.servers and writers == self.state.writers:
+        writers = self._choose_writers(verdicts, self.config.mysql_replication_hostgroups, self.config.servers_in)
+        pgsql_writers = self._choose_writers(
+            verdicts, self.config.pgsql_replication_hostgroups, self.config.pgsql_servers_in, pgsql=True
+        )
+        state = self.state
+        if verdicts == state.servers and writers == state.writers and pgsql_writers == state.pgsql_writers:
             return
         for address, verdict in verdicts.items():
             before = self.state.servers.get(address)
@@ -542,42 +563,55 @@ class Monitor:
                 level = logging.WARNING if verdict.status == SHUNNED else logging.INFO
                 shown = show_address(address)
                 log.log(level, "server %s is %s: %s", shown, verdict.status, verdict.reason or "checks succeed")
-        self.state = MonitorState(self.state.seq + 1, verdicts, writers)
+        self.state = MonitorState(self.state.seq + 1, verdicts, writers, pgsql_writers)
         self.publish(self.state)
 
-    def _choose_writers(self, verdicts: dict[Address, ServerVerdict]) -> dict[int, Address]:
+    def _choose_writers(
+        self,
+        verdicts: dict[Address, ServerVerdict],
+        pairs: Sequence[MysqlReplicationHostgroup] | Sequence[PgsqlReplicationHostgroup],
+        servers_in: Callable[[int], Sequence[MysqlServer] | Sequence[PgsqlServer]],
+        pgsql: bool = False,
+    ) -> dict[int, Address]:
+        """The writer of each of ``pairs`` (MySQL's, or PostgreSQL's with ``pgsql``)."""
+        kept = self._pgsql_writers if pgsql else self._writers
         chosen: dict[int, Address] = {}
-        for pair in self.config.mysql_replication_hostgroups:
+        for pair in pairs:
             writer_hg = pair.writer_hostgroup
             members: list[Address] = []
             for hostgroup in (writer_hg, pair.reader_hostgroup):
-                members += [s.address for s in self.config.servers_in(hostgroup) if s.address not in members]
+                members += [s.address for s in servers_in(hostgroup) if s.address not in members]
             claims = [a for a in members if a in verdicts and verdicts[a].read_only is False]
             live = [a for a in claims if verdicts[a].status == ONLINE]
-            current = self._writers.get(writer_hg)
+            current = kept.get(writer_hg)
             writer: Address | None = None
             if current in live or (current in claims and not live):
                 writer = current
             elif live or claims:
                 writer = (live or claims)[0]
+            engine = "pgsql hostgroup" if pgsql else "hostgroup"
             if writer is None:
-                self._writers.pop(writer_hg, None)
+                kept.pop(writer_hg, None)
             else:
-                chosen[writer_hg] = self._writers[writer_hg] = writer
+                chosen[writer_hg] = kept[writer_hg] = writer
                 if writer != current:
                     log.log(
                         logging.INFO if current is None else logging.WARNING,
-                        "hostgroup %d: %s is the writer now (read_only=0; it was %s)",
+                        "%s %d: %s is the writer now (read_only=0; it was %s)",
+                        engine,
                         writer_hg,
                         show_address(writer),
                         show_address(current),
                     )
-            self._note_refused(writer_hg, writer, frozenset(a for a in live if a != writer))
+            self._note_refused(writer_hg, writer, frozenset(a for a in live if a != writer), pgsql)
         return chosen
 
-    def _note_refused(self, writer_hg: int, writer: Address | None, refused: frozenset[Address]) -> None:
+    def _note_refused(
+        self, writer_hg: int, writer: Address | None, refused: frozenset[Address], pgsql: bool = False
+    ) -> None:
         """Log loudly when servers besides the writer report read_only=0 (and when that ends)."""
-        before = self._refused.get(writer_hg, frozenset())
+        kept = self._pgsql_refused if pgsql else self._refused
+        before = kept.get(writer_hg, frozenset())
         for address in sorted(refused - before):
             log.error(
                 "TWO WRITERS in hostgroup %d: %s reports read_only=0 while %s is the writer; writes stay on %s and "
@@ -592,7 +626,7 @@ class Monitor:
             )
         for address in sorted(before - refused):
             log.info("hostgroup %d: %s no longer claims to be a writer", writer_hg, show_address(address))
-        self._refused[writer_hg] = refused
+        kept[writer_hg] = refused
 
     # ------------------------------------------------------------------------------------------- reporting
 

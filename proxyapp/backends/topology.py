@@ -20,12 +20,18 @@ Placement in a pair (writer hostgroup W, reader hostgroup R), per server:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from proxyapp.backends.pool import ONLINE, SHUNNED
 from proxyapp.config.document import Config
-from proxyapp.config.tables import MysqlServer, PgsqlServer
+from proxyapp.config.tables import (
+    MysqlReplicationHostgroup,
+    MysqlServer,
+    PgsqlReplicationHostgroup,
+    PgsqlServer,
+)
 
 #: A backend server's address: (hostname, port).
 Address = tuple[str, int]
@@ -50,6 +56,8 @@ class MonitorState:
     seq: int = 0
     servers: dict[Address, ServerVerdict] = field(default_factory=dict)
     writers: dict[int, Address] = field(default_factory=dict)
+    #: The writers of the PostgreSQL pairs (``pgsql_replication_hostgroups``: hostgroups numbered apart).
+    pgsql_writers: dict[int, Address] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The state as a JSON document (what the supervisor sends its workers)."""
@@ -60,6 +68,9 @@ class MonitorState:
                 for (host, port), v in self.servers.items()
             ],
             "writers": [{"writer_hostgroup": hg, "host": a[0], "port": a[1]} for hg, a in self.writers.items()],
+            "pgsql_writers": [
+                {"writer_hostgroup": hg, "host": a[0], "port": a[1]} for hg, a in self.pgsql_writers.items()
+            ],
         }
 
     @classmethod
@@ -80,13 +91,17 @@ class MonitorState:
             if read_only is not None and not isinstance(read_only, bool):
                 raise ValueError(f"servers[{i}].read_only: expected true, false or null, not {read_only!r}")
             servers[_address(row, f"servers[{i}]")] = ServerVerdict(status, reason, read_only)
-        writers: dict[int, Address] = {}
-        for i, row in enumerate(_rows(doc, "writers")):
-            hostgroup = row.get("writer_hostgroup")
-            if not isinstance(hostgroup, int) or isinstance(hostgroup, bool):
-                raise ValueError(f"writers[{i}].writer_hostgroup: expected a whole number, not {hostgroup!r}")
-            writers[hostgroup] = _address(row, f"writers[{i}]")
-        return cls(seq, servers, writers)
+        return cls(seq, servers, _writers(doc, "writers"), _writers(doc, "pgsql_writers"))
+
+
+def _writers(doc: dict[str, Any], name: str) -> dict[int, Address]:
+    writers: dict[int, Address] = {}
+    for i, row in enumerate(_rows(doc, name)):
+        hostgroup = row.get("writer_hostgroup")
+        if not isinstance(hostgroup, int) or isinstance(hostgroup, bool):
+            raise ValueError(f"{name}[{i}].writer_hostgroup: expected a whole number, not {hostgroup!r}")
+        writers[hostgroup] = _address(row, f"{name}[{i}]")
+    return writers
 
 
 def _rows(doc: dict[str, Any], name: str) -> list[dict[str, Any]]:
@@ -122,17 +137,53 @@ class RuntimeView:
 
 def runtime_view(config: Config, state: MonitorState) -> RuntimeView:
     """The runtime ``mysql_servers`` of ``config`` under the monitor's ``state`` (see the module's docstring)."""
-    also_reader = config.variables.flag("mysql-monitor_writer_is_also_reader")
-    configured = {server.key: server for server in config.mysql_servers}
+    view = _view(
+        config.mysql_servers,
+        config.mysql_replication_hostgroups,
+        state.writers,
+        state,
+        config.variables.flag("mysql-monitor_writer_is_also_reader"),
+    )
+    return RuntimeView(
+        tuple(s for s in view.servers if isinstance(s, MysqlServer)),
+        view.placement,
+        view.status_reasons,
+        view.reader_of,
+    )
+
+
+def pgsql_runtime(config: Config, state: MonitorState) -> tuple[tuple[PgsqlServer, str], ...]:
+    """The runtime ``pgsql_servers`` of ``config`` under the monitor's ``state``, placed in their
+    ``pgsql_replication_hostgroups`` pairs as MySQL's servers are in theirs, each with why it is where it is with
+    the status it has."""
+    view = _view(config.pgsql_servers, config.pgsql_replication_hostgroups, state.pgsql_writers, state, False)
+    return tuple(
+        (s, view.status_reasons.get(s.key) or view.placement.get(s.key) or "configured")
+        for s in view.servers
+        if isinstance(s, PgsqlServer)
+    )
+
+
+def _view(
+    servers: Sequence[MysqlServer] | Sequence[PgsqlServer],
+    pairs: Sequence[MysqlReplicationHostgroup] | Sequence[PgsqlReplicationHostgroup],
+    writers: dict[int, Address],
+    state: MonitorState,
+    also_reader: bool,
+) -> _View:
+    """The runtime rows of ``servers`` in their replication ``pairs`` under the monitor's ``state`` (its chosen
+    ``writers`` of these pairs)."""
+    configured: dict[ServerKey, MysqlServer | PgsqlServer] = {server.key: server for server in servers}
     rows = dict(configured)
     placement: dict[ServerKey, str] = {}
-    for pair in config.mysql_replication_hostgroups:
+    for pair in pairs:
         writer_hg, reader_hg = pair.writer_hostgroup, pair.reader_hostgroup
-        members: dict[Address, MysqlServer] = {}
+        members: dict[Address, MysqlServer | PgsqlServer] = {}
         for hostgroup in (writer_hg, reader_hg):
-            for server in config.servers_in(hostgroup):
-                members.setdefault(server.address, server)
-        writer = state.writers.get(writer_hg)
+            for server in servers:
+                if server.hostgroup_id == hostgroup:
+                    members.setdefault(server.address, server)
+        writer = writers.get(writer_hg)
         if writer not in members:
             writer = None
         for address, template in members.items():
@@ -177,24 +228,19 @@ def runtime_view(config: Config, state: MonitorState) -> RuntimeView:
             rows[key] = dataclasses.replace(server, status=SHUNNED)
         if verdict.reason:
             status_reasons[key] = verdict.reason
-    reader_of = {pair.writer_hostgroup: pair.reader_hostgroup for pair in config.mysql_replication_hostgroups}
+    reader_of = {pair.writer_hostgroup: pair.reader_hostgroup for pair in pairs}
     ordered = tuple(rows[key] for key in sorted(rows))
-    return RuntimeView(ordered, placement, status_reasons, reader_of)
+    return _View(ordered, placement, status_reasons, reader_of)
 
 
-def pgsql_runtime(config: Config, state: MonitorState) -> tuple[tuple[PgsqlServer, str], ...]:
-    """The runtime ``pgsql_servers`` of ``config`` under the monitor's ``state``, each with why it has its status: an
-    ONLINE server the monitor shuns is SHUNNED (PostgreSQL replication hostgroups are not read yet)."""
-    rows = []
-    for server in config.pgsql_servers:
-        verdict = state.servers.get(server.address)
-        reason = "configured"
-        if verdict is not None and server.status == ONLINE:
-            if verdict.status == SHUNNED:
-                server = dataclasses.replace(server, status=SHUNNED)
-            reason = verdict.reason or reason
-        rows.append((server, reason))
-    return tuple(rows)
+@dataclass(frozen=True)
+class _View:
+    """``RuntimeView`` for either engine's servers."""
+
+    servers: tuple[MysqlServer | PgsqlServer, ...]
+    placement: dict[ServerKey, str]
+    status_reasons: dict[ServerKey, str]
+    reader_of: dict[int, int]
 
 
 def show_address(address: Address | None) -> str:

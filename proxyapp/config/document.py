@@ -39,6 +39,8 @@ from proxyapp.config.tables import (
     MysqlShardedTable,
     MysqlUser,
     PgsqlForwardListener,
+    PgsqlQueryRule,
+    PgsqlReplicationHostgroup,
     PgsqlServer,
     PgsqlUser,
 )
@@ -65,6 +67,8 @@ _ROW_TABLES = (
     "mysql_sharded_tables",
     "pgsql_servers",
     "pgsql_users",
+    "pgsql_query_rules",
+    "pgsql_replication_hostgroups",
     "pgsql_forward_listeners",
 )
 #: Tables a document shows only when they have rows (added after others: configs without them keep their checksum).
@@ -75,6 +79,8 @@ _OPTIONAL_TABLES = frozenset(
         "mysql_sharded_tables",
         "pgsql_servers",
         "pgsql_users",
+        "pgsql_query_rules",
+        "pgsql_replication_hostgroups",
         "pgsql_forward_listeners",
     }
 )
@@ -90,6 +96,8 @@ UNIQUE_KEYS: dict[str, tuple[tuple[str, ...], ...]] = {
     "mysql_sharded_tables": (("schemaname", "tablename"),),
     "pgsql_servers": (("hostgroup_id", "hostname", "port"),),
     "pgsql_users": (("username", "backend"), ("username", "frontend")),
+    "pgsql_query_rules": (("rule_id",),),
+    "pgsql_replication_hostgroups": (("writer_hostgroup",), ("reader_hostgroup",)),
     "pgsql_forward_listeners": (("port",),),
     "global_variables": (("variable_name",),),
 }
@@ -105,6 +113,8 @@ _LABEL_COLUMNS: dict[str, tuple[str, ...]] = {
     "mysql_sharded_tables": ("schemaname", "tablename"),
     "pgsql_servers": ("hostgroup_id", "hostname", "port"),
     "pgsql_users": ("username",),
+    "pgsql_query_rules": ("rule_id",),
+    "pgsql_replication_hostgroups": ("writer_hostgroup",),
     "pgsql_forward_listeners": ("port",),
     "global_variables": ("variable_name",),
 }
@@ -368,10 +378,18 @@ def _server_checks(values: dict[str, Any]) -> Iterator[RowError]:
         yield ("gtid_port", f"{gtid_port} is also the port; use another port, or 0 for none")
 
 
+def pgsql_rule_as_mysql(rule: PgsqlQueryRule) -> MysqlQueryRule:
+    """A PostgreSQL rule as the rule engine reads rules: the same columns, ``database`` as ``schemaname``."""
+    values = {f.name: getattr(rule, f.name) for f in dataclasses.fields(rule)}
+    values["schemaname"] = values.pop("database")
+    return MysqlQueryRule(**values)
+
+
 def _rule_checks(values: dict[str, Any]) -> Iterator[RowError]:
     """What the rule engine could not evaluate (``rulecompile.check_rule``), once every column has a value."""
     try:
-        rule = MysqlQueryRule(**values)
+        pgsql = "database" in values
+        rule = pgsql_rule_as_mysql(PgsqlQueryRule(**values)) if pgsql else MysqlQueryRule(**values)
     except TypeError:  # a column that did not convert: its error is said already
         return
     problem = check_rule(rule)
@@ -443,7 +461,9 @@ def _variable_checks(values: dict[str, Any]) -> Iterator[RowError]:
 _ROW_CHECKS: dict[type, Callable[[dict[str, Any]], Iterator[RowError]]] = {
     MysqlServer: _server_checks,
     MysqlQueryRule: _rule_checks,
+    PgsqlQueryRule: _rule_checks,
     MysqlReplicationHostgroup: _replication_checks,
+    PgsqlReplicationHostgroup: _replication_checks,
     MysqlShard: _shard_checks,
     MysqlShardedTable: _sharded_table_checks,
     GlobalVariable: _variable_checks,
@@ -530,6 +550,8 @@ class Config:
     mysql_sharded_tables: tuple[MysqlShardedTable, ...] = ()
     pgsql_servers: tuple[PgsqlServer, ...] = ()
     pgsql_users: tuple[PgsqlUser, ...] = ()
+    pgsql_query_rules: tuple[PgsqlQueryRule, ...] = ()
+    pgsql_replication_hostgroups: tuple[PgsqlReplicationHostgroup, ...] = ()
     pgsql_forward_listeners: tuple[PgsqlForwardListener, ...] = ()
     variables: Variables = field(default_factory=Variables)
     warnings: tuple[str, ...] = field(default=(), compare=False)
@@ -604,7 +626,8 @@ def parse_config(doc: object) -> Config:
             if obj is not None:
                 rows[table].append((index, obj))
     errors.extend(_key_errors(rows))
-    errors.extend(_replication_errors(rows["mysql_replication_hostgroups"]))
+    errors.extend(_replication_errors("mysql_replication_hostgroups", rows["mysql_replication_hostgroups"]))
+    errors.extend(_replication_errors("pgsql_replication_hostgroups", rows["pgsql_replication_hostgroups"]))
     errors.extend(_sharding_errors(rows))
     if errors:
         raise ConfigError(errors)
@@ -623,6 +646,8 @@ def parse_config(doc: object) -> Config:
         mysql_sharded_tables=tuple(obj for _, obj in rows["mysql_sharded_tables"]),
         pgsql_servers=tuple(obj for _, obj in rows["pgsql_servers"]),
         pgsql_users=tuple(obj for _, obj in rows["pgsql_users"]),
+        pgsql_query_rules=tuple(obj for _, obj in rows["pgsql_query_rules"]),
+        pgsql_replication_hostgroups=tuple(obj for _, obj in rows["pgsql_replication_hostgroups"]),
         pgsql_forward_listeners=tuple(obj for _, obj in rows["pgsql_forward_listeners"]),
         variables=variables,
         warnings=tuple(_warnings(rows, variables)),
@@ -644,9 +669,10 @@ def _key_errors(rows: _Rows) -> Iterator[str]:
                     first[key] = index
 
 
-def _replication_errors(pairs: list[tuple[int, MysqlReplicationHostgroup]]) -> Iterator[str]:
+def _replication_errors(
+    table: str, pairs: list[tuple[int, MysqlReplicationHostgroup]] | list[tuple[int, PgsqlReplicationHostgroup]]
+) -> Iterator[str]:
     """A hostgroup that is the writer of one pair and the reader of another."""
-    table = "mysql_replication_hostgroups"
     writers: dict[int, int] = {}
     readers: dict[int, int] = {}
     for index, pair in pairs:
@@ -722,19 +748,21 @@ def _tls_errors(rows: list[tuple[int, GlobalVariable]], variables: Variables) ->
 
 def listener_port_error(port: int, variables: Variables) -> str | None:
     """Why a forwarding listener may not take ``port`` on a node run with ``variables``: it is the port of the
-    MySQL listener (any of ``mysql-interfaces``) or of the admin endpoint; None when it may."""
+    MySQL listener (any of ``mysql-interfaces``), of the PostgreSQL listener (``pgsql-interfaces``) or of the admin
+    endpoint; None when it may."""
     taken = {variables.integer("admin-restapi_port"): "admin-restapi_port"}
-    for part in variables.text("mysql-interfaces").split(";"):
-        _, sep, text = part.strip().rpartition(":")
-        if sep and text.isdigit():
-            taken.setdefault(int(text), "mysql-interfaces")
+    for name in ("mysql-interfaces", "pgsql-interfaces"):
+        for part in variables.text(name).split(";"):
+            _, sep, text = part.strip().rpartition(":")
+            if sep and text.isdigit():
+                taken.setdefault(int(text), name)
     if port in taken:
         return f"{port} is the port of {taken[port]}; give the listener a port of its own"
     return None
 
 
 def _listener_errors(rows: list[tuple[int, PgsqlForwardListener]], variables: Variables) -> Iterator[str]:
-    """A forwarding listener on the port of the MySQL listener or of the admin endpoint."""
+    """A forwarding listener on the port of the MySQL or PostgreSQL listener or of the admin endpoint."""
     for index, listener in rows:
         error = listener_port_error(listener.port, variables)
         if error is not None:
@@ -755,6 +783,13 @@ def _warnings(rows: _Rows, variables: Variables) -> Iterator[str]:
     for hostgroup in sorted(referrers):
         yield f"hostgroup {hostgroup} has no servers (referenced by {'; '.join(referrers[hostgroup])})"
     pgsql_served = {server.hostgroup_id for _, server in rows["pgsql_servers"]}
+    for index, pg_rule in rows["pgsql_query_rules"]:
+        ignored = [c for c in _PGSQL_RULE_NOT_ACTED_ON if getattr(pg_rule, c) is not None]
+        if ignored:
+            yield (
+                f"{_label('pgsql_query_rules', index, pg_rule)}: the PostgreSQL proxy does not act on "
+                f"{', '.join(ignored)} yet (it routes, rewrites and blocks)"
+            )
     for index, pg_user in rows["pgsql_users"]:
         if pg_user.active and pg_user.default_hostgroup not in pgsql_served:
             yield (
@@ -789,6 +824,25 @@ def _warnings(rows: _Rows, variables: Variables) -> Iterator[str]:
                 f"global_variables[{index}] {name}: accepted for ProxySQL compatibility, but ProxyFleet does not act "
                 f"on it (it behaves as with the default, {show_value(VARIABLES[name].default)})"
             )
+
+
+#: pgsql_query_rules outputs the PostgreSQL proxy does not act on yet.
+_PGSQL_RULE_NOT_ACTED_ON = (
+    "cache_ttl",
+    "cache_empty_result",
+    "cache_timeout",
+    "reconnect",
+    "timeout",
+    "retries",
+    "delay",
+    "next_query_flagIN",
+    "mirror_flagOUT",
+    "mirror_hostgroup",
+    "OK_msg",
+    "sticky_conn",
+    "multiplex",
+    "log",
+)
 
 
 def _label(table: str, index: int, obj: object) -> str:

@@ -235,6 +235,59 @@ class PgsqlServer:
         return (self.hostname, self.port)
 
 
+@dataclass(frozen=True, slots=True)
+class PgsqlQueryRule:
+    """A PostgreSQL query rule (``pgsql_query_rules``, ProxySQL 3.0's columns: mysql_query_rules' with ``database``
+    for ``schemaname``), evaluated by the same rule engine. The pooling proxy acts on the filters, the flag chain,
+    ``destination_hostgroup``, ``replace_pattern`` and ``error_msg``; the other outputs draw a config warning."""
+
+    rule_id: int = column(required=True, minimum=1)
+    active: bool = column(False)
+    username: str | None = column(None)
+    database: str | None = column(None)
+    flagIN: int = column(0, minimum=0)
+    client_addr: str | None = column(None)
+    proxy_addr: str | None = column(None)
+    proxy_port: int | None = column(None, minimum=0, maximum=65535)
+    digest: str | None = column(None, help="exact digest, '0x' and 16 hex digits")
+    match_digest: str | None = column(None, regex=True)
+    match_pattern: str | None = column(None, regex=True)
+    negate_match_pattern: bool = column(False)
+    re_modifiers: str = column("CASELESS", help="comma-separated: CASELESS, GLOBAL")
+    flagOUT: int | None = column(None, minimum=0)
+    replace_pattern: str | None = column(None)
+    destination_hostgroup: int | None = column(None, minimum=0)
+    cache_ttl: int | None = column(None, minimum=1, help="milliseconds")
+    cache_empty_result: bool | None = column(None)
+    cache_timeout: int | None = column(None, minimum=0)
+    reconnect: bool | None = column(None)
+    timeout: int | None = column(None, minimum=0, maximum=UINT32_MAX, help="milliseconds")
+    retries: int | None = column(None, minimum=0, maximum=1000)
+    delay: int | None = column(None, minimum=0, maximum=UINT32_MAX, help="milliseconds")
+    next_query_flagIN: int | None = column(None, minimum=0, maximum=UINT32_MAX)
+    mirror_flagOUT: int | None = column(None, minimum=0, maximum=UINT32_MAX)
+    mirror_hostgroup: int | None = column(None, minimum=0, maximum=UINT32_MAX)
+    error_msg: str | None = column(None)
+    OK_msg: str | None = column(None)
+    sticky_conn: bool | None = column(None)
+    multiplex: int | None = column(None, choices=(0, 1, 2))
+    log: bool | None = column(None)
+    apply: bool = column(False)
+    attributes: str = column("")
+    comment: str | None = column(None)
+
+
+@dataclass(frozen=True, slots=True)
+class PgsqlReplicationHostgroup:
+    """A writer/reader pair of PostgreSQL hostgroups (``pgsql_replication_hostgroups``): the monitor puts the server
+    that is not in recovery (``pg_is_in_recovery()`` false) in the writer hostgroup, the replicas in the reader one."""
+
+    writer_hostgroup: int = column(required=True, minimum=0)
+    reader_hostgroup: int = column(required=True, minimum=0)
+    check_type: str = column("read_only", choices=("read_only",), help="read_only: pg_is_in_recovery()")
+    comment: str = column("")
+
+
 POOL_MODES = ("transaction", "session")
 
 
@@ -294,6 +347,8 @@ TABLES: dict[str, type] = {
     "mysql_sharded_tables": MysqlShardedTable,
     "pgsql_servers": PgsqlServer,
     "pgsql_users": PgsqlUser,
+    "pgsql_query_rules": PgsqlQueryRule,
+    "pgsql_replication_hostgroups": PgsqlReplicationHostgroup,
     "pgsql_forward_listeners": PgsqlForwardListener,
     "global_variables": GlobalVariable,
 }

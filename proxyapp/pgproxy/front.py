@@ -18,6 +18,7 @@ import logging
 import secrets
 import ssl
 import struct
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -26,6 +27,7 @@ from proxyapp.clock import Clock
 from proxyapp.config.document import Config
 from proxyapp.pgproxy.login import Cancel, LoginFailed, authenticate, negotiate
 from proxyapp.pgproxy.pool import PgPools, PoolRefused
+from proxyapp.pgproxy.routing import PgRouter
 from proxyapp.pgproxy.session import PgSession, SessionCounters
 from proxyapp.pgproxy.settings import startup_settings
 from proxyapp.pgsql.auth import MECHANISM
@@ -44,6 +46,9 @@ from proxyapp.session.kill import worker_of
 from proxyapp.session.throttle import AuthThrottle
 
 log = logging.getLogger("proxyapp.pgproxy")
+
+#: The most statements the proxy remembers as prepared by a server (answering their Parse alone).
+_KNOWN_STATEMENTS = 10_000
 
 #: Forwards a cancel request to another worker process: (worker index, pid, key).
 CancelForwarder = Callable[[int, int, int], Awaitable[None]]
@@ -77,6 +82,8 @@ class PgFront:
         self.workers = workers
         self.pools = PgPools(workers)
         self.counters = SessionCounters()
+        self.router = PgRouter(config)
+        self.known: OrderedDict[str, None] = OrderedDict()  # statements a server prepared (``PgSession``)
         self.tls: ssl.SSLContext | None = None
         self.sessions: dict[int, PgSession] = {}
         self.keys: dict[int, int] = {}  # session id -> the secret key its client was told
@@ -96,9 +103,20 @@ class PgFront:
         self, config: Config, state: MonitorState, tls: ssl.SSLContext | None, backend_tls: ssl.SSLContext
     ) -> None:
         """Follow a config, the monitor's findings and the TLS contexts; the listener moves at ``bind``."""
+        if config is not self.config:
+            self.router = PgRouter(config)
         self.config = config
         self.tls = tls
         self.pools.apply(config, state, backend_tls)
+
+    def sweep(self) -> None:
+        """Housekeeping: keep the statements known to servers bounded."""
+        while len(self.known) > _KNOWN_STATEMENTS:
+            self.known.popitem(last=False)
+
+    def max_prepared(self) -> int:
+        """``pgsql-max_prepared_statements``: what a session keeps prepared per server connection."""
+        return self.config.variables.integer("pgsql-max_prepared_statements")
 
     async def bind(self) -> None:
         """Listen where ``pgsql-interfaces`` says (stop when it says nothing); an address that cannot be bound is
@@ -209,8 +227,7 @@ class PgFront:
         key = secrets.randbits(31)
         session = PgSession(
             wire,
-            self.pools,
-            self.counters,
+            self,
             session_id=session_id,
             user=user.username,
             database=opened.database,
@@ -218,7 +235,6 @@ class PgFront:
             hostgroup=user.default_hostgroup,
             pool_mode=user.pool_mode,
             settings=settings,
-            max_prepared=lambda: self.config.variables.integer("pgsql-max_prepared_statements"),
         )
         told = dict(server.conn.parameters)
         for name, value in opened.parameters.items():
@@ -268,6 +284,8 @@ class PgFront:
             "logins_failed": self.logins_failed,
             "transactions": self.counters.transactions,
             "queries": self.counters.queries,
+            "blocked": self.counters.blocked,
+            "query_rules": [{"rule_id": k, "hits": v} for k, v in sorted(self.router.hits.items())],
             "waiting_clients": sum(len(q) for q in self.pools.waiters.values()),
             "connection_pool": self.pools.rows(),
         }

@@ -46,12 +46,14 @@ class Entry:
 class ResponseOrder:
     """The answers still owed on one server connection, oldest first."""
 
-    __slots__ = ("entries", "failed_parse")
+    __slots__ = ("entries", "failed_parse", "parsed")
 
     def __init__(self) -> None:
         self.entries: deque[Entry] = deque()
         #: Server-side statement names whose Parse failed since the last look (they are not prepared after all).
         self.failed_parse: list[str] = []
+        #: Server-side statement names a server prepared since the last look.
+        self.parsed: list[str] = []
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -89,6 +91,8 @@ class ResponseOrder:
             out = message
         elif kind in TERMINALS.get(head.kind, b""):
             entries.popleft()
+            if kind == 49 and isinstance(head.payload, str) and head.payload:  # ParseComplete ("1")
+                self.parsed.append(head.payload)
             ended = head.kind if head.mode != SWALLOW else 0
         if ended or not out:
             out += self._due()

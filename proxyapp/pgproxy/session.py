@@ -15,10 +15,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections import OrderedDict
+from typing import Protocol
 
 from proxyapp.pgproxy.pool import PgPools, PoolRefused, ServerConn
 from proxyapp.pgproxy.responses import FORWARD, SWALLOW, ResponseOrder
+from proxyapp.pgproxy.routing import PgRouter, Route
 from proxyapp.pgproxy.settings import (
     DROPS_STATEMENTS,
     apply_change,
@@ -35,12 +37,13 @@ from proxyapp.pgproxy.statements import (
     bind_statement,
     close_statement,
     parse_fields,
+    parse_message,
     rename_bind,
     renamed_target,
     server_statement,
     target,
 )
-from proxyapp.pgsql.messages import CONNECTION_FAILURE, error_response, message
+from proxyapp.pgsql.messages import CONNECTION_FAILURE, error_response, message, ready_for_query
 from proxyapp.pgsql.wire import PeerGone, PgWire, ProtocolViolation
 
 log = logging.getLogger("proxyapp.pgproxy")
@@ -56,11 +59,26 @@ _HIGH_WATER = 256 * 1024
 class SessionCounters:
     """What the pooling proxy counts, in this process."""
 
-    __slots__ = ("queries", "transactions")
+    __slots__ = ("blocked", "queries", "transactions")
 
     def __init__(self) -> None:
         self.queries = 0
         self.transactions = 0
+        self.blocked = 0  # statements a rule's error_msg refused
+
+
+class SessionHost(Protocol):
+    """What a session uses of the proxy that serves it."""
+
+    pools: PgPools
+    counters: SessionCounters
+    router: PgRouter
+    #: Server-side statement names a server of this process prepared (least recently first).
+    known: OrderedDict[str, None]
+
+    def max_prepared(self) -> int:
+        """``pgsql-max_prepared_statements``."""
+        ...
 
 
 class PgSession:
@@ -69,8 +87,7 @@ class PgSession:
     def __init__(
         self,
         client: PgWire,
-        pools: PgPools,
-        counters: SessionCounters,
+        host: SessionHost,
         *,
         session_id: int,
         user: str,
@@ -79,12 +96,14 @@ class PgSession:
         hostgroup: int,
         pool_mode: str,
         settings: dict[str, str],
-        max_prepared: Callable[[], int],
     ) -> None:
         self.client = client
         self.outbox: list[bytes] = []  # what the client's latest messages send the server, written at once
-        self.pools = pools
-        self.counters = counters
+        self.host = host
+        self.pools = host.pools
+        self.counters = host.counters
+        self.client_addr = client.peer_address()
+        self.proxy_port = client.local_port()
         self.id = session_id
         self.user = user
         self.database = database
@@ -94,7 +113,9 @@ class PgSession:
         self.defaults = dict(settings)  # the startup settings: what RESET returns to
         self.settings = dict(settings)
         self.pending_changes: list[tuple[str, str | None]] = []  # SETs of the open transaction
-        self.max_prepared = max_prepared
+        self.skipping = False  # a blocked extended-protocol message: the client's messages are dropped until Sync
+        self.routed: tuple[str, Route] | None = None  # the route the borrow asked for, for the pass that follows
+        self.answered_alone = False  # the proxy answered the client's messages since its last Sync itself
         self.statements: dict[str, Statement] = {}
         self.server: ServerConn | None = None
         self.order = ResponseOrder()
@@ -120,7 +141,9 @@ class PgSession:
                     kind = msg[0]
                     if kind == 88:  # Terminate ("X")
                         return
-                    if self.server is not None:
+                    if self.skipping:
+                        self._skip(kind)
+                    elif self.server is not None:
                         self._pass(kind, msg)
                     else:
                         await self._borrow_and_pass(kind, msg)
@@ -144,16 +167,89 @@ class PgSession:
         if wire.backlog > _HIGH_WATER:
             await wire.drain()
 
+    def _skip(self, kind: int) -> None:
+        """A message after a blocked one, dropped as the server drops messages after an error, up to the Sync,
+        which the proxy answers."""
+        if kind == 83:  # Sync
+            self.skipping = False
+            self._answer(ready_for_query(self.status))
+
+    def _answer_alone(self, kind: int, msg: bytes) -> bool:
+        """Answer without a server what needs none: a Parse of a named statement a server of this process prepared
+        already (it is prepared where the statement is first bound), and the Flush or Sync that follows. A client
+        that prepares while others hold every server connection in a transaction (pgbench's PQprepare blocks a
+        whole thread of clients) then never waits on them."""
+        if kind == 80:  # Parse
+            name, query, types = parse_fields(msg[5:])
+            route = self._route(query.decode("utf-8", "replace"))
+            statement = server_statement(route.query.encode(), types, route.hostgroup)
+            if not name or route.error is not None or statement.server_name not in self.host.known:
+                return False
+            self.routed = None
+            self._note(route.query)
+            self.statements[name] = statement
+            self.answered_alone = True
+            self._answer(PARSE_COMPLETE)
+            return True
+        if kind == 72:  # Flush: everything before it is answered
+            return self.answered_alone
+        if kind == 83 and self.answered_alone:  # Sync
+            self.answered_alone = False
+            self._answer(ready_for_query(self.status))
+            return True
+        return False
+
     async def _borrow_and_pass(self, kind: int, msg: bytes) -> None:
+        """A message that needs a server connection the session does not hold: the rules say where (a Query's or a
+        Parse's text, a named statement's hostgroup), or that the statement is refused."""
         if kind in _UNANSWERED and kind != 72:
             return  # COPY data for a COPY the server ended already: nothing to pass it to
+        if self._answer_alone(kind, msg):
+            return
+        self.answered_alone = False
+        hostgroup: int | None = None
+        if kind == 81:  # Query
+            route = self._route(msg[5:-1].decode("utf-8", "replace"))
+            if route.error is not None:
+                self._block(kind, route.error)
+                return
+            hostgroup = route.hostgroup
+        elif kind == 80:  # Parse
+            route = self._route(parse_fields(msg[5:])[1].decode("utf-8", "replace"))
+            if route.error is not None:
+                self._block(kind, route.error)
+                return
+            hostgroup = route.hostgroup
+        elif kind == 66:  # Bind of a named statement: where its Parse was routed
+            statement = self.statements.get(bind_statement(msg[5:]))
+            hostgroup = statement.hostgroup if statement is not None else None
         try:
-            server = await self._borrow()
+            server = await self._borrow(self.hostgroup if hostgroup is None else hostgroup)
         except PoolRefused as refused:
             self._refuse(refused)
             return
         if server is not None:
             self._pass(kind, msg)
+
+    def _route(self, sql: str) -> Route:
+        """The rules' route of ``sql`` (asked once per statement: the borrow's answer is kept for its pass)."""
+        routed = self.routed
+        if routed is not None and routed[0] == sql:
+            self.routed = None
+            return routed[1]
+        route = self.host.router.route(sql, self.user, self.database, self.client_addr, self.proxy_port)
+        self.routed = (sql, route) if self.server is None else None
+        return route
+
+    def _block(self, kind: int, error: str) -> None:
+        """A statement a rule refuses (``error_msg``): answered with the error (a Parse's batch is then dropped up
+        to its Sync, as the server would), the server never sees it."""
+        self.counters.blocked += 1
+        self._answer(error_response("28000", error, severity="ERROR"))
+        if kind == 81:
+            self._answer(ready_for_query(self.status))
+        else:
+            self.skipping = True
 
     def _pass(self, kind: int, msg: bytes) -> None:
         """Write one client message to the held server connection, as the proxy must rewrite it."""
@@ -163,8 +259,10 @@ class PgSession:
         out = self.outbox
         if kind == 81:  # Query ("Q")
             self.counters.queries += 1
-            out.append(self._simple_query(server, msg))
-            order.sent(kind)
+            query = self._simple_query(server, msg)
+            if query is not None:
+                out.append(query)
+                order.sent(kind)
             return
         if kind in _EXTENDED:
             self.unsynced = True
@@ -192,9 +290,17 @@ class PgSession:
 
     # ------------------------------------------------------------------------------------------- statements
 
-    def _simple_query(self, server: ServerConn, msg: bytes) -> bytes:
-        """A simple Query: its settings change and pins noted, DEALLOCATE of a client's statement renamed."""
+    def _simple_query(self, server: ServerConn, msg: bytes) -> bytes | None:
+        """A simple Query: refused or rewritten by the rules, its settings change and pins noted, DEALLOCATE of a
+        client's statement renamed."""
         sql = msg[5:-1].decode("utf-8", "replace")
+        route = self._route(sql)
+        if route.error is not None:
+            self._block(81, route.error)
+            return None
+        if route.query is not sql:
+            sql = route.query
+            msg = message(b"Q", sql.encode() + b"\0")
         self._note(sql)
         if DROPS_STATEMENTS.match(sql):
             server.prepared.clear()
@@ -225,11 +331,18 @@ class PgSession:
         """A Parse: a named one is remembered and prepared under the proxy's name (or answered by the proxy when
         the connection holds it already); the unnamed one passes as it is."""
         name, query, types = parse_fields(msg[5:])
-        self._note(query.decode("utf-8", "replace"))
+        route = self._route(query.decode("utf-8", "replace"))
+        if route.error is not None:
+            self._block(80, route.error)
+            return b""
+        if route.query != query.decode("utf-8", "replace"):
+            query = route.query.encode()
+            msg = parse_message(name, query, types)
+        self._note(route.query)
         if not name:
             self.order.sent(80)
             return msg
-        statement = server_statement(query, types)
+        statement = server_statement(query, types, route.hostgroup)
         self.statements[name] = statement
         if statement.server_name in server.prepared:
             server.prepared.move_to_end(statement.server_name)
@@ -278,7 +391,7 @@ class PgSession:
         """Note ``server_name`` as prepared on ``server``; the Closes (answers left out) of the least recently
         used statements beyond ``pgsql-max_prepared_statements``, to send first."""
         out = b""
-        limit = self.max_prepared()
+        limit = self.host.max_prepared()
         while len(server.prepared) >= limit:
             oldest, _ = server.prepared.popitem(last=False)
             out += close_statement(oldest)
@@ -293,9 +406,10 @@ class PgSession:
 
     # ------------------------------------------------------------------------------------------- the server
 
-    async def _borrow(self) -> ServerConn | None:
-        """A server connection for the session, its settings made the session's; None when the client is gone."""
-        server = await self.pools.acquire(self.hostgroup, (self.user, self.database), self.password)
+    async def _borrow(self, hostgroup: int) -> ServerConn | None:
+        """A server connection of ``hostgroup`` for the session, its settings made the session's; None when the
+        client is gone."""
+        server = await self.pools.acquire(hostgroup, (self.user, self.database), self.password)
         if self.ended:
             self.pools.release(server, True)
             return None
@@ -330,6 +444,9 @@ class PgSession:
                         for name in order.failed_parse:
                             server.prepared.pop(name, None)
                         order.failed_parse.clear()
+                    if order.parsed:
+                        self.host.known.update(dict.fromkeys(order.parsed))
+                        order.parsed.clear()
                     if kind == 67:  # CommandComplete: its tag
                         self.last_tag = msg[5:-1]
                     if out:

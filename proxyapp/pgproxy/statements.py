@@ -20,13 +20,15 @@ PREFIX = "pf_"
 
 
 class Statement:
-    """A client's named statement: its server-side name and the Parse that prepares it there."""
+    """A client's named statement: its server-side name, the Parse that prepares it there, and the hostgroup the
+    query rules route it to (None: the user's default)."""
 
-    __slots__ = ("parse", "server_name")
+    __slots__ = ("hostgroup", "parse", "server_name")
 
-    def __init__(self, server_name: str, parse: bytes) -> None:
+    def __init__(self, server_name: str, parse: bytes, hostgroup: int | None = None) -> None:
         self.server_name = server_name
         self.parse = parse  # a whole Parse message naming ``server_name``
+        self.hostgroup = hostgroup
 
 
 def parse_fields(body: bytes) -> tuple[str, bytes, bytes]:
@@ -36,11 +38,16 @@ def parse_fields(body: bytes) -> tuple[str, bytes, bytes]:
     return name.decode("utf-8", "replace"), query, body[rest_at:]
 
 
-def server_statement(query: bytes, types: bytes) -> Statement:
+def server_statement(query: bytes, types: bytes, hostgroup: int | None = None) -> Statement:
     """The server-side statement of a query and its parameter types."""
     digest = hashlib.sha1(query + b"\0" + types, usedforsecurity=False).hexdigest()[:24]
     name = PREFIX + digest
-    return Statement(name, message(b"P", name.encode() + b"\0" + query + b"\0" + types))
+    return Statement(name, message(b"P", name.encode() + b"\0" + query + b"\0" + types), hostgroup)
+
+
+def parse_message(name: str, query: bytes, types: bytes) -> bytes:
+    """A whole Parse message."""
+    return message(b"P", name.encode() + b"\0" + query + b"\0" + types)
 
 
 def rename_bind(body: bytes, server_name: str) -> tuple[str, bytes]:

@@ -207,6 +207,12 @@ class PgWire(asyncio.Protocol):
             transport.close()
         self.closed = self.closed or "closed by the proxy"
 
+    def local_port(self) -> int:
+        """The port the connection reached (0 when unknown)."""
+        transport = self.transport
+        local = transport.get_extra_info("sockname") if transport is not None else None
+        return int(local[1]) if local else 0
+
     def peer_address(self) -> str:
         """The peer's IP address ('' when unknown)."""
         transport = self.transport

@@ -253,6 +253,7 @@ class Proxy(SessionServices):
         self.pools.housekeeping(now)
         if self.forwarding.needs_bind() or self.pgsql.needs_bind():
             self._rebind()
+        self.pgsql.sweep()
         self.hot_rows.expire()
         self.heat.sweep()
         if self.xa is not None:

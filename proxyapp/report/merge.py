@@ -1,6 +1,7 @@
 """Merging the reports of several worker processes into the one report of their node: counters summed (a few
 maxed), pool rows summed per server, digests combined by their key, the sharded tables' rows kept (worker 0 asks),
-rule hits summed, server transitions kept once however many workers recorded them, mirror sections merged. The
+rule hits summed, server transitions kept once however many workers recorded them, mirror sections merged, the
+PostgreSQL forwarding and pooling sections merged (figures summed per listener and per server). The
 supervisor merges its workers' snapshots with it, and the control plane merges its nodes' digests with the same key.
 """
 
@@ -89,6 +90,9 @@ def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
     transitions = [row for snap in snapshots for row in snap.get("server_transitions", [])]
     out["server_transitions"] = merge_transitions(transitions)
     out["pgsql_forward"] = merge_forward_sections([snap.get("pgsql_forward", {}) for snap in snapshots])
+    pooling = [snap["pgsql"] for snap in snapshots if "pgsql" in snap]
+    if pooling:
+        out["pgsql"] = merge_pgsql_sections(pooling)
     if all("mirror" in snap for snap in snapshots):
         out["mirror"] = merge_mirror_sections([snap["mirror"] for snap in snapshots])
     out["workers"] = len(snapshots)
@@ -127,6 +131,34 @@ def merge_forward_sections(sections: list[dict[str, Any]]) -> dict[str, list[dic
                     into["state"] = row["state"]
         out[part] = [merged[key] for key in sorted(merged)]
     return out
+
+
+_SUMMED_PGSQL = ("clients_connected", "clients_total", "logins_failed", "transactions", "queries", "waiting_clients")
+_SUMMED_PGSQL_POOL = ("ConnUsed", "ConnFree", "ConnOK", "ConnERR", "MaxConnUsed")
+
+
+def merge_pgsql_sections(sections: list[dict[str, Any]]) -> dict[str, Any]:
+    """The pooling proxy's sections of several workers as one: counts summed, pool rows summed per server (the first
+    worker's status and reason); the listener is "listening" only if every worker listens (else the first worker's
+    other state: "off", or its error)."""
+    merged: dict[str, Any] = dict(sections[0])
+    for name in _SUMMED_PGSQL:
+        merged[name] = sum(section[name] for section in sections)
+    states = [section["listener"]["state"] for section in sections]
+    state = next((state for state in states if state != "listening"), "listening")
+    merged["listener"] = {**sections[0]["listener"], "state": state}
+    pools: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for section in sections:
+        for row in section["connection_pool"]:
+            key = (row["hostgroup"], row["srv_host"], row["srv_port"])
+            into = pools.get(key)
+            if into is None:
+                pools[key] = dict(row)
+                continue
+            for name in _SUMMED_PGSQL_POOL:
+                into[name] += row[name]
+    merged["connection_pool"] = [pools[key] for key in sorted(pools)]
+    return merged
 
 
 def merge_transitions(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -7,7 +7,8 @@ Sections: ``global`` (counters), ``connection_pool`` (``PoolRow``), ``mirror`` (
 (``MonitorRow``), ``server_transitions`` (``TransitionRow``), ``query_digest`` (``DigestRow``), ``pgsql_query_digest``
 (``PgsqlDigestRow``), ``sharding_digest``
 (``ShardingRow``), ``sharding_tables`` (``ShardTableRow``), ``query_rules`` (``RuleHits``), ``config``
-(``ReportedConfig``) and ``pgsql_forward`` (``PgsqlForward``: ``ForwardListenerRow`` and ``ForwardServerRow``).
+(``ReportedConfig``), ``pgsql_forward`` (``PgsqlForward``: ``ForwardListenerRow`` and ``ForwardServerRow``) and
+``pgsql`` (``PgsqlPooling``: the pooling proxy's listener, clients and ``PgsqlPoolRow``).
 """
 
 from __future__ import annotations
@@ -256,6 +257,49 @@ class PgsqlForward:
 
     listeners: tuple[ForwardListenerRow, ...]
     servers: tuple[ForwardServerRow, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PgsqlPoolRow:
+    """A ``pgsql.connection_pool`` row: a PostgreSQL server of a hostgroup, its runtime status and why, and the pooling
+    proxy's connections to it (``conn_used`` lent to clients, ``conn_free`` idle, ``conn_ok`` and ``conn_err``
+    connects that worked and failed, ``max_conn_used`` the most lent at once)."""
+
+    hostgroup: int
+    srv_host: str
+    srv_port: int
+    status: str
+    status_reason: str
+    conn_used: int
+    conn_free: int
+    conn_ok: int
+    conn_err: int
+    max_conn_used: int
+
+    @property
+    def server(self) -> str:
+        """``host:port``, as the control plane names a backend server."""
+        return f"{self.srv_host}:{self.srv_port}"
+
+
+@dataclass(frozen=True, slots=True)
+class PgsqlPooling:
+    """The ``pgsql`` section: the pooling proxy's PostgreSQL listener (its ``pgsql-interfaces`` address and its state:
+    "listening", "off" or "error: " and why), its clients (connected now, waiting for a server connection now, since
+    the proxy started: in all, refused logins), the transactions and queries they ran, and its server pools."""
+
+    listener_address: str
+    listener_state: str
+    clients_connected: int
+    clients_total: int
+    logins_failed: int
+    transactions: int
+    queries: int
+    waiting_clients: int
+    connection_pool: tuple[PgsqlPoolRow, ...]
+
+
+_PGSQL_COUNTS = ("clients_connected", "clients_total", "logins_failed", "transactions", "queries", "waiting_clients")
 
 
 _MIRROR_EXTRA_COUNTS = (
@@ -526,6 +570,47 @@ def read_pgsql_forward(stats: object) -> PgsqlForward | None:
             )
         )
     return PgsqlForward(tuple(listeners), tuple(servers))
+
+
+def read_pgsql(stats: object) -> PgsqlPooling | None:
+    """The ``pgsql`` section; None when the report has none (a proxy from before PostgreSQL pooling)."""
+    if _report(stats).get("pgsql") is None:
+        return None
+    where = "stats.pgsql"
+    section = _section(stats, "pgsql")
+    listener = section.get("listener")
+    if not isinstance(listener, Mapping):
+        raise ReportError(f"{where}.listener: expected an object, not {listener!r}")
+    address = _text(listener, "address", f"{where}.listener")
+    state = _text(listener, "state", f"{where}.listener")
+    if state not in ("listening", "off") and not state.startswith("error: "):
+        raise ReportError(f"{where}.listener.state: expected listening, off or 'error: ' and why, not {state!r}")
+    pool = []
+    for at, row in _list_rows(section.get("connection_pool"), f"{where}.connection_pool"):
+        status = row.get("status")
+        if status not in SERVER_STATUSES:
+            raise ReportError(f"{at}.status: expected one of {', '.join(SERVER_STATUSES)}, not {status!r}")
+        pool.append(
+            PgsqlPoolRow(
+                hostgroup=_integer(row, "hostgroup", at),
+                srv_host=_text(row, "srv_host", at, empty=False),
+                srv_port=_integer(row, "srv_port", at),
+                status=str(status),
+                status_reason=_text(row, "status_reason", at) if "status_reason" in row else "",
+                conn_used=_integer(row, "ConnUsed", at),
+                conn_free=_integer(row, "ConnFree", at),
+                conn_ok=_integer(row, "ConnOK", at),
+                conn_err=_integer(row, "ConnERR", at),
+                max_conn_used=_integer(row, "MaxConnUsed", at),
+            )
+        )
+    counts = {name: _integer(section, name, where) for name in _PGSQL_COUNTS}
+    return PgsqlPooling(
+        listener_address=address,
+        listener_state=state,
+        **counts,
+        connection_pool=tuple(pool),
+    )
 
 
 def read_moment(value: object, where: str) -> datetime | None:

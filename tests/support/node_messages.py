@@ -19,6 +19,28 @@ def pool_row(host: str, port: int, hostgroup: int, status: str = "ONLINE", **fig
     return row
 
 
+def pgsql_pool_row(
+    host: str, port: int, hostgroup: int, status: str = "ONLINE", reason: str = "", **figures: int
+) -> dict[str, Any]:
+    """A ``pgsql.connection_pool`` row of a snapshot; figures not given are 0."""
+    row: dict[str, Any] = {"hostgroup": hostgroup, "srv_host": host, "srv_port": port, "status": status}
+    row["status_reason"] = reason
+    for name in ("ConnUsed", "ConnFree", "ConnOK", "ConnERR", "MaxConnUsed"):
+        row[name] = figures.get(name, 0)
+    return row
+
+
+def pgsql_section(
+    state: str = "listening", pool: list[dict[str, Any]] | None = None, address: str = "127.0.0.1:6133", **counts: int
+) -> dict[str, Any]:
+    """A snapshot's ``pgsql`` section (the pooling proxy's): its listener, ``pool`` and counts (those not given 0)."""
+    names = ("clients_connected", "clients_total", "logins_failed", "transactions", "queries", "waiting_clients")
+    section: dict[str, Any] = {"listener": {"address": address, "state": state}}
+    section |= {name: counts.get(name, 0) for name in names}
+    section["connection_pool"] = pool or []
+    return section
+
+
 def digest_row(digest: str, text: str, count: int, sum_time: int) -> dict[str, Any]:
     """A ``query_digest`` row of a snapshot (hostgroup 10, schema and user ``app``)."""
     return {

@@ -184,6 +184,14 @@ PgsqlServer = _table_model(
     "A PostgreSQL server in a (PostgreSQL) hostgroup (pgsql_servers, ProxySQL 3.0's columns).",
     ("hostgroup_id", "hostname", "port"),
 )
+PgsqlUser = _table_model(
+    "PgsqlUser",
+    "pgsql_users",
+    "A user PostgreSQL clients log in as and the proxy reaches pgsql_servers as (pgsql_users, ProxySQL 3.0's columns "
+    "and ProxyFleet's pool_mode); the password is write-only.",
+    ("username", "backend"),
+    unique=(("username", "frontend"),),
+)
 PgsqlForwardListener = _table_model(
     "PgsqlForwardListener",
     "pgsql_forward_listeners",
@@ -232,6 +240,7 @@ TABLE_MODELS: dict[str, type[ClusterRow]] = {
         Shard,
         ShardedTable,
         PgsqlServer,
+        PgsqlUser,
         PgsqlForwardListener,
         Variable,
     )

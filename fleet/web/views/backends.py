@@ -1,6 +1,7 @@
 """The backend status dashboard: every server of every hostgroup as each node of the working cluster reports it,
 refreshed live, with charts of the nodes' and each server's history (``fleet.core.stats``); below, the PostgreSQL
-servers and the forwarding listeners in front of them (each node's ``pgsql_forward`` section)."""
+servers and the forwarding listeners in front of them (each node's ``pgsql_forward`` section), and the pooling proxy:
+each node's PostgreSQL listener, its clients, and its server pools (each node's ``pgsql`` section)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,14 @@ from django.utils import timezone
 from fleet.core import stats
 from fleet.core.models import Cluster, Hostgroup, ProxyNode, Resolution, ServerSample
 from fleet.web.access import current_cluster, viewer_page
-from proxyapp.report.reader import ForwardListenerRow, ForwardServerRow, read_pgsql_forward
+from proxyapp.report.reader import (
+    ForwardListenerRow,
+    ForwardServerRow,
+    PgsqlPooling,
+    PgsqlPoolRow,
+    read_pgsql,
+    read_pgsql_forward,
+)
 
 #: A server's queries/s shown in the table is its latest point no older than this.
 RATE_WINDOW = timedelta(minutes=2)
@@ -102,21 +110,48 @@ def pgsql_forward_rows(cluster: Cluster | None) -> PgsqlForwardRows:
     return found
 
 
+@dataclass(frozen=True)
+class PgsqlPoolingRows:
+    """The pooling proxy on a cluster's nodes, from their last reports: each node's ``pgsql`` section (its listener
+    and clients) and its server pool rows, each with its node's name; ``problems`` names the sections that do not
+    read (left out)."""
+
+    nodes: list[tuple[str, PgsqlPooling]]
+    pools: list[tuple[str, PgsqlPoolRow]]
+    problems: list[str]
+
+
+def pgsql_pooling_rows(cluster: Cluster | None) -> PgsqlPoolingRows:
+    """Every node that pools PostgreSQL (its listener not off, or pools reported), by name, and their pool rows (by
+    hostgroup, server, then node)."""
+    found = PgsqlPoolingRows([], [], [])
+    for node in ProxyNode.objects.filter(cluster=cluster).only("name", "last_report").order_by("name"):
+        pooling = stats.read_section(read_pgsql, node.last_report, None, found.problems, node.name)
+        if pooling is not None and (pooling.listener_state != "off" or pooling.connection_pool):
+            found.nodes.append((node.name, pooling))
+            found.pools.extend((node.name, row) for row in pooling.connection_pool)
+    found.pools.sort(key=lambda item: (item[1].hostgroup, item[1].server, item[0]))
+    return found
+
+
 def _table_context(cluster: Cluster | None, hostgroup: int | None = None, server: str = "") -> dict[str, Any]:
-    """The live table's rows (only ``server`` of ``hostgroup`` when given, else the PostgreSQL forwarding's rows
-    too) and the hostgroups' names."""
+    """The live table's rows (only ``server`` of ``hostgroup`` when given, else the PostgreSQL forwarding's and
+    pooling's rows too) and the hostgroups' names."""
     rows = backend_rows(cluster)
     names = dict(Hostgroup.objects.filter(cluster=cluster).values_list("hostgroup_id", "name"))
     if server:
         rows = [row for row in rows if (row.hostgroup, row.server) == (hostgroup, server)]
         return {"rows": rows, "hostgroup_names": names}
     forward = pgsql_forward_rows(cluster)
+    pooling = pgsql_pooling_rows(cluster)
     return {
         "rows": rows,
         "hostgroup_names": names,
         "pgsql_listeners": forward.listeners,
         "pgsql_servers": forward.servers,
-        "report_problems": forward.problems,
+        "pgsql_nodes": pooling.nodes,
+        "pgsql_pools": pooling.pools,
+        "report_problems": forward.problems + pooling.problems,
     }
 
 

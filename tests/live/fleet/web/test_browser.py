@@ -342,8 +342,9 @@ def _forward_listener(live: LiveStack, port: int) -> dict[str, object] | None:
 
 
 def test_hostile_postgresql_rows_show_their_field_errors(browser: Browser, live_stack: LiveStack) -> None:
-    """A PostgreSQL server or forwarding listener the proxy would refuse comes back on its form with the proxy's
-    message on the field (never a server error), and nothing is saved."""
+    """A PostgreSQL server, forwarding listener or user the proxy would refuse (a user's password that starts like a
+    SCRAM-SHA-256 verifier and is not one, a pool_mode it has not) comes back on its form with the proxy's message
+    on the field (never a server error), and nothing is saved."""
     context = browser.new_context(base_url=live_stack.url)
     try:
         page = _log_in_as_operator(context)
@@ -357,6 +358,20 @@ def test_hostile_postgresql_rows_show_their_field_errors(browser: Browser, live_
         _refused_row(page, "pgsql-forward-listeners", mysql_port, "port", "6033 is the port of mysql-interfaces")
         page.goto("/tables/pgsql-forward-listeners/")
         expect(page.locator("table.grid tbody")).not_to_contain_text("15439")
+        user = {"username": "hostile_pg", "default_hostgroup": "100"}
+        bad_verifier = {**user, "password": "SCRAM-SHA-256$4096:c2FsdA==$c3RvcmVka2V5"}
+        _refused_row(page, "pgsql-users", bad_verifier, "password", "so it is read as a verifier")
+        page.goto("/tables/pgsql-users/add/")
+        for name, value in user.items():
+            page.locator(f"[name={name}]").fill(value)
+        # a tampered form: pool_mode offers transaction and session, a hand-made request sends statement
+        pool_mode = page.locator("[name=pool_mode]")
+        pool_mode.evaluate("e => { e.add(new Option('statement', 'statement')); e.value = 'statement'; }")
+        page.click("button[type=submit]")
+        expect(page.locator(".field-errors")).to_have_count(1)
+        expect(page.locator('.field-errors[data-field="pool_mode"]')).to_contain_text("statement")
+        page.goto("/tables/pgsql-users/")
+        expect(page.locator("table.grid tbody")).not_to_contain_text("hostile_pg")
     finally:
         context.close()
 
@@ -468,6 +483,84 @@ def test_every_table_edited_in_the_browser_reaches_a_real_node(
         server = page.locator(f'tr[data-pgsql-server="100/127.0.0.1:5432/{LIVE_NODE}"]')
         expect(server.locator(".status")).to_have_text("ONLINE")
         expect(server.locator(".connections_total")).to_have_text(
+            re.compile(r"^[1-9][0-9]*$"), timeout=LIVE_UPDATE_TIMEOUT_MS
+        )
+    finally:
+        context.close()
+
+
+PG_USER, PG_PASSWORD = "app_pg", "app-pg-browser-pw"
+#: The machine's PostgreSQL in hostgroup 100 on the PostgreSQL servers page.
+PG_SERVER_ROW = 'table.grid tbody tr:has(td:text-is("100")):has(td:text-is("127.0.0.1")):has(td:text-is("5432"))'
+
+
+def _pgsql_report(live: LiveStack) -> dict[str, object]:
+    """The node's ``pgsql`` section (its pooling proxy; its own admin endpoint), empty when it has none."""
+    with urllib.request.urlopen(f"http://{live.node_admin}/stats", timeout=5) as response:
+        return json.loads(response.read()).get("pgsql") or {}
+
+
+@pytest.fixture
+def pg_role() -> Iterator[str]:
+    """The role ``app_pg`` on the machine's PostgreSQL (trust auth: it logs in with any password), dropped after."""
+    with psycopg.connect(host="127.0.0.1", port=5432, user="postgres", dbname="postgres", autocommit=True) as conn:
+        conn.execute(f"DROP ROLE IF EXISTS {PG_USER}")
+        conn.execute(f"CREATE ROLE {PG_USER} LOGIN")
+    yield PG_USER
+    with psycopg.connect(host="127.0.0.1", port=5432, user="postgres", dbname="postgres", autocommit=True) as conn:
+        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (PG_USER,))
+        conn.execute(f"DROP ROLE {PG_USER}")
+
+
+def test_a_postgresql_user_from_the_browser_logs_in_through_the_node(
+    browser: Browser, live_stack: LiveStack, pg_role: str
+) -> None:
+    """A pgsql_users row (transaction pooling), the machine's PostgreSQL in its hostgroup and the PostgreSQL listener
+    on a free port, filled in the browser and published: a client logs in to the node's PostgreSQL port as that user
+    with its password and runs as it on the server; a wrong password is refused; the Backends page shows the node's
+    listener and its pool to the server."""
+    context = browser.new_context(base_url=live_stack.url)
+    pg_port = stack.free_port()
+    try:
+        page = _log_in_as_operator(context)
+        page.goto("/tables/pgsql-servers/")
+        # the module's draft is shared: the every-table test may have put the machine's PostgreSQL in hostgroup 100
+        if page.locator(PG_SERVER_ROW).count() == 0:
+            _fill_row(page, "pgsql-servers", {"hostname": "127.0.0.1", "port": "5432", "hostgroup_id": "100"})
+        user = {"username": pg_role, "password": PG_PASSWORD, "default_hostgroup": "100", "pool_mode": "transaction"}
+        _fill_row(page, "pgsql-users", user)
+        _fill_row(page, "variables", {"variable_name": "pgsql-interfaces", "variable_value": f"127.0.0.1:{pg_port}"})
+        page.goto("/tables/pgsql-users/")
+        row = page.locator("table.grid tbody tr", has_text=pg_role)
+        expect(row).to_contain_text("transaction")
+        expect(row).not_to_contain_text(PG_PASSWORD)  # write-only
+
+        page.goto("/publish/")
+        expect(page.locator("table.changes")).to_contain_text(f"username={pg_role}")
+        expect(page.locator("body")).not_to_contain_text(PG_PASSWORD)
+        page.fill("input[name=comment]", "a PostgreSQL user from the browser")
+        page.click("form.publish-form button[type=submit]")
+        expect(page.locator(".flash")).to_contain_text("Published version")
+
+        def listening() -> bool:
+            listener = _pgsql_report(live_stack).get("listener") or {}
+            return listener == {"address": f"127.0.0.1:{pg_port}", "state": "listening"}
+
+        stack.wait_until(listening, f"the node's PostgreSQL listener on {pg_port}", 30)
+        login = {"host": "127.0.0.1", "port": pg_port, "user": pg_role, "dbname": "postgres", "connect_timeout": 10}
+        with psycopg.connect(**login, password=PG_PASSWORD) as conn:
+            assert conn.execute("SELECT current_user").fetchone() == (pg_role,)
+        with pytest.raises(psycopg.OperationalError) as refused:
+            psycopg.connect(**login, password="not-" + PG_PASSWORD)
+        assert "password authentication failed" in str(refused.value)
+
+        page.goto("/backends/")
+        node = page.locator(f'tr[data-pgsql-node="{LIVE_NODE}"]')
+        expect(node.locator(".state")).to_have_text("listening", timeout=LIVE_UPDATE_TIMEOUT_MS)
+        expect(node).to_contain_text(f"127.0.0.1:{pg_port}")
+        pool = page.locator(f'tr[data-pgsql-pool="100/127.0.0.1:5432/{LIVE_NODE}"]')
+        expect(pool.locator(".conn_ok")).to_have_text(re.compile(r"^[1-9][0-9]*$"), timeout=LIVE_UPDATE_TIMEOUT_MS)
+        expect(node.locator(".logins_failed")).to_have_text(
             re.compile(r"^[1-9][0-9]*$"), timeout=LIVE_UPDATE_TIMEOUT_MS
         )
     finally:

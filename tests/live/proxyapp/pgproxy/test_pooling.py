@@ -18,7 +18,7 @@ import psycopg
 import pytest
 
 from devstack.stack import wait_until
-from tests.live.proxyapp.pgproxy.conftest import PASSWORD, ROLE, Pooler, server_sessions
+from tests.live.proxyapp.pgproxy.conftest import HG, PASSWORD, ROLE, Pooler, pool_config, server_sessions
 
 StartPooler = Callable[..., Pooler]
 
@@ -260,3 +260,29 @@ def test_a_malformed_message_ends_that_session_alone(start_pooler: StartPooler) 
         assert b"C08P01\0" in answer and b"invalid message length" in answer
     with pooler.connect() as conn:
         assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_query_rules_route_rewrite_and_block(start_pooler: StartPooler) -> None:
+    pooler = start_pooler()
+    config = pool_config(pooler.port)
+    config["pgsql_servers"].append({"hostgroup_id": HG + 1, "hostname": "localhost", "port": 5432})
+    config["pgsql_query_rules"] = [
+        {"rule_id": 1, "active": 1, "match_pattern": "^SELECT .*reports", "destination_hostgroup": HG + 1, "apply": 1},
+        {"rule_id": 2, "active": 1, "match_pattern": "forbidden_table", "error_msg": "not through the proxy"},
+        {"rule_id": 3, "active": 1, "match_pattern": "^SELECT 'old'", "replace_pattern": "SELECT 'new'"},
+    ]
+    answer = pooler.proxy.admin("POST", "/reload", config)
+    assert answer["ok"], answer
+    with pooler.connect(autocommit=True) as conn:
+        assert conn.execute("SELECT 'reports' AS what").fetchone() == ("reports",)
+        assert conn.execute("SELECT 'old'").fetchone() == ("new",)
+        with pytest.raises(psycopg.errors.InvalidAuthorizationSpecification, match="not through the proxy"):
+            conn.execute("SELECT * FROM forbidden_table")
+        with pytest.raises(psycopg.Error, match="not through the proxy"):
+            conn.execute("SELECT * FROM forbidden_table WHERE id = %s", (1,))  # the extended protocol
+        assert conn.execute("SELECT %s::int", (7,)).fetchone() == (7,)  # the session goes on
+    stats = pooler.stats()
+    by_hostgroup = {row["hostgroup"]: row for row in stats["connection_pool"]}
+    assert by_hostgroup[HG + 1]["ConnOK"] >= 1  # the reports query went to the other hostgroup
+    assert stats["blocked"] == 2
+    assert {row["rule_id"]: row["hits"] for row in stats["query_rules"]} == {1: 1, 2: 2, 3: 1}

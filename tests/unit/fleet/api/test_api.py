@@ -513,3 +513,55 @@ def test_the_postgresql_tables_are_edited_published_and_exported(
     exported = admin.get(f"{API}/export/?secrets=1").json()
     assert exported["pgsql_forward_listeners"][0]["active"] is False
     assert operator.delete(f"{API}/pgsql-forward-listeners/15432/").status_code == 204
+
+
+def test_pgsql_users_through_the_api_keep_their_password_secret(
+    clients: dict[str, APIClient], cluster: Cluster
+) -> None:
+    """pgsql_users: created with ProxySQL 3.0's defaults and pool_mode transaction, addressed by (username, backend),
+    the password write-only (never in an answer, a version, a diff or a masked export; a masked export imports
+    back with it), a bad verifier or pool_mode refused on its field, published as typed."""
+    operator, admin = clients["operator"], clients["admin"]
+    pg_secret = "pg-" + SECRET
+    operator.post(f"{API}/pgsql-servers/", {"hostname": "127.0.0.1", "hostgroup_id": 100}, format="json")
+    user = {"username": "app_pg", "password": pg_secret, "default_hostgroup": 100}
+    created = operator.post(f"{API}/pgsql-users/", user, format="json")
+    assert created.status_code == 201 and created.json()["key"] == "app_pg/1"
+    assert (created.json()["pool_mode"], created.json()["max_connections"]) == ("transaction", 10000)
+
+    def refused(row: dict[str, Any]) -> dict[str, list[str]]:
+        response = operator.post(f"{API}/pgsql-users/", {**user, "username": "other", **row}, format="json")
+        assert response.status_code == 400, response.content
+        assert pg_secret not in response.content.decode()
+        return response.json()
+
+    bad_verifier = refused({"password": "SCRAM-SHA-256$4096:c2FsdA==$c3RvcmVka2V5"})
+    assert list(bad_verifier) == ["password"] and "read as a verifier" in bad_verifier["password"][0]
+    assert list(refused({"pool_mode": "statement"})) == ["pool_mode"]
+    assert "Username and Backend already exists" in refused({"username": "app_pg"})["non_field_errors"][0]
+    patched = operator.patch(f"{API}/pgsql-users/app_pg/1/", {"pool_mode": "session"}, format="json")
+    assert patched.status_code == 200 and patched.json()["pool_mode"] == "session"
+    assert operator.get(f"{API}/pgsql-users/?pool_mode=session").json()["count"] == 1
+    assert operator.post(f"{API}/publish/", {}, format="json").status_code == 201
+    verifier = "SCRAM-SHA-256$4096:c2FsdA==$c3RvcmVka2V5:c2VydmVya2V5"
+    assert operator.patch(f"{API}/pgsql-users/app_pg/1/", {"password": verifier}, format="json").status_code == 200
+    assert operator.post(f"{API}/publish/", {}, format="json").status_code == 201
+    (change,) = operator.get(f"{API}/versions/2/diff/").json()["changes"]
+    assert (change["table"], change["key"], change["columns"]) == (
+        "pgsql_users",
+        "username=app_pg, backend=1",
+        ["password"],
+    )
+    seen = [operator.get(f"{API}/pgsql-users/"), operator.get(f"{API}/pgsql-users/app_pg/1/")]
+    seen += [client.get(f"{API}/versions/{n}/") for client in (operator, admin) for n in (1, 2)]
+    seen += [operator.get(f"{API}/versions/2/diff/?against=1"), admin.get(f"{API}/export/")]
+    for response in seen:
+        assert response.status_code == 200
+        text = response.content.decode()
+        assert pg_secret not in text and verifier not in text
+    assert '"password"' not in seen[0].content.decode()
+    masked = admin.get(f"{API}/export/").json()
+    assert masked["pgsql_users"][0]["password"] == "********"
+    assert operator.post(f"{API}/import/", masked, format="json").status_code == 200
+    assert admin.get(f"{API}/export/?secrets=1").json()["pgsql_users"][0]["password"] == verifier
+    assert admin.get(f"{API}/versions/1/?secrets=1").json()["document"]["pgsql_users"][0]["password"] == pg_secret

@@ -14,7 +14,17 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from fleet.core import publishing, roles
-from fleet.core.models import AuditEntry, Cluster, Hostgroup, PgsqlServer, QueryRule, Server, User, Variable
+from fleet.core.models import (
+    AuditEntry,
+    Cluster,
+    Hostgroup,
+    PgsqlServer,
+    PgsqlUser,
+    QueryRule,
+    Server,
+    User,
+    Variable,
+)
 from fleet.core.proxysql_cnf import CnfError, cnf_to_document, import_cnf, parse_libconfig
 from proxyapp.config.document import ConfigError
 from tests.support.control_plane import LOGIN_PASSWORD, make_account
@@ -331,33 +341,83 @@ pgsql_servers =
 
 pgsql_users =
 (
-    { username = "app"; password = "app-pass"; default_hostgroup = 100 }
+    { username = "app"; password = "app-pass"; default_hostgroup = 100 },
+    {
+        username = "reports"
+        password = "SCRAM-SHA-256$4096:c2FsdA==$c3RvcmVka2V5:c2VydmVya2V5"
+        default_hostgroup = 101
+        active = 0
+        max_connections = 20
+        transaction_persistent = 0
+        comment = "nightly"
+        default_schema = "reports"
+    }
 )
 """
 
 
 @pytest.mark.django_db
-def test_proxysql_3_pgsql_servers_and_variables_are_imported() -> None:
-    """ProxySQL 3.0's pgsql_servers (either spelling of its columns) and the pgsql_variables ProxyFleet has; its
-    pgsql_users have no place here (the servers log clients in), so the import needs force to drop them."""
+def test_proxysql_3_pgsql_servers_users_and_variables_are_imported() -> None:
+    """ProxySQL 3.0's pgsql_servers (either spelling of its columns), pgsql_users (its columns as they are, a
+    verifier kept as the password, pool_mode transaction) and the pgsql_variables ProxyFleet has; no force needed."""
     cluster = Cluster.objects.create(name="postgres")
-    with pytest.raises(ConfigError) as refused:
-        import_cnf(cluster, PROXYSQL_3_CNF, None)
-    assert refused.value.errors[0].startswith(f"line {line_of(PROXYSQL_3_CNF, 'pgsql_users')}: pgsql_users not imp")
-    assert not PgsqlServer.objects.filter(cluster=cluster).exists()
-    config, notes = import_cnf(cluster, PROXYSQL_3_CNF, None, force=True)
+    config, notes = import_cnf(cluster, PROXYSQL_3_CNF, None)
     assert [
         (s.hostname, s.port, s.hostgroup_id, s.max_connections, s.weight, s.status) for s in config.pgsql_servers
     ] == [
         ("10.0.1.1", 5432, 100, 200, 1, "ONLINE"),
         ("10.0.1.2", 5432, 101, 1000, 10, "OFFLINE_SOFT"),
     ]
+    assert [
+        (u.username, u.password, u.default_hostgroup, u.active, u.max_connections, u.transaction_persistent)
+        for u in config.pgsql_users
+    ] == [
+        ("app", "app-pass", 100, True, 10000, True),
+        ("reports", "SCRAM-SHA-256$4096:c2FsdA==$c3RvcmVka2V5:c2VydmVya2V5", 101, False, 20, False),
+    ]
+    assert {(u.pool_mode, u.backend, u.frontend, u.fast_forward) for u in config.pgsql_users} == {
+        ("transaction", True, True, False)
+    }
+    stored = PgsqlUser.objects.get(cluster=cluster, username="reports")
+    assert (stored.comment, stored.password.startswith("SCRAM-SHA-256$")) == ("nightly", True)
     assert config.variables.text("pgsql-monitor_username") == "pgmonitor"
     assert PgsqlServer.objects.get(cluster=cluster, hostgroup_id=100).comment == "primary"
     said = "\n".join(notes)
     threads = line_of(PROXYSQL_3_CNF, "threads")
     assert f"line {threads}: pgsql_variables.threads not imported: ProxyFleet has no pgsql-threads" in said
     assert config.variables.text("pgsql-interfaces") == "0.0.0.0:6133"
-    assert f"line {line_of(PROXYSQL_3_CNF, 'pgsql_servers')}: pgsql_servers imported: ProxyFleet forwards" in said
+    assert f"line {line_of(PROXYSQL_3_CNF, 'pgsql_servers')}: pgsql_servers imported: clients reach them" in said
+    users = line_of(PROXYSQL_3_CNF, "pgsql_users")
+    assert f"line {users}: pgsql_users imported with pool_mode transaction" in said
+    schema = line_of(PROXYSQL_3_CNF, "default_schema")
+    assert f"line {schema}: pgsql_users.default_schema not imported: ProxyFleet has no such column" in said
+
+
+@pytest.mark.django_db
+def test_a_bad_pgsql_user_is_refused_naming_its_line_and_the_rest_still_needs_force() -> None:
+    """A pgsql_users row the proxy refuses (a verifier nobody could log in with, a pool_mode it has not) names its
+    line and column; ProxySQL 3.0's pgsql_query_rules still need force to be dropped."""
+    cluster = Cluster.objects.create(name="postgres")
+    bad = (
+        '\npgsql_servers = ( { address = "10.0.1.1"; hostgroup = 100 } )\n'
+        "pgsql_users =\n(\n"
+        '    { username = "app"; default_hostgroup = 100; password = "SCRAM-SHA-256$4096:c2FsdA==" },\n'
+        '    { username = "batch"; default_hostgroup = 100; pool_mode = "statement" }\n'
+        ")\n"
+    )
+    with pytest.raises(ConfigError) as refused:
+        import_cnf(cluster, bad, None)
+    first, second = refused.value.errors
+    assert first.startswith("proxysql.cnf line 5: pgsql_users[0]") and "password: starts with 'SCRAM-SHA-256$'" in first
+    assert second.startswith("proxysql.cnf line 6: pgsql_users[1]") and "pool_mode: 'statement' is not one of" in second
+    assert not PgsqlUser.objects.filter(cluster=cluster).exists()
+    rules = "\npgsql_query_rules = ( { rule_id = 1; active = 1; destination_hostgroup = 100 } )\n"
+    with pytest.raises(ConfigError) as refused:
+        import_cnf(cluster, PROXYSQL_3_CNF + rules, None)
+    query_rules = line_of(PROXYSQL_3_CNF + rules, "pgsql_query_rules")
+    assert refused.value.errors[0].startswith(f"line {query_rules}: pgsql_query_rules not imported")
+    assert not PgsqlUser.objects.filter(cluster=cluster).exists()
+    config, _ = import_cnf(cluster, PROXYSQL_3_CNF + rules, None, force=True)
+    assert [u.username for u in config.pgsql_users] == ["app", "reports"]
     with pytest.raises(CnfError, match="line 2: pgsql_variables must be a group"):
         import_cnf(cluster, "\npgsql_variables = ( 1 )\n", None)

@@ -14,8 +14,9 @@ from django.db import connection
 
 from fleet.bench.models import BenchTarget
 from fleet.core import publishing, sealing
+from fleet.core.drafts import save_row
 from fleet.core.models import Cluster
-from fleet.core.models.tables import User, Variable
+from fleet.core.models.tables import PgsqlServer, PgsqlUser, User, Variable
 from fleet.failover.models import FailoverPolicy
 from proxyapp.config.document import parse_config
 from tests.support.control_plane import MONITOR_SECRET, SECRET
@@ -78,6 +79,22 @@ def test_every_password_is_sealed_in_the_database_and_plain_to_the_code(key_file
     policy = FailoverPolicy.objects.get()
     assert (policy.admin_password, policy.replication_password) == FAILOVER_SECRETS
     assert status().strip() == "7 secrets sealed, 0 in plain text"
+
+
+def test_a_pgsql_user_s_password_is_sealed_like_a_mysql_user_s(key_file: Path, cluster: Cluster) -> None:
+    """pgsql_users' password (clear text or a verifier, a secret either way) is sealed in the draft and in the
+    version, and plain to the code and the node's document."""
+    pg_secret = "pg-cl3ar-pw"
+    save_row(PgsqlServer(cluster=cluster, hostgroup_id=100, hostname="127.0.0.1"), None)
+    save_row(PgsqlUser(cluster=cluster, username="app_pg", password=pg_secret, default_hostgroup=100), None)
+    version = publishing.publish(cluster, None, "a PostgreSQL user")
+    stored = every_stored_text()
+    assert pg_secret not in stored
+    assert stored.count(sealing.PREFIX) == 3 + 3  # the draft's three secrets, the version's three
+    assert PgsqlUser.objects.get(cluster=cluster).password == pg_secret
+    document = type(version).objects.get(pk=version.pk).document
+    assert document["pgsql_users"][0]["password"] == pg_secret
+    assert parse_config(document).checksum == version.checksum
 
 
 def test_plain_passwords_from_before_sealing_read_and_get_sealed(key_file: Path, cluster: Cluster) -> None:

@@ -25,6 +25,7 @@ from fleet.core.models import (
     Hostgroup,
     PgsqlForwardListener,
     PgsqlServer,
+    PgsqlUser,
     ProxyNode,
     QueryRule,
     ReplicationHostgroup,
@@ -41,6 +42,8 @@ from tests.support.control_plane import LOGIN_PASSWORD, MONITOR_SECRET, NO_ROLE,
 from tests.support.node_messages import (
     digest_row,
     pgsql_digest_row,
+    pgsql_pool_row,
+    pgsql_section,
     pool_row,
     send_ack,
     send_report,
@@ -307,6 +310,41 @@ def test_backends_show_the_postgresql_forwarding(published: Cluster, viewer: Cli
     assert "data-listener" not in one and "Left out" not in one  # one MySQL server's page
 
 
+def test_backends_show_the_postgresql_pooling(published: Cluster, viewer: Client) -> None:
+    """Each node's PostgreSQL listener (state, clients connected and waiting) and its server pools (ConnUsed,
+    ConnFree, ConnOK, ConnERR per server); a node whose pgsql section does not read is named, the others shown; a
+    node whose listener is off and pools nothing is left out."""
+    shunned = pgsql_pool_row("127.0.0.1", 5433, 100, "SHUNNED", "connect failed 3 times", ConnERR=3)
+    busy = pgsql_pool_row("127.0.0.1", 5432, 100, ConnUsed=2, ConnFree=3, ConnOK=5, ConnERR=1, MaxConnUsed=4)
+    section = pgsql_section(pool=[shunned, busy], clients_connected=6, waiting_clients=2, clients_total=9)
+    ProxyNode.objects.create(cluster=published, name="pg-pool-node", last_report=snapshot([]) | {"pgsql": section})
+    taken = pgsql_section("error: cannot listen on 127.0.0.1:6133: [Errno 98] address already in use")
+    ProxyNode.objects.create(cluster=published, name="pg-taken-node", last_report=snapshot([]) | {"pgsql": taken})
+    off = snapshot([]) | {"pgsql": pgsql_section("off", address="")}
+    ProxyNode.objects.create(cluster=published, name="pg-off-node", last_report=off)
+    bad = snapshot([]) | {"pgsql": {**section, "waiting_clients": -1}}
+    ProxyNode.objects.create(cluster=published, name="pg-odd-node", last_report=bad)
+    table = html.unescape(viewer.get(reverse("web:backends_table")).content.decode())
+    assert re.findall(r'<tr data-pgsql-node="([^"]+)">', table) == ["pg-pool-node", "pg-taken-node"]
+    row = re.search(r'<tr data-pgsql-node="pg-pool-node">(.*?)</tr>', table, re.S).group(1)
+    assert "127.0.0.1:6133" in row and ">listening<" in row
+    cells = re.findall(r'<td class="num (clients_connected|waiting_clients|clients_total)">(\d+)</td>', row)
+    assert cells == [("clients_connected", "6"), ("waiting_clients", "2"), ("clients_total", "9")]
+    row = re.search(r'<tr data-pgsql-node="pg-taken-node">(.*?)</tr>', table, re.S).group(1)
+    assert 'class="badge failed state">error: cannot listen on 127.0.0.1:6133' in row
+    pools = re.findall(r'<tr data-pgsql-pool="([^"]+)">', table)
+    assert pools == ["100/127.0.0.1:5432/pg-pool-node", "100/127.0.0.1:5433/pg-pool-node"]
+    row = re.search(r'<tr data-pgsql-pool="100/127.0.0.1:5432/pg-pool-node">(.*?)</tr>', table, re.S).group(1)
+    assert re.findall(r'<td class="num conn_\w+">(\d+)</td>', row) == ["2", "3", "5", "1"]
+    row = re.search(r'<tr data-pgsql-pool="100/127.0.0.1:5433/pg-pool-node">(.*?)</tr>', table, re.S).group(1)
+    assert ">SHUNNED<" in row and "connect failed 3 times" in row
+    assert "pg-odd-node: stats.pgsql.waiting_clients: expected a whole number of 0 or more" in table
+    assert "pg-off-node" not in table and "pg-odd-node</td>" not in table
+    assert viewer.get(reverse("web:backends")).status_code == 200
+    one = viewer.get(reverse("web:server", args=[10, "127.0.0.1:3306"])).content.decode()
+    assert "data-pgsql-node" not in one  # one MySQL server's page
+
+
 def test_table_lists_are_paged(cluster: Cluster, viewer: Client) -> None:
     Server.objects.bulk_create(
         Server(cluster=cluster, hostgroup_id=30, hostname=f"10.1.0.{i}", port=3306) for i in range(PAGE_SIZE + 5)
@@ -384,6 +422,11 @@ PGSQL_SERVER = {"hostname": "127.0.0.1", "hostgroup_id": "100", "port": "5432", 
 PGSQL_SERVER |= {"max_connections": "1000", "max_replication_lag": "0", "max_latency_ms": "0", "comment": ""}
 PGSQL_LISTENER = {"port": "15432", "interface": "127.0.0.1", "hostgroup_id": "100", "active": "on"}
 PGSQL_LISTENER |= {"max_connections": "10000", "comment": ""}
+PGSQL_USER = {"username": "app_pg", "password": SECRET, "active": "on", "default_hostgroup": "100"}
+PGSQL_USER |= {"transaction_persistent": "on", "backend": "on", "frontend": "on", "max_connections": "10000"}
+PGSQL_USER |= {"pool_mode": "transaction", "attributes": "", "comment": ""}
+#: A text that starts like a SCRAM-SHA-256 verifier and is not one (no ServerKey).
+BAD_VERIFIER = "SCRAM-SHA-256$4096:c2FsdA==$c3RvcmVka2V5"
 
 BAD_INPUT = [
     ("servers", server_form(), {"port": "70000"}, "port", "65535"),
@@ -415,6 +458,10 @@ BAD_INPUT = [
     ("pgsql-forward-listeners", PGSQL_LISTENER, {"port": "6033"}, "port", "6033 is the port of mysql-interfaces"),
     ("pgsql-forward-listeners", PGSQL_LISTENER, {"port": "6070"}, "port", "6070 is the port of admin-restapi_port"),
     ("pgsql-forward-listeners", PGSQL_LISTENER, {"max_connections": "0"}, "max_connections", "below the minimum 1"),
+    ("pgsql-users", PGSQL_USER, {"password": BAD_VERIFIER}, "password", "read as a verifier"),
+    ("pgsql-users", PGSQL_USER, {"pool_mode": "statement"}, "pool_mode", "not one of the available choices"),
+    ("pgsql-users", PGSQL_USER, {"default_hostgroup": "-1"}, "default_hostgroup", "below the minimum 0"),
+    ("pgsql-users", PGSQL_USER, {"max_connections": "-1"}, "max_connections", "below the minimum 0"),
 ]
 
 
@@ -493,6 +540,39 @@ def test_secrets_are_write_only(published: Cluster, operator: Client) -> None:
     for form in (operator.get(edit).content.decode(), operator.get(variable_edit).content.decode()):
         (secret_input,) = re.findall(r'<input type="password"[^>]*>', form)
         assert "value=" not in secret_input
+
+
+def test_a_forwarding_listener_may_not_take_the_postgresql_listener_s_port(cluster: Cluster, operator: Client) -> None:
+    """The draft's pgsql-interfaces port is the node's own: a forwarding listener's form names it on its port."""
+    save_row(Variable(cluster=cluster, variable_name="pgsql-interfaces", variable_value="127.0.0.1:6133"), None)
+    response = operator.post(
+        reverse("web:row_add", args=["pgsql-forward-listeners"]), {**PGSQL_LISTENER, "port": "6133"}
+    )
+    assert field_errors(response.content.decode(), "port") == [
+        "6133 is the port of pgsql-interfaces; give the listener a port of its own"
+    ]
+    assert not PgsqlForwardListener.objects.filter(cluster=cluster).exists()
+
+
+def test_a_pgsql_user_s_password_is_write_only_and_published(published: Cluster, operator: Client) -> None:
+    """A PostgreSQL user's password is taken by its form, never shown (list, form, diff, export), kept when the form
+    leaves it blank, and published as typed (what the node logs clients in with)."""
+    save_row(PgsqlServer(cluster=published, hostgroup_id=100, hostname="127.0.0.1"), None)
+    assert operator.post(reverse("web:row_add", args=["pgsql-users"]), PGSQL_USER).status_code == 302
+    user = PgsqlUser.objects.get(cluster=published, username="app_pg")
+    assert (user.password, user.pool_mode, user.default_hostgroup) == (SECRET, "transaction", 100)
+    edit = reverse("web:row_edit", args=["pgsql-users", user.pk])
+    assert operator.post(edit, {**PGSQL_USER, "password": "", "pool_mode": "session"}).status_code == 302
+    user.refresh_from_db()
+    assert (user.password, user.pool_mode) == (SECRET, "session")
+    version = publishing.publish(published, None, comment="a PostgreSQL user")
+    assert [(u["username"], u["password"]) for u in version.document["pgsql_users"]] == [("app_pg", SECRET)]
+    for url in [*viewer_urls(), *operator_urls(published), reverse("web:diff") + "?old=2&new=3"]:
+        assert SECRET not in operator.get(url).content.decode(), url
+    (secret_input,) = re.findall(r'<input type="password"[^>]*>', operator.get(edit).content.decode())
+    assert "value=" not in secret_input
+    listed = operator.get(reverse("web:table_list", args=["pgsql-users"])).content.decode()
+    assert "app_pg" in listed and ">session<" in listed
 
 
 # --- publish, diff, rollback -----------------------------------------------------------------------------------
@@ -658,6 +738,9 @@ def plant_hostile_values(cluster: Cluster) -> None:
     save_row(sharded, None)
     save_row(PgsqlServer(cluster=cluster, hostgroup_id=100, hostname="10.0.0.40", comment=HOSTILE), None)
     save_row(PgsqlForwardListener(cluster=cluster, port=15432, hostgroup_id=100, comment=HOSTILE), None)
+    save_row(
+        PgsqlUser(cluster=cluster, username=HOSTILE, password=HOSTILE, default_hostgroup=100, comment=HOSTILE), None
+    )
     hostgroup = Hostgroup.objects.get(cluster=cluster, hostgroup_id=10)
     hostgroup.name = hostgroup.comment = HOSTILE
     hostgroup.save()
@@ -679,6 +762,8 @@ def plant_hostile_values(cluster: Cluster) -> None:
         ("connections_active", "connections_total", "connect_errors", "bytes_sent", "bytes_recv"), 1
     )
     stats["pgsql_forward"] = {"listeners": [listener], "servers": [server]}
+    pool = pgsql_pool_row(HOSTILE, 5432, 100, "SHUNNED", HOSTILE)
+    stats["pgsql"] = pgsql_section(f"error: {HOSTILE}", [pool], address=HOSTILE)
     send_report(node, timezone.now(), stats, None)
 
 
@@ -700,6 +785,8 @@ def test_hostile_values_are_escaped_on_every_page(published: Cluster, operator: 
     backends = operator.get(reverse("web:backends_table")).content.decode()
     listener = re.search(rf'<tr data-listener="15432/{NODE}">(.*?)</tr>', backends, re.S).group(1)
     assert html.escape(HOSTILE) in listener  # its state, as text
+    pooling = re.search(rf'<tr data-pgsql-node="{NODE}">(.*?)</tr>', backends, re.S).group(1)
+    assert html.escape(HOSTILE) in pooling  # its address and state, as text
 
 
 def test_a_publish_refuses_a_draft_changed_since_its_preview(cluster: Cluster, operator: Client) -> None:

@@ -867,13 +867,22 @@ def test_a_native_hash_and_clear_text_are_accepted() -> None:
 
 
 def test_a_forwarding_listener_may_not_take_a_port_of_the_node() -> None:
-    """The MySQL listener's ports (every one of mysql-interfaces) and the admin endpoint's are the node's own."""
-    variables = Variables({"mysql-interfaces": "127.0.0.1:6033;0.0.0.0:6034", "admin-restapi_port": "6071"})
-    assert [listener_port_error(port, variables) for port in (6033, 6034, 6071)] == [
+    """The MySQL listener's ports (every one of mysql-interfaces), the PostgreSQL listener's (pgsql-interfaces) and
+    the admin endpoint's are the node's own."""
+    variables = Variables(
+        {
+            "mysql-interfaces": "127.0.0.1:6033;0.0.0.0:6034",
+            "admin-restapi_port": "6071",
+            "pgsql-interfaces": "0.0.0.0:6133",
+        }
+    )
+    assert [listener_port_error(port, variables) for port in (6033, 6034, 6071, 6133)] == [
         "6033 is the port of mysql-interfaces; give the listener a port of its own",
         "6034 is the port of mysql-interfaces; give the listener a port of its own",
         "6071 is the port of admin-restapi_port; give the listener a port of its own",
+        "6133 is the port of pgsql-interfaces; give the listener a port of its own",
     ]
+    assert listener_port_error(6133, Variables()) is None  # no PostgreSQL listener by default
     assert listener_port_error(6070, variables) is None and listener_port_error(6070, Variables()) is not None
     document = {
         "pgsql_servers": [{"hostname": "127.0.0.1", "hostgroup_id": 100}],
@@ -887,3 +896,8 @@ def test_a_forwarding_listener_may_not_take_a_port_of_the_node() -> None:
     ]
     document["pgsql_forward_listeners"].pop()
     assert [listener.port for listener in parse_config(document).pgsql_forward_listeners] == [15432]
+    document["global_variables"] = [{"variable_name": "pgsql-interfaces", "variable_value": "127.0.0.1:15432"}]
+    assert only_error(document) == (
+        "pgsql_forward_listeners[0] (port=15432): port: 15432 is the port of pgsql-interfaces; give the listener a "
+        "port of its own"
+    )

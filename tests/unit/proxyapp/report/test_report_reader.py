@@ -13,6 +13,8 @@ from proxyapp.report.reader import (
     ForwardListenerRow,
     ForwardServerRow,
     MonitorRow,
+    PgsqlPooling,
+    PgsqlPoolRow,
     PoolRow,
     ReportedConfig,
     ReportError,
@@ -24,6 +26,7 @@ from proxyapp.report.reader import (
     read_digests,
     read_mirror,
     read_monitor,
+    read_pgsql,
     read_pgsql_forward,
     read_pools,
     read_rule_hits,
@@ -33,7 +36,14 @@ from proxyapp.report.reader import (
 )
 from proxyapp.report.stats import DigestStats, GlobalCounters
 from proxyapp.sharding.stats import ShardingStats
-from tests.support.node_messages import digest_row, pool_row, sharding_row, table_row
+from tests.support.node_messages import (
+    digest_row,
+    pgsql_pool_row,
+    pgsql_section,
+    pool_row,
+    sharding_row,
+    table_row,
+)
 
 
 def report(**sections: Any) -> dict[str, Any]:
@@ -202,6 +212,69 @@ def _forward(listener: dict[str, Any] | None = None, server: dict[str, Any] | No
 def test_a_malformed_pgsql_forward_section_is_refused_naming_the_path(data: Any, says: str) -> None:
     with pytest.raises(ReportError, match=says):
         read_pgsql_forward(data)
+
+
+def test_the_pgsql_section_reads_into_its_listener_counts_and_pool_rows() -> None:
+    shunned = pgsql_pool_row("10.0.0.2", 5432, 100, "SHUNNED", "connect failed 3 times", ConnERR=3, ConnOK=1)
+    busy = pgsql_pool_row("10.0.0.1", 5432, 100, ConnUsed=2, ConnFree=3, ConnOK=5, MaxConnUsed=4)
+    section = pgsql_section(pool=[busy, shunned], clients_connected=7, clients_total=40, logins_failed=2)
+    section |= {"transactions": 90, "queries": 310, "waiting_clients": 1}
+    pooling = read_pgsql(report(pgsql=section))
+    assert pooling == PgsqlPooling(
+        listener_address="127.0.0.1:6133",
+        listener_state="listening",
+        clients_connected=7,
+        clients_total=40,
+        logins_failed=2,
+        transactions=90,
+        queries=310,
+        waiting_clients=1,
+        connection_pool=(
+            PgsqlPoolRow(100, "10.0.0.1", 5432, "ONLINE", "", 2, 3, 5, 0, 4),
+            PgsqlPoolRow(100, "10.0.0.2", 5432, "SHUNNED", "connect failed 3 times", 0, 0, 1, 3, 0),
+        ),
+    )
+    assert pooling.connection_pool[1].server == "10.0.0.2:5432"
+    reasonless = {k: v for k, v in busy.items() if k != "status_reason"}
+    off = read_pgsql(report(pgsql=pgsql_section("off", [reasonless], address="")))
+    assert off is not None and (off.listener_state, off.listener_address) == ("off", "")
+    assert off.connection_pool[0].status_reason == ""
+    taken = read_pgsql(report(pgsql=pgsql_section("error: [Errno 98] address already in use")))
+    assert taken is not None and taken.listener_state == "error: [Errno 98] address already in use"
+    assert read_pgsql(report()) is None  # a proxy from before PostgreSQL pooling
+
+
+def _pgsql(listener: dict[str, Any] | None = None, row: dict[str, Any] | None = None, **counts: Any) -> dict[str, Any]:
+    """A report whose ``pgsql`` section has one pool row, its listener, the row and counts changed by the arguments."""
+    section = pgsql_section(pool=[{**pgsql_pool_row("10.0.0.1", 5432, 100), **(row or {})}])
+    section["listener"] |= listener or {}
+    return report(pgsql=section | counts)
+
+
+@pytest.mark.parametrize(
+    ("data", "says"),
+    [
+        (report(pgsql=[]), "stats.pgsql: expected an object, not"),
+        (report(pgsql={**pgsql_section(), "listener": "on"}), "stats.pgsql.listener: expected an object, not 'on'"),
+        (_pgsql({"state": "up"}), "stats.pgsql.listener.state: expected listening, off or 'error: ' and why"),
+        (_pgsql({"state": None}), "stats.pgsql.listener.state: expected text"),
+        (_pgsql({"address": 6133}), "stats.pgsql.listener.address: expected text"),
+        (_pgsql(clients_connected=-1), "stats.pgsql.clients_connected: expected a whole number of 0 or more"),
+        (_pgsql(waiting_clients=None), "stats.pgsql.waiting_clients: expected a whole number"),
+        (_pgsql(queries=1.5), "stats.pgsql.queries: expected a whole number"),
+        (_pgsql(connection_pool={}), "stats.pgsql.connection_pool: expected a list of rows"),
+        (_pgsql(connection_pool=[3]), r"stats.pgsql.connection_pool\[0\]: expected an object"),
+        (_pgsql(row={"status": "UP"}), r"pgsql.connection_pool\[0\].status: expected one of ONLINE"),
+        (_pgsql(row={"srv_host": ""}), r"pgsql.connection_pool\[0\].srv_host: expected text"),
+        (_pgsql(row={"srv_port": "5432"}), r"pgsql.connection_pool\[0\].srv_port: expected a whole number"),
+        (_pgsql(row={"ConnFree": True}), r"pgsql.connection_pool\[0\].ConnFree: expected a whole number"),
+        (_pgsql(row={"MaxConnUsed": -2}), r"pgsql.connection_pool\[0\].MaxConnUsed: expected a whole number"),
+        (_pgsql(row={"status_reason": 5}), r"pgsql.connection_pool\[0\].status_reason: expected text"),
+    ],
+)
+def test_a_malformed_pgsql_section_is_refused_naming_the_path(data: Any, says: str) -> None:
+    with pytest.raises(ReportError, match=says):
+        read_pgsql(data)
 
 
 @pytest.mark.parametrize(
