@@ -22,12 +22,12 @@ _SUMMED_POOL = (
     "Bytes_data_recv",
 )
 _SUMMED_DIGEST = ("count_star", "sum_time", "sum_rows_affected", "sum_rows_sent")
-_DIGEST_KEY = ("hostgroup", "schemaname", "username", "client_address", "digest")
 
 
-def digest_key(row: dict[str, Any]) -> tuple[Any, ...]:
-    """A digest row's key (stats_mysql_query_digest's): rows with the same key are one digest."""
-    return tuple(row[k] for k in _DIGEST_KEY)
+def digest_key(row: dict[str, Any], schema_column: str = "schemaname") -> tuple[Any, ...]:
+    """A digest row's key (stats_mysql_query_digest's; with ``schema_column="database"``, stats_pgsql_query_digest's):
+    rows with the same key are one digest."""
+    return (row["hostgroup"], row[schema_column], row["username"], row["client_address"], row["digest"])
 
 
 _MAXED_COUNTERS = ("ProxySQL_Uptime", "Mirror_oldest_entry_age_ms")  # the others are summed
@@ -81,6 +81,9 @@ def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
     out["connection_pool"] = list(pools.values())
     out["query_digest"] = merge_digest_rows([row for snap in snapshots for row in snap["query_digest"]])
     out["query_digest_overflow"] = sum(snap.get("query_digest_overflow", 0) for snap in snapshots)
+    pg_digests = [row for snap in snapshots for row in snap.get("pgsql_query_digest", [])]
+    out["pgsql_query_digest"] = merge_digest_rows(pg_digests, "database")
+    out["pgsql_query_digest_overflow"] = sum(snap.get("pgsql_query_digest_overflow", 0) for snap in snapshots)
     out["sharding_digest"] = merge_sharding_rows([row for snap in snapshots for row in snap.get("sharding_digest", [])])
     out["sharding_tables"] = [row for snap in snapshots for row in snap.get("sharding_tables", [])]  # worker 0's
     out["query_rules"] = [{"rule_id": k, "hits": v} for k, v in sorted(hits.items())]
@@ -172,11 +175,12 @@ def merge_transitions(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return merged
 
 
-def merge_digest_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Digest rows with the same key (from different workers) combined into one."""
+def merge_digest_rows(rows: list[dict[str, Any]], schema_column: str = "schemaname") -> list[dict[str, Any]]:
+    """Digest rows with the same key (from different workers) combined into one (``schema_column``: as in
+    ``digest_key``)."""
     merged: dict[tuple[Any, ...], dict[str, Any]] = {}
     for row in rows:
-        key = digest_key(row)
+        key = digest_key(row, schema_column)
         into = merged.get(key)
         if into is None:
             merged[key] = dict(row)

@@ -4,7 +4,8 @@ refused with ``ReportError`` naming the bad path (``stats.connection_pool[3].srv
 on its own, so a bad section never hides the good ones.
 
 Sections: ``global`` (counters), ``connection_pool`` (``PoolRow``), ``mirror`` (``MirrorCounts``), ``monitor``
-(``MonitorRow``), ``server_transitions`` (``TransitionRow``), ``query_digest`` (``DigestRow``), ``sharding_digest``
+(``MonitorRow``), ``server_transitions`` (``TransitionRow``), ``query_digest`` (``DigestRow``), ``pgsql_query_digest``
+(``PgsqlDigestRow``), ``sharding_digest``
 (``ShardingRow``), ``sharding_tables`` (``ShardTableRow``), ``query_rules`` (``RuleHits``), ``config``
 (``ReportedConfig``), ``pgsql_forward`` (``PgsqlForward``: ``ForwardListenerRow`` and ``ForwardServerRow``) and
 ``pgsql`` (``PgsqlPooling``: the pooling proxy's listener, clients and ``PgsqlPoolRow``).
@@ -113,6 +114,27 @@ class DigestRow:
 
     hostgroup: int
     schemaname: str
+    username: str
+    client_address: str
+    digest: str
+    digest_text: str
+    count_star: int
+    first_seen: int
+    last_seen: int
+    sum_time: int
+    min_time: int
+    max_time: int
+    sum_rows_affected: int
+    sum_rows_sent: int
+
+
+@dataclass(frozen=True, slots=True)
+class PgsqlDigestRow:
+    """A ``pgsql_query_digest`` row (ProxySQL 3.0's stats_pgsql_query_digest): ``DigestRow``'s columns with the
+    ``database`` the statements ran in for ``schemaname``."""
+
+    hostgroup: int
+    database: str
     username: str
     client_address: str
     digest: str
@@ -401,30 +423,45 @@ def read_transitions(stats: object) -> list[TransitionRow]:
 
 def read_digests(stats: object) -> list[DigestRow]:
     """The ``query_digest`` rows (none when the report has none)."""
-    rows = []
-    for where, row in _rows(stats, "query_digest", optional=True):
-        hostgroup = row.get("hostgroup")
-        if isinstance(hostgroup, bool) or not isinstance(hostgroup, int):
-            raise ReportError(f"{where}.hostgroup: expected a whole number, not {hostgroup!r}")
-        rows.append(
-            DigestRow(
-                hostgroup=hostgroup,
-                schemaname=_text(row, "schemaname", where),
-                username=_text(row, "username", where),
-                client_address=_text(row, "client_address", where),
-                digest=_text(row, "digest", where),
-                digest_text=_text(row, "digest_text", where),
-                count_star=_integer(row, "count_star", where),
-                first_seen=_integer(row, "first_seen", where),
-                last_seen=_integer(row, "last_seen", where),
-                sum_time=_integer(row, "sum_time", where),
-                min_time=_integer(row, "min_time", where),
-                max_time=_integer(row, "max_time", where),
-                sum_rows_affected=_integer(row, "sum_rows_affected", where),
-                sum_rows_sent=_integer(row, "sum_rows_sent", where),
-            )
-        )
-    return rows
+    return [
+        DigestRow(**_digest_columns(row, where, "schemaname"))
+        for where, row in _rows(stats, "query_digest", optional=True)
+    ]
+
+
+def read_pgsql_digests(stats: object) -> list[PgsqlDigestRow]:
+    """The ``pgsql_query_digest`` rows (none when the report has none: the node serves no PostgreSQL clients, or
+    predates PostgreSQL digests)."""
+    return [
+        PgsqlDigestRow(**_digest_columns(row, where, "database"))
+        for where, row in _rows(stats, "pgsql_query_digest", optional=True)
+    ]
+
+
+#: A digest row's figures, after its key and text.
+_DIGEST_FIGURES = (
+    "count_star",
+    "first_seen",
+    "last_seen",
+    "sum_time",
+    "min_time",
+    "max_time",
+    "sum_rows_affected",
+    "sum_rows_sent",
+)
+
+
+def _digest_columns(row: Mapping[str, Any], where: str, schema_column: str) -> dict[str, Any]:
+    """A digest row's columns read (``schema_column``: ``schemaname`` or ``database``)."""
+    hostgroup = row.get("hostgroup")
+    if isinstance(hostgroup, bool) or not isinstance(hostgroup, int):
+        raise ReportError(f"{where}.hostgroup: expected a whole number, not {hostgroup!r}")
+    columns: dict[str, Any] = {"hostgroup": hostgroup}
+    for name in (schema_column, "username", "client_address", "digest", "digest_text"):
+        columns[name] = _text(row, name, where)
+    for name in _DIGEST_FIGURES:
+        columns[name] = _integer(row, name, where)
+    return columns
 
 
 def read_sharding(stats: object) -> list[ShardingRow]:

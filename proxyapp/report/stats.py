@@ -1,6 +1,7 @@
 """The proxy's statistics: per-digest query stats and the global counters, named as ProxySQL names them.
 
-``DigestStats`` is ``stats_mysql_query_digest``; ``GlobalCounters`` is ``stats_mysql_global``. Both are updated
+``DigestStats`` is ``stats_mysql_query_digest`` (``DigestStats(schema_column="database")``: ProxySQL 3.0's
+``stats_pgsql_query_digest``); ``GlobalCounters`` is ``stats_mysql_global``. Both are updated
 from the single asyncio thread without locks, and both are cheap on the hot path: a digest record is one dict
 lookup and a few additions, and a counter is a plain slot attribute (``counters.Questions += 1``).
 """
@@ -30,6 +31,10 @@ DIGEST_COLUMNS = (
     "sum_rows_affected",
     "sum_rows_sent",
 )
+
+#: stats_pgsql_query_digest's columns (ProxySQL 3.0): stats_mysql_query_digest's, with ``database`` for
+#: ``schemaname``.
+PGSQL_DIGEST_COLUMNS = tuple("database" if column == "schemaname" else column for column in DIGEST_COLUMNS)
 
 #: The numeric digest columns rows can be ordered by (always largest first).
 DIGEST_ORDER_COLUMNS = DIGEST_COLUMNS[6:]
@@ -81,14 +86,19 @@ class DigestStats:
     The key is (hostgroup, schemaname, username, client_address, digest). The table holds at most
     ``max_entries`` keys: once it is full, queries whose key is not in it yet are not recorded but counted in
     ``overflow``; keys already present keep aggregating. ``reset()`` empties the table and zeroes ``overflow``.
+    ``schema_column`` names the schema in the rows: ``"database"`` makes them stats_pgsql_query_digest's
+    (``PGSQL_DIGEST_COLUMNS``), the database being what ``record`` is given as ``schemaname``.
     """
 
-    __slots__ = ("_entries", "max_entries", "overflow")
+    __slots__ = ("_entries", "max_entries", "overflow", "schema_column")
 
-    def __init__(self, max_entries: int = 10000) -> None:
+    def __init__(self, max_entries: int = 10000, schema_column: str = "schemaname") -> None:
         if max_entries < 1:
             raise ValueError(f"max_entries must be 1 or more, not {max_entries}")
+        if schema_column not in ("schemaname", "database"):
+            raise ValueError(f"schema_column must be schemaname or database, not {schema_column!r}")
         self.max_entries = max_entries
+        self.schema_column = schema_column
         #: Queries not recorded because the table was full (since creation or the last reset).
         self.overflow = 0
         self._entries: dict[tuple[int, str, str, str, str], _DigestEntry] = {}
@@ -126,11 +136,12 @@ class DigestStats:
 
     def rows(self, limit: int | None = None, order_by: str = "sum_time") -> list[dict[str, Any]]:
         """The table as rows with ProxySQL's column names, ordered by ``order_by`` (largest first)."""
+        schema_column = self.schema_column
         return order_digest_rows(
             (
                 {
                     "hostgroup": hostgroup,
-                    "schemaname": schemaname,
+                    schema_column: schemaname,
                     "username": username,
                     "client_address": client_address,
                     "digest": digest,

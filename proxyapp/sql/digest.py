@@ -14,6 +14,11 @@ Normalization keeps the query's own text (keywords keep their case) except that:
 The hash is BLAKE2b (8 bytes) of the digest text's UTF-8 bytes, as ``'0x'`` and 16 uppercase hex digits:
 the same in every process, unlike ``hash()``. Digests of queries up to ``CACHEABLE_LENGTH`` characters are
 kept in an LRU cache of ``CACHE_SIZE`` entries, since applications (and prepared statements) repeat text.
+
+``compute_pg_digest`` is the same normalization over PostgreSQL's tokens (``lex.PGSQL``), with its own cache:
+``$1`` parameters, dollar-quoted, escape (``E'...'``), Unicode and bit strings become ``?`` like the other
+literals; ``::`` casts and ``"quoted"`` names stay as written. Where the normalized texts agree, so do the hashes
+of the two dialects.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from proxyapp.sql.lex import TokenKind, tokenize
+from proxyapp.sql.lex import MYSQL, PGSQL, Dialect, TokenKind, tokenize
 
 MAX_QUERY_LENGTH = 65000
 CACHE_SIZE = 4096
@@ -46,14 +51,29 @@ def compute_digest(sql: str, max_length: int = 2048) -> Digest:
     return _digest(sql, max_length)
 
 
+def compute_pg_digest(sql: str, max_length: int = 2048) -> Digest:
+    """The digest of the PostgreSQL statement ``sql``, its text at most ``max_length`` characters.
+
+    ``SELECT * FROM t WHERE id = $1::int AND tag IN ('a', 'b')`` gives the text
+    ``SELECT * FROM t WHERE id = ?::int AND tag IN (?,...)``: ``$n`` parameters and literals (dollar-quoted, escape,
+    Unicode and bit strings, numbers) become ``?``, casts and quoted names stay, comments go (nested ones too), and
+    the rest is ``compute_digest``'s normalization (the module docstring). Linear in the text, whatever it holds.
+    """
+    if len(sql) <= CACHEABLE_LENGTH:
+        # Bare numbers become 0, which PostgreSQL reads as a number ('?' is an operator there); '$' may be a parameter.
+        return _cached_pg_digest(sql if "$" in sql else simple_shape(sql, "0") or sql, max_length)
+    return _pg_digest(sql, max_length)
+
+
 #: Characters after which a run of digits is part of a name or number, not a literal of its own.
 _NUMBER_GLUE = frozenset("_.$?")
 #: Quotes, comments, signs and escapes: with any of them a literal may be more than a bare number.
 _NOT_SIMPLE = frozenset("'\"`#/\\+-")
 
 
-def simple_shape(sql: str) -> str | None:
-    """``sql`` with each bare number literal replaced by '?', when bare numbers are its only literals; else None.
+def simple_shape(sql: str, literal: str = "?") -> str | None:
+    """``sql`` with each bare number literal replaced by ``literal``, when bare numbers are its only literals; else
+    None.
 
     None when the text holds a quote, a comment, a sign, a backslash or an exponent (a digit followed by
     ``e``/``E``). A bare number is a run of decimal digits, with an optional fraction, that does not follow a
@@ -82,7 +102,7 @@ def simple_shape(sql: str) -> str | None:
                 return None
         if not glued and (end >= n or not (sql[end].isalnum() or sql[end] == "_" or sql[end] == ".")):
             parts.append(sql[copied:i])
-            parts.append("?")
+            parts.append(literal)
             copied = end
         glued = True  # a digit is a word character
         i = end
@@ -101,9 +121,9 @@ def _digits_end(sql: str, i: int, n: int) -> int:
     return i
 
 
-def digest_text(sql: str) -> str:
-    """The normalized text of ``sql``, uncut."""
-    tokens = tokenize(sql[:MAX_QUERY_LENGTH])
+def digest_text(sql: str, dialect: Dialect = MYSQL) -> str:
+    """The normalized text of ``sql`` read by ``dialect``'s rules, uncut."""
+    tokens = tokenize(sql[:MAX_QUERY_LENGTH], dialect)
     if not tokens.kinds:
         return ""
     out: list[str] = []
@@ -166,10 +186,15 @@ def _unary(kind: TokenKind | None, text: str) -> bool:
     return kind is None or (kind is _WORD and text.upper() in _UNARY_AFTER_WORDS)
 
 
-def _digest(sql: str, max_length: int) -> Digest:
-    text = digest_text(sql)[:max_length]
+def _digest(sql: str, max_length: int, dialect: Dialect = MYSQL) -> Digest:
+    text = digest_text(sql, dialect)[:max_length]
     raw = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
     return Digest("0x" + raw.upper(), text)
 
 
+def _pg_digest(sql: str, max_length: int) -> Digest:
+    return _digest(sql, max_length, PGSQL)
+
+
 _cached_digest = functools.lru_cache(maxsize=CACHE_SIZE)(_digest)
+_cached_pg_digest = functools.lru_cache(maxsize=CACHE_SIZE)(_pg_digest)

@@ -1,4 +1,4 @@
-"""The one SQL tokenizer: MySQL/MariaDB lexical rules as a single compiled pattern.
+"""The one SQL tokenizer: a dialect's lexical rules as a single compiled pattern, MySQL/MariaDB's by default.
 
 ``tokenize`` turns query text into parallel lists of significant tokens (kind, text, start, end). Whitespace
 and comments are dropped, except that the content of executable comments (``/*! ... */``, ``/*!50100 ...
@@ -7,8 +7,17 @@ start means whitespace or a comment stood there. ``split_statements`` cuts a mul
 the ``;`` that end statements: semicolons inside strings, comments and the ``BEGIN ... END`` bodies of stored
 programs and compound statements do not.
 
-Not modelled: the ``ANSI_QUOTES`` and ``NO_BACKSLASH_ESCAPES`` SQL modes (``"..."`` is always a string and a
-backslash always escapes), and nested comments.
+``tokenize(sql, PGSQL)`` reads PostgreSQL's lexical rules with the same loop: ``$1`` parameters are
+PLACEHOLDERs; dollar-quoted (``$$...$$``, ``$tag$...$tag$``), escape (``E'...'``, backslashes escape),
+Unicode (``U&'...'``) and national strings are STRINGs, and standard strings ``'...'`` know no backslash
+escape (``standard_conforming_strings``: ``''`` is the only one); bit strings (``B'...'``, ``X'...'``) and
+``0x``/``0o``/``0b`` numbers with ``_`` separators are NUMBERs; ``"..."`` and ``U&"..."`` are QUOTED_IDENTs;
+``--`` comments run to the line's end and ``/* */`` comments nest; ``?``, ``#``, ``@`` and ``::`` are operators.
+The other functions of this module read MySQL's tokens.
+
+Not modelled: MySQL's ``ANSI_QUOTES`` and ``NO_BACKSLASH_ESCAPES`` SQL modes (``"..."`` is always a string and a
+backslash always escapes), and nested comments in MySQL (MariaDB does not nest them either); PostgreSQL's
+``standard_conforming_strings = off`` and string constants continued across lines (``'a'\n'b'`` is two).
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ class TokenKind(enum.IntEnum):
     COMMENT = 12  # dropped by tokenize
     EXEC_OPEN = 13  # /*! or /*M! with its optional version; dropped by tokenize
     EXEC_CLOSE = 14  # the */ ending an executable comment; dropped by tokenize
+    NESTED_COMMENT = 15  # the /* of a comment that nests (PostgreSQL); dropped with the comment by tokenize
 
 
 _T = TokenKind
@@ -71,17 +81,61 @@ _ALTERNATIVES: tuple[tuple[TokenKind, str], ...] = (
     (_T.OTHER, r"\S"),
 )
 
-# The master pattern: optional whitespace, then exactly one alternative, each its own group, or the end (trailing
-# whitespace is one match, no group: without it the search would fail at each of its positions in turn, scanning the
-# rest of it each time, and a query ending in a megabyte of spaces would take minutes).
-_TOKEN_RE = re.compile(r"\s*+(?:" + "|".join(f"({pattern})" for _, pattern in _ALTERNATIVES) + r"|\Z)")
-# ``_GROUP_KIND[m.lastindex]`` is the kind of a ``_TOKEN_RE`` match.
-_GROUP_KIND: tuple[TokenKind, ...] = (_T.OTHER, *(kind for kind, _ in _ALTERNATIVES))
+# PostgreSQL's (``tokenize(sql, PGSQL)``): standard strings without backslash escapes, E'' strings with them
+# (MySQL's body), dollar quotes (the closing tag must repeat the opening one), "..." names, nesting comments.
+_PG_STANDARD_STRING = r"'[^']*+(?:''[^']*+)*+(?:'|\Z)"
+_PG_QUOTED_IDENT = r'"[^"]*+(?:""[^"]*+)*+(?:"|\Z)'
+_PG_DIGITS = r"\d++(?:_\d++)*+"
+_PG_ALTERNATIVES: tuple[tuple[TokenKind, str], ...] = (
+    (_T.WORD, r"(?![eEbBxXnN]'|[uU]&['\"])[^\W\d][\w$]*+"),
+    (_T.OPERATOR, r"[=,()]"),
+    (
+        _T.NUMBER,
+        rf"(?:{_PG_DIGITS}(?:\.(?:{_PG_DIGITS})?)?|\.{_PG_DIGITS})(?:[eE][-+]?\d++)?(?!{_WORD_CHARS})"
+        rf"|0(?:[xX][0-9a-fA-F_]++|[oO][0-7_]++|[bB][01_]++)(?!{_WORD_CHARS})|[bBxX]'[^']*+(?:'|\Z)",
+    ),
+    (_T.STRING, rf"(?:[nN]|[uU]&)?{_PG_STANDARD_STRING}|[eE]{_STRING_BODY_SQ}"),
+    (_T.PLACEHOLDER, r"\$\d++"),
+    (_T.STRING, r"\$(?P<tag>(?:[^\W\d]\w*+)?)\$[\s\S]*?(?:\$(?P=tag)\$|\Z)"),
+    (_T.QUOTED_IDENT, rf"(?:[uU]&)?{_PG_QUOTED_IDENT}"),
+    (_T.WORD, r"\w[\w$]*+"),
+    (_T.COMMENT, r"--[^\n]*+"),
+    (_T.NESTED_COMMENT, r"/\*"),
+    (_T.SEMICOLON, r";"),
+    (_T.OPERATOR, r"::|:=|=>|->>|->|#>>|#>|<=|>=|<>|!=|\|\||[-+*/%<>=~!@#^&|`?:.{}\[\]]"),
+    (_T.OTHER, r"\S"),
+)
+
+
+class Dialect:
+    """A dialect's lexical rules as ``tokenize`` runs them: ``pattern``, the master pattern (optional whitespace,
+    then exactly one alternative, each its own group, or the end), and ``group_kinds``, the token kind of each of
+    its groups (``group_kinds[m.lastindex]`` is the kind of a match; an alternative's own groups are OTHER)."""
+
+    __slots__ = ("group_kinds", "name", "pattern")
+
+    def __init__(self, name: str, alternatives: tuple[tuple[TokenKind, str], ...]) -> None:
+        self.name = name
+        # Trailing whitespace is one match, no group: without it the search would fail at each of its positions in
+        # turn, scanning the rest of it each time, and a query ending in a megabyte of spaces would take minutes.
+        groups = "|".join(f"(?P<_{i}>{pattern})" for i, (_, pattern) in enumerate(alternatives))
+        self.pattern = re.compile(r"\s*+(?:" + groups + r"|\Z)")
+        kinds = [_T.OTHER] * (self.pattern.groups + 1)
+        for i, (kind, _) in enumerate(alternatives):
+            kinds[self.pattern.groupindex[f"_{i}"]] = kind
+        self.group_kinds: tuple[TokenKind, ...] = tuple(kinds)
+
+
+#: MySQL's and MariaDB's lexical rules (the default).
+MYSQL = Dialect("mysql", _ALTERNATIVES)
+#: PostgreSQL's lexical rules.
+PGSQL = Dialect("pgsql", _PG_ALTERNATIVES)
 
 _ESCAPE_RE = re.compile(r"\\(.)", re.DOTALL)
 _HEAD_RE = re.compile(rf"(?:\s++|{_PLAIN_COMMENT})*+([A-Za-z_]\w*+)")
 _QUOTED_RE = re.compile(f"{_QUOTED}|{_PLAIN_COMMENT}")
 _TRIVIA_FIRST = _T.COMMENT  # kinds from here on are not tokens
+_NESTED_COMMENT = _T.NESTED_COMMENT  # a module constant: naming an enum member costs a lookup each time
 
 
 @dataclass(slots=True)
@@ -112,18 +166,20 @@ class Tokens:
         return self.sql[self.starts[lo] : self.ends[hi - 1]] if lo < hi else ""
 
 
-def tokenize(sql: str) -> Tokens:
-    """The significant tokens of ``sql`` (comments and whitespace dropped, executable comments opened)."""
+def tokenize(sql: str, dialect: Dialect = MYSQL) -> Tokens:
+    """The significant tokens of ``sql`` read by ``dialect``'s rules (comments and whitespace dropped, executable
+    comments opened)."""
     kinds: list[TokenKind] = []
     texts: list[str] = []
     starts: list[int] = []
     ends: list[int] = []
-    group_kind = _GROUP_KIND
+    pattern = dialect.pattern
+    group_kind = dialect.group_kinds
     trivia = _TRIVIA_FIRST
     in_exec = False
     pos: int | None = 0
     while pos is not None:
-        matches, pos = _TOKEN_RE.finditer(sql, pos), None
+        matches, pos = pattern.finditer(sql, pos), None
         for m in matches:
             group = m.lastindex
             if group is None:  # the end of the text
@@ -143,12 +199,28 @@ def tokenize(sql: str) -> Tokens:
                         ends.append(start + 1)
                         pos = start + 1
                         break
+                elif kind is _NESTED_COMMENT:  # no regular expression counts nesting: go on after its end
+                    pos = _nested_comment_end(sql, m.end())
+                    break
                 continue
             kinds.append(kind)
             texts.append(m[group])
             starts.append(m.start(group))
             ends.append(m.end())
     return Tokens(sql, kinds, texts, starts, ends)
+
+
+_COMMENT_MARKS = re.compile(r"/\*|\*/")
+
+
+def _nested_comment_end(sql: str, pos: int) -> int:
+    """Where the nesting comment whose body starts at ``pos`` ends: after its closing ``*/``, else ``len(sql)``."""
+    depth = 1
+    for mark in _COMMENT_MARKS.finditer(sql, pos):
+        depth += 1 if mark[0] == "/*" else -1
+        if depth == 0:
+            return mark.end()
+    return len(sql)
 
 
 def first_word(sql: str) -> str:

@@ -61,6 +61,14 @@ def digest_row(digest: str, text: str, count: int, sum_time: int) -> dict[str, A
     }
 
 
+def pgsql_digest_row(digest: str, text: str, count: int, sum_time: int) -> dict[str, Any]:
+    """A ``pgsql_query_digest`` row of a snapshot: ``digest_row``'s with the database ``app`` for its schema."""
+    return {
+        ("database" if name == "schemaname" else name): value
+        for name, value in digest_row(digest, text, count, sum_time).items()
+    }
+
+
 def sharding_row(
     digest: str, text: str, single: int, scatter: int, refused: int = 0, merge_rows: int = 0, merge_us: int = 0
 ) -> dict[str, Any]:

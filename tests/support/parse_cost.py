@@ -1,6 +1,6 @@
-"""Every parser a query meets on its way through the proxy, fed adversarial text of a given size: run under
-valgrind (``tests/unit/proxyapp/sql/test_linear_parsers.py``) so that the work is counted in instructions, which
-the machine's load does not change, not timed.
+"""Every parser a query meets on its way through the proxy (MySQL's, and PostgreSQL's tokens and digests), fed
+adversarial text of a given size: run under valgrind (``tests/unit/proxyapp/sql/test_linear_parsers.py``) so that
+the work is counted in instructions, which the machine's load does not change, not timed.
 
 ``python -m tests.support.parse_cost SIZE [NAME]`` parses every input (or the one named) of SIZE characters with
 every parser; SIZE 0 measures the start-up alone.
@@ -12,11 +12,12 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable
+from functools import partial
 
 from proxyapp.rules.engine import parse_annotations
 from proxyapp.session.kill import KillRefused, parse_kill
 from proxyapp.sql.digest import digest_text
-from proxyapp.sql.lex import first_block_comment, split_statements, tokenize
+from proxyapp.sql.lex import PGSQL, first_block_comment, split_statements, tokenize
 from proxyapp.sql.scan import scan
 
 #: Adversarial inputs by name: each a function of the size, built from what makes a scanner or a regex backtrack
@@ -55,6 +56,12 @@ INPUTS: dict[str, Callable[[int], str]] = {
     "executable comments": lambda n: "/*!50000 " * (n // 9) + "SELECT 1",
     "comment closers": lambda n: "SELECT " + "*/" * (n // 2),
     "introducers": lambda n: "SELECT _" + "a" * n + "'x",
+    "dollar quotes": lambda n: "$$" * (n // 2),
+    "unterminated dollar quote": lambda n: "SELECT $tag$" + "$tag " * (n // 5),
+    "unterminated escape string": lambda n: "SELECT E'" + "\\'" * (n // 2),
+    "nested comments": lambda n: "/* " * (n // 6) + "*/ " * (n // 6) + "SELECT 1",
+    "parameters in a list": lambda n: "SELECT * FROM t WHERE a IN (" + "$1," * (n // 3) + "$1)",
+    "casts": lambda n: "SELECT 1" + "::int" * (n // 5),
 }
 
 PARSERS: tuple[Callable[[str], object], ...] = (
@@ -64,6 +71,8 @@ PARSERS: tuple[Callable[[str], object], ...] = (
     split_statements,
     first_block_comment,
     parse_annotations,
+    partial(tokenize, dialect=PGSQL),
+    partial(digest_text, dialect=PGSQL),
 )
 
 

@@ -44,6 +44,7 @@ from proxyapp.rules.engine import QueryContext, RuleEngine
 from tests.support.control_plane import LOGIN_PASSWORD, MONITOR_SECRET, NO_ROLE, SECRET, make_cluster
 from tests.support.node_messages import (
     digest_row,
+    pgsql_digest_row,
     pgsql_pool_row,
     pgsql_section,
     pool_row,
@@ -876,6 +877,37 @@ def test_digests_show_their_hash_each_nodes_share_and_make_a_rule(published: Clu
     (link,) = set(re.findall(r'href="(/tables/query-rules/add/\?digest=0x1[^"]*)"', page))
     form = operator.get(link).content.decode()
     assert re.search(r'name="digest" value="0x1"', form)
+
+
+def test_digests_show_postgresql_digests_in_a_table_of_their_own(published: Cluster, viewer: Client) -> None:
+    before = html.unescape(viewer.get(reverse("web:digests")).content.decode())
+    assert "PostgreSQL digests" not in before and "MySQL digests" not in before  # no node reports any
+    mysql = [digest_row("0x1", "SELECT ?", 3, 30)]
+    pgsql = [
+        pgsql_digest_row("0xP1", "SELECT * FROM t WHERE id = ?::int", 7, 700),
+        pgsql_digest_row("0xP2", "SELECT ?", 8, 5000),
+    ]
+    first = ProxyNode.objects.create(cluster=published, name="pg-node-1")
+    send_report(first, timezone.now(), {**snapshot([], mysql), "pgsql_query_digest": pgsql}, None)
+    second = ProxyNode.objects.create(cluster=published, name="pg-node-2")
+    send_report(second, timezone.now(), {**snapshot([]), "pgsql_query_digest": [{**pgsql[0], "count_star": 2}]}, None)
+    row = r'<tr>\s*<td>10</td>\s*<td>app</td>.*?<code>(0x\w+)</code>.*?<td class="num">(\d+)</td>'
+
+    by_count = html.unescape(viewer.get(reverse("web:digests") + "?sort=count").content.decode())
+    mysql_table, pgsql_table = by_count.split('<h2 id="pgsql-digests">')
+    assert "MySQL digests" in mysql_table and "<code>0x1</code>" in mysql_table and "0xP1" not in mysql_table
+    assert "<th>Database</th>" in pgsql_table and "<th>Schema</th>" not in pgsql_table and "0x1<" not in pgsql_table
+    assert re.findall(row, pgsql_table, re.S) == [("0xP1", "9"), ("0xP2", "8")]  # merged across nodes
+    assert "SELECT * FROM t WHERE id = ?::int" in pgsql_table and "Make a rule" not in pgsql_table
+    assert 'pg-node-1: 7</span><br><span class="nowrap">pg-node-2: 2</span>' in pgsql_table
+    by_sum = html.unescape(viewer.get(reverse("web:digests") + "?sort=sum").content.decode())
+    assert re.findall(row, by_sum.split('<h2 id="pgsql-digests">')[1], re.S) == [("0xP2", "8"), ("0xP1", "9")]
+
+    odd = ProxyNode.objects.create(cluster=published, name="odd-pg-node")
+    send_report(odd, timezone.now(), {**snapshot([]), "pgsql_query_digest": [{"digest": 5}]}, None)
+    page = html.unescape(viewer.get(reverse("web:digests")).content.decode())
+    assert "odd-pg-node: stats.pgsql_query_digest[0].hostgroup: expected a whole number" in page
+    assert "0xP1" in page and "<code>0x1</code>" in page  # the nodes that read still show
 
 
 def test_the_node_page_shows_its_last_report(published: Cluster, viewer: Client) -> None:

@@ -8,7 +8,14 @@ from dataclasses import fields
 import pytest
 
 from devstack.stack import wait_until
-from proxyapp.report.stats import COUNTERS, DIGEST_COLUMNS, DIGEST_ORDER_COLUMNS, DigestStats, GlobalCounters
+from proxyapp.report.stats import (
+    COUNTERS,
+    DIGEST_COLUMNS,
+    DIGEST_ORDER_COLUMNS,
+    PGSQL_DIGEST_COLUMNS,
+    DigestStats,
+    GlobalCounters,
+)
 
 KEY = (10, "shop", "app", "10.0.0.5", "0x00000000000000AA")
 
@@ -40,6 +47,31 @@ def test_a_row_has_proxysql_columns_in_order() -> None:
     assert row["digest_text"] == "SELECT * FROM t WHERE id=?"
     assert (row["count_star"], row["sum_time"], row["min_time"], row["max_time"]) == (1, 250, 250, 250)
     assert (row["sum_rows_sent"], row["sum_rows_affected"]) == (3, 0)
+
+
+def test_postgresql_rows_have_stats_pgsql_query_digest_columns_in_order() -> None:
+    stats = DigestStats(schema_column="database")
+    stats.record(20, "shop", "app", "10.0.0.5", "0xCD", "SELECT * FROM t WHERE id = ?::int", 250, 3, 0)
+    stats.record(20, "shop", "app", "10.0.0.5", "0xCD", "SELECT * FROM t WHERE id = ?::int", 50, 1, 0)
+    stats.record(20, "other", "app", "10.0.0.5", "0xCD", "SELECT * FROM t WHERE id = ?::int", 10, 1, 0)
+    rows = stats.rows()
+    assert [tuple(row) for row in rows] == [PGSQL_DIGEST_COLUMNS] * 2
+    assert PGSQL_DIGEST_COLUMNS[:6] == ("hostgroup", "database", "username", "client_address", "digest", "digest_text")
+    assert PGSQL_DIGEST_COLUMNS[6:] == DIGEST_COLUMNS[6:]
+    assert [(row["database"], row["count_star"], row["sum_time"], row["min_time"]) for row in rows] == [
+        ("shop", 2, 300, 50),
+        ("other", 1, 10, 10),
+    ]
+    assert [tuple(row) for row in stats.reset()] == [PGSQL_DIGEST_COLUMNS] * 2
+    assert stats.rows() == []
+
+
+def test_the_schema_column_is_schemaname_or_database() -> None:
+    stats = DigestStats()
+    record(stats)
+    assert tuple(stats.rows()[0]) == DIGEST_COLUMNS
+    with pytest.raises(ValueError, match="schema_column"):
+        DigestStats(schema_column="schema")
 
 
 def test_records_of_one_key_aggregate() -> None:
