@@ -269,6 +269,7 @@ class Agent:
         running = str(stats["config"]["checksum"])
         applied = self.store.applied()
         stats["query_digest"] = order_digest_rows(stats.get("query_digest", []), TOP_DIGESTS, "sum_time")
+        stats["pgsql_query_digest"] = order_digest_rows(stats.get("pgsql_query_digest", []), TOP_DIGESTS, "sum_time")
         stats["sharding_digest"] = most_scattered(stats.get("sharding_digest", []), TOP_DIGESTS)
         return {
             "node": self.settings.node,

@@ -42,6 +42,7 @@ from proxyapp.pgsql.messages import (
     ready_for_query,
 )
 from proxyapp.pgsql.wire import PeerGone, PgWire, ProtocolViolation
+from proxyapp.report.stats import DigestStats
 from proxyapp.session.kill import worker_of
 from proxyapp.session.throttle import AuthThrottle
 
@@ -84,6 +85,7 @@ class PgFront:
         self.counters = SessionCounters()
         self.router = PgRouter(config)
         self.known: OrderedDict[str, None] = OrderedDict()  # statements a server prepared (``PgSession``)
+        self.digests = DigestStats(schema_column="database")  # stats_pgsql_query_digest
         self.tls: ssl.SSLContext | None = None
         self.sessions: dict[int, PgSession] = {}
         self.keys: dict[int, int] = {}  # session id -> the secret key its client was told

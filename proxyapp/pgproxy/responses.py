@@ -33,14 +33,16 @@ _SYNC = ord("S")
 
 
 class Entry:
-    """One message's expected answer."""
+    """One message's expected answer; a statement's (a Query, an Execute) with its text and when it was sent."""
 
-    __slots__ = ("kind", "mode", "payload")
+    __slots__ = ("kind", "mode", "payload", "query", "started")
 
-    def __init__(self, kind: int, mode: int, payload: bytes | str = b"") -> None:
+    def __init__(self, kind: int, mode: int, payload: bytes | str = b"", query: str = "", started: float = 0.0) -> None:
         self.kind = kind  # the frontend message type (its first byte)
         self.mode = mode
         self.payload = payload  # SYNTHETIC: the answer to give; a Parse's server-side statement name
+        self.query = query
+        self.started = started
 
 
 class ResponseOrder:
@@ -58,9 +60,12 @@ class ResponseOrder:
     def __len__(self) -> int:
         return len(self.entries)
 
-    def sent(self, kind: int, mode: int = FORWARD, payload: bytes | str = b"") -> None:
-        """A message of type ``kind`` went to the server (``payload``: a Parse's server-side statement name)."""
-        self.entries.append(Entry(kind, mode, payload))
+    def sent(
+        self, kind: int, mode: int = FORWARD, payload: bytes | str = b"", query: str = "", started: float = 0.0
+    ) -> None:
+        """A message of type ``kind`` went to the server (``payload``: a Parse's server-side statement name; ``query``
+        and ``started``: a statement's text and the time it was sent, for the digest statistics)."""
+        self.entries.append(Entry(kind, mode, payload, query, started))
 
     def answer_myself(self, answer: bytes) -> bytes:
         """An answer the proxy gives itself, in its turn: returned at once (to write now) when nothing is owed
@@ -70,31 +75,31 @@ class ResponseOrder:
         self.entries.append(Entry(0, SYNTHETIC, answer))
         return b""
 
-    def received(self, message: bytes) -> tuple[bytes, int]:
+    def received(self, message: bytes) -> tuple[bytes, Entry | None]:
         """A message from the server: what to write to the client (the message, or nothing, and answers of the
-        proxy's whose turn came) and the type of the entry it ended (0 when it ended none)."""
+        proxy's whose turn came) and the client's entry it ended (None when it ended none)."""
         kind = message[0]
         entries = self.entries
         if not entries:
-            return message, 0  # asynchronous: a notice, a notification, a parameter status
+            return message, None  # asynchronous: a notice, a notification, a parameter status
         head = entries[0]
         out = b"" if head.mode == SWALLOW else message
-        ended = 0
+        ended: Entry | None = None
         if kind == 69 and head.kind in _EXTENDED:  # ErrorResponse ("E"): skip to the next Sync
             out = message  # an error is the client's to see, whoever's message caused it
             while entries and entries[0].kind != _SYNC:
                 gone = entries.popleft()
                 if gone.kind == 80 and isinstance(gone.payload, str) and gone.payload:  # a Parse
                     self.failed_parse.append(gone.payload)
-            ended = head.kind
+            ended = head
         elif kind == 69 and head.mode == SWALLOW:
             out = message
         elif kind in TERMINALS.get(head.kind, b""):
             entries.popleft()
             if kind == 49 and isinstance(head.payload, str) and head.payload:  # ParseComplete ("1")
                 self.parsed.append(head.payload)
-            ended = head.kind if head.mode != SWALLOW else 0
-        if ended or not out:
+            ended = head if head.mode != SWALLOW else None
+        if ended is not None or not out:
             out += self._due()
         return out, ended
 

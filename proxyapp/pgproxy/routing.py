@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from proxyapp.config.document import Config, pgsql_rule_as_mysql
 from proxyapp.rules.engine import QueryContext, RuleEngine
-from proxyapp.sql.digest import compute_digest
+from proxyapp.sql.digest import compute_pg_digest
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +46,7 @@ class PgRouter:
             return Route(None, sql, None)
         digest, text = "", ""
         if engine.needs_digest:
-            found = compute_digest(sql)
+            found = compute_pg_digest(sql)
             digest, text = found.hash, found.text
         ctx = QueryContext(user, database, client_addr, "", proxy_port, sql, digest, text)
         outcome = engine.evaluate(ctx)

@@ -13,11 +13,12 @@ pinned and transaction pooling. COPY in both directions, notices, notifications 
 from __future__ import annotations
 
 import logging
+import time
 from collections import OrderedDict
 from typing import Protocol
 
 from proxyapp.pgproxy.pool import PgPools, PoolRefused, ServerConn
-from proxyapp.pgproxy.responses import FORWARD, SWALLOW, ResponseOrder
+from proxyapp.pgproxy.responses import FORWARD, SWALLOW, Entry, ResponseOrder
 from proxyapp.pgproxy.routing import PgRouter, Route
 from proxyapp.pgproxy.settings import (
     DROPS_STATEMENTS,
@@ -43,6 +44,8 @@ from proxyapp.pgproxy.statements import (
 )
 from proxyapp.pgsql.messages import CONNECTION_FAILURE, error_response, message, ready_for_query
 from proxyapp.pgsql.wire import PeerGone, PgWire, ProtocolViolation
+from proxyapp.report.stats import DigestStats
+from proxyapp.sql.digest import compute_pg_digest
 
 log = logging.getLogger("proxyapp.pgproxy")
 
@@ -71,6 +74,7 @@ class SessionHost(Protocol):
     pools: PgPools
     counters: SessionCounters
     router: PgRouter
+    digests: DigestStats
     #: Server-side statement names a server of this process prepared (least recently first).
     known: OrderedDict[str, None]
 
@@ -114,6 +118,8 @@ class PgSession:
         self.skipping = False  # a blocked extended-protocol message: the client's messages are dropped until Sync
         self.routed: tuple[str, Route] | None = None  # the route the borrow asked for, for the pass that follows
         self.answered_alone = False  # the proxy answered the client's messages since its last Sync itself
+        self.unnamed_query = ""  # the text of the unnamed statement
+        self.portals: dict[bytes, str] = {}  # portal name -> its statement's text (for the digest statistics)
         self.statements: dict[str, Statement] = {}
         self.server: ServerConn | None = None
         self.order = ResponseOrder()
@@ -258,8 +264,8 @@ class PgSession:
             self.counters.queries += 1
             query = self._simple_query(server, msg)
             if query is not None:
-                out.append(query)
-                order.sent(kind)
+                out.append(query[0])
+                order.sent(kind, query=query[1], started=time.perf_counter())
             return
         if kind in _EXTENDED:
             self.unsynced = True
@@ -273,8 +279,12 @@ class PgSession:
             if kind in (68, 67):  # Describe, Close
                 self._describe_or_close(server, kind, msg)
                 return
-            if kind == 69:  # Execute
+            if kind == 69:  # Execute: timed for the digest statistics
                 self.counters.queries += 1
+                out.append(msg)
+                portal = msg[5 : msg.index(b"\0", 5)]
+                order.sent(kind, query=self.portals.get(portal, ""), started=time.perf_counter())
+                return
             out.append(msg)
             if kind != 72:  # Flush is not answered
                 order.sent(kind)
@@ -287,7 +297,7 @@ class PgSession:
 
     # ------------------------------------------------------------------------------------------- statements
 
-    def _simple_query(self, server: ServerConn, msg: bytes) -> bytes | None:
+    def _simple_query(self, server: ServerConn, msg: bytes) -> tuple[bytes, str] | None:
         """A simple Query: refused or rewritten by the rules, its settings change and pins noted, DEALLOCATE of a
         client's statement renamed."""
         sql = msg[5:-1].decode("utf-8", "replace")
@@ -302,14 +312,14 @@ class PgSession:
         if DROPS_STATEMENTS.match(sql):
             server.prepared.clear()
             self.statements.clear()
-            return msg
+            return msg, sql
         name = deallocated(sql)
         statement = self.statements.pop(name, None) if name is not None else None
         if statement is None:
-            return msg
+            return msg, sql
         prefix = self._ensure(server, statement, sync=True)
         server.prepared.pop(statement.server_name, None)
-        return prefix + message(b"Q", f"DEALLOCATE {statement.server_name}".encode() + b"\0")
+        return prefix + message(b"Q", f"DEALLOCATE {statement.server_name}".encode() + b"\0"), sql
 
     def _note(self, sql: str) -> None:
         """Note what ``sql`` does to the session: a setting changed, or a reason to pin it (a SET of a parameter
@@ -337,6 +347,7 @@ class PgSession:
             msg = parse_message(name, query, types)
         self._note(route.query)
         if not name:
+            self.unnamed_query = route.query
             self.order.sent(80)
             return msg
         statement = server_statement(query, types, route.hostgroup)
@@ -350,7 +361,10 @@ class PgSession:
 
     def _bind(self, server: ServerConn, msg: bytes) -> bytes:
         """A Bind of a client's statement names the server's, prepared there first if the connection lacks it."""
-        statement = self.statements.get(bind_statement(msg[5:]))
+        portal = msg[5 : msg.index(b"\0", 5)]
+        name = bind_statement(msg[5:])
+        statement = self.statements.get(name) if name else None
+        self.portals[portal] = statement.query if statement is not None else self.unnamed_query if not name else ""
         if statement is None:
             return msg  # the unnamed statement, or one the client never prepared (the server says so)
         prefix = self._ensure(server, statement)
@@ -452,6 +466,8 @@ class PgSession:
                 order.parsed.clear()
             if kind == 67:  # CommandComplete: its tag
                 self.last_tag = msg[5:-1]
+            if ended is not None and ended.query:
+                self._record(ended, server)
             if out:
                 outs.append(out)
             if kind == 90:  # ReadyForQuery ("Z")
@@ -466,6 +482,23 @@ class PgSession:
         if client.backlog > _HIGH_WATER and server.conn.wire.transport is not None:
             server.conn.wire.transport.pause_reading()  # until the client reads what it was sent
             client.on_drained = self._resume_server
+
+    def _record(self, statement: Entry, server: ServerConn) -> None:
+        """Count a statement that ended in the digest statistics (``pgsql_query_digest``)."""
+        elapsed_us = int((time.perf_counter() - statement.started) * 1_000_000)
+        digest = compute_pg_digest(statement.query)
+        sent, affected = tag_rows(self.last_tag)
+        self.host.digests.record(
+            server.target.server.hostgroup_id,
+            self.database,
+            self.user,
+            self.client_addr,
+            digest.hash,
+            digest.text,
+            elapsed_us,
+            sent,
+            affected,
+        )
 
     def _resume_server(self) -> None:
         server = self.server
@@ -540,3 +573,16 @@ class PgSession:
         server.prepared.clear()
         server.settings = {}
         return True
+
+
+#: CommandComplete tags whose count is of rows sent to the client (the others' is of rows changed).
+_SENT_TAGS = (b"SELECT", b"FETCH", b"COPY", b"MOVE")
+
+
+def tag_rows(tag: bytes) -> tuple[int, int]:
+    """(rows sent, rows affected) of a CommandComplete tag ("SELECT 5", "INSERT 0 3", "UPDATE 2", ...)."""
+    count = tag.rpartition(b" ")[2]
+    if not count.isdigit():
+        return 0, 0
+    rows = int(count)
+    return (rows, 0) if tag.startswith(_SENT_TAGS) else (0, rows)

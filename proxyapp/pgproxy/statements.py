@@ -20,14 +20,15 @@ PREFIX = "pf_"
 
 
 class Statement:
-    """A client's named statement: its server-side name, the Parse that prepares it there, and the hostgroup the
-    query rules route it to (None: the user's default)."""
+    """A client's named statement: its server-side name, the Parse that prepares it there, its text, and the
+    hostgroup the query rules route it to (None: the user's default)."""
 
-    __slots__ = ("hostgroup", "parse", "server_name")
+    __slots__ = ("hostgroup", "parse", "query", "server_name")
 
-    def __init__(self, server_name: str, parse: bytes, hostgroup: int | None = None) -> None:
+    def __init__(self, server_name: str, parse: bytes, query: str, hostgroup: int | None = None) -> None:
         self.server_name = server_name
         self.parse = parse  # a whole Parse message naming ``server_name``
+        self.query = query
         self.hostgroup = hostgroup
 
 
@@ -42,7 +43,8 @@ def server_statement(query: bytes, types: bytes, hostgroup: int | None = None) -
     """The server-side statement of a query and its parameter types."""
     digest = hashlib.sha1(query + b"\0" + types, usedforsecurity=False).hexdigest()[:24]
     name = PREFIX + digest
-    return Statement(name, message(b"P", name.encode() + b"\0" + query + b"\0" + types), hostgroup)
+    text = query.decode("utf-8", "replace")
+    return Statement(name, message(b"P", name.encode() + b"\0" + query + b"\0" + types), text, hostgroup)
 
 
 def parse_message(name: str, query: bytes, types: bytes) -> bytes:

@@ -453,6 +453,8 @@ class Proxy(SessionServices):
             "trx_queue": {"queues": self.hot_rows.rows(), "proposals": self.heat.proposals()},
             "pgsql_forward": self.forwarding.rows(),
             "pgsql": self.pgsql.rows(),
+            "pgsql_query_digest": self.pgsql.digests.rows(),
+            "pgsql_query_digest_overflow": self.pgsql.digests.overflow,
         }
         if self.table_rows is not None:
             snapshot["sharding_tables"] = self.table_rows.rows()

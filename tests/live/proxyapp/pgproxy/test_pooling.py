@@ -286,3 +286,17 @@ def test_query_rules_route_rewrite_and_block(start_pooler: StartPooler) -> None:
     assert by_hostgroup[HG + 1]["ConnOK"] >= 1  # the reports query went to the other hostgroup
     assert stats["blocked"] == 2
     assert {row["rule_id"]: row["hits"] for row in stats["query_rules"]} == {1: 1, 2: 2, 3: 1}
+
+
+def test_statements_are_counted_by_digest(start_pooler: StartPooler) -> None:
+    pooler = start_pooler()
+    with pooler.connect(autocommit=True) as conn:
+        for i in range(3):
+            conn.execute(f"SELECT {i}::int, 'x'")
+        for i in range(4):
+            conn.execute("SELECT generate_series(1, %s)", (i + 1,))
+    rows = {row["digest_text"]: row for row in pooler.proxy.stats()["pgsql_query_digest"]}
+    simple = rows["SELECT ?::int,?"]
+    assert (simple["count_star"], simple["sum_rows_sent"], simple["database"]) == (3, 3, "pf_pool_test")
+    extended = rows["SELECT generate_series(?,?)"]
+    assert (extended["count_star"], extended["sum_rows_sent"]) == (4, 10)
