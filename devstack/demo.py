@@ -8,6 +8,11 @@ from typing import Any
 
 import pymysql
 
+from devstack.pgsandbox import APP_PASSWORD as PG_APP_PASSWORD
+from devstack.pgsandbox import APP_USER as PG_APP_USER
+from devstack.pgsandbox import MONITOR_PASSWORD as PG_MONITOR_PASSWORD
+from devstack.pgsandbox import MONITOR_USER as PG_MONITOR_USER
+from devstack.pgsandbox import PgServer
 from devstack.sandbox import APP_PASSWORD, APP_USER, HOST, MONITOR_USER, SandboxServer
 
 WRITER_HOSTGROUP = 10
@@ -145,3 +150,47 @@ def insert_shops(port: int) -> None:
     ):
         for shop in SHOPS:
             cur.execute("INSERT INTO tb_Shop (Shop_ID, City_ID, ShopName, Address) VALUES (%s, %s, %s, %s)", shop)
+
+
+#: The demo's PostgreSQL side: hostgroups (numbered apart from MySQL's), the pooling proxy's port and the
+#: forwarding listener's.
+PG_WRITER_HOSTGROUP, PG_READER_HOSTGROUP = 10, 20
+PG_POOL_PORT, PG_FORWARD_PORT = 6133, 6432
+
+
+def with_postgresql(document: dict[str, Any], primary: PgServer, replicas: Sequence[PgServer]) -> dict[str, Any]:
+    """``document`` with the PostgreSQL sandbox behind it: the writer hostgroup 10 (primary) and reader hostgroup 20
+    (replicas) as a pgsql_replication_hostgroups pair, the user ``app`` pooled per transaction, plain SELECTs routed
+    to the readers, the pooling proxy on 127.0.0.1:6133 and a forwarding listener on 6432 to the writers (both nodes
+    bind both ports: the kernel spreads clients over them)."""
+    servers = [{"hostgroup_id": PG_WRITER_HOSTGROUP, "hostname": primary.host, "port": primary.port}]
+    servers += [
+        {"hostgroup_id": PG_READER_HOSTGROUP, "hostname": replica.host, "port": replica.port} for replica in replicas
+    ]
+    variables = list(document.get("global_variables", []))
+    variables += [
+        {"variable_name": "pgsql-interfaces", "variable_value": f"127.0.0.1:{PG_POOL_PORT}"},
+        {"variable_name": "pgsql-monitor_username", "variable_value": PG_MONITOR_USER},
+        {"variable_name": "pgsql-monitor_password", "variable_value": PG_MONITOR_PASSWORD},
+    ]
+    return {
+        **document,
+        "pgsql_servers": servers,
+        "pgsql_users": [
+            {"username": PG_APP_USER, "password": PG_APP_PASSWORD, "default_hostgroup": PG_WRITER_HOSTGROUP}
+        ],
+        "pgsql_query_rules": [
+            {
+                "rule_id": 1,
+                "active": 1,
+                "match_digest": r"^SELECT",
+                "destination_hostgroup": PG_READER_HOSTGROUP,
+                "apply": 1,
+            }
+        ],
+        "pgsql_replication_hostgroups": [
+            {"writer_hostgroup": PG_WRITER_HOSTGROUP, "reader_hostgroup": PG_READER_HOSTGROUP, "comment": "sandbox"}
+        ],
+        "pgsql_forward_listeners": [{"port": PG_FORWARD_PORT, "hostgroup_id": PG_WRITER_HOSTGROUP}],
+        "global_variables": variables,
+    }

@@ -110,11 +110,17 @@ def _system_user() -> pwd.struct_passwd | None:
 
 
 def owned_dir(path: Path) -> Path:
-    """Make ``path`` a directory the servers' user owns."""
+    """Make ``path`` a directory the servers' user owns, and reachable by it: the directories above it in the
+    repository get search permission for others (``var/`` is 0700 once ``make run`` ran; search permission lets
+    nobody list it)."""
     path.mkdir(parents=True, exist_ok=True)
     user = _system_user()
     if user is not None:
         os.chown(path, user.pw_uid, user.pw_gid)
+        for parent in path.resolve().parents:
+            if parent == REPO or not parent.is_relative_to(REPO):
+                break
+            parent.chmod(parent.stat().st_mode | 0o001)
     return path
 
 

@@ -28,7 +28,18 @@ import pymysql
 from kombu.utils.url import maybe_sanitize_url
 
 from devstack import stack
-from devstack.demo import SHARD_SCHEMA, demo_config, insert_shops, prepare_shop
+from devstack.demo import (
+    PG_FORWARD_PORT,
+    PG_POOL_PORT,
+    SHARD_SCHEMA,
+    demo_config,
+    insert_shops,
+    prepare_shop,
+    with_postgresql,
+)
+from devstack.pgsandbox import APP_PASSWORD as PG_APP_PASSWORD
+from devstack.pgsandbox import APP_USER as PG_APP_USER
+from devstack.pgsandbox import PgSandbox
 from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox, shard_sandboxes
 from proxyapp import credential
 from proxyapp.node.node import NodeStore
@@ -55,7 +66,8 @@ def kept_secret(path: Path) -> str:
 
 def check_ports_free() -> None:
     """Exit naming the first of the demo's fixed ports that something else listens on."""
-    for address in (WEB, *(a for pair in NODES.values() for a in pair)):
+    postgresql = (f"127.0.0.1:{PG_POOL_PORT}", f"127.0.0.1:{PG_FORWARD_PORT}")
+    for address in (WEB, *(a for pair in NODES.values() for a in pair), *postgresql):
         port = int(address.rpartition(":")[2])
         if not stack.port_free(port):
             raise SystemExit(f"port {port} is in use (make run needs {address}); stop what listens there first")
@@ -73,7 +85,7 @@ def choose_redis(services: list[stack.Service]) -> str:
     return url
 
 
-def prepare_control_plane(sandbox: Sandbox, shards: list[Sandbox], admin_password: str) -> None:
+def prepare_control_plane(sandbox: Sandbox, shards: list[Sandbox], pg: PgSandbox, admin_password: str) -> None:
     """Schema, static files, the admin account, the cluster ``demo`` with its nodes and the demo config as its
     draft (in this process, with the environment the children get)."""
     import django
@@ -102,6 +114,7 @@ def prepare_control_plane(sandbox: Sandbox, shards: list[Sandbox], admin_passwor
         )
     if created:  # a restart keeps the draft and the versions the user made
         document = demo_config(sandbox.primary(), sandbox.replicas(), [box.primary() for box in shards])
+        document = with_postgresql(document, pg.primary(), pg.replicas())
         publishing.import_document(cluster, document, admin)
 
 
@@ -127,10 +140,12 @@ def publish_demo() -> tuple[int, str]:
     return version.number, version.checksum
 
 
-def sandboxes_up(sandbox: Sandbox, shards: list[Sandbox]) -> None:
-    """The sandbox (primary + 1 replica) and the shard servers (a primary each), started side by side."""
-    with ThreadPoolExecutor(max_workers=1 + len(shards)) as pool:
+def sandboxes_up(sandbox: Sandbox, shards: list[Sandbox], pg: PgSandbox) -> None:
+    """The sandbox (primary + 1 replica), the shard servers (a primary each) and the PostgreSQL sandbox (primary +
+    1 streaming replica), started side by side."""
+    with ThreadPoolExecutor(max_workers=2 + len(shards)) as pool:
         started = [pool.submit(sandbox.up, replicas=1), *(pool.submit(box.up, replicas=0) for box in shards)]
+        started.append(pool.submit(pg.up, replicas=1))
         for future in started:
             future.result()
 
@@ -173,6 +188,10 @@ def banner(number: int, checksum: str, admin_password: str, redis_url: str) -> s
         f"{node_lines}\n"
         f"  shards: mysql -h 127.0.0.1 -P {node1_port} -u {APP_USER} -p{APP_PASSWORD} {SHARD_SCHEMA} "
         f'-e "SELECT * FROM tb_Shop WHERE City_ID = 1"    (map and tester http://{WEB}/shards/)\n'
+        f"  postgresql: psql postgresql://{PG_APP_USER}:{PG_APP_PASSWORD}@127.0.0.1:{PG_POOL_PORT}/app    (pooling: "
+        f"SELECTs to the replica)\n"
+        f"              psql postgresql://{PG_APP_USER}:{PG_APP_PASSWORD}@127.0.0.1:{PG_FORWARD_PORT}/app    "
+        "(forwarding to the primary)\n"
         f"  redis: {maybe_sanitize_url(redis_url)}   logs: {LOGS.relative_to(REPO)}/\n"
         "Ctrl-C stops everything."
     )
@@ -214,10 +233,15 @@ def main() -> int:
     services: list[stack.Service] = []
     sandbox = Sandbox("var/sandbox")
     shards = shard_sandboxes(SHARD_SERVERS)
+    pg = PgSandbox(REPO / "var" / "pgsandbox")
     status = 0
     try:
-        print(f"starting the MariaDB sandbox (primary + 1 replica) and {SHARD_SERVERS} shard servers...", flush=True)
-        sandboxes_up(sandbox, shards)
+        print(
+            f"starting the MariaDB sandbox (primary + 1 replica), {SHARD_SERVERS} shard servers and the PostgreSQL "
+            "sandbox (primary + 1 replica)...",
+            flush=True,
+        )
+        sandboxes_up(sandbox, shards, pg)
         made = prepare_shop(sandbox.primary(), [box.primary() for box in shards])
         redis_url = choose_redis(services)
         env = stack.control_plane_env(
@@ -228,7 +252,7 @@ def main() -> int:
         os.environ.update(env)
         admin_password = kept_secret(DEMO / "admin-password")
         print("preparing the control plane (schema, static files, admin account, demo cluster)...", flush=True)
-        prepare_control_plane(sandbox, shards, admin_password)
+        prepare_control_plane(sandbox, shards, pg, admin_password)
         print("starting the Celery workers and beat, two proxy nodes and the web server...", flush=True)
         services.append(stack.worker(env, LOGS))
         services.append(stack.worker(env, LOGS, concurrency=1, queue="bench"))
@@ -253,7 +277,7 @@ def main() -> int:
     finally:
         print("\nstopping...", flush=True)
         stack.stop_all(services)
-        for box in (sandbox, *shards):
+        for box in (sandbox, *shards, pg):
             box.stop()  # their data and ports stay for the next make run
         print("stopped.")
     return status

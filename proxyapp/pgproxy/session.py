@@ -13,6 +13,7 @@ pinned and transaction pooling. COPY in both directions, notices, notifications 
 from __future__ import annotations
 
 import logging
+import struct
 import time
 from collections import OrderedDict
 from typing import Protocol
@@ -144,12 +145,16 @@ class PgSession:
                     kind = msg[0]
                     if kind == 88:  # Terminate ("X")
                         return
-                    if self.skipping:
-                        self._skip(kind)
-                    elif self.server is not None:
-                        self._pass(kind, msg)
-                    else:
-                        await self._borrow_and_pass(kind, msg)
+                    try:
+                        if self.skipping:
+                            self._skip(kind)
+                        elif self.server is not None:
+                            self._pass(kind, msg)
+                        else:
+                            await self._borrow_and_pass(kind, msg)
+                    except (ValueError, IndexError, struct.error) as exc:  # a body the proxy had to read is broken
+                        self._fatal("08P01", f"ProxyFleet: a malformed {chr(kind)!r} message: {exc}")
+                        return
                     if self.ended:
                         return
                 await self._flush()

@@ -1,0 +1,86 @@
+"""Read/write split on a real primary and streaming replica (the PostgreSQL sandbox): the monitor's
+``pg_is_in_recovery()`` check keeps the writer in the writer hostgroup whatever the config says, a ``^SELECT`` rule
+sends reads to the replica, writes and transactions stay on the primary, and users of SCRAM and MD5 servers log in
+through the proxy."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+import pytest
+
+from devstack.pgsandbox import APP_PASSWORD, APP_USER, MD5_PASSWORD, MD5_USER, MONITOR_PASSWORD, MONITOR_USER, PgSandbox
+from devstack.proxy import ProxyProcess
+from devstack.stack import free_port, wait_until
+
+WRITERS, READERS = 10, 20
+
+
+def split_config(pg: PgSandbox, port: int) -> dict[str, Any]:
+    """The primary configured (wrongly) as a reader too, and the replica (wrongly) in the writer hostgroup: the
+    monitor puts them right."""
+    primary, (replica,) = pg.primary(), pg.replicas()
+    return {
+        "pgsql_servers": [
+            {"hostgroup_id": READERS, "hostname": primary.host, "port": primary.port},
+            {"hostgroup_id": WRITERS, "hostname": replica.host, "port": replica.port},
+        ],
+        "pgsql_replication_hostgroups": [{"writer_hostgroup": WRITERS, "reader_hostgroup": READERS}],
+        "pgsql_users": [
+            {"username": APP_USER, "password": APP_PASSWORD, "default_hostgroup": WRITERS},
+            {"username": MD5_USER, "password": MD5_PASSWORD, "default_hostgroup": WRITERS},
+        ],
+        "pgsql_query_rules": [
+            {"rule_id": 1, "active": 1, "match_digest": "^SELECT", "destination_hostgroup": READERS, "apply": 1}
+        ],
+        "global_variables": [
+            {"variable_name": name, "variable_value": str(value)}
+            for name, value in {
+                "mysql-threads": 1,
+                "pgsql-interfaces": f"127.0.0.1:{port}",
+                "pgsql-monitor_username": MONITOR_USER,
+                "pgsql-monitor_password": MONITOR_PASSWORD,
+                "mysql-monitor_read_only_interval": 200,
+                "mysql-monitor_ping_interval": 200,
+            }.items()
+        ],
+    }
+
+
+def placed(proxy: ProxyProcess) -> dict[int, set[int]]:
+    """The ports of the servers each hostgroup routes to now."""
+    rows = proxy.stats()["pgsql"]["connection_pool"]
+    found: dict[int, set[int]] = {}
+    for row in rows:
+        if row["status"] == "ONLINE":
+            found.setdefault(row["hostgroup"], set()).add(row["srv_port"])
+    return found
+
+
+def test_reads_go_to_the_replica_and_writes_to_the_primary(
+    pg_sandbox: PgSandbox, start_proxy: Callable[[dict[str, Any]], ProxyProcess]
+) -> None:
+    port = free_port()
+    proxy = start_proxy(split_config(pg_sandbox, port))
+    primary, (replica,) = pg_sandbox.primary(), pg_sandbox.replicas()
+    wait_until(
+        lambda: placed(proxy).get(WRITERS) == {primary.port} and replica.port in placed(proxy).get(READERS, set()),
+        "the monitor placing the writer and the reader",
+        30,
+    )
+    dsn = f"postgresql://{APP_USER}:{APP_PASSWORD}@127.0.0.1:{port}/app?sslmode=disable"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS split_rw (id int PRIMARY KEY)")
+        conn.execute("INSERT INTO split_rw VALUES (1) ON CONFLICT DO NOTHING")
+        assert conn.execute("SHOW transaction_read_only").fetchone() == ("off",)  # not a SELECT: the writer
+        reads = {conn.execute("SELECT pg_is_in_recovery()").fetchone() for _ in range(4)}
+        assert (True,) in reads  # the reader hostgroup holds the replica (and, as configured, the primary)
+        with conn.transaction():
+            conn.execute("INSERT INTO split_rw VALUES (2) ON CONFLICT DO NOTHING")
+            assert conn.execute("SELECT pg_is_in_recovery()").fetchone() == (False,)  # a transaction stays put
+    with psycopg.connect(f"postgresql://{MD5_USER}:{MD5_PASSWORD}@127.0.0.1:{port}/app?sslmode=disable") as md5:
+        assert md5.execute("SELECT current_user").fetchone() == (MD5_USER,)
+    with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+        psycopg.connect(f"postgresql://{APP_USER}:wrong@127.0.0.1:{port}/app?sslmode=disable")
