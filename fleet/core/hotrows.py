@@ -66,7 +66,7 @@ class Proposal:
 
     def comment(self) -> str:
         """The accepted rule's comment: the proposal and its evidence."""
-        evidence = ", ".join(f"{name} {count}" for name, count in self.row.evidence.items())
+        evidence = ", ".join(f"{name} {count}" for name, count in sorted(self.row.evidence.items()))
         return f"hot rows: proposal {self.row.id} (evidence: {evidence or 'none'})"
 
 

@@ -308,6 +308,18 @@ class PgPools:
                 waiter.future.set_result(None)
                 return
 
+    def close_idle_of(self, database: str) -> int:
+        """Close every idle connection to ``database`` (which is about to be dropped: PostgreSQL refuses while any
+        session is connected to it); how many were closed."""
+        closed = 0
+        for target in self.targets.values():
+            for (_, name), queue in target.idle.items():
+                if name == database:
+                    while queue:
+                        queue.pop().close()
+                        closed += 1
+        return closed
+
     def close_all(self) -> None:
         """Close every connection (the proxy stopping)."""
         for target in self.targets.values():

@@ -25,6 +25,7 @@ from proxyapp.pgproxy.settings import (
     DROPS_STATEMENTS,
     apply_change,
     deallocated,
+    dropped_database,
     pin_reason,
     read_change,
     replay,
@@ -314,6 +315,9 @@ class PgSession:
             sql = route.query
             msg = message(b"Q", sql.encode() + b"\0")
         self._note(sql)
+        dropped = dropped_database(sql)
+        if dropped is not None:
+            self.pools.close_idle_of(dropped)  # the pool's own connections would make the server refuse the DROP
         if DROPS_STATEMENTS.match(sql):
             server.prepared.clear()
             self.statements.clear()

@@ -117,6 +117,20 @@ def read_change(sql: str) -> Change | None:
     return None
 
 
+_DROP_DATABASE = re.compile(
+    r"DROP\s+DATABASE\s+(?:IF\s+EXISTS\s+)?(?P<name>[A-Za-z_][A-Za-z0-9_$]*|\"[^\"]+\")", re.IGNORECASE
+)
+
+
+def dropped_database(sql: str) -> str | None:
+    """The database a ``DROP DATABASE`` drops, or None."""
+    match = _DROP_DATABASE.match(sql.strip())
+    if match is None:
+        return None
+    name = match["name"]
+    return name[1:-1] if name.startswith('"') else name.lower()
+
+
 def deallocated(sql: str) -> str | None:
     """The statement name a ``DEALLOCATE name`` drops, or None."""
     match = _DEALLOCATE.match(_bare(sql))

@@ -1,0 +1,62 @@
+"""The order of a server's answers: the proxy's own messages' answers left out, its own answers given in turn, and
+an error that skips to the Sync."""
+
+from __future__ import annotations
+
+from proxyapp.pgproxy.responses import SWALLOW, ResponseOrder
+from proxyapp.pgsql.messages import error_response, message
+
+PARSE, BIND, EXECUTE, SYNC, QUERY = (ord(c) for c in "PBESQ")
+
+
+def answers(order: ResponseOrder, *kinds: bytes) -> list[bytes]:
+    """What the client gets for server messages of ``kinds`` (an ``E`` is an ErrorResponse)."""
+    out = []
+    for kind in kinds:
+        msg = error_response("42P01", "no table") if kind == b"E" else message(kind)
+        written, _ = order.received(msg)
+        out += [written[i : i + 5][:1] for i in range(0, len(written), 5)] if kind != b"E" else [b"E"]
+    return out
+
+
+def test_the_answers_to_the_proxys_own_messages_are_left_out() -> None:
+    order = ResponseOrder()
+    order.sent(PARSE, SWALLOW, "pf_x")  # the proxy prepares a statement the client bound
+    order.sent(BIND)
+    order.sent(EXECUTE, query="SELECT 1")
+    order.sent(SYNC)
+    assert answers(order, b"1", b"2", b"C", b"Z") == [b"2", b"C", b"Z"]
+    assert order.parsed == ["pf_x"] and not order
+
+
+def test_the_proxys_own_answer_waits_for_its_turn() -> None:
+    order = ResponseOrder()
+    order.sent(BIND)
+    assert order.answer_myself(message(b"1")) == b""  # owed after the Bind's answer
+    order.sent(SYNC)
+    written, _ = order.received(message(b"2"))
+    assert written == message(b"2") + message(b"1")
+    assert ResponseOrder().answer_myself(message(b"3")) == message(b"3")  # nothing owed: at once
+
+
+def test_an_error_skips_to_the_sync_and_a_failed_parse_is_forgotten() -> None:
+    order = ResponseOrder()
+    order.sent(PARSE, SWALLOW, "pf_bad")
+    order.sent(BIND)
+    order.sent(EXECUTE, query="SELECT * FROM nowhere")
+    order.sent(SYNC)
+    written, ended = order.received(error_response("42P01", "relation does not exist"))
+    assert written.startswith(b"E")  # the error is the client's, whoever's message caused it
+    assert ended is not None and ended.kind == PARSE
+    assert order.failed_parse == ["pf_bad"]
+    written, ended = order.received(message(b"Z", b"I"))
+    assert written == message(b"Z", b"I") and ended is not None and ended.kind == SYNC and not order
+
+
+def test_a_statement_ends_with_its_text_and_start() -> None:
+    order = ResponseOrder()
+    order.sent(QUERY, query="SELECT 1", started=12.5)
+    for kind in (b"T", b"D", b"C"):
+        assert order.received(message(kind))[1] is None
+    _, ended = order.received(message(b"Z", b"I"))
+    assert ended is not None and (ended.query, ended.started) == ("SELECT 1", 12.5)
