@@ -265,9 +265,9 @@ class PgPools:
         except PgError as exc:
             target.conn_err += 1
             raise PoolRefused(exc.sqlstate, exc.message, exc.fields) from None
-        except Exception as exc:  # a TLS context that cannot be used: said, never a crash
+        except Exception as unexpected:  # a TLS context that cannot be used: said, never a crash
             target.conn_err += 1
-            raise PoolRefused(CONNECTION_FAILURE, f"ProxyFleet: {show_address((host, port))}: {exc}") from None
+            raise PoolRefused(CONNECTION_FAILURE, f"ProxyFleet: {show_address((host, port))}: {unexpected}") from None
         finally:
             target.connecting -= 1
         target.conn_ok += 1

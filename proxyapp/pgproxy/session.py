@@ -153,8 +153,8 @@ class PgSession:
                             self._pass(kind, msg)
                         else:
                             await self._borrow_and_pass(kind, msg)
-                    except (ValueError, IndexError, struct.error) as exc:  # a body the proxy had to read is broken
-                        self._fatal("08P01", f"ProxyFleet: a malformed {chr(kind)!r} message: {exc}")
+                    except (ValueError, IndexError, struct.error) as broken:  # a body the proxy had to read is broken
+                        self._fatal("08P01", f"ProxyFleet: a malformed {chr(kind)!r} message: {broken}")
                         return
                     if self.ended:
                         return
@@ -218,7 +218,7 @@ class PgSession:
         self.answered_alone = False
         hostgroup: int | None = None
         if kind == 81:  # Query
-            route = self._route(msg[5:-1].decode("utf-8", "replace"))
+            route = self._route(cstring_body(msg).decode("utf-8", "replace"))
             if route.error is not None:
                 self._block(kind, route.error)
                 return
@@ -306,7 +306,7 @@ class PgSession:
     def _simple_query(self, server: ServerConn, msg: bytes) -> tuple[bytes, str] | None:
         """A simple Query: refused or rewritten by the rules, its settings change and pins noted, DEALLOCATE of a
         client's statement renamed."""
-        sql = msg[5:-1].decode("utf-8", "replace")
+        sql = cstring_body(msg).decode("utf-8", "replace")
         route = self._route(sql)
         if route.error is not None:
             self._block(81, route.error)
@@ -474,7 +474,7 @@ class PgSession:
                 self.host.known.update(dict.fromkeys(order.parsed))
                 order.parsed.clear()
             if kind == 67:  # CommandComplete: its tag
-                self.last_tag = msg[5:-1]
+                self.last_tag = cstring_body(msg)
             if ended is not None and ended.query:
                 self._record(ended, server)
             if out:
@@ -595,3 +595,9 @@ def tag_rows(tag: bytes) -> tuple[int, int]:
         return 0, 0
     rows = int(count)
     return (rows, 0) if tag.startswith(_SENT_TAGS) else (0, rows)
+
+
+def cstring_body(msg: bytes) -> bytes:
+    """A message's body without its final NUL (a Query's text, a CommandComplete's tag); b"" for an empty body
+    (never a slice that ends before it starts: compiled code refuses those)."""
+    return msg[5 : max(5, len(msg) - 1)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from proxyapp.pgproxy.session import tag_rows
+from proxyapp.pgproxy.session import cstring_body, tag_rows
 from proxyapp.pgproxy.settings import (
     apply_change,
     deallocated,
@@ -101,3 +101,9 @@ def test_a_long_blank_run_is_read_in_one_pass() -> None:
     hostile = "SET a = " + " " * 200_000 + "b" + " " * 200_000 + ";"
     assert read_change(hostile) == ("a", "b")
     assert pin_reason(hostile) is None
+
+
+def test_an_empty_body_reads_as_empty_text() -> None:
+    assert cstring_body(b"Q\0\0\0\x04") == b""
+    assert cstring_body(b"Q\0\0\0\x05\0") == b""
+    assert cstring_body(b"C\0\0\0\x0bSELECT 5\0") == b"SELECT 5"
