@@ -3,8 +3,8 @@
 "This query, as this user on this schema from this address: which rules match, in what order, what it becomes,
 where it goes", for the draft or any published version, so a DBA sees a rule's effect before publishing it. The
 MySQL rules (``mysql_query_rules`` and the fast routing rows) or the PostgreSQL ones (``pgsql_query_rules``, read as
-the pooling proxy reads them: ``database`` as the schema, only the destination, the rewrite and ``error_msg`` acted
-on).
+the pooling proxy reads them: ``database`` as the schema, PostgreSQL's digests, and the outputs it does not act on
+named).
 """
 
 from __future__ import annotations
@@ -13,19 +13,16 @@ from dataclasses import dataclass, field
 
 from fleet.core import publishing
 from fleet.core.models import Cluster, ConfigVersion
-from proxyapp.config.document import Config, parse_config, pgsql_rule_as_mysql
+from proxyapp.config.document import PGSQL_RULE_NOT_ACTED_ON, Config, parse_config, pgsql_rule_as_mysql
 from proxyapp.config.tables import MysqlQueryRule
 from proxyapp.rules.engine import QueryContext, RuleEngine
-from proxyapp.sql.digest import compute_digest
+from proxyapp.sql.digest import compute_digest, compute_pg_digest
 
 #: The ``source`` that names a cluster's draft (any other is a published version's number).
 DRAFT = "draft"
 
 #: The rule sets the tester tries a query against: the MySQL proxy's or the PostgreSQL pooling proxy's.
 MYSQL, PGSQL = "mysql", "pgsql"
-#: The outcome fields the PostgreSQL pooling proxy acts on (the others draw a config warning).
-PGSQL_ACTED_ON = ("destination_hostgroup", "error_msg")
-
 #: The outcome fields the tester reports, in the order a DBA reads them.
 OUTCOME_FIELDS = (
     "destination_hostgroup",
@@ -74,7 +71,7 @@ def try_query(
     database) as a session of ``username`` would (ValueError for a rule set the engine refuses, as a node would
     refuse it)."""
     pgsql = engine == PGSQL
-    digest = compute_digest(query)
+    digest = compute_pg_digest(query) if pgsql else compute_digest(query)
     if pgsql:
         rules = [pgsql_rule_as_mysql(rule) for rule in config.pgsql_query_rules]
         rule_engine = RuleEngine(rules)
@@ -90,7 +87,7 @@ def try_query(
     by_id = {rule.rule_id: rule for rule in rules}
     fields = {name: getattr(outcome, name) for name in OUTCOME_FIELDS if getattr(outcome, name) is not None}
     notes = []
-    ignored = [name for name in fields if pgsql and name not in PGSQL_ACTED_ON]
+    ignored = [name for name in fields if pgsql and name in PGSQL_RULE_NOT_ACTED_ON]
     if ignored:
         notes.append(f"the PostgreSQL proxy does not act on {', '.join(ignored)} yet")
     user = next((u for u in users if u.username == username and u.frontend), None)

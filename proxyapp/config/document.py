@@ -784,11 +784,11 @@ def _warnings(rows: _Rows, variables: Variables) -> Iterator[str]:
         yield f"hostgroup {hostgroup} has no servers (referenced by {'; '.join(referrers[hostgroup])})"
     pgsql_served = {server.hostgroup_id for _, server in rows["pgsql_servers"]}
     for index, pg_rule in rows["pgsql_query_rules"]:
-        ignored = [c for c in _PGSQL_RULE_NOT_ACTED_ON if getattr(pg_rule, c) is not None]
+        ignored = [c for c in PGSQL_RULE_NOT_ACTED_ON if getattr(pg_rule, c) is not None]
         if ignored:
             yield (
                 f"{_label('pgsql_query_rules', index, pg_rule)}: the PostgreSQL proxy does not act on "
-                f"{', '.join(ignored)} yet (it routes, rewrites and blocks)"
+                f"{', '.join(ignored)} yet (it routes, rewrites, blocks, caches and times out)"
             )
     for index, pg_user in rows["pgsql_users"]:
         if pg_user.active and pg_user.default_hostgroup not in pgsql_served:
@@ -827,12 +827,9 @@ def _warnings(rows: _Rows, variables: Variables) -> Iterator[str]:
 
 
 #: pgsql_query_rules outputs the PostgreSQL proxy does not act on yet.
-_PGSQL_RULE_NOT_ACTED_ON = (
-    "cache_ttl",
-    "cache_empty_result",
+PGSQL_RULE_NOT_ACTED_ON = (
     "cache_timeout",
     "reconnect",
-    "timeout",
     "retries",
     "delay",
     "next_query_flagIN",

@@ -26,6 +26,8 @@ _DECIMAL = re.compile(r"-?[0-9]+")
 _TRUE_TEXTS = ("true", "1")
 _FALSE_TEXTS = ("false", "0")
 _DAY_MS = 24 * 3600 * 1000
+#: A query timeout this long (a day, in ms) means none: the default of mysql- and pgsql-default_query_timeout.
+NO_TIMEOUT_MS = _DAY_MS
 
 
 def did_you_mean(word: str, candidates: Iterable[str]) -> str:
@@ -387,7 +389,7 @@ _SPECS = (
     # Queries.
     _int(
         "mysql-default_query_timeout",
-        86_400_000,
+        NO_TIMEOUT_MS,
         "ms after which a running query is killed, unless a rule sets its own timeout",
         minimum=1000,
         maximum=20 * _DAY_MS,
@@ -589,6 +591,20 @@ _SPECS = (
         "ms a client of a forwarding listener has to send its first message",
         minimum=100,
         maximum=3_600_000,
+    ),
+    _int(
+        "pgsql-default_query_timeout",
+        NO_TIMEOUT_MS,
+        "ms after which the server is asked to cancel a running PostgreSQL statement (CancelRequest), unless a "
+        "pgsql_query_rules timeout says otherwise",
+        minimum=1000,
+        maximum=20 * _DAY_MS,
+    ),
+    _int("pgsql-query_cache_size_MB", 256, "PostgreSQL query cache size in MiB", maximum=10_485_760),
+    _bool(
+        "pgsql-query_cache_stores_empty_result",
+        True,
+        "cache PostgreSQL answers with no rows (a rule's cache_empty_result overrides it)",
     ),
     _int(
         "pgsql-connect_retries_on_failure",

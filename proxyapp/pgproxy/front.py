@@ -17,7 +17,6 @@ import asyncio
 import logging
 import secrets
 import ssl
-import struct
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -31,8 +30,8 @@ from proxyapp.pgproxy.routing import PgRouter
 from proxyapp.pgproxy.session import PgSession, SessionCounters
 from proxyapp.pgproxy.settings import startup_settings
 from proxyapp.pgsql.auth import MECHANISM
+from proxyapp.pgsql.backend import send_cancel
 from proxyapp.pgsql.messages import (
-    CANCEL_REQUEST,
     CANNOT_CONNECT_NOW,
     TOO_MANY_CONNECTIONS,
     auth_request,
@@ -42,7 +41,8 @@ from proxyapp.pgsql.messages import (
     ready_for_query,
 )
 from proxyapp.pgsql.wire import PeerGone, PgWire, ProtocolViolation
-from proxyapp.report.stats import DigestStats
+from proxyapp.report.stats import DigestStats, GlobalCounters
+from proxyapp.rules.cache import QueryCache
 from proxyapp.session.kill import worker_of
 from proxyapp.session.throttle import AuthThrottle
 
@@ -86,6 +86,7 @@ class PgFront:
         self.router = PgRouter(config)
         self.known: OrderedDict[str, None] = OrderedDict()  # statements a server prepared (``PgSession``)
         self.digests = DigestStats(schema_column="database")  # stats_pgsql_query_digest
+        self.cache = QueryCache(config.variables.integer("pgsql-query_cache_size_MB") << 20, GlobalCounters(), clock)
         self.tls: ssl.SSLContext | None = None
         self.sessions: dict[int, PgSession] = {}
         self.keys: dict[int, int] = {}  # session id -> the secret key its client was told
@@ -107,6 +108,8 @@ class PgFront:
         """Follow a config, the monitor's findings and the TLS contexts; the listener moves at ``bind``."""
         if config is not self.config:
             self.router = PgRouter(config)
+            self.cache.clear()  # the new rules may cache, route or rewrite the same statements otherwise
+        self.cache.max_bytes = config.variables.integer("pgsql-query_cache_size_MB") << 20
         self.config = config
         self.tls = tls
         self.pools.apply(config, state, backend_tls)
@@ -119,6 +122,14 @@ class PgFront:
     def max_prepared(self) -> int:
         """``pgsql-max_prepared_statements``: what a session keeps prepared per server connection."""
         return self.config.variables.integer("pgsql-max_prepared_statements")
+
+    def default_timeout_ms(self) -> int:
+        """``pgsql-default_query_timeout``: how long a statement without a rule's timeout may run."""
+        return self.config.variables.integer("pgsql-default_query_timeout")
+
+    def caches_empty_result(self) -> bool:
+        """``pgsql-query_cache_stores_empty_result``: whether answers without rows are cached."""
+        return self.config.variables.flag("pgsql-query_cache_stores_empty_result")
 
     async def bind(self) -> None:
         """Listen where ``pgsql-interfaces`` says (stop when it says nothing); an address that cannot be bound is
@@ -272,19 +283,14 @@ class PgFront:
         if server is None:
             return  # nothing running
         host, port = server.target.server.address
-        server_pid, server_key = server.conn.backend_key
-        try:
-            _, sender = await asyncio.wait_for(asyncio.open_connection(host, port), 5)
-        except (OSError, TimeoutError):
-            return
-        sender.write(struct.pack("!iiii", 16, CANCEL_REQUEST, server_pid, server_key))
-        sender.close()
+        await send_cancel(host, port, server.conn.backend_key)
 
     # ------------------------------------------------------------------------------------------- report
 
     def rows(self) -> dict[str, Any]:
         """The ``pgsql`` section of the report."""
         address = self._address
+        cache = self.cache.counters
         return {
             "listener": {"address": show_address(address) if address else "", "state": self.state},
             "clients_connected": len(self.sessions) + self.connecting,
@@ -293,6 +299,12 @@ class PgFront:
             "transactions": self.counters.transactions,
             "queries": self.counters.queries,
             "blocked": self.counters.blocked,
+            "timed_out": self.counters.timed_out,
+            "query_cache_lookups": cache.Query_Cache_count_GET,
+            "query_cache_hits": cache.Query_Cache_count_GET_OK,
+            "query_cache_stored": cache.Query_Cache_count_SET,
+            "query_cache_entries": cache.Query_Cache_Entries,
+            "query_cache_bytes": cache.Query_Cache_Memory_bytes,
             "query_rules": [{"rule_id": k, "hits": v} for k, v in sorted(self.router.hits.items())],
             "waiting_clients": sum(len(q) for q in self.pools.waiters.values()),
             "connection_pool": self.pools.rows(),

@@ -20,12 +20,18 @@ from proxyapp.sql.digest import compute_pg_digest
 
 @dataclass(frozen=True, slots=True)
 class Route:
-    """What the rules decided for one statement: its hostgroup (None: the user's default), the text to run, and
-    the error to answer instead (None: run it)."""
+    """What the rules decided for one statement: its hostgroup (None: the user's default), the text to run, the
+    error to answer instead (None: run it), how long its answer may be served from the query cache (``cache_ttl``
+    ms, 0: not cached; ``cache_empty_result``: an answer without rows too, None: as
+    ``pgsql-query_cache_stores_empty_result``) and how long it may run before the server is asked to cancel it
+    (``timeout`` ms, 0: ``pgsql-default_query_timeout``)."""
 
     hostgroup: int | None
     query: str
     error: str | None
+    cache_ttl: int = 0
+    cache_empty_result: bool | None = None
+    timeout: int = 0
 
 
 class PgRouter:
@@ -33,6 +39,8 @@ class PgRouter:
 
     def __init__(self, config: Config) -> None:
         self.engine = RuleEngine([pgsql_rule_as_mysql(rule) for rule in config.pgsql_query_rules])
+        #: Whether a rule caches answers (only then does a simple Query look in the cache).
+        self.caching = any(rule.active and rule.cache_ttl for rule in config.pgsql_query_rules)
 
     @property
     def hits(self) -> dict[int, int]:
@@ -50,4 +58,11 @@ class PgRouter:
             digest, text = found.hash, found.text
         ctx = QueryContext(user, database, client_addr, "", proxy_port, sql, digest, text)
         outcome = engine.evaluate(ctx)
-        return Route(outcome.destination_hostgroup, outcome.query or sql, outcome.error_msg)
+        return Route(
+            outcome.destination_hostgroup,
+            outcome.query or sql,
+            outcome.error_msg,
+            outcome.cache_ttl or 0,
+            outcome.cache_empty_result,
+            outcome.timeout or 0,
+        )

@@ -12,12 +12,14 @@ pinned and transaction pooling. COPY in both directions, notices, notifications 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import struct
 import time
 from collections import OrderedDict
 from typing import Protocol
 
+from proxyapp.config.variables import NO_TIMEOUT_MS
 from proxyapp.pgproxy.pool import PgPools, PoolRefused, ServerConn
 from proxyapp.pgproxy.responses import FORWARD, SWALLOW, Entry, ResponseOrder
 from proxyapp.pgproxy.routing import PgRouter, Route
@@ -44,9 +46,11 @@ from proxyapp.pgproxy.statements import (
     server_statement,
     target,
 )
-from proxyapp.pgsql.messages import CONNECTION_FAILURE, error_response, message, ready_for_query
+from proxyapp.pgsql.backend import send_cancel
+from proxyapp.pgsql.messages import CONNECTION_FAILURE, QUERY_CANCELED, error_response, message, ready_for_query
 from proxyapp.pgsql.wire import PeerGone, PgWire, ProtocolViolation
 from proxyapp.report.stats import DigestStats
+from proxyapp.rules.cache import QueryCache
 from proxyapp.sql.digest import compute_pg_digest
 
 log = logging.getLogger("proxyapp.pgproxy")
@@ -57,17 +61,21 @@ _UNANSWERED = frozenset(b"dcfH")
 _EXTENDED = frozenset(b"PBDECH")
 #: Bytes written to a client before the relay waits for it to read them.
 _HIGH_WATER = 256 * 1024
+#: Server messages an answer kept in the query cache may hold: RowDescription, DataRow, CommandComplete,
+#: EmptyQueryResponse, NoticeResponse (an error, a parameter status or COPY is never kept).
+_CACHEABLE = frozenset(b"TDCIN")
 
 
 class SessionCounters:
     """What the pooling proxy counts, in this process."""
 
-    __slots__ = ("blocked", "queries", "transactions")
+    __slots__ = ("blocked", "queries", "timed_out", "transactions")
 
     def __init__(self) -> None:
         self.queries = 0
         self.transactions = 0
         self.blocked = 0  # statements a rule's error_msg refused
+        self.timed_out = 0  # statements the server was asked to cancel for running past their timeout
 
 
 class SessionHost(Protocol):
@@ -77,11 +85,21 @@ class SessionHost(Protocol):
     counters: SessionCounters
     router: PgRouter
     digests: DigestStats
+    #: Answers of ``cache_ttl`` rules (``pgsql-query_cache_size_MB``).
+    cache: QueryCache
     #: Server-side statement names a server of this process prepared (least recently first).
     known: OrderedDict[str, None]
 
     def max_prepared(self) -> int:
         """``pgsql-max_prepared_statements``."""
+        ...
+
+    def default_timeout_ms(self) -> int:
+        """``pgsql-default_query_timeout``."""
+        ...
+
+    def caches_empty_result(self) -> bool:
+        """``pgsql-query_cache_stores_empty_result``."""
         ...
 
 
@@ -121,7 +139,8 @@ class PgSession:
         self.routed: tuple[str, Route] | None = None  # the route the borrow asked for, for the pass that follows
         self.answered_alone = False  # the proxy answered the client's messages since its last Sync itself
         self.unnamed_query = ""  # the text of the unnamed statement
-        self.portals: dict[bytes, str] = {}  # portal name -> its statement's text (for the digest statistics)
+        #: portal name -> its statement's text (for the digest statistics) and rule timeout (ms; 0: the default)
+        self.portals: dict[bytes, tuple[str, int]] = {}
         self.statements: dict[str, Statement] = {}
         self.server: ServerConn | None = None
         self.order = ResponseOrder()
@@ -129,6 +148,12 @@ class PgSession:
         self.unsynced = False
         self.pinned: str | None = None
         self.last_tag = b""  # the latest CommandComplete's tag
+        self.caching: _Caching | None = None  # the simple Query whose answer goes to the query cache
+        self.unnamed_timeout = 0  # the unnamed statement's rule timeout (ms; 0: the default)
+        self.timer: asyncio.TimerHandle | None = None  # the running statement's timeout
+        self.timed_out = 0  # the timeout (ms) of the statement the server was asked to cancel
+        self.cancelled: ServerConn | None = None  # the connection of that statement (closed, never pooled)
+        self.cancelling: asyncio.Task[bool] | None = None  # the CancelRequest being sent
         self.ended = False
 
     # ------------------------------------------------------------------------------------------- the client
@@ -149,6 +174,8 @@ class PgSession:
                     try:
                         if self.skipping:
                             self._skip(kind)
+                        elif kind == 81 and self.host.router.caching and self._from_cache(msg):
+                            pass
                         elif self.server is not None:
                             self._pass(kind, msg)
                         else:
@@ -183,6 +210,29 @@ class PgSession:
             self.skipping = False
             self._answer(ready_for_query(self.status))
 
+    def _from_cache(self, msg: bytes) -> bool:
+        """A simple Query a ``cache_ttl`` rule caches, outside a transaction with nothing owed: answered from the
+        query cache when a fresh answer is there (True); otherwise its answer is kept when it comes (False)."""
+        sql = cstring_body(msg).decode("utf-8", "replace")
+        route = self._route(sql)
+        self.routed = (sql, route)  # the pass that follows asks again
+        if not route.cache_ttl or route.error is not None or self.status != b"I" or self.order or self.unsynced:
+            return False
+        key = (self.user, self.database, msg)
+        hit = self.host.cache.get(key)
+        if hit is None:
+            empty_too = route.cache_empty_result
+            if empty_too is None:
+                empty_too = self.host.caches_empty_result()
+            self.caching = _Caching(key, route.cache_ttl, empty_too)
+            return False
+        self.routed = None
+        self.counters.queries += 1
+        started = time.perf_counter()
+        self._answer(hit + ready_for_query(b"I"))
+        self._count(-1, route.query, started, 0, 0)
+        return True
+
     def _answer_alone(self, kind: int, msg: bytes) -> bool:
         """Answer without a server what needs none: a Parse of a named statement a server of this process prepared
         already (it is prepared where the statement is first bound), and the Flush or Sync that follows. A client
@@ -191,7 +241,7 @@ class PgSession:
         if kind == 80:  # Parse
             name, query, types = parse_fields(msg[5:])
             route = self._route(query.decode("utf-8", "replace"))
-            statement = server_statement(route.query.encode(), types, route.hostgroup)
+            statement = server_statement(route.query.encode(), types, route.hostgroup, route.timeout)
             if not name or route.error is not None or statement.server_name not in self.host.known:
                 return False
             self.routed = None
@@ -285,11 +335,12 @@ class PgSession:
             if kind in (68, 67):  # Describe, Close
                 self._describe_or_close(server, kind, msg)
                 return
-            if kind == 69:  # Execute: timed for the digest statistics
+            if kind == 69:  # Execute: timed for the digest statistics and its timeout
                 self.counters.queries += 1
                 out.append(msg)
-                portal = msg[5 : msg.index(b"\0", 5)]
-                order.sent(kind, query=self.portals.get(portal, ""), started=time.perf_counter())
+                text, timeout = self.portals.get(msg[5 : msg.index(b"\0", 5)], _NO_PORTAL)
+                order.sent(kind, query=text, started=time.perf_counter())
+                self._arm(server, timeout)
                 return
             out.append(msg)
             if kind != 72:  # Flush is not answered
@@ -314,7 +365,10 @@ class PgSession:
         if route.query is not sql:
             sql = route.query
             msg = message(b"Q", sql.encode() + b"\0")
+        self._arm(server, route.timeout)
         self._note(sql)
+        if sql.lstrip()[:1] not in ("D", "d"):  # what follows reads DROP DATABASE, DISCARD and DEALLOCATE only
+            return msg, sql
         dropped = dropped_database(sql)
         if dropped is not None:
             self.pools.close_idle_of(dropped)  # the pool's own connections would make the server refuse the DROP
@@ -357,9 +411,10 @@ class PgSession:
         self._note(route.query)
         if not name:
             self.unnamed_query = route.query
+            self.unnamed_timeout = route.timeout
             self.order.sent(80)
             return msg
-        statement = server_statement(query, types, route.hostgroup)
+        statement = server_statement(query, types, route.hostgroup, route.timeout)
         self.statements[name] = statement
         if statement.server_name in server.prepared:
             server.prepared.move_to_end(statement.server_name)
@@ -373,7 +428,10 @@ class PgSession:
         portal = msg[5 : msg.index(b"\0", 5)]
         name = bind_statement(msg[5:])
         statement = self.statements.get(name) if name else None
-        self.portals[portal] = statement.query if statement is not None else self.unnamed_query if not name else ""
+        if statement is not None:
+            self.portals[portal] = (statement.query, statement.timeout)
+        else:
+            self.portals[portal] = (self.unnamed_query, self.unnamed_timeout) if not name else _NO_PORTAL
         if statement is None:
             return msg  # the unnamed statement, or one the client never prepared (the server says so)
         prefix = self._ensure(server, statement)
@@ -466,6 +524,10 @@ class PgSession:
         for at, msg in enumerate(batch):
             kind = msg[0]
             out, ended = order.received(msg)
+            if self.timed_out and kind == 69:  # the server's answer to the proxy's cancel: say why
+                out = self._timeout_error() + out[len(msg) :]
+            if self.caching is not None:
+                self._capture(self.caching, kind, out, ended)
             if order.failed_parse:
                 for name in order.failed_parse:
                     server.prepared.pop(name, None)
@@ -481,6 +543,10 @@ class PgSession:
                 outs.append(out)
             if kind == 90:  # ReadyForQuery ("Z")
                 self.status = msg[5:6]
+                if self.timer is not None and not order:
+                    self.timer.cancel()
+                    self.timer = None
+                self.timed_out = 0
                 if ended:
                     self._transaction_state()
                     if at == last and self._may_release():
@@ -494,19 +560,59 @@ class PgSession:
 
     def _record(self, statement: Entry, server: ServerConn) -> None:
         """Count a statement that ended in the digest statistics (``pgsql_query_digest``)."""
-        elapsed_us = int((time.perf_counter() - statement.started) * 1_000_000)
-        digest = compute_pg_digest(statement.query)
         sent, affected = tag_rows(self.last_tag)
+        self._count(server.target.server.hostgroup_id, statement.query, statement.started, sent, affected)
+
+    def _count(self, hostgroup: int, query: str, started: float, sent: int, affected: int) -> None:
+        """Count a statement in the digest statistics (hostgroup -1: answered from the query cache)."""
+        elapsed_us = int((time.perf_counter() - started) * 1_000_000)
+        digest = compute_pg_digest(query)
         self.host.digests.record(
-            server.target.server.hostgroup_id,
-            self.database,
-            self.user,
-            self.client_addr,
-            digest.hash,
-            digest.text,
-            elapsed_us,
-            sent,
-            affected,
+            hostgroup, self.database, self.user, self.client_addr, digest.hash, digest.text, elapsed_us, sent, affected
+        )
+
+    def _capture(self, caching: _Caching, kind: int, out: bytes, ended: Entry | None) -> None:
+        """Keep the answer of the Query being cached as it passes; at its ReadyForQuery, store it in the query
+        cache if it is whole, error-free, left no transaction open and has rows (or empty answers are kept)."""
+        if kind != 90 or ended is None or ended.kind != 81:
+            if out:
+                caching.parts.append(out)
+                caching.rows += kind == 68
+                caching.whole = caching.whole and kind in _CACHEABLE
+            return
+        self.caching = None
+        if caching.whole and self.status == b"I" and (caching.rows or caching.empty_too):
+            self.host.cache.put(caching.key, b"".join(caching.parts), caching.ttl_ms)
+
+    # ------------------------------------------------------------------------------------------- timeouts
+
+    def _arm(self, server: ServerConn, timeout_ms: int) -> None:
+        """Start the timeout of a statement sent to ``server`` (a rule's, else ``pgsql-default_query_timeout``),
+        unless a timeout of the statements before it still runs; it stops when nothing is owed."""
+        if self.timer is not None:
+            return
+        ms = timeout_ms or self.host.default_timeout_ms()
+        if ms < NO_TIMEOUT_MS:
+            self.timer = asyncio.get_running_loop().call_later(ms / 1000, self._time_out, server, ms)
+
+    def _time_out(self, server: ServerConn, ms: int) -> None:
+        """A statement ran past its timeout: the server is asked to cancel it (a CancelRequest, as a client's
+        cancel), its error says why, and the connection is closed rather than pooled (a late cancel must not reach
+        another client's statement)."""
+        self.timer = None
+        if self.server is not server or not self.order:
+            return
+        self.timed_out = ms
+        self.cancelled = server
+        self.counters.timed_out += 1
+        host, port = server.target.server.address
+        self.cancelling = asyncio.get_running_loop().create_task(send_cancel(host, port, server.conn.backend_key))
+
+    def _timeout_error(self) -> bytes:
+        return error_response(
+            QUERY_CANCELED,
+            f"canceling statement due to statement timeout (ProxyFleet: it ran past {self.timed_out} ms)",
+            severity="ERROR",
         )
 
     def _resume_server(self) -> None:
@@ -537,7 +643,10 @@ class PgSession:
         )
 
     def _release(self, server: ServerConn, reusable: bool) -> None:
-        reusable = reusable and not self.order
+        reusable = reusable and not self.order and server is not self.cancelled
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
         server.conn.wire.sink = None
         self.client.on_drained = None
         if self.server is server:
@@ -567,7 +676,7 @@ class PgSession:
         if server is not None:
             server.conn.wire.sink = None
             self.server = None
-            clean = self.status == b"I" and not self.order and not self.unsynced
+            clean = self.status == b"I" and not self.order and not self.unsynced and server is not self.cancelled
             if clean and self.pinned is not None:
                 clean = await self._discard_all(server)
             self.pools.release(server, clean)
@@ -582,6 +691,24 @@ class PgSession:
         server.prepared.clear()
         server.settings = {}
         return True
+
+
+#: A portal the session does not know: no text, the default timeout.
+_NO_PORTAL = ("", 0)
+
+
+class _Caching:
+    """The answer of a simple Query a ``cache_ttl`` rule caches, as it passes to the client."""
+
+    __slots__ = ("empty_too", "key", "parts", "rows", "ttl_ms", "whole")
+
+    def __init__(self, key: tuple[str, str, bytes], ttl_ms: int, empty_too: bool) -> None:
+        self.key = key
+        self.ttl_ms = ttl_ms
+        self.empty_too = empty_too  # an answer without rows is kept too
+        self.parts: list[bytes] = []
+        self.rows = 0
+        self.whole = True  # nothing but rows, tags and notices so far
 
 
 #: CommandComplete tags whose count is of rows sent to the client (the others' is of rows changed).

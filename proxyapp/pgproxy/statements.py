@@ -20,16 +20,19 @@ PREFIX = "pf_"
 
 
 class Statement:
-    """A client's named statement: its server-side name, the Parse that prepares it there, its text, and the
-    hostgroup the query rules route it to (None: the user's default)."""
+    """A client's named statement: its server-side name, the Parse that prepares it there, its text, the hostgroup
+    the query rules route it to (None: the user's default) and their timeout (ms; 0: the default)."""
 
-    __slots__ = ("hostgroup", "parse", "query", "server_name")
+    __slots__ = ("hostgroup", "parse", "query", "server_name", "timeout")
 
-    def __init__(self, server_name: str, parse: bytes, query: str, hostgroup: int | None = None) -> None:
+    def __init__(
+        self, server_name: str, parse: bytes, query: str, hostgroup: int | None = None, timeout: int = 0
+    ) -> None:
         self.server_name = server_name
         self.parse = parse  # a whole Parse message naming ``server_name``
         self.query = query
         self.hostgroup = hostgroup
+        self.timeout = timeout
 
 
 def parse_fields(body: bytes) -> tuple[str, bytes, bytes]:
@@ -39,12 +42,13 @@ def parse_fields(body: bytes) -> tuple[str, bytes, bytes]:
     return name.decode("utf-8", "replace"), query, body[rest_at:]
 
 
-def server_statement(query: bytes, types: bytes, hostgroup: int | None = None) -> Statement:
-    """The server-side statement of a query and its parameter types."""
+def server_statement(query: bytes, types: bytes, hostgroup: int | None = None, timeout: int = 0) -> Statement:
+    """The server-side statement of a query and its parameter types (routed to ``hostgroup``, with the rules'
+    ``timeout``)."""
     digest = hashlib.sha1(query + b"\0" + types, usedforsecurity=False).hexdigest()[:24]
     name = PREFIX + digest
     text = query.decode("utf-8", "replace")
-    return Statement(name, message(b"P", name.encode() + b"\0" + query + b"\0" + types), text, hostgroup)
+    return Statement(name, message(b"P", name.encode() + b"\0" + query + b"\0" + types), text, hostgroup, timeout)
 
 
 def parse_message(name: str, query: bytes, types: bytes) -> bytes:

@@ -13,7 +13,15 @@ import ssl
 import struct
 
 from proxyapp.pgsql.auth import MECHANISM, AuthError, ScramClient, md5_password
-from proxyapp.pgsql.messages import SSL_REQUEST, data_row, error_fields, message, request, startup_message
+from proxyapp.pgsql.messages import (
+    CANCEL_REQUEST,
+    SSL_REQUEST,
+    data_row,
+    error_fields,
+    message,
+    request,
+    startup_message,
+)
 from proxyapp.pgsql.wire import PeerGone, PgWire, ProtocolViolation
 
 #: Authentication request codes (the body of an ``R`` message starts with one).
@@ -158,3 +166,16 @@ class PgConnection:
             return
         self.wire.write(message(b"X"))
         self.wire.close()
+
+
+async def send_cancel(host: str, port: int, backend_key: tuple[int, int], timeout_s: float = 5.0) -> bool:
+    """Ask the server at ``host``:``port`` to cancel what its session ``backend_key`` (process id, secret key) is
+    running: a CancelRequest on a connection of its own, which the server answers with nothing. Whether it was
+    sent (False: the server could not be reached within ``timeout_s``)."""
+    try:
+        _, sender = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+    except (OSError, TimeoutError):
+        return False
+    sender.write(struct.pack("!iiii", 16, CANCEL_REQUEST, backend_key[0], backend_key[1]))
+    sender.close()
+    return True

@@ -26,6 +26,7 @@ _HEAD = struct.Struct("!ii")
 TOO_MANY_CONNECTIONS = "53300"
 CONNECTION_FAILURE = "08006"
 CANNOT_CONNECT_NOW = "57P03"
+QUERY_CANCELED = "57014"
 
 
 def first_message(head: bytes) -> tuple[int, int]:

@@ -133,7 +133,22 @@ def merge_forward_sections(sections: list[dict[str, Any]]) -> dict[str, list[dic
     return out
 
 
-_SUMMED_PGSQL = ("clients_connected", "clients_total", "logins_failed", "transactions", "queries", "waiting_clients")
+#: The counts of a worker's ``pgsql`` section, summed across workers.
+PGSQL_COUNTS = (
+    "clients_connected",
+    "clients_total",
+    "logins_failed",
+    "transactions",
+    "queries",
+    "blocked",
+    "timed_out",
+    "waiting_clients",
+    "query_cache_lookups",
+    "query_cache_hits",
+    "query_cache_stored",
+    "query_cache_entries",
+    "query_cache_bytes",
+)
 _SUMMED_PGSQL_POOL = ("ConnUsed", "ConnFree", "ConnOK", "ConnERR", "MaxConnUsed")
 
 
@@ -142,7 +157,7 @@ def merge_pgsql_sections(sections: list[dict[str, Any]]) -> dict[str, Any]:
     worker's status and reason); the listener is "listening" only if every worker listens (else the first worker's
     other state: "off", or its error)."""
     merged: dict[str, Any] = dict(sections[0])
-    for name in _SUMMED_PGSQL:
+    for name in PGSQL_COUNTS:
         merged[name] = sum(section[name] for section in sections)
     states = [section["listener"]["state"] for section in sections]
     state = next((state for state in states if state != "listening"), "listening")

@@ -12,6 +12,7 @@ import logging
 import time
 
 from proxyapp.backends.pool import Hostgroup, PoolError, ServerPool, server_tls
+from proxyapp.config.variables import NO_TIMEOUT_MS
 from proxyapp.mysql.backend import BackendConnection, BackendError
 from proxyapp.mysql.constants import Command, ErrorCode
 from proxyapp.mysql.packets import ErrPacket, ProtocolError
@@ -26,9 +27,6 @@ from proxyapp.session.track import APPLIED, DIRTY, KEEP, track
 from proxyapp.sql.scan import Statement
 
 log = logging.getLogger("proxyapp.session.link")
-
-#: A query timeout this long (a day, in ms) means none.
-NO_TIMEOUT_MS = 86_400_000
 
 #: The query cache's key: user, schema, statement bytes.
 CacheKey = tuple[str, str, bytes]

@@ -18,13 +18,14 @@ from dataclasses import dataclass
 
 from proxyapp.backends.pool import ServerPool
 from proxyapp.config.tables import MysqlServer
+from proxyapp.config.variables import NO_TIMEOUT_MS
 from proxyapp.mysql.backend import BackendConnection
 from proxyapp.mysql.constants import ErrorCode
 from proxyapp.mysql.packets import ErrPacket, OkPacket, ProtocolError, ok_packet
 from proxyapp.mysql.resultset import TextResult, binary_result_set_of, read_whole_result, result_set_of
 from proxyapp.mysql.wire import STATUS_UNKNOWN, PeerClosed, Response
 from proxyapp.session.client import Client
-from proxyapp.session.link import NO_TIMEOUT_MS, BackendLink, release
+from proxyapp.session.link import BackendLink, release
 from proxyapp.session.services import SessionServices
 from proxyapp.session.shardtxn import ROLLED_BACK, STATEMENT_SAVEPOINT, ShardTransaction
 from proxyapp.sharding.gather import MAX_ROWS, Gather, Refused

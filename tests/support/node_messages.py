@@ -8,6 +8,7 @@ from typing import Any
 
 from fleet.core import tasks
 from fleet.core.models import ConfigVersion, ProxyNode
+from proxyapp.report.merge import PGSQL_COUNTS
 from proxyapp.sharding.stats import with_ratio
 
 
@@ -34,9 +35,8 @@ def pgsql_section(
     state: str = "listening", pool: list[dict[str, Any]] | None = None, address: str = "127.0.0.1:6133", **counts: int
 ) -> dict[str, Any]:
     """A snapshot's ``pgsql`` section (the pooling proxy's): its listener, ``pool`` and counts (those not given 0)."""
-    names = ("clients_connected", "clients_total", "logins_failed", "transactions", "queries", "waiting_clients")
     section: dict[str, Any] = {"listener": {"address": address, "state": state}}
-    section |= {name: counts.get(name, 0) for name in names}
+    section |= {name: counts.get(name, 0) for name in PGSQL_COUNTS}
     section["connection_pool"] = pool or []
     return section
 

@@ -109,7 +109,7 @@ def test_postgresql_rules_are_tried_as_the_pooling_proxy_reads_them(cluster: Clu
         cluster=cluster, rule_id=2, active=True, database="shop", match_digest="^SELECT", destination_hostgroup=101
     )
     save_row(route, None)
-    save_row(PgsqlQueryRule(cluster=cluster, rule_id=3, active=True, match_digest="^SHOW", cache_ttl=5), None)
+    save_row(PgsqlQueryRule(cluster=cluster, rule_id=3, active=True, match_digest="^SHOW", mirror_hostgroup=5), None)
     config = publishing.compile_draft(cluster)
 
     def tried(query: str, database: str = "postgres", username: str = "app_pg") -> ruletest.Trial:
@@ -122,7 +122,7 @@ def test_postgresql_rules_are_tried_as_the_pooling_proxy_reads_them(cluster: Clu
     routed = tried("SELECT 1", database="shop")
     assert routed.answer == "runs on hostgroup 101 (rule 2's destination)"
     assert routed.notes == ["hostgroup 101 has no servers in this config: no server could run it"]
-    assert tried("SHOW search_path").notes == ["the PostgreSQL proxy does not act on cache_ttl yet"]
+    assert tried("SHOW search_path").notes == ["the PostgreSQL proxy does not act on mirror_hostgroup yet"]
     assert "could not log in" in tried("SELECT 1", username="app").notes[0]  # app is a MySQL user
     mysql = ruletest.try_query(config, "SELECT 'forbidden_pg'", username="app")
     assert mysql.hostgroup == 20 and [r.rule_id for r in mysql.matched] == [2]  # the seed's MySQL rules

@@ -30,6 +30,8 @@ def test_the_workers_pgsql_sections_merge_into_the_node_s() -> None:
         logins_failed=1,
         transactions=20,
         queries=50,
+        timed_out=2,
+        query_cache_hits=5,
         waiting_clients=1,
     )
     second = pgsql_section(
@@ -42,6 +44,8 @@ def test_the_workers_pgsql_sections_merge_into_the_node_s() -> None:
         clients_total=12,
         transactions=7,
         queries=9,
+        timed_out=1,
+        query_cache_hits=4,
         waiting_clients=2,
     )
     merged = merge_snapshots([worker(first), worker(second)])
@@ -50,6 +54,7 @@ def test_the_workers_pgsql_sections_merge_into_the_node_s() -> None:
     assert (pooling.listener_address, pooling.listener_state) == ("127.0.0.1:6133", "listening")
     counts = (pooling.clients_connected, pooling.clients_total, pooling.logins_failed, pooling.transactions)
     assert (*counts, pooling.queries, pooling.waiting_clients) == (7, 22, 1, 27, 59, 3)
+    assert (merged["pgsql"]["timed_out"], merged["pgsql"]["query_cache_hits"]) == (3, 9)
     assert pooling.connection_pool == (
         PgsqlPoolRow(100, "10.0.0.1", 5432, "ONLINE", "", 3, 5, 8, 1, 5),
         PgsqlPoolRow(100, "10.0.0.2", 5432, "SHUNNED", "connect failed 3 times", 0, 0, 1, 5, 0),
