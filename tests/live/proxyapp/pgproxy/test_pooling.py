@@ -18,7 +18,7 @@ import psycopg
 import pytest
 
 from devstack.stack import wait_until
-from tests.live.proxyapp.pgproxy.conftest import HG, PASSWORD, ROLE, Pooler, pool_config, server_sessions
+from tests.live.proxyapp.pgproxy.conftest import DATABASE, HG, PASSWORD, ROLE, Pooler, pool_config, server_sessions
 
 StartPooler = Callable[..., Pooler]
 
@@ -305,6 +305,6 @@ def test_statements_are_counted_by_digest(start_pooler: StartPooler) -> None:
             conn.execute("SELECT generate_series(1, %s)", (i + 1,))
     rows = {row["digest_text"]: row for row in pooler.proxy.stats()["pgsql_query_digest"]}
     simple = rows["SELECT ?::int,?"]
-    assert (simple["count_star"], simple["sum_rows_sent"], simple["database"]) == (3, 3, "pf_pool_test")
+    assert (simple["count_star"], simple["sum_rows_sent"], simple["database"]) == (3, 3, DATABASE)
     extended = rows["SELECT generate_series(?,?)"]
     assert (extended["count_star"], extended["sum_rows_sent"]) == (4, 10)
