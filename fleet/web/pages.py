@@ -67,6 +67,29 @@ class TablePage:
         return list(mask_row(getattr(self.model, "table", ""), {c: getattr(row, c) for c in columns}).values())
 
 
+def _rule_search_columns(schema: str) -> tuple[str, ...]:
+    """The text columns both query rule tables search in, ``schema`` naming their schema column (MySQL's
+    schemaname, PostgreSQL's database)."""
+    return ("username", schema, "digest", "match_digest", "match_pattern")
+
+
+def _rule_list_columns(schema: str) -> tuple[str, ...]:
+    """The first columns both query rule tables list: the rule, what it matches and where it sends the query."""
+    return (
+        "rule_id",
+        "active",
+        "username",
+        schema,
+        "flagIN",
+        "match_digest",
+        "match_pattern",
+        "destination_hostgroup",
+        "replace_pattern",
+        "error_msg",
+        "flagOUT",
+    )
+
+
 TABLE_PAGES: tuple[TablePage, ...] = (
     TablePage("servers", "Servers", Server, ("hostname", "comment")),
     TablePage("users", "Users", User, ("username", "default_schema", "comment")),
@@ -74,19 +97,9 @@ TABLE_PAGES: tuple[TablePage, ...] = (
         "query-rules",
         "Query rules",
         QueryRule,
-        ("username", "schemaname", "digest", "match_digest", "match_pattern", "trx_queue", "comment"),
+        (*_rule_search_columns("schemaname"), "trx_queue", "comment"),
         (
-            "rule_id",
-            "active",
-            "username",
-            "schemaname",
-            "flagIN",
-            "match_digest",
-            "match_pattern",
-            "destination_hostgroup",
-            "replace_pattern",
-            "error_msg",
-            "flagOUT",
+            *_rule_list_columns("schemaname"),
             "mirror_hostgroup",
             "cache_ttl",
             "multiplex",
@@ -106,22 +119,8 @@ TABLE_PAGES: tuple[TablePage, ...] = (
         "pgsql-query-rules",
         "PostgreSQL query rules",
         PgsqlQueryRule,
-        ("username", "database", "digest", "match_digest", "match_pattern", "comment"),
-        (
-            "rule_id",
-            "active",
-            "username",
-            "database",
-            "flagIN",
-            "match_digest",
-            "match_pattern",
-            "destination_hostgroup",
-            "replace_pattern",
-            "error_msg",
-            "flagOUT",
-            "apply",
-            "comment",
-        ),
+        (*_rule_search_columns("database"), "comment"),
+        (*_rule_list_columns("database"), "apply", "comment"),
     ),
     TablePage(
         "pgsql-replication-hostgroups",

@@ -1,11 +1,14 @@
-"""Choosing a server by weight: the order to try a hostgroup's servers in, shared by the PostgreSQL forwarding
-listeners and pools."""
+"""Choosing a server by weight: the order to try a hostgroup's servers in, and the refusal when there is none to try,
+shared by the PostgreSQL forwarding listeners and pools."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable
 from typing import TypeVar
+
+from proxyapp.backends.topology import show_address
+from proxyapp.config.tables import PgsqlServer
 
 T = TypeVar("T")
 
@@ -22,3 +25,11 @@ def weighted_order(candidates: Iterable[T], weight: Callable[[T], int], rng: ran
         order.append(chosen)
         left.remove(chosen)
     return order
+
+
+def no_server(hostgroup: int, servers: Iterable[PgsqlServer]) -> str:
+    """Why no server of pgsql ``hostgroup`` can take a connection: it has none, or each one's address and status."""
+    shown = ", ".join(f"{show_address(s.address)} {s.status}" for s in servers)
+    if not shown:
+        return f"ProxyFleet: pgsql hostgroup {hostgroup} has no server"
+    return f"ProxyFleet: no server of pgsql hostgroup {hostgroup} can take a connection ({shown})"

@@ -23,7 +23,7 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from proxyapp.backends.choice import weighted_order
+from proxyapp.backends.choice import no_server, weighted_order
 from proxyapp.backends.pool import OFFLINE_HARD, ONLINE
 from proxyapp.backends.topology import MonitorState, pgsql_runtime, show_address
 from proxyapp.config.document import Config
@@ -243,7 +243,7 @@ class Forwarding:
         targets = [t for t in self.targets.values() if t.server.hostgroup_id == hostgroup]
         order = pick_order(targets, lambda t: t.counters.active < self.share(t.server.max_connections), self.rng)
         if not order:
-            raise Refused(CONNECTION_FAILURE, _no_server(hostgroup, targets))
+            raise Refused(CONNECTION_FAILURE, no_server(hostgroup, [t.server for t in targets]))
         loop = asyncio.get_running_loop()
         errors = []
         for target in order[: self.retries + 1]:
@@ -293,10 +293,3 @@ class Forwarding:
             "listeners": [self.listeners[port].report() for port in sorted(self.listeners)],
             "servers": [self.targets[key].row() for key in sorted(self.targets)],
         }
-
-
-def _no_server(hostgroup: int, targets: list[Target]) -> str:
-    if not targets:
-        return f"ProxyFleet: pgsql hostgroup {hostgroup} has no server"
-    shown = ", ".join(f"{show_address(t.server.address)} {t.server.status}" for t in targets)
-    return f"ProxyFleet: no ONLINE server with room in pgsql hostgroup {hostgroup} ({shown})"

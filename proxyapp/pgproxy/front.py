@@ -24,12 +24,11 @@ from typing import Any
 from proxyapp.backends.topology import MonitorState, show_address
 from proxyapp.clock import Clock
 from proxyapp.config.document import Config
-from proxyapp.pgproxy.login import Cancel, LoginFailed, authenticate, negotiate
+from proxyapp.pgproxy.login import Cancel, LoginFailed, authenticate, negotiate, server_password
 from proxyapp.pgproxy.pool import PgPools, PoolRefused
 from proxyapp.pgproxy.routing import PgRouter
 from proxyapp.pgproxy.session import PgSession, SessionCounters
 from proxyapp.pgproxy.settings import startup_settings
-from proxyapp.pgsql.auth import MECHANISM
 from proxyapp.pgsql.backend import send_cancel
 from proxyapp.pgsql.messages import (
     CANNOT_CONNECT_NOW,
@@ -239,7 +238,7 @@ class PgFront:
             settings = startup_settings(opened.parameters)
         except ValueError as exc:
             raise LoginFailed("08P01", f"ProxyFleet: {exc}") from None
-        password = "" if _is_hash(user.password) else user.password
+        password = server_password(user.password)
         server = await self.pools.acquire(user.default_hostgroup, (user.username, opened.database), password)
         session_id = self._next_id
         self._next_id += self.workers
@@ -309,8 +308,3 @@ class PgFront:
             "waiting_clients": sum(len(q) for q in self.pools.waiters.values()),
             "connection_pool": self.pools.rows(),
         }
-
-
-def _is_hash(password: str) -> bool:
-    """Whether a pgsql_users password is a hash (a SCRAM verifier or md5), which cannot log in to a server."""
-    return (password.startswith("md5") and len(password) == 35) or password.startswith(MECHANISM + "$")

@@ -16,7 +16,16 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from proxyapp.config.tables import PgsqlUser
-from proxyapp.pgsql.auth import MECHANISM, AuthError, ScramServer, Verifier, md5_matches, scram_verifier
+from proxyapp.pgsql.auth import (
+    MECHANISM,
+    AuthError,
+    ScramServer,
+    Verifier,
+    is_md5_hash,
+    is_scram_verifier,
+    md5_matches,
+    scram_verifier,
+)
 from proxyapp.pgsql.messages import (
     CANCEL_REQUEST,
     CANCEL_REQUEST_LENGTH,
@@ -106,16 +115,22 @@ async def negotiate(wire: PgWire, tls: ssl.SSLContext | None) -> Startup | Cance
 @lru_cache(maxsize=1024)
 def verifier_of(password: str) -> Verifier:
     """The SCRAM verifier a ``pgsql_users`` password stands for (made once per clear text password)."""
-    if password.startswith(MECHANISM + "$"):
+    if is_scram_verifier(password):
         return Verifier.parse(password)
     return scram_verifier(password)
+
+
+def server_password(password: str) -> str:
+    """The password the pooler logs in to servers with for a ``pgsql_users`` password: itself when clear text, none
+    when it is a hash (an MD5 hash or SCRAM verifier cannot log in anywhere)."""
+    return "" if is_md5_hash(password) or is_scram_verifier(password) else password
 
 
 async def authenticate(wire: PgWire, user: PgsqlUser | None, name: str) -> None:
     """Check the client's password; LoginFailed when it is wrong, the user unknown or not allowed in."""
     refused = LoginFailed("28P01", f'password authentication failed for user "{name}"')
     stored = user.password if user is not None else ""
-    if user is not None and stored.startswith("md5") and len(stored) == 35:
+    if user is not None and is_md5_hash(stored):
         salt = secrets.token_bytes(4)
         wire.write(auth_request(AUTH_MD5, salt))
         answer = await _password_message(wire)

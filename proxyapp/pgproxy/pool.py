@@ -22,7 +22,7 @@ import ssl
 from collections import OrderedDict, deque
 from typing import Any
 
-from proxyapp.backends.choice import weighted_order
+from proxyapp.backends.choice import no_server, weighted_order
 from proxyapp.backends.pool import OFFLINE_HARD, ONLINE, server_tls
 from proxyapp.backends.topology import MonitorState, pgsql_runtime, show_address
 from proxyapp.config.document import Config
@@ -190,7 +190,7 @@ class PgPools:
             targets = [t for t in self.targets.values() if t.server.hostgroup_id == hostgroup]
             usable = [t for t in targets if t.server.status == ONLINE]
             if not usable:
-                raise PoolRefused(CONNECTION_FAILURE, _no_server(hostgroup, targets))
+                raise PoolRefused(CONNECTION_FAILURE, no_server(hostgroup, [t.server for t in targets]))
             for target in weighted_order(usable, lambda t: t.server.weight, self.rng):
                 queue = target.idle.get(key)
                 while queue:
@@ -328,10 +328,3 @@ class PgPools:
     def rows(self) -> list[dict[str, Any]]:
         """The ``connection_pool`` rows of the ``pgsql`` report."""
         return [self.targets[key].row() for key in sorted(self.targets)]
-
-
-def _no_server(hostgroup: int, targets: list[PgTarget]) -> str:
-    if not targets:
-        return f"ProxyFleet: pgsql hostgroup {hostgroup} has no server"
-    shown = ", ".join(f"{show_address(t.server.address)} {t.server.status}" for t in targets)
-    return f"ProxyFleet: no ONLINE server in pgsql hostgroup {hostgroup} ({shown})"

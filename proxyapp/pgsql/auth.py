@@ -21,6 +21,16 @@ class AuthError(Exception):
     """The server's authentication exchange cannot be completed (a malformed message, a wrong signature)."""
 
 
+def is_md5_hash(stored: str) -> bool:
+    """Whether a stored password is PostgreSQL's MD5 hash ('md5' + 32 hex digits) rather than clear text."""
+    return stored.startswith("md5") and len(stored) == 35
+
+
+def is_scram_verifier(stored: str) -> bool:
+    """Whether a stored password is read as a SCRAM-SHA-256 verifier (``Verifier.parse``) rather than clear text."""
+    return stored.startswith(MECHANISM + "$")
+
+
 def md5_password(user: str, password: str, salt: bytes) -> bytes:
     """The answer to AuthenticationMD5Password: 'md5' + md5(md5(password + user) + salt), hex."""
     inner = hashlib.md5((password + user).encode()).hexdigest().encode()
@@ -167,7 +177,7 @@ class ScramServer:
 
 def md5_matches(user: str, stored: str, salt: bytes, answer: bytes) -> bool:
     """Whether an MD5 answer proves the password ``stored`` holds (clear text, or PostgreSQL's 'md5' + hex hash)."""
-    if stored.startswith("md5") and len(stored) == 35:
+    if is_md5_hash(stored):
         expected = b"md5" + hashlib.md5(stored[3:].encode() + salt).hexdigest().encode()
     else:
         expected = md5_password(user, stored, salt)

@@ -135,7 +135,7 @@ def test_offline_soft_drains_and_offline_hard_closes(start_proxy: StartProxy) ->
         config["pgsql_servers"][0]["status"] = "OFFLINE_SOFT"
         reconfigure(proxy, config)
         assert conn.execute("SELECT 2").fetchone() == (2,)  # draining: the session goes on
-        with pytest.raises(psycopg.OperationalError, match="no ONLINE server with room in pgsql hostgroup 100"):
+        with pytest.raises(psycopg.OperationalError, match="no server of pgsql hostgroup 100 can take a connection"):
             connect(port)
         config["pgsql_servers"][0]["status"] = "OFFLINE_HARD"
         reconfigure(proxy, config)

@@ -4,6 +4,7 @@ proxy in front of it."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -14,7 +15,9 @@ from devstack.proxy import ProxyProcess
 from devstack.stack import free_port
 
 PG_HOST, PG_PORT = "127.0.0.1", 5432
-ROLE, PASSWORD, DATABASE = "pf_pool", "pf-pool-pass", "pf_pool_test"
+#: Named after this test process: runs side by side on the one server (other checkouts') neither drop each other's
+#: role and database nor see each other's server connections.
+ROLE, PASSWORD, DATABASE = f"pf_pool_{os.getpid()}", "pf-pool-pass", f"pf_pool_test_{os.getpid()}"
 HG = 200
 
 

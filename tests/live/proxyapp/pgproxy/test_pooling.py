@@ -18,7 +18,7 @@ import psycopg
 import pytest
 
 from devstack.stack import wait_until
-from tests.live.proxyapp.pgproxy.conftest import HG, PASSWORD, ROLE, Pooler, pool_config, server_sessions
+from tests.live.proxyapp.pgproxy.conftest import DATABASE, HG, PASSWORD, ROLE, Pooler, pool_config, server_sessions
 
 StartPooler = Callable[..., Pooler]
 
@@ -85,15 +85,23 @@ def test_a_transaction_keeps_its_server_connection(start_pooler: StartPooler) ->
 
 
 def test_prepared_statements_follow_the_client_across_server_connections(start_pooler: StartPooler) -> None:
-    pooler = start_pooler(max_connections=3)
-    with pooler.connect(autocommit=True) as conn, pooler.connect(autocommit=True) as churn:
-        pids = set()
-        for i in range(12):
-            churn.execute("SELECT pg_sleep(0)")  # others take connections in between
+    """Two clients take turns holding one of the pool's two server connections in a transaction, so each statement
+    of the third runs on the other one: a different server connection every time."""
+    pooler = start_pooler(max_connections=2)
+    with pooler.connect(autocommit=True) as conn, pooler.connect() as holding, pooler.connect() as waiting:
+        held = holding.execute("SELECT pg_backend_pid()").fetchone()
+        pids = []
+        for i in range(6):
             row = conn.execute("SELECT %s::int * 2, pg_backend_pid()", (i,), prepare=True).fetchone()
             assert row is not None and row[0] == i * 2
-            pids.add(row[1])
-        assert len(pids) >= 1
+            assert (row[1],) != held
+            pids.append(row[1])
+            held = waiting.execute("SELECT pg_backend_pid()").fetchone()  # the connection conn let go of
+            assert held == (row[1],)
+            holding.commit()
+            holding, waiting = waiting, holding
+        assert len(set(pids)) == 2  # each statement on the other connection than the one before
+        holding.commit()
         with conn.pipeline():
             cursors = [conn.execute("SELECT %s::int + 1", (i,), prepare=True) for i in range(20)]
         assert [c.fetchone() for c in cursors] == [(i + 1,) for i in range(20)]
@@ -297,6 +305,6 @@ def test_statements_are_counted_by_digest(start_pooler: StartPooler) -> None:
             conn.execute("SELECT generate_series(1, %s)", (i + 1,))
     rows = {row["digest_text"]: row for row in pooler.proxy.stats()["pgsql_query_digest"]}
     simple = rows["SELECT ?::int,?"]
-    assert (simple["count_star"], simple["sum_rows_sent"], simple["database"]) == (3, 3, "pf_pool_test")
+    assert (simple["count_star"], simple["sum_rows_sent"], simple["database"]) == (3, 3, DATABASE)
     extended = rows["SELECT generate_series(?,?)"]
     assert (extended["count_star"], extended["sum_rows_sent"]) == (4, 10)

@@ -8,6 +8,7 @@ from collections import Counter
 
 import pytest
 
+from proxyapp.backends.choice import no_server
 from proxyapp.config.document import ConfigError, parse_config
 from proxyapp.config.tables import PgsqlServer
 from proxyapp.forward.forwarding import Target, pick_order
@@ -37,6 +38,14 @@ def test_the_first_pick_follows_the_weights_and_every_server_comes_once() -> Non
     firsts = Counter(pick_order(targets, lambda t: True, rng)[0].server.hostname for _ in range(2000))
     assert 0.85 < firsts["heavy"] / 2000 < 0.95
     assert all(len(pick_order(targets, lambda t: True, rng)) == 2 for _ in range(10))
+
+
+def test_the_refusal_names_the_hostgroup_and_each_servers_status() -> None:
+    servers = [target("a").server, target("b", status="SHUNNED").server]
+    assert no_server(1, servers) == (
+        "ProxyFleet: no server of pgsql hostgroup 1 can take a connection (a:5432 ONLINE, b:5432 SHUNNED)"
+    )
+    assert no_server(7, []) == "ProxyFleet: pgsql hostgroup 7 has no server"
 
 
 def test_workers_reports_merge_by_listener_and_server() -> None:

@@ -7,7 +7,18 @@ import hashlib
 
 import pytest
 
-from proxyapp.pgsql.auth import AuthError, ScramClient, ScramServer, Verifier, md5_matches, md5_password, scram_verifier
+from proxyapp.pgproxy.login import server_password
+from proxyapp.pgsql.auth import (
+    AuthError,
+    ScramClient,
+    ScramServer,
+    Verifier,
+    is_md5_hash,
+    is_scram_verifier,
+    md5_matches,
+    md5_password,
+    scram_verifier,
+)
 
 SERVER_FIRST = b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"
 
@@ -67,3 +78,12 @@ def test_md5_answers_are_checked_against_clear_text_or_hash() -> None:
     assert md5_matches("alice", "secret", b"salt", answer)
     assert md5_matches("alice", stored_hash, b"salt", answer)
     assert not md5_matches("alice", "other", b"salt", answer)
+
+
+def test_stored_passwords_are_told_hash_verifier_or_clear_text() -> None:
+    md5_hash = "md5" + hashlib.md5(b"secretalice").hexdigest()
+    verifier = "SCRAM-SHA-256$4096:c2FsdA==$c3RvcmVk:c2VydmVy"
+    assert is_md5_hash(md5_hash) and not is_scram_verifier(md5_hash)
+    assert is_scram_verifier(verifier) and not is_md5_hash(verifier)
+    assert not is_md5_hash("md5-but-clear") and not is_scram_verifier("secret")
+    assert [server_password(p) for p in (md5_hash, verifier, "md5-but-clear")] == ["", "", "md5-but-clear"]
