@@ -239,7 +239,8 @@ class PgsqlServer:
 class PgsqlQueryRule:
     """A PostgreSQL query rule (``pgsql_query_rules``, ProxySQL 3.0's columns: mysql_query_rules' with ``database``
     for ``schemaname``), evaluated by the same rule engine. The pooling proxy acts on the filters, the flag chain,
-    ``destination_hostgroup``, ``replace_pattern`` and ``error_msg``; the other outputs draw a config warning."""
+    ``destination_hostgroup``, ``replace_pattern``, ``error_msg``, ``cache_ttl``, ``cache_empty_result`` and
+    ``timeout``; the other outputs draw a config warning."""
 
     rule_id: int = column(required=True, minimum=1)
     active: bool = column(False)
