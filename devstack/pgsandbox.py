@@ -16,6 +16,12 @@ over the socket, for the tests' own set-up), ``app``/``app-pass`` (SCRAM-SHA-256
 ``test``), ``md5user``/``md5-pass`` (an MD5-hashed password and an ``md5`` line in pg_hba.conf: the one login that
 authenticates with MD5) and ``monitor``/``monitor`` (SCRAM, member of ``pg_monitor``: reads
 ``pg_stat_replication`` whole and calls ``pg_is_in_recovery()``).
+
+``up(tls="on")`` makes a CA and a server certificate for 127.0.0.1 (``proxyapp.mysql.tls.make_certificate``) and
+puts the certificate and its key (0600, owned by the servers' user) in every datadir, which the servers then serve
+TLS with (``ssl = on``); clients verify them against ``PgSandbox.ca_file``. ``up(tls="required")`` besides refuses
+every TCP login without TLS (``hostnossl ... reject`` in pg_hba.conf), the replicas' streaming included (libpq's
+default ``sslmode=prefer`` takes TLS); logins over the unix socket stay as they are.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ import psycopg
 
 from devstack.sandbox import REPO, SandboxError, pid_alive, wait_gone
 from devstack.stack import free_port, wait_until
+from proxyapp.mysql.tls import make_certificate
 
 HOST = "127.0.0.1"
 PG_LIB = Path("/usr/lib/postgresql")
@@ -47,6 +54,10 @@ MD5_USER, MD5_PASSWORD = "md5user", "md5-pass"
 MONITOR_USER, MONITOR_PASSWORD = "monitor", "monitor"
 APP_DATABASES = ("app", "test")
 STATE_FILE = "pgsandbox.json"
+#: What ``up(tls=...)`` asks: no TLS, TLS offered, TLS required of every login over TCP.
+TLS_MODES = ("off", "on", "required")
+#: The settings a TLS sandbox's servers get (the files are in the datadir, which relative paths are taken from).
+TLS_SETTINGS = {"ssl": "on", "ssl_cert_file": "server.crt", "ssl_key_file": "server.key"}
 
 #: Every server's settings unless ``up(settings=...)`` says otherwise (given on the command line, so they hold on
 #: the replicas whatever ``pg_basebackup`` copied).
@@ -65,13 +76,19 @@ DEFAULT_SETTINGS: dict[str, str] = {
     "logging_collector": "off",
 }
 
-_PG_HBA = f"""# written by devstack/pgsandbox.py
+_PG_HBA_HEADER = """# written by devstack/pgsandbox.py
 # TYPE  DATABASE     USER        ADDRESS        METHOD
-local   all          all                        trust
+"""
+_PG_HBA = f"""local   all          all                        trust
 host    all          {SUPERUSER}    {HOST}/32   trust
 host    replication  {SUPERUSER}    {HOST}/32   trust
 host    all          {MD5_USER}     {HOST}/32   md5
 host    all          all         {HOST}/32   scram-sha-256
+"""
+
+#: The lines a ``tls="required"`` sandbox puts first in pg_hba.conf: a TCP login without TLS is refused.
+_PG_HBA_TLS_ONLY = f"""hostnossl all          all         {HOST}/32   reject
+hostnossl replication  all         {HOST}/32   reject
 """
 
 _PRIMARY_SETUP = (
@@ -184,6 +201,7 @@ class _State:
     replicas: int
     settings: dict[str, str]
     servers: list[PgServer] = field(default_factory=list)
+    tls: str = "off"  # one of TLS_MODES
 
 
 def _is_server_process(server: PgServer) -> bool:
@@ -228,7 +246,8 @@ class PgSandbox:
     def _load(self) -> _State | None:
         try:
             doc = json.loads(self.state_file.read_text())
-            state = _State(doc["replicas"], doc["settings"], [PgServer(**row) for row in doc["servers"]])
+            servers = [PgServer(**row) for row in doc["servers"]]
+            state = _State(doc["replicas"], doc["settings"], servers, doc.get("tls", "off"))
         except (OSError, ValueError, KeyError, TypeError):
             return None
         for server in state.servers:
@@ -238,7 +257,8 @@ class PgSandbox:
     def _save(self, state: _State) -> None:
         rows = [{k: v for k, v in asdict(s).items() if k != "running"} for s in state.servers]
         tmp = self.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"replicas": state.replicas, "settings": state.settings, "servers": rows}, indent=2))
+        doc = {"replicas": state.replicas, "settings": state.settings, "servers": rows, "tls": state.tls}
+        tmp.write_text(json.dumps(doc, indent=2))
         tmp.replace(self.state_file)
 
     def status(self) -> list[PgServer]:
@@ -265,18 +285,30 @@ class PgSandbox:
 
     # --- up and down ------------------------------------------------------------------------------------
 
-    def up(self, replicas: int = 1, settings: dict[str, str] | None = None) -> list[PgServer]:
+    @property
+    def ca_file(self) -> Path:
+        """The CA certificate a TLS sandbox's servers are verified against (``sslrootcert``)."""
+        return self.base_dir / "ca.pem"
+
+    def up(self, replicas: int = 1, settings: dict[str, str] | None = None, tls: str = "off") -> list[PgServer]:
         """Start a primary and ``replicas`` streaming replicas and wait until every replica streams and has replayed
         the primary's WAL; returns the servers, primary first. ``settings`` are server settings over
-        ``DEFAULT_SETTINGS`` (``{"max_connections": "1100"}``, say), the same on every server.
+        ``DEFAULT_SETTINGS`` (``{"max_connections": "1100"}``, say), the same on every server; ``tls`` is one of
+        ``TLS_MODES`` (see the module's docstring).
 
         Idempotent, and it keeps data, as the MariaDB sandbox's ``up``: a sandbox already in this shape with these
         settings keeps its running servers and starts its stopped ones again; any other is built afresh."""
         if replicas < 0:
             raise SandboxError("replicas must be 0 or more")
-        wanted = {**DEFAULT_SETTINGS, **(settings or {})}
+        if tls not in TLS_MODES:
+            raise SandboxError(f"tls must be one of {', '.join(TLS_MODES)}, not {tls!r}")
+        wanted = {**DEFAULT_SETTINGS, **(TLS_SETTINGS if tls != "off" else {}), **(settings or {})}
         state = self._load()
-        if state is not None and state.servers and (state.replicas, state.settings) == (replicas, wanted):
+        if (
+            state is not None
+            and state.servers
+            and (state.replicas, state.settings, state.tls) == (replicas, wanted, tls)
+        ):
             try:
                 for server in state.servers:
                     if not server.running:
@@ -287,11 +319,14 @@ class PgSandbox:
                 print(f"pgsandbox {self.base_dir}: cannot restart it as it was ({exc}); building it afresh", flush=True)
         self.down()
         owned_dir(self.base_dir)
-        state = _State(replicas, wanted, [self._new_server(i) for i in range(replicas + 1)])
+        state = _State(replicas, wanted, [self._new_server(i) for i in range(replicas + 1)], tls)
         self._save(state)
         try:
+            certificate = self._make_certificate() if tls != "off" else None
             primary, *others = state.servers
-            self._initdb(primary)
+            self._initdb(primary, tls)
+            if certificate:
+                _install_certificate(primary, *certificate)
             self._launch(state, primary, port_may_change=True)
             self._save(state)
             with primary.connect() as conn:
@@ -299,6 +334,8 @@ class PgSandbox:
                     conn.execute(statement)
             for replica in others:
                 self._base_backup(replica, primary)
+                if certificate:
+                    _install_certificate(replica, *certificate)
                 self._launch(state, replica, port_may_change=True)
                 self._save(state)
             self.wait_replicated()
@@ -385,7 +422,14 @@ class PgSandbox:
         if result.returncode != 0:
             raise SandboxError(f"{what} failed for {server.name}:\n{result.stdout}\n{result.stderr}")
 
-    def _initdb(self, server: PgServer) -> None:
+    def _make_certificate(self) -> tuple[bytes, bytes]:
+        """A CA (its certificate into ``ca_file``) and a certificate for ``HOST`` and localhost signed by it: the
+        servers' certificate and key (PEM)."""
+        ca = make_certificate("ProxyFleet pgsandbox CA", is_ca=True)
+        self.ca_file.write_bytes(ca[0])
+        return make_certificate("ProxyFleet pgsandbox server", issuer=ca, hosts=(HOST, "localhost"))
+
+    def _initdb(self, server: PgServer, tls: str) -> None:
         owned_dir(server.home)
         command = [
             str(bin_dir() / "initdb"),
@@ -397,7 +441,9 @@ class PgSandbox:
             "--no-sync",
         ]
         self._run(server, command, "initdb")
-        (Path(server.datadir) / "pg_hba.conf").write_text(_PG_HBA)
+        (Path(server.datadir) / "pg_hba.conf").write_text(
+            _PG_HBA_HEADER + (_PG_HBA_TLS_ONLY if tls == "required" else "") + _PG_HBA
+        )
 
     def _base_backup(self, replica: PgServer, primary: PgServer) -> None:
         """The replica's datadir copied from the primary, with ``standby.signal`` (``-R``); the connection it
@@ -494,6 +540,19 @@ class PgSandbox:
             return "\n".join(server.log.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return "(no log)"
+
+
+def _install_certificate(server: PgServer, cert: bytes, key: bytes) -> None:
+    """Write the certificate and its key into the server's datadir (``TLS_SETTINGS`` names them), the key readable by
+    the servers' user alone as PostgreSQL requires (a copy ``pg_basebackup`` made is replaced)."""
+    user = _system_user()
+    for name, pem, mode in (("server.crt", cert, 0o644), ("server.key", key, 0o600)):
+        path = Path(server.datadir) / name
+        path.unlink(missing_ok=True)
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), "wb") as out:
+            out.write(pem)
+        if user is not None:
+            os.chown(path, user.pw_uid, user.pw_gid)
 
 
 def _scalar(conn: psycopg.Connection[Any], sql: str, params: tuple[Any, ...] = ()) -> Any:

@@ -43,7 +43,17 @@ def pytest_configure(config: pytest.Config) -> None:
 #: Fixtures that start or reach something outside the test process (MariaDB servers, a proxy process, a live web
 #: server, a browser, the whole stack): a test that uses one, directly or through another fixture, is ``live``.
 LIVE_FIXTURES = frozenset(
-    {"sandbox", "pg_sandbox", "primary_conn", "start_proxy", "rw_proxy", "live_server", "browser", "running_fleet"}
+    {
+        "sandbox",
+        "pg_sandbox",
+        "pg_tls_sandbox",
+        "primary_conn",
+        "start_proxy",
+        "rw_proxy",
+        "live_server",
+        "browser",
+        "running_fleet",
+    }
 )
 
 
@@ -106,6 +116,17 @@ def pg_sandbox() -> Iterator[PgSandbox]:
     _down_abandoned_sandboxes()
     box = PgSandbox(TEST_PG_SANDBOX_DIR)
     box.up(replicas=1)
+    yield box
+    box.down()
+
+
+@pytest.fixture(scope="module")
+def pg_tls_sandbox() -> Iterator[PgSandbox]:
+    """A PostgreSQL sandbox for one test module whose servers refuse TCP logins without TLS (``up(tls="required")``,
+    verified against its ``ca_file``): a primary and one streaming replica with ``pg_sandbox``'s roles and databases."""
+    _down_abandoned_sandboxes()
+    box = PgSandbox(module_pg_sandbox_dir("tls"))
+    box.up(replicas=1, tls="required")
     yield box
     box.down()
 

@@ -223,9 +223,14 @@ class PgWire(asyncio.Protocol):
         if self.buffer:
             raise ProtocolViolation("data sent before the TLS handshake")
         loop = asyncio.get_running_loop()
-        upgraded = await loop.start_tls(
-            self.transport, self, context, server_side=server_side, server_hostname=server_hostname
-        )
+        try:
+            upgraded = await loop.start_tls(
+                self.transport, self, context, server_side=server_side, server_hostname=server_hostname
+            )
+        except BaseException:
+            # start_tls closed the connection (uvloop's transport then raises RuntimeError on a write): gone
+            self.closed = self.closed or "the TLS handshake failed"
+            raise
         if upgraded is None:
             raise PeerGone("the TLS handshake did not complete")
         self.transport = upgraded  # type: ignore[assignment]

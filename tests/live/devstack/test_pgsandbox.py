@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import pwd
+import stat
 import uuid
 from pathlib import Path
 
@@ -21,10 +24,14 @@ from devstack.pgsandbox import (
     MONITOR_PASSWORD,
     MONITOR_USER,
     REPO,
+    SYSTEM_USER,
     PgSandbox,
 )
 from devstack.sandbox import pid_alive
 from tests.conftest import TEST_PG_SANDBOX_DIR, module_pg_sandbox_dir
+
+#: Whether this session is encrypted, asked of the server.
+ENCRYPTED = "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()"
 
 
 def test_shape_streaming_and_recovery(pg_sandbox: PgSandbox) -> None:
@@ -105,17 +112,37 @@ def test_status_command_json(pg_sandbox: PgSandbox) -> None:
     ]
 
 
+def test_a_tls_sandbox_requires_tls_and_streams_over_it(pg_tls_sandbox: PgSandbox) -> None:
+    server_user = pwd.getpwnam(SYSTEM_USER).pw_uid if os.geteuid() == 0 else os.geteuid()
+    for server in pg_tls_sandbox.status():
+        key = Path(server.datadir, "server.key").stat()
+        assert (stat.S_IMODE(key.st_mode), key.st_uid) == (0o600, server_user)
+        verified = {"sslmode": "verify-full", "sslrootcert": str(pg_tls_sandbox.ca_file)}
+        with server.connect(user=APP_USER, password=APP_PASSWORD, dbname="app", **verified) as conn:
+            assert conn.execute(ENCRYPTED).fetchone() == (True,)
+        with pytest.raises(psycopg.OperationalError, match=r"pg_hba\.conf rejects connection .* no encryption"):
+            server.connect(sslmode="disable")
+    with pg_tls_sandbox.primary().connect() as conn:
+        streams = "SELECT application_name, ssl FROM pg_stat_replication JOIN pg_stat_ssl USING (pid)"
+        assert conn.execute(streams).fetchall() == [("replica1", True)]
+    pg_tls_sandbox.wait_replicated()
+
+
 def test_command_up_kill_start_and_down_stops_every_process() -> None:
     where = module_pg_sandbox_dir("command")
     box = PgSandbox(where)
     try:
         out = io.StringIO()
-        call_command("pgsandbox", "up", "--set", "max_connections=150", "--json", "--dir", where, stdout=out)
+        command = ("pgsandbox", "up", "--set", "max_connections=150", "--tls", "on", "--json", "--dir", where)
+        call_command(*command, stdout=out)
         assert [r["role"] for r in json.loads(out.getvalue())] == ["primary", "replica"]
         primary, replica = box.status()
         for server in (primary, replica):
             with server.connect() as conn:
                 assert conn.execute("SHOW max_connections").fetchone() == ("150",)
+                assert conn.execute(ENCRYPTED).fetchone() == (True,)  # libpq's sslmode=prefer takes the TLS offered
+            with server.connect(sslmode="disable") as conn:  # offered, not required
+                assert conn.execute(ENCRYPTED).fetchone() == (False,)
 
         box.kill(replica.name)  # the postmaster and its children are gone when kill returns
         assert not any(pid_alive(pid) for pid in (replica.pid, *replica.children()))

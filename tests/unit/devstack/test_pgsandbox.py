@@ -1,4 +1,4 @@
-"""The PostgreSQL sandbox's parts that need no server: finding the binaries, and a stale state file."""
+"""The PostgreSQL sandbox's parts that need no server: finding the binaries, a stale state file, a TLS mode checked."""
 
 from __future__ import annotations
 
@@ -48,3 +48,10 @@ def test_down_leaves_alone_a_process_that_reused_a_recorded_pid(tmp_path: Path) 
     finally:
         stranger.kill()
         stranger.wait()
+
+
+def test_up_refuses_an_unknown_tls_mode_before_starting_anything(tmp_path: Path) -> None:
+    box = PgSandbox(tmp_path / "box")
+    with pytest.raises(SandboxError, match="tls must be one of off, on, required, not 'yes'"):
+        box.up(replicas=0, tls="yes")
+    assert not box.base_dir.exists()

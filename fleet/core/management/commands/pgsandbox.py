@@ -13,7 +13,7 @@ from typing import Any
 
 from django.core.management.base import CommandError
 
-from devstack.pgsandbox import PgSandbox, PgServer
+from devstack.pgsandbox import TLS_MODES, PgSandbox, PgServer
 from devstack.sandbox import SandboxError
 from fleet.core.management.intermixed import IntermixedCommand
 
@@ -38,6 +38,12 @@ class Command(IntermixedCommand):
             metavar="NAME=VALUE",
             help="a server setting for up, on every server (repeat; e.g. --set max_connections=1100)",
         )
+        parser.add_argument(
+            "--tls",
+            choices=TLS_MODES,
+            default="off",
+            help="for up: the servers serve TLS (on), or refuse TCP logins without it (required); default off",
+        )
         parser.add_argument("--json", action="store_true", help="print the servers as a JSON list")
         parser.add_argument(
             "--dir", default="var/pgsandbox", help="the sandbox directory, relative to the repository (var/pgsandbox)"
@@ -50,7 +56,9 @@ class Command(IntermixedCommand):
         started = time.monotonic()
         try:
             if action == "up":
-                servers = sandbox.up(replicas=options["replicas"], settings=_settings(options["set"]))
+                servers = sandbox.up(
+                    replicas=options["replicas"], settings=_settings(options["set"]), tls=options["tls"]
+                )
             elif action == "down":
                 sandbox.down()
                 servers = []

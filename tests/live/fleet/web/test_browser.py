@@ -31,6 +31,9 @@ from django.utils import timezone
 from playwright.sync_api import Browser, BrowserContext, Locator, Page, expect, sync_playwright
 
 from devstack import stack
+from devstack.pgsandbox import APP_PASSWORD as PG_APP_PASSWORD
+from devstack.pgsandbox import APP_USER as PG_APP_USER
+from devstack.pgsandbox import PgSandbox
 from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox
 from fleet.core import roles
 from fleet.core.models import Cluster, ConfigVersion, ProxyNode
@@ -644,6 +647,83 @@ def test_a_postgresql_rule_from_the_browser_blocks_through_the_node(
                 conn.execute("SELECT 'forbidden_pg'")
             assert "blocked by the fleet" in str(blocked.value)
             assert conn.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        context.close()
+
+
+#: The PostgreSQL sandbox's hostgroups in the module's draft: both servers are put in the writer one, and the
+#: published replication pair must take the replica out of it into the reader one.
+PG_WRITERS, PG_READERS = 300, 301
+
+
+def _pgsql_placement(live: LiveStack) -> dict[int, set[int]]:
+    """The node's pooling proxy's ONLINE servers now: their ports by hostgroup."""
+    rows = _pgsql_report(live).get("connection_pool") or []
+    assert isinstance(rows, list)
+    placed: dict[int, set[int]] = {}
+    for row in rows:
+        if row["status"] == "ONLINE":
+            placed.setdefault(row["hostgroup"], set()).add(row["srv_port"])
+    return placed
+
+
+def test_a_postgresql_replication_pair_from_the_browser_splits_reads_and_writes_on_the_node(
+    browser: Browser, live_stack: LiveStack, pg_sandbox: PgSandbox
+) -> None:
+    """The PostgreSQL sandbox's primary and replica both entered in one hostgroup, a pgsql_replication_hostgroups pair
+    making it the writer hostgroup of another, a ^SELECT rule to that reader hostgroup and a user, filled in the browser
+    and published: the node's monitor finds the replica in recovery and moves it to the reader hostgroup, so through
+    the node's PostgreSQL port every SELECT runs on the replica and every write on the primary."""
+    primary, (replica,) = pg_sandbox.primary(), pg_sandbox.replicas()
+    context = browser.new_context(base_url=live_stack.url)
+    pg_port = stack.free_port()
+    try:
+        page = _log_in_as_operator(context)
+        for server in (primary, replica):
+            _fill_row(page, "pgsql-servers", {"hostname": server.host, "port": str(server.port), "hostgroup_id": "300"})
+        _fill_row(page, "pgsql-replication-hostgroups", {"writer_hostgroup": "300", "reader_hostgroup": "301"})
+        _fill_row(
+            page, "pgsql-users", {"username": PG_APP_USER, "password": PG_APP_PASSWORD, "default_hostgroup": "300"}
+        )
+        rule: dict[str, str | bool] = {
+            "rule_id": "30",
+            "active": True,
+            "username": PG_APP_USER,
+            "match_digest": "^SELECT",
+        }
+        _fill_row(page, "pgsql-query-rules", {**rule, "destination_hostgroup": "301", "apply": True})
+        _set_variable(page, "pgsql-interfaces", f"127.0.0.1:{pg_port}")
+        page.goto("/publish/")
+        expect(page.locator("table.changes")).to_contain_text("writer_hostgroup=300")
+        page.fill("input[name=comment]", "the PostgreSQL sandbox split by a replication pair")
+        page.click("form.publish-form button[type=submit]")
+        expect(page.locator(".flash")).to_contain_text("Published version")
+
+        stack.wait_until(
+            lambda: (
+                _pgsql_placement(live_stack).get(PG_WRITERS) == {primary.port}
+                and _pgsql_placement(live_stack).get(PG_READERS) == {replica.port}
+            ),
+            "the node's monitor placing the primary in 300 and the replica in 301",
+            30,
+        )
+        dsn = f"postgresql://{PG_APP_USER}:{PG_APP_PASSWORD}@127.0.0.1:{pg_port}/app?connect_timeout=10"
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS browser_split (id int PRIMARY KEY)")
+            conn.execute("INSERT INTO browser_split VALUES (1) ON CONFLICT DO NOTHING")  # a replica would refuse it
+            assert conn.execute("SHOW transaction_read_only").fetchone() == ("off",)  # no SELECT: the writer
+            pg_sandbox.wait_replicated()
+            for _ in range(4):
+                assert conn.execute("SELECT pg_is_in_recovery(), inet_server_port()").fetchone() == (
+                    True,
+                    replica.port,
+                )
+            assert conn.execute("SELECT id FROM browser_split").fetchall() == [(1,)]  # replayed on the replica
+
+        page.goto("/backends/")
+        for hostgroup, server in ((PG_WRITERS, primary), (PG_READERS, replica)):
+            row = page.locator(f'tr[data-pgsql-pool="{hostgroup}/127.0.0.1:{server.port}/{LIVE_NODE}"]')
+            expect(row).to_be_visible(timeout=LIVE_UPDATE_TIMEOUT_MS)
     finally:
         context.close()
 

@@ -1,6 +1,6 @@
 """A DBA's tools in a real browser (the Chromium of ``test_browser``): a proxysql.cnf imported from a file, an API
 token made and revoked, and the audit log that shows both, with where each came from; the shard map's tester asked
-of the draft and of a published version."""
+of the draft and of a published version; the rule tester asked of the PostgreSQL rules, then of the MySQL ones."""
 
 from __future__ import annotations
 
@@ -103,3 +103,65 @@ def test_the_shard_tester_answers_for_the_draft_and_a_version(context: BrowserCo
     page.fill("input[name=table]", "shop.nothing")
     page.get_by_role("button", name="Which shard?").click()
     expect(page.locator(".form-errors")).to_contain_text("shop.nothing is not a sharded or global table")
+
+
+def rule_tester_document() -> dict[str, Any]:
+    """A draft whose PostgreSQL rules refuse pg_sleep and send the ``sales`` database's reads to hostgroup 21, and
+    whose MySQL rule sends every read to hostgroup 11 (the same query goes elsewhere by the engine asked)."""
+    return {
+        "mysql_servers": [{"hostgroup_id": 10, "hostname": "10.0.0.1"}, {"hostgroup_id": 11, "hostname": "10.0.0.2"}],
+        "mysql_users": [{"username": "app", "password": "app-pw", "default_hostgroup": 10}],
+        "mysql_query_rules": [
+            {"rule_id": 1, "active": 1, "match_digest": "^SELECT", "destination_hostgroup": 11, "apply": 1}
+        ],
+        "pgsql_servers": [{"hostgroup_id": 20, "hostname": "10.0.1.1"}, {"hostgroup_id": 21, "hostname": "10.0.1.2"}],
+        "pgsql_users": [{"username": "app", "password": "app-pw", "default_hostgroup": 20}],
+        "pgsql_query_rules": [
+            {"rule_id": 4, "active": 1, "match_pattern": "pg_sleep", "error_msg": "no sleeping here", "apply": 1},
+            {
+                "rule_id": 5,
+                "active": 1,
+                "database": "sales",
+                "match_digest": "^SELECT",
+                "destination_hostgroup": 21,
+                "apply": 1,
+                "comment": "sales reads",
+            },
+        ],
+    }
+
+
+def test_the_rule_tester_tries_a_query_on_the_postgresql_rules(context: BrowserContext) -> None:  # noqa: F811
+    cluster = make_cluster("browser-pg-rules", rule_tester_document())
+    page = log_in(context, roles.VIEWER)
+    page.goto(f"/cluster/?cluster={cluster.pk}")
+    page.get_by_role("link", name="Rule tester").click()
+    page.fill("textarea[name=query]", "SELECT * FROM orders WHERE id = 7")
+    page.select_option("select[name=engine]", "pgsql")
+    page.fill("input[name=username]", "app")
+    page.fill("input[name=schemaname]", "sales")
+    page.get_by_role("button", name="Try it").click()
+    trial = page.locator("section.trial")
+    expect(trial.locator(".answer")).to_have_text("runs on hostgroup 21 (rule 5's destination)")
+    expect(trial.locator(".matched")).to_have_text("5 (sales reads)")
+    expect(trial.locator(".outcome-destination_hostgroup")).to_have_text("21")
+    expect(page.locator("select[name=engine]")).to_have_value("pgsql")  # the form keeps what was asked
+
+    page.fill("input[name=schemaname]", "hr")  # rule 5 is the sales database's
+    page.get_by_role("button", name="Try it").click()
+    expect(trial.locator(".answer")).to_have_text(
+        "runs on hostgroup 20 (app's default_hostgroup: no rule sets a destination)"
+    )
+    expect(trial.locator(".matched")).to_have_text("none")
+
+    page.fill("textarea[name=query]", "SELECT pg_sleep(5)")
+    page.fill("input[name=schemaname]", "sales")
+    page.get_by_role("button", name="Try it").click()
+    expect(trial.locator(".answer")).to_have_text(
+        "refused by the proxy with an ErrorResponse (SQLSTATE 28000): no sleeping here"
+    )
+    expect(trial.locator(".matched")).to_have_text("4")
+
+    page.select_option("select[name=engine]", "mysql")  # the same query on the MySQL rules
+    page.get_by_role("button", name="Try it").click()
+    expect(trial.locator(".answer")).to_have_text("runs on hostgroup 11 (rule 1's destination)")
