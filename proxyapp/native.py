@@ -1,11 +1,13 @@
 """The proxy's hot modules compiled to C with mypyc, and the loader that prefers them while they are fresh.
 
-``python -m proxyapp build`` (``make build``; ``make run`` and ``make test`` do it) compiles ``COMPILED`` into
-``var/build/native`` and writes a stamp: a hash of those modules' sources, the Python version and mypy's version.
+``python -m proxyapp build`` (``make build``; ``make run`` and ``make test`` do it) compiles ``COMPILED`` and the C
+extensions of ``EXTENSIONS`` into ``var/build/native`` and writes a stamp: a hash of those sources, the Python version
+and mypy's version.
 Each package of ``proxyapp`` calls ``prefer_compiled`` from its ``__init__``: when the stamp matches the sources on
 disk, the compiled directory goes first on the package's path, so ``import proxyapp.session.session`` loads the C
 extension; when it does not (a module was edited since the build, or nothing was built), the plain Python
-modules load, unchanged in behaviour, only slower. A stale build is therefore never run.
+modules load, unchanged in behaviour, only slower (a C extension has no plain twin: its callers fall back to Python
+code of their own when it does not import). A stale build is therefore never run.
 ``PROXYFLEET_NATIVE=0`` forces the plain modules.
 """
 
@@ -75,12 +77,15 @@ COMPILED = (
     "proxyapp/sql/where.py",
 )
 
+#: The C extensions built with them: (dotted module name, source relative to the repository).
+EXTENSIONS = (("proxyapp.forward._splice", "proxyapp/forward/_splice.c"),)
+
 
 def source_stamp() -> str:
     """What a build of the current sources is stamped with."""
     digest = hashlib.sha256()
     digest.update(f"{sys.version}\n{platform.machine()}\n{_mypy_version()}\n".encode())
-    for name in COMPILED:
+    for name in (*COMPILED, *(source for _, source in EXTENSIONS)):
         digest.update(name.encode() + b"\0" + (REPO / name).read_bytes() + b"\0")
     return digest.hexdigest()
 
@@ -125,7 +130,7 @@ def compiled_modules() -> list[str]:
 
 
 def build() -> int:
-    """Compile ``COMPILED`` into ``BUILD_DIR`` and stamp it; returns a process exit code.
+    """Compile ``COMPILED`` and ``EXTENSIONS`` into ``BUILD_DIR`` and stamp it; returns a process exit code.
 
     Builds from several processes at once take turns (a lock file), and the later ones find the work done.
     """
@@ -146,13 +151,17 @@ def _build_locked() -> int:
     if is_fresh():
         print(f"native build is up to date ({BUILD_DIR.relative_to(REPO)})")
         return 0
-    # setuptools runs mypyc (C files into temp/c) and the compiler (objects into temp/o, -j jobs).
+    # setuptools runs mypyc (C files into temp/c) and the compiler (objects into temp/o, -j jobs); the C extensions
+    # come as one argument, "name=source" pairs separated by commas.
     script = (
         "import sys\n"
-        "from setuptools import setup\n"
+        "from setuptools import Extension, setup\n"
         "from mypyc.build import mypycify\n"
-        "lib, temp, jobs, *modules = sys.argv[1:]\n"
+        "lib, temp, jobs, extensions, *modules = sys.argv[1:]\n"
         "ext = mypycify(modules, opt_level='3', debug_level='0', target_dir=temp + '/c')\n"
+        "for pair in filter(None, extensions.split(',')):\n"
+        "    name, source = pair.split('=')\n"
+        "    ext.append(Extension(name, [source], extra_compile_args=['-O2', '-Wall']))\n"
         "setup(name='proxyapp-native', ext_modules=ext, packages=[], py_modules=[],\n"
         "      script_args=['build_ext', '--build-lib', lib, '--build-temp', temp + '/o', '-j', jobs])\n"
     )
@@ -163,11 +172,12 @@ def _build_locked() -> int:
         "the C compiler (a few minutes the first time on 2 CPUs; later builds reuse mypy's cache)",
         flush=True,
     )
+    extension_list = ",".join(f"{name}={source}" for name, source in EXTENSIONS)
     output: list[str] = []
     with tempfile.TemporaryDirectory(prefix="proxyapp-native-") as temp:
         env = dict(os.environ, MYPY_CACHE_DIR=str(BUILD_DIR.with_name("mypy-cache")))
         proc = subprocess.Popen(
-            [sys.executable, "-c", script, str(staging), temp, str(os.cpu_count() or 1), *COMPILED],
+            [sys.executable, "-c", script, str(staging), temp, str(os.cpu_count() or 1), extension_list, *COMPILED],
             cwd=REPO,
             env=env,
             stdout=subprocess.PIPE,
@@ -191,5 +201,8 @@ def _build_locked() -> int:
     (staging / "STAMP").write_text(stamp + "\n")
     shutil.rmtree(BUILD_DIR, ignore_errors=True)
     staging.rename(BUILD_DIR)
-    print(f"native build done: {len(COMPILED)} modules in {BUILD_DIR.relative_to(REPO)}")
+    print(
+        f"native build done: {len(COMPILED)} modules and {len(EXTENSIONS)} C extension(s) in "
+        f"{BUILD_DIR.relative_to(REPO)}"
+    )
     return 0

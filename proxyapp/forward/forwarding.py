@@ -6,7 +6,9 @@ server of the row's ``pgsql_servers`` hostgroup, picked by weight among those ON
 untouched (``relay``). The servers' runtime status is the config's under the monitor's findings
 (``topology.pgsql_runtime``): SHUNNED and OFFLINE_SOFT servers get no new connections (an OFFLINE_SOFT one drains),
 an OFFLINE_HARD or removed one has its connections closed. A server that refuses a connect is counted and the next
-one by weight is tried, up to ``pgsql-connect_retries_on_failure`` more.
+one by weight is tried, up to ``pgsql-connect_retries_on_failure`` more. Once connected, the bytes pass through the C
+relay (``splicing``) when it is built, else through the Python one (``relay``); ``connections_spliced`` counts the
+former.
 
 A listener whose port cannot be bound (taken by another program) is reported with the reason and retried every
 housekeeping second. ``max_connections`` of a listener and of a server are the node's: each worker process takes its
@@ -29,6 +31,7 @@ from proxyapp.backends.topology import MonitorState, pgsql_runtime, show_address
 from proxyapp.config.document import Config
 from proxyapp.config.tables import PgsqlForwardListener, PgsqlServer
 from proxyapp.forward.relay import CancelSender, ClientSide, ListenerCounters, Refused, ServerCounters, ServerSide
+from proxyapp.forward.splicing import RELAY, SPLICER, connect_socket
 from proxyapp.pgsql.messages import CANCEL_REQUEST_LENGTH, CONNECTION_FAILURE, TOO_MANY_CONNECTIONS
 
 log = logging.getLogger("proxyapp.forward")
@@ -88,6 +91,7 @@ class Listener:
             "connections_active": c.active,
             "connections_total": c.total,
             "connections_refused": c.refused,
+            "connections_spliced": c.spliced,
             "bytes_from_clients": c.bytes_from_clients,
             "bytes_to_clients": c.bytes_to_clients,
         }
@@ -196,7 +200,12 @@ class Forwarding:
                     listener.state = state
                     continue
                 listener.state = LISTENING
-                log.info("forwarding %s to pgsql hostgroup %d", show_address((row.interface, port)), row.hostgroup_id)
+                log.info(
+                    "forwarding %s to pgsql hostgroup %d through %s",
+                    show_address((row.interface, port)),
+                    row.hostgroup_id,
+                    RELAY,
+                )
 
     def _unbind(self, listener: Listener) -> None:
         if listener.server is not None:
@@ -249,9 +258,13 @@ class Forwarding:
         for target in order[: self.retries + 1]:
             host, port = target.server.address
             try:
-                _, server = await asyncio.wait_for(
-                    loop.create_connection(lambda: ServerSide(client), host, port), self.connect_timeout_s
-                )
+                if SPLICER is not None:
+                    sock = await asyncio.wait_for(connect_socket(host, port), self.connect_timeout_s)
+                    server = ServerSide(client, sock)
+                else:
+                    _, server = await asyncio.wait_for(
+                        loop.create_connection(lambda: ServerSide(client), host, port), self.connect_timeout_s
+                    )
             except (OSError, TimeoutError) as exc:
                 target.counters.connect_errors += 1
                 why = "timed out" if isinstance(exc, TimeoutError) else exc.strerror or str(exc)
@@ -289,6 +302,8 @@ class Forwarding:
 
     def rows(self) -> dict[str, list[dict[str, Any]]]:
         """The ``pgsql_forward`` section of the report."""
+        if SPLICER is not None:
+            SPLICER.sync()
         return {
             "listeners": [self.listeners[port].report() for port in sorted(self.listeners)],
             "servers": [self.targets[key].row() for key in sorted(self.targets)],

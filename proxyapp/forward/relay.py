@@ -5,14 +5,21 @@ server that runs the session it names, so it goes to every server of the hostgro
 the connection ends. Anything else opens a connection to one server (the ``Opener`` picks it) and from then on bytes
 pass untouched: TLS, authentication and every message are the client's and the server's business. Each side pauses
 reading the other while its own write buffer is full, so a fast sender never fills the proxy's memory.
+
+When the C relay is used (``splicing``) the opener connects a plain socket instead of a transport, and once it is
+connected both sockets go to the C relay with the client's pending bytes: the Protocols here then only count the
+connection out when the relay reports its end.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 from collections.abc import Awaitable, Callable
 
+from proxyapp.forward.splicing import SPLICER
 from proxyapp.pgsql.messages import (
     CANCEL_REQUEST_LENGTH,
     CANNOT_CONNECT_NOW,
@@ -40,12 +47,13 @@ class Refused(Exception):
 class ListenerCounters:
     """A listener's figures in one process."""
 
-    __slots__ = ("active", "bytes_from_clients", "bytes_to_clients", "refused", "total")
+    __slots__ = ("active", "bytes_from_clients", "bytes_to_clients", "refused", "spliced", "total")
 
     def __init__(self) -> None:
         self.active = 0
         self.total = 0
         self.refused = 0
+        self.spliced = 0  # connections handed to the C relay
         self.bytes_from_clients = 0
         self.bytes_to_clients = 0
 
@@ -71,13 +79,15 @@ CancelSender = Callable[[bytes], Awaitable[None]]
 
 
 class ServerSide(asyncio.Protocol):
-    """The connection to the chosen server: what it sends goes to the client."""
+    """The connection to the chosen server: what it sends goes to the client. For the C relay it is only a
+    connected ``sock``, never a transport."""
 
-    __slots__ = ("client", "counters", "transport")
+    __slots__ = ("client", "counters", "sock", "transport")
 
-    def __init__(self, client: ClientSide) -> None:
+    def __init__(self, client: ClientSide, sock: socket.socket | None = None) -> None:
         self.client = client
         self.transport: asyncio.Transport | None = None
+        self.sock = sock
         self.counters: ServerCounters | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -122,9 +132,11 @@ class ClientSide(asyncio.Protocol):
         "ended",
         "on_end",
         "open_server",
+        "pair",
         "pending",
         "refusal",
         "server",
+        "spliced",
         "started",
         "timer",
         "transport",
@@ -146,6 +158,8 @@ class ClientSide(asyncio.Protocol):
         self.pending = bytearray()
         self.started = False
         self.ended = False
+        self.spliced = False  # its sockets were handed to the C relay
+        self.pair = 0  # its id there
         self.timer: asyncio.TimerHandle | None = None
         self.on_end: list[Callable[[], None]] = []  # called once the client is gone
 
@@ -233,6 +247,9 @@ class ClientSide(asyncio.Protocol):
             log.exception("forwarding: opening a server connection failed")
             self._refuse(CANNOT_CONNECT_NOW, "the proxy could not open a server connection")
             return
+        if server.sock is not None:
+            self._splice(server, server.sock)
+            return
         transport = server.transport
         if self.ended or self.transport is None or transport is None or transport.is_closing():
             if transport is not None:  # the client left while its server was being reached, or the server did
@@ -246,6 +263,42 @@ class ClientSide(asyncio.Protocol):
             server.counters.bytes_sent += len(self.pending)
         self.pending.clear()
         self.transport.resume_reading()
+
+    def _splice(self, server: ServerSide, sock: socket.socket) -> None:
+        """Hand the client's socket and its server's to the C relay, the pending bytes to be written first."""
+        transport = self.transport
+        fd = -1
+        if not self.ended and transport is not None and not transport.is_closing() and SPLICER is not None:
+            try:
+                fd = os.dup(transport.get_extra_info("socket").fileno())
+            except OSError as exc:
+                log.error("forwarding: cannot take a client's socket over: %s", exc)
+        if fd < 0:  # the client left while its server was being reached, or its socket cannot be taken over
+            sock.close()
+            self.server_lost(server)
+            return
+        assert transport is not None and SPLICER is not None
+        self.server = server
+        self.spliced = True
+        self.transport = None
+        transport.close()  # releases the event loop's descriptor, not the socket: connection_lost counts nothing
+        pending = bytes(self.pending)
+        self.pending.clear()
+        if server.counters is not None:
+            server.counters.bytes_sent += len(pending)
+        self.counters.spliced += 1
+        try:
+            self.pair = SPLICER.add(self, server.counters, fd, sock.detach(), pending)
+        except OSError as exc:  # the relay's thread could not start: its descriptors were closed
+            log.error("forwarding: the C relay cannot take a connection: %s", exc)
+            self.spliced_end(server.counters)
+
+    def spliced_end(self, server: ServerCounters | None) -> None:
+        """The C relay ended the connection: count it out of the listener and the server."""
+        if server is not None:
+            server.active -= 1
+        self.pair = 0
+        self._end()
 
     def _refuse(self, sqlstate: str, message: str) -> None:
         """Answer with an ErrorResponse and end the connection. A client that asked for TLS or GSS encryption is
@@ -279,6 +332,8 @@ class ClientSide(asyncio.Protocol):
 
     def close(self) -> None:
         """End the connection both ways (a server taken OFFLINE_HARD, the proxy stopping)."""
+        if self.pair and SPLICER is not None:
+            SPLICER.close(self.pair)
         if self.transport is not None:
             self.transport.close()
         server = self.server
@@ -295,7 +350,12 @@ class ClientSide(asyncio.Protocol):
             self.transport.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        """The client went away: close its server connection, count it out."""
+        """The client went away: close its server connection, count it out. A spliced client's transport closed when
+        its socket went to the C relay: it is counted out when the relay reports its end."""
+        if not self.spliced:
+            self._end()
+
+    def _end(self) -> None:
         if self.ended:
             return
         self.ended = True

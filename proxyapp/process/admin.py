@@ -717,6 +717,12 @@ def _forward_metrics(out: _Exposition, section: object) -> None:
             "counter",
             "clients refused: the listener's max_connections",
         ),
+        (
+            "connections_spliced",
+            "proxyfleet_pgsql_forward_connections_spliced_total",
+            "counter",
+            "clients whose bytes the C relay passed",
+        ),
     ):
         out.family(name, kind, help, [(labels, row[column]) for labels, row in ports])
     out.family(

@@ -104,6 +104,7 @@ _SUMMED_FORWARD = {
         "connections_active",
         "connections_total",
         "connections_refused",
+        "connections_spliced",
         "bytes_from_clients",
         "bytes_to_clients",
     ),

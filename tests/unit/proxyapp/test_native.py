@@ -44,7 +44,7 @@ def test_the_stamp_covers_every_compiled_source_and_changes_with_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     copy = tmp_path / "repo"
-    for name in native.COMPILED:
+    for name in (*native.COMPILED, *(source for _, source in native.EXTENSIONS)):
         target = copy / name
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes((REPO / name).read_bytes())
@@ -54,3 +54,7 @@ def test_the_stamp_covers_every_compiled_source_and_changes_with_it(
     edited = copy / "proxyapp" / "session" / "session.py"
     edited.write_text(edited.read_text() + "\n# edited\n")
     assert native.source_stamp() != before
+    after_python = native.source_stamp()
+    extension = copy / "proxyapp" / "forward" / "_splice.c"
+    extension.write_text(extension.read_text() + "\n/* edited */\n")
+    assert native.source_stamp() != after_python

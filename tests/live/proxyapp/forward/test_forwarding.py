@@ -1,7 +1,7 @@
 """Forwarding listeners through a real proxy to the machine's PostgreSQL (127.0.0.1:5432): sessions pass whole and are
 counted, cancel requests reach their session, OFFLINE_SOFT drains, OFFLINE_HARD closes, a dead server is skipped and
 named, a full listener refuses with SQLSTATE 53300, a taken port is reported and bound once free, and several worker
-processes serve one port."""
+processes serve one port; each through the C relay and through the Python one (``conftest``)."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def reconfigure(proxy: ProxyProcess, config: dict[str, Any]) -> None:
     assert answer["ok"], answer
 
 
-def test_a_session_passes_whole_and_is_counted(start_proxy: StartProxy) -> None:
+def test_a_session_passes_whole_and_is_counted(start_proxy: StartProxy, relay: str) -> None:
     port = free_port()
     proxy = start_proxy(forward_config(port))
     assert listener_row(proxy, port)["state"] == "listening"
@@ -79,6 +79,7 @@ def test_a_session_passes_whole_and_is_counted(start_proxy: StartProxy) -> None:
     wait_until(lambda: listener_row(proxy, port)["connections_active"] == 0, "the proxy sees the client gone", 10)
     row = listener_row(proxy, port)
     assert (row["connections_total"], row["connections_refused"]) == (1, 0)
+    assert row["connections_spliced"] == (1 if relay == "c" else 0)
     assert row["bytes_from_clients"] > 4000  # the COPY's rows
     assert row["bytes_to_clients"] > 0
     server = server_rows(proxy)[(PG_HOST, PG_PORT)]
@@ -87,6 +88,21 @@ def test_a_session_passes_whole_and_is_counted(start_proxy: StartProxy) -> None:
     assert server["bytes_recv"] == row["bytes_to_clients"]
     metrics = proxy.admin("GET", "/metrics")
     assert f'proxyfleet_pgsql_forward_connections_total{{port="{port}"}} 1' in metrics
+
+
+def test_bytes_are_counted_while_the_session_lives(start_proxy: StartProxy) -> None:
+    port = free_port()
+    proxy = start_proxy(forward_config(port))
+    with connect(port) as conn:
+        # a large answer: psycopg reads it as it comes, the relay holds the server back meanwhile
+        assert conn.execute("SELECT repeat('x', 8000000)").fetchone() == ("x" * 8_000_000,)
+        row = listener_row(proxy, port)
+        assert row["connections_active"] == 1
+        assert row["bytes_to_clients"] > 8_000_000
+        server = server_rows(proxy)[(PG_HOST, PG_PORT)]
+        assert (server["bytes_sent"], server["bytes_recv"]) == (row["bytes_from_clients"], row["bytes_to_clients"])
+    wait_until(lambda: listener_row(proxy, port)["connections_active"] == 0, "the proxy sees the client gone", 10)
+    assert server_rows(proxy)[(PG_HOST, PG_PORT)]["connections_active"] == 0
 
 
 def test_a_cancel_request_reaches_its_session(start_proxy: StartProxy) -> None:

@@ -57,6 +57,7 @@ def test_workers_reports_merge_by_listener_and_server() -> None:
         "connections_active": 1,
         "connections_total": 2,
         "connections_refused": 0,
+        "connections_spliced": 1,
         "bytes_from_clients": 10,
         "bytes_to_clients": 20,
     }
@@ -78,6 +79,7 @@ def test_workers_reports_merge_by_listener_and_server() -> None:
     )
     (row,) = merged["listeners"]
     assert (row["state"], row["connections_total"], row["bytes_to_clients"]) == ("error: taken", 2, 40)
+    assert row["connections_spliced"] == 2
     (merged_server,) = merged["servers"]
     assert (merged_server["connect_errors"], merged_server["bytes_recv"]) == (2, 40)
 
