@@ -161,7 +161,7 @@ def _build_locked() -> int:
         "ext = mypycify(modules, opt_level='3', debug_level='0', target_dir=temp + '/c')\n"
         "for pair in filter(None, extensions.split(',')):\n"
         "    name, source = pair.split('=')\n"
-        "    ext.append(Extension(name, [source], extra_compile_args=['-O2', '-Wall']))\n"
+        "    ext.append(Extension(name, [source]))\n"
         "setup(name='proxyapp-native', ext_modules=ext, packages=[], py_modules=[],\n"
         "      script_args=['build_ext', '--build-lib', lib, '--build-temp', temp + '/o', '-j', jobs])\n"
     )
