@@ -9,7 +9,9 @@
  * Each direction reads into the thread's scratch buffer and writes at once to the other socket. What the target does
  * not take is kept in the direction's own buffer (at most one read, 64 KiB) and the source is not read until the
  * target has taken it all (EPOLLOUT): a slow reader holds its sender back and memory stays bounded. Triggering is by
- * level, each socket's mask saying what the pair waits for.
+ * level, each socket's mask saying what the pair waits for. An end is seen by the read that returns 0 or fails, and by
+ * EPOLLHUP/EPOLLERR (which epoll always reports); EPOLLRDHUP is not asked for, as a level-triggered one would keep
+ * waking the loop while a side is not read for backpressure.
  *
  * When either side ends (EOF, an error, a hang-up) the pair closes: nothing more is read, what is buffered is written
  * to whichever side still takes it, then both sockets are closed and the pair's end is queued with its counts (the
@@ -316,9 +318,6 @@ static void take_incoming(void) {
 static void *run(void *unused) {
     (void)unused;
     struct epoll_event events[MAX_EVENTS];
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals are the main thread's (Python handles them there) */
     for (;;) {
         int n = epoll_wait(epoll_fd, events, MAX_EVENTS, -1);
         if (n < 0) {
@@ -390,8 +389,13 @@ static int ensure_started(void) {
     if (epoll_fd < 0 || event_fd < 0 || wake_fd < 0 || epoll_ctl(epoll_fd, EPOLL_CTL_ADD, wake_fd, &ev) < 0)
         err = errno;
     pthread_t thread;
-    if (err == 0)
+    if (err == 0) { /* the thread starts with every signal blocked: they are the main thread's, which Python handles */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, &old);
         err = pthread_create(&thread, NULL, run, NULL);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
     if (err != 0) {
         int fds[3] = {epoll_fd, event_fd, wake_fd};
         for (int k = 0; k < 3; k++)

@@ -54,14 +54,17 @@ def pair(splice: ModuleType) -> Iterator[Pair]:
     p.close()
 
 
+#: What ``ended`` reported so far, by pair id.
+REPORTED: dict[int, tuple[int, int]] = {}
+
+
 def final_counts(splice: ModuleType, pair_id: int) -> tuple[int, int]:
     """A pair's counts as ``ended`` reports them, waiting up to 10 s for the notify fd to say so."""
-    while True:
+    while pair_id not in REPORTED:
         readable, _, _ = select.select([splice.notify_fd()], [], [], 10)
         assert readable, f"pair {pair_id} not reported ended"
-        for ended_id, c2s, s2c in splice.ended():
-            if ended_id == pair_id:
-                return c2s, s2c
+        REPORTED.update((ended_id, (c2s, s2c)) for ended_id, c2s, s2c in splice.ended())
+    return REPORTED[pair_id]
 
 
 def recv_exactly(sock: socket.socket, n: int) -> bytes:
@@ -159,6 +162,20 @@ def test_close_ends_a_pair_now(splice: ModuleType, pair: Pair) -> None:
     assert pair.server.recv(100) == b""
     assert final_counts(splice, pair.id) == (0, 0)
     assert splice.close(pair.id) is False
+
+
+def test_ended_pairs_leave_no_descriptor_open(splice: ModuleType) -> None:
+    splice.notify_fd()  # the relay's own descriptors, opened once
+    before = len(os.listdir("/proc/self/fd"))
+    pairs = [Pair(splice, b"x") for _ in range(50)]
+    for p in pairs[:25]:
+        p.close()  # half end from the apps' side
+    for p in pairs[25:]:
+        splice.close(p.id)  # half from Python's
+    for p in pairs:
+        final_counts(splice, p.id)
+        p.close()
+    assert len(os.listdir("/proc/self/fd")) == before
 
 
 def test_a_forked_child_has_no_pairs_and_does_not_hold_their_sockets(splice: ModuleType, pair: Pair) -> None:
