@@ -286,12 +286,13 @@ class ClientSide(asyncio.Protocol):
         self.pending.clear()
         if server.counters is not None:
             server.counters.bytes_sent += len(pending)
-        self.counters.spliced += 1
         try:
             self.pair = SPLICER.add(self, server.counters, fd, sock.detach(), pending)
-        except OSError as exc:  # the relay's thread could not start: its descriptors were closed
+        except (OSError, MemoryError) as exc:  # the relay could not take them: it closed both descriptors
             log.error("forwarding: the C relay cannot take a connection: %s", exc)
             self.spliced_end(server.counters)
+            return
+        self.counters.spliced += 1
 
     def spliced_end(self, server: ServerCounters | None) -> None:
         """The C relay ended the connection: count it out of the listener and the server."""

@@ -95,13 +95,13 @@ class Splicer:
     def add(
         self, client: ClientSide, server: ServerCounters | None, client_fd: int, server_fd: int, pending: bytes
     ) -> int:
-        """Hand both descriptors to the relay (it closes them from now on); the pair's id."""
-        loop = asyncio.get_running_loop()
-        if self.loop is not loop:
-            loop.add_reader(self.relay.notify_fd(), self.reap)
-            self.loop = loop
+        """Hand both descriptors to the relay (it closes them from now on, even when this raises); the pair's id."""
         pair = self.relay.add(client_fd, server_fd, pending)
         self.pairs[pair] = Spliced(client, server)
+        loop = asyncio.get_running_loop()
+        if self.loop is not loop:  # an end queued meanwhile keeps the descriptor readable: it is seen at once
+            loop.add_reader(self.relay.notify_fd(), self.reap)
+            self.loop = loop
         return pair
 
     def close(self, pair: int) -> None:
