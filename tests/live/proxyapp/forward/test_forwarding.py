@@ -96,9 +96,15 @@ def test_bytes_are_counted_while_the_session_lives(start_proxy: StartProxy) -> N
     with connect(port) as conn:
         # a large answer: psycopg reads it as it comes, the relay holds the server back meanwhile
         assert conn.execute("SELECT repeat('x', 8000000)").fetchone() == ("x" * 8_000_000,)
+        conn.execute("CREATE TEMP TABLE t (line text)")
+        line = "y" * 1000
+        with conn.cursor().copy("COPY t FROM STDIN") as copy:  # and a large upload
+            for _ in range(8000):
+                copy.write_row((line,))
+        assert conn.execute("SELECT count(*), sum(length(line)) FROM t").fetchone() == (8000, 8_000_000)
         row = listener_row(proxy, port)
         assert row["connections_active"] == 1
-        assert row["bytes_to_clients"] > 8_000_000
+        assert row["bytes_to_clients"] > 8_000_000 and row["bytes_from_clients"] > 8_000_000
         server = server_rows(proxy)[(PG_HOST, PG_PORT)]
         assert (server["bytes_sent"], server["bytes_recv"]) == (row["bytes_from_clients"], row["bytes_to_clients"])
     wait_until(lambda: listener_row(proxy, port)["connections_active"] == 0, "the proxy sees the client gone", 10)
