@@ -269,8 +269,9 @@ class ClientSide(asyncio.Protocol):
         transport = self.transport
         fd = -1
         if not self.ended and transport is not None and not transport.is_closing() and SPLICER is not None:
+            raw = transport.get_extra_info("socket")
             try:
-                fd = os.dup(transport.get_extra_info("socket").fileno())
+                fd = os.dup(raw.fileno()) if raw is not None else -1
             except OSError as exc:
                 log.error("forwarding: cannot take a client's socket over: %s", exc)
         if fd < 0:  # the client left while its server was being reached, or its socket cannot be taken over
