@@ -336,6 +336,8 @@ class Proxy(SessionServices):
         self.heat.configure(HotRowSettings(config))
         self.mirror.configure(config, self.config_path)
         self._open_xa()
+        if self.table_rows is not None:
+            self.table_rows.reconfigure()
         if self.events.path != self.runtime.settings.eventslog_filename:
             self.events.close()
             self.events = EventsLog(self.runtime.settings.eventslog_filename)

@@ -91,6 +91,11 @@ class TableRows:
         self._task: asyncio.Task[None] | None = None
         self._next = float("-inf")  # on the proxy's clock
 
+    def reconfigure(self) -> None:
+        """A new config is in force: the next housekeeping asks at once (its shard map may name other tables, and a
+        node that got its first sharded config should not wait a whole interval to report them)."""
+        self._next = float("-inf")
+
     def sweep(self, now: float) -> None:
         """Start a pass if one is due at ``now`` (the proxy's clock); called from the housekeeping."""
         if (self._task is not None and not self._task.done()) or now < self._next:

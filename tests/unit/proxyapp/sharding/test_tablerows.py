@@ -3,6 +3,8 @@ tables in the schema that shard keeps them in, and the rows it reports before an
 
 from __future__ import annotations
 
+import asyncio
+
 from proxyapp.config.document import parse_config
 from proxyapp.mysql.backend import BackendConnection
 from proxyapp.sharding.shardmap import ShardMap
@@ -54,3 +56,29 @@ def test_before_any_answer_every_table_is_reported_with_its_rows_missing(shard_m
         "rows_estimate": None,
         "checked_at": None,
     }
+
+
+def test_a_new_config_has_the_next_housekeeping_ask_at_once(shard_map: ShardMap) -> None:
+    """A pass every interval, and one at the first housekeeping after a new config (its tables may be new)."""
+    passes = []
+
+    async def scenario() -> None:
+        polled = TableRows(lambda: shard_map, lambda hostgroup: None, unreachable, interval=60.0)
+
+        def sweep(now: float) -> None:
+            before = polled._task
+            polled.sweep(now)
+            passes.append(polled._task is not before)
+
+        sweep(0.0)
+        assert polled._task is not None
+        await polled._task  # the pass ends (no writer anywhere: nothing is asked)
+        sweep(1.0)
+        polled.reconfigure()
+        sweep(2.0)
+        await polled._task
+        sweep(3.0)
+        sweep(62.5)
+
+    asyncio.run(scenario())
+    assert passes == [True, False, True, False, True]
