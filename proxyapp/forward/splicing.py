@@ -19,10 +19,34 @@ import asyncio
 import os
 import socket
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from proxyapp.forward.relay import ClientSide, ServerCounters
+
+class ServerCounters(Protocol):
+    """What a pair counts of its server (``relay.ServerCounters``)."""
+
+    bytes_sent: int
+    bytes_recv: int
+
+
+class ListenerBytes(Protocol):
+    """What a pair counts of its listener (``relay.ListenerCounters``)."""
+
+    bytes_from_clients: int
+    bytes_to_clients: int
+
+
+class ClientSide(Protocol):
+    """The client a pair serves (``relay.ClientSide``): its listener's counters, and its end to count out."""
+
+    @property
+    def counters(self) -> ListenerBytes:
+        """Its listener's counters."""
+        ...
+
+    def spliced_end(self, server: Any) -> None:
+        """The relay ended the pair: count it out of the listener and ``server`` (its server's counters)."""
+        ...
 
 
 def _load() -> tuple[ModuleType | None, str]:
