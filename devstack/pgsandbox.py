@@ -40,8 +40,9 @@ from typing import Any
 
 import psycopg
 
+from devstack.ports import free_port
 from devstack.sandbox import REPO, SandboxError, pid_alive, wait_gone
-from devstack.stack import free_port, wait_until
+from devstack.stack import wait_until
 from proxyapp.mysql.tls import make_certificate
 
 HOST = "127.0.0.1"

@@ -15,8 +15,9 @@ from typing import Any
 
 import pymysql
 
+from devstack.ports import free_port
 from devstack.sandbox import APP_PASSWORD, APP_USER, REPO
-from devstack.stack import free_port, wait_until
+from devstack.stack import wait_until
 from proxyapp import credential
 from proxyapp.clock import TEST_CLOCK_ENV
 
@@ -107,7 +108,7 @@ class ProxyProcess:
             try:
                 return self._start(timeout)
             except RuntimeError:
-                taken = "Address already in use" in self.log()[logged:]
+                taken = "address already in use" in self.log()[logged:].lower()
                 if self.proc is None or self.proc.returncode is None or not taken or self.started or attempt == 2:
                     raise
                 self.port, self.admin_port = free_port(), free_port()

@@ -27,7 +27,7 @@ from pathlib import Path
 import pymysql
 from kombu.utils.url import maybe_sanitize_url
 
-from devstack import stack
+from devstack import ports, stack
 from devstack.demo import (
     PG_FORWARD_PORT,
     PG_POOL_PORT,
@@ -69,7 +69,7 @@ def check_ports_free() -> None:
     postgresql = (f"127.0.0.1:{PG_POOL_PORT}", f"127.0.0.1:{PG_FORWARD_PORT}")
     for address in (WEB, *(a for pair in NODES.values() for a in pair), *postgresql):
         port = int(address.rpartition(":")[2])
-        if not stack.port_free(port):
+        if not ports.port_free(port):
             raise SystemExit(f"port {port} is in use (make run needs {address}); stop what listens there first")
 
 

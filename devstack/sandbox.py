@@ -21,7 +21,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -31,6 +30,7 @@ from typing import Any
 
 import pymysql
 
+from devstack.ports import free_port
 from proxyapp.mysql.tls import make_certificate
 
 REPO = Path(__file__).resolve().parent.parent
@@ -130,12 +130,6 @@ def _is_server_process(server: SandboxServer) -> bool:
     except OSError:
         return False
     return f"--datadir={server.datadir}".encode() in argv
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
 
 
 def _reap(pid: int) -> None:
@@ -341,7 +335,7 @@ class Sandbox:
             name=name,
             role="primary" if index == 0 else "replica",
             host=HOST,
-            port=_free_port(),
+            port=free_port(),
             pid=None,
             datadir=str(home / "data"),
             socket=str(sock),
@@ -445,7 +439,7 @@ class Sandbox:
                 return
             server.pid = None
             if port_may_change and attempt < _PORT_TRIES and _PORT_IN_USE in self._log_since(server, log_offset):
-                server.port = _free_port()
+                server.port = free_port()
                 continue
             raise SandboxError(
                 f"{server.name} exited with status {proc.returncode}; the end of {server.error_log}:\n"

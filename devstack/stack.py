@@ -12,7 +12,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,30 +26,13 @@ from urllib.parse import quote, urlencode
 import redis
 
 from devstack import certs
+from devstack.ports import free_port
 from proxyapp import credential
 from proxyapp.node.node import NodeStore
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent  # the virtualenv's scripts: celery, gunicorn
 LOG_TAIL_LINES = 40
-
-
-def free_port() -> int:
-    """A loopback TCP port nobody listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def port_free(port: int) -> bool:
-    """Whether a loopback TCP port can be listened on (no process, not even a dying one, holds it)."""
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
 
 
 class Service:

@@ -54,8 +54,9 @@ import psycopg
 from devstack.bench.run_bench import CpuSnapshot, descendants, write_report
 from devstack.bench.sharding_bench import percentile
 from devstack.pgsandbox import APP_PASSWORD, APP_USER, PgSandbox, PgServer, as_server_user, bin_dir, owned_dir
+from devstack.ports import free_port
 from devstack.proxy import ProxyProcess
-from devstack.stack import free_port, wait_until
+from devstack.stack import wait_until
 from fleet.bench.engine.runner import PlanBase, raise_file_limit
 from fleet.bench.engine.targets import Target
 

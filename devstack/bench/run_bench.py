@@ -43,9 +43,9 @@ from typing import Any
 
 import pymysql
 
+from devstack.ports import free_port
 from devstack.proxy import ProxyProcess
 from devstack.sandbox import Sandbox, SandboxServer, pid_alive
-from devstack.stack import free_port
 from fleet.bench.engine.sysbench import parse_sysbench
 from proxyapp.config.variables import VARIABLES
 

@@ -15,8 +15,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from devstack.ports import free_port
 from devstack.proxy import ProxyProcess
-from devstack.stack import free_port
 
 ROLE, PASSWORD, DATABASE = "pf_fleet_orm", "pf-fleet-orm-pass", "pf_fleet_orm"
 

@@ -25,7 +25,7 @@ import pytest
 import redis
 from celery import Celery
 
-from devstack import stack
+from devstack import ports, stack
 from devstack.api_client import ApiClient
 from devstack.proxy import READER_HG, WRITER_HG
 from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox
@@ -188,7 +188,7 @@ def test_a_node_down_during_a_publish_catches_up_through_reconcile(fleet: Fleet)
     primary, replica = server_ids(fleet.sandbox)
     fleet.running.nodes["e2e-b"].signal(signal.SIGKILL)  # the proxy dies; its workers and agent follow it
     fleet.running.nodes["e2e-b"].stop()
-    stack.wait_until(lambda: stack.port_free(fleet.running.ports["e2e-b"][0]), "end of e2e-b's worker processes", 10)
+    stack.wait_until(lambda: ports.port_free(fleet.running.ports["e2e-b"][0]), "end of e2e-b's worker processes", 10)
 
     rule = {"rule_id": 6, "active": 1, "match_pattern": "@@server_id", "destination_hostgroup": WRITER_HG, "apply": 1}
     created = fleet.api.call("POST", "/query-rules/", rule)

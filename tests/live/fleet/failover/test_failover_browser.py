@@ -8,7 +8,7 @@ from django.utils import timezone
 from playwright.sync_api import BrowserContext, expect
 
 from devstack.failover_sandbox import ha_document
-from devstack.stack import free_port
+from devstack.ports import free_port
 from fleet.core import publishing, roles
 from fleet.core.models import Cluster, ProxyNode
 from tests.live.fleet.web.test_browser import LIVE_UPDATE_TIMEOUT_MS, browser, context, log_in  # noqa: F401 (fixtures)

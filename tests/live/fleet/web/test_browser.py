@@ -30,7 +30,7 @@ from django.contrib.auth.models import User as Account
 from django.utils import timezone
 from playwright.sync_api import Browser, BrowserContext, Locator, Page, expect, sync_playwright
 
-from devstack import stack
+from devstack import ports, stack
 from devstack.pgsandbox import APP_PASSWORD as PG_APP_PASSWORD
 from devstack.pgsandbox import APP_USER as PG_APP_USER
 from devstack.pgsandbox import PgSandbox
@@ -420,7 +420,7 @@ def test_every_table_edited_in_the_browser_reaches_a_real_node(
         sharded = {"schemaname": "app", "tablename": "sharded_things", "shard_group": "things", "shard_key": "id"}
         _fill_row(page, "sharded-tables", {**sharded, "algorithm": "mod", "sequence_column": "id"})
         _fill_row(page, "pgsql-servers", {"hostname": "127.0.0.1", "port": "5432", "hostgroup_id": "100"})
-        pg_port = stack.free_port()
+        pg_port = ports.free_port()
         _fill_row(page, "pgsql-forward-listeners", {"port": str(pg_port), "hostgroup_id": "100"})
         page.goto("/tables/users/")
         page.locator("table.grid tbody tr", has_text=APP_USER).get_by_role("link", name="Edit").click()
@@ -524,7 +524,7 @@ def test_a_postgresql_user_from_the_browser_logs_in_through_the_node(
     with its password and runs as it on the server; a wrong password is refused; the Backends page shows the node's
     listener and its pool to the server."""
     context = browser.new_context(base_url=live_stack.url)
-    pg_port = stack.free_port()
+    pg_port = ports.free_port()
     try:
         page = _log_in_as_operator(context)
         page.goto("/tables/pgsql-servers/")
@@ -596,7 +596,7 @@ def test_a_postgresql_rule_from_the_browser_blocks_through_the_node(
     node's PostgreSQL port the matching statement gets the rule's error, another still runs, and the document the node
     runs holds the rule and the pair."""
     context = browser.new_context(base_url=live_stack.url)
-    pg_port = stack.free_port()
+    pg_port = ports.free_port()
     try:
         page = _log_in_as_operator(context)
         # the module's draft is shared: the tests before may have added the server and the user already
@@ -676,7 +676,7 @@ def test_a_postgresql_replication_pair_from_the_browser_splits_reads_and_writes_
     the node's PostgreSQL port every SELECT runs on the replica and every write on the primary."""
     primary, (replica,) = pg_sandbox.primary(), pg_sandbox.replicas()
     context = browser.new_context(base_url=live_stack.url)
-    pg_port = stack.free_port()
+    pg_port = ports.free_port()
     try:
         page = _log_in_as_operator(context)
         for server in (primary, replica):

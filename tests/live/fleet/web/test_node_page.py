@@ -7,9 +7,9 @@ import pymysql
 import pytest
 from django.urls import reverse
 
+from devstack.ports import free_port
 from devstack.proxy import rw_split_config
 from devstack.sandbox import Sandbox
-from devstack.stack import free_port
 from fleet.core import roles
 from fleet.core.models import AuditEntry, Cluster, ProxyNode
 from proxyapp import credential

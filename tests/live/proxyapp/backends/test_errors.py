@@ -14,9 +14,9 @@ from typing import Any
 import pymysql
 import pytest
 
+from devstack.ports import free_port
 from devstack.proxy import WRITER_HG
 from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox, SandboxServer
-from devstack.stack import free_port
 from tests.support.harness import StartProxy, backend_thread
 
 

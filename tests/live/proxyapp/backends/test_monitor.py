@@ -14,9 +14,9 @@ from contextlib import contextmanager
 import pymysql
 import pytest
 
+from devstack.ports import free_port
 from devstack.proxy import ProxyProcess, rw_split_config
 from devstack.sandbox import Sandbox, SandboxServer
-from devstack.stack import free_port
 from tests.support.harness import StartProxy
 from tests.support.monitor_support import (
     global_variables,

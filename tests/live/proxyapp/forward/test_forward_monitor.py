@@ -8,8 +8,9 @@ from typing import Any
 
 import psycopg
 
+from devstack.ports import free_port
 from devstack.proxy import ProxyProcess
-from devstack.stack import free_port, wait_until
+from devstack.stack import wait_until
 from tests.live.proxyapp.forward.test_forwarding import HG, PG_HOST, PG_PORT, StartProxy, connect, server_rows
 from tests.support.monitor_support import SEEN_WITHIN, global_variables
 

@@ -14,8 +14,9 @@ from typing import Any
 import psycopg
 import pytest
 
+from devstack.ports import free_port
 from devstack.proxy import ProxyProcess
-from devstack.stack import free_port, wait_until
+from devstack.stack import wait_until
 
 PG_HOST, PG_PORT = "127.0.0.1", 5432
 HG = 100

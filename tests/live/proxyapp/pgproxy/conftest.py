@@ -11,8 +11,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from devstack.ports import free_port
 from devstack.proxy import ProxyProcess
-from devstack.stack import free_port
 
 PG_HOST, PG_PORT = "127.0.0.1", 5432
 #: Named after this test process: runs side by side on the one server (other checkouts') neither drop each other's

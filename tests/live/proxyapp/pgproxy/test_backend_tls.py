@@ -14,8 +14,9 @@ import psycopg
 import pytest
 
 from devstack.pgsandbox import APP_PASSWORD, APP_USER, MONITOR_PASSWORD, MONITOR_USER, PgSandbox
+from devstack.ports import free_port
 from devstack.proxy import ProxyProcess
-from devstack.stack import free_port, wait_until
+from devstack.stack import wait_until
 from proxyapp.mysql.tls import make_certificate
 from tests.support.monitor_support import SEEN_WITHIN, global_variables
 

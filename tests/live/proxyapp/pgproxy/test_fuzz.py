@@ -15,8 +15,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from devstack.ports import free_port
 from devstack.proxy import ProxyProcess
-from devstack.stack import free_port
 from proxyapp.pgsql.auth import ScramClient
 from tests.live.proxyapp.pgproxy.conftest import DATABASE, HG, PASSWORD, ROLE, pool_config, server_sessions
 

@@ -12,8 +12,9 @@ import psycopg
 import pytest
 
 from devstack.pgsandbox import APP_PASSWORD, APP_USER, MD5_PASSWORD, MD5_USER, MONITOR_PASSWORD, MONITOR_USER, PgSandbox
+from devstack.ports import free_port
 from devstack.proxy import ProxyProcess
-from devstack.stack import free_port, wait_until
+from devstack.stack import wait_until
 
 WRITERS, READERS = 10, 20
 

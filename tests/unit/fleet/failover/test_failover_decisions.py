@@ -14,8 +14,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from devstack.failover_sandbox import server_row
+from devstack.ports import free_port
 from devstack.sandbox import APP_PASSWORD, APP_USER
-from devstack.stack import free_port
 from fleet.core import publishing
 from fleet.core.drafts import save_row
 from fleet.core.models import Cluster, ProxyNode, Variable

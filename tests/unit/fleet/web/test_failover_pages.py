@@ -15,7 +15,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from devstack.failover_sandbox import ha_document
-from devstack.stack import free_port
+from devstack.ports import free_port
 from fleet.core import publishing, roles
 from fleet.core.models import AuditEntry, Cluster, ProxyNode
 from fleet.failover import history

@@ -8,7 +8,7 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from devstack.stack import free_port
+from devstack.ports import free_port
 from fleet.core import roles
 from fleet.core.models import AuditEntry, Cluster, ProxyNode
 from tests.support.control_plane import LOGIN_PASSWORD, make_account
