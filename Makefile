@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
 
-.PHONY: deps sysdeps lint build test test-unit run bench bench-failover bench-sharding bench-hot-rows bench-pgsql txmodel test-sharding-long clean
+.PHONY: deps sysdeps lint build test test-unit run bench bench-pinned bench-instructions bench-failover bench-sharding bench-hot-rows bench-pgsql txmodel test-sharding-long clean
 
 # The virtualenv with requirements.txt installed, and the Debian packages.
 deps: sysdeps $(STAMP)
@@ -39,6 +39,15 @@ run: deps build
 
 bench: deps build
 	$(PY) -m devstack.bench.run_bench $(BENCH_ARGS)
+
+# The same with the proxy under test on a CPU of its own and the server and sysbench on the others (steadier rounds).
+bench-pinned: deps build
+	$(PY) -m devstack.bench.run_bench --pin $(BENCH_ARGS)
+
+# Instructions per point select in the proxy, counted by callgrind (the regression check that machine noise does
+# not move); a minute or two (BENCH_ARGS='--queries N --threads N').
+bench-instructions: deps build
+	$(PY) -m devstack.bench.instructions $(BENCH_ARGS)
 
 # Failover timings with default settings (kill -9 of the primary under writes): the "Failover" section of
 # docs/benchmarks.md; about 40 s a run (BENCH_ARGS='--runs N', default 3).

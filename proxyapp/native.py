@@ -27,6 +27,7 @@ STAMP = BUILD_DIR / "STAMP"
 #: The modules compiled, relative to the repository: the per-query path and what it touches.
 COMPILED = (
     "proxyapp/backends/pool.py",
+    "proxyapp/clock.py",
     "proxyapp/config/rulecompile.py",
     "proxyapp/forward/relay.py",
     "proxyapp/hotrows/marks.py",

@@ -43,6 +43,7 @@ from typing import Any
 
 import pymysql
 
+from devstack.bench.pinning import Layout, PinningError, pin_processes, pinned_start
 from devstack.ports import free_port
 from devstack.proxy import ProxyProcess
 from devstack.sandbox import Sandbox, SandboxServer, pid_alive
@@ -74,6 +75,8 @@ class Workload:
     threads: int
     ps_mode: str
     many_connections: bool = False
+    single: bool = False  # one connection: its latency, not the machine's throughput, is what it measures
+    bar: bool = True  # one of the rows the bar is set on (ProxyFleet at haproxy's qps or better)
 
     def args(self) -> list[str]:
         """The workload's own sysbench options."""
@@ -94,6 +97,7 @@ class Settings:
     many_threads: int
     many_ps_mode: str
     proxy_threads: int | None
+    pin: bool = False
 
     def workloads(self) -> list[Workload]:
         """The workloads, in the order each round runs them."""
@@ -107,6 +111,8 @@ class Settings:
                      "oltp_read_write", t, "auto"),
             Workload("point_select_many", f"oltp_point_select, {m:,} connections, --db-ps-mode={self.many_ps_mode}",
                      "oltp_point_select", m, self.many_ps_mode, many_connections=True),
+            Workload("point_select_single", "oltp_point_select, 1 connection, --db-ps-mode=disable",
+                     "oltp_point_select", 1, "disable", single=True, bar=False),
         ]  # fmt: skip
 
 
@@ -171,9 +177,10 @@ def sysbench_connection_args(host: str, port: int) -> list[str]:
 class Haproxy:
     """haproxy in TCP mode in front of one server, in its own process group."""
 
-    def __init__(self, backend: tuple[str, int], workdir: Path) -> None:
+    def __init__(self, backend: tuple[str, int], workdir: Path, cpus: frozenset[int] | None = None) -> None:
         self.backend = backend
         self.workdir = workdir
+        self.cpus = cpus  # started on these CPUs (it then runs one thread per CPU it may use)
         self.port = free_port()
         self.config_path = workdir / "haproxy.cfg"
         self.log_path = workdir / "haproxy.log"
@@ -208,7 +215,7 @@ class Haproxy:
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
                 [binary, "-db", "-f", str(self.config_path)], stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True,
+                start_new_session=True, preexec_fn=pinned_start(self.cpus),
             )  # fmt: skip
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -429,6 +436,7 @@ class Bench:
         self.machine: dict[str, Any] = {}
         self.logs = BENCH_DIR / "logs"
         self.pids = PidFile(BENCH_DIR / "pids.json")
+        self.layout = Layout.split(settings.proxy_threads or 1) if settings.pin else None
 
     # ------------------------------------------------------------------------------------------ set up / down
 
@@ -443,6 +451,8 @@ class Bench:
         self.sandbox.down()  # a clean server every time: no leftovers of an interrupted run
         self.sandbox.up(replicas=0)
         primary = self.sandbox.primary()
+        if self.layout is not None and primary.pid:
+            pin_processes((primary.pid, *descendants(primary.pid)), self.layout.rest)
         with primary.connect() as conn, conn.cursor() as cur:
             cur.execute(f"CREATE USER IF NOT EXISTS '{SB_USER}'@'%' IDENTIFIED BY '{SB_PASSWORD}'")
             cur.execute(f"GRANT ALL ON *.* TO '{SB_USER}'@'%'")
@@ -453,7 +463,7 @@ class Bench:
 
         workdir = BENCH_DIR / "haproxy"
         workdir.mkdir(parents=True, exist_ok=True)
-        self.haproxy = Haproxy((primary.host, primary.port), workdir)
+        self.haproxy = Haproxy((primary.host, primary.port), workdir, self.layout.proxy if self.layout else None)
         self.haproxy.start()
         assert self.haproxy.proc is not None
         self.pids.record("haproxy", self.haproxy.proc.pid, str(self.haproxy.config_path))
@@ -467,8 +477,17 @@ class Bench:
         self.proxy.start()
         assert self.proxy.proc is not None
         self.pids.record("proxyfleet", self.proxy.proc.pid, str(self.proxy.config_path))
+        self._pin_proxy()
         self.targets["proxyfleet"] = ("127.0.0.1", self.proxy.port)
         self.machine = machine_info(primary, self.haproxy, self.proxy)
+        if self.layout is not None:
+            self.machine["pinning"] = self.layout.describe()
+
+    def _pin_proxy(self) -> None:
+        """With ``--pin``: the proxy and its workers on the proxy's CPUs."""
+        if self.layout is not None and self.proxy is not None and self.proxy.proc is not None:
+            pid = self.proxy.proc.pid
+            pin_processes((pid, *descendants(pid)), self.layout.proxy)
 
     def roles(self) -> dict[int, str]:
         """Our long-lived processes by pid: mariadbd, haproxy, proxy (with its workers)."""
@@ -533,7 +552,9 @@ class Bench:
         cpu_before = CpuSnapshot.take()
         t0 = time.monotonic()
         with log.open("wb") as out:
-            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+            proc = subprocess.Popen(
+                cmd, stdout=out, stderr=subprocess.STDOUT, preexec_fn=pinned_start(self.layout and self.layout.rest)
+            )
             try:
                 code: int | None = proc.wait(seconds + RUN_GRACE_S)
             except subprocess.TimeoutExpired:
@@ -582,6 +603,7 @@ class Bench:
         proxy.start()
         assert proxy.proc is not None
         self.pids.record("proxyfleet", proxy.proc.pid, str(proxy.config_path))
+        self._pin_proxy()
 
     def run(self) -> None:
         """The warm-up runs, then the interleaved rounds."""
@@ -723,8 +745,23 @@ def summarize(workloads: list[Workload], results: list[RunResult]) -> dict[str, 
                     for key in sorted({k for r in runs for k in r.cpu if k.startswith("cores_")})
                 },
                 "backend": [r.backend for r in runs if r.backend],
+                "qps_spread_pct": _spread([r.qps for r in good if r.qps is not None]),
+                "cpu_us_per_query": _median(
+                    [_cpu_per_query(r, ROLE_OF_TARGET[target]) for r in good if ROLE_OF_TARGET[target]]
+                ),
             }
         q = {t: per_target[t]["qps_median"] for t in TARGETS}
+        round_ratios = [
+            _ratio(p.qps, h.qps)
+            for p in results
+            for h in results
+            if p.workload == h.workload == w.key
+            and p.round == h.round
+            and p.target == "proxyfleet"
+            and h.target == "haproxy"
+            and p.ok
+            and h.ok
+        ]
         summary[w.key] = {
             "title": w.title,
             "targets": per_target,
@@ -733,8 +770,39 @@ def summarize(workloads: list[Workload], results: list[RunResult]) -> dict[str, 
                 "proxyfleet/haproxy": _ratio(q["proxyfleet"], q["haproxy"]),
                 "haproxy/direct": _ratio(q["haproxy"], q["direct"]),
             },
+            "proxyfleet/haproxy_rounds": round_ratios,
+            "bar": _bar(w, _ratio(q["proxyfleet"], q["haproxy"]), _ratio(q["proxyfleet"], q["direct"])),
         }
     return summary
+
+
+#: Whose CPU a target's runs are charged to, for the CPU per query (direct has no proxy).
+ROLE_OF_TARGET = {"direct": "", "haproxy": "haproxy", "proxyfleet": "proxy"}
+
+
+def _cpu_per_query(run: RunResult, role: str) -> float | None:
+    """µs of CPU ``role``'s processes spent per query during ``run`` (user and system time, so the kernel's work for
+    its sockets counts), or None."""
+    cores = run.cpu.get(f"cores_{role}")
+    return None if cores is None or not run.qps else round(cores * 1_000_000 / run.qps, 1)
+
+
+def _spread(values: list[float]) -> float | None:
+    """(max - min) / median of the rounds, in percent; None for fewer than two rounds."""
+    if len(values) < 2:
+        return None
+    return round(100 * (max(values) - min(values)) / statistics.median(values), 1)
+
+
+def _bar(workload: Workload, to_haproxy: float | None, to_direct: float | None) -> dict[str, Any]:
+    """Whether ``workload``'s row reached the bar: ProxyFleet at 1.0x haproxy's qps or better, and on the
+    many-connection row also ahead of direct (pooling holds the server at a fraction of the connections)."""
+    if not workload.bar:
+        return {"applies": False, "reached": None, "needs": ""}
+    needs = "ProxyFleet/haproxy >= 1.00" + (" and ProxyFleet/direct >= 1.00" if workload.many_connections else "")
+    checks = [to_haproxy] + ([to_direct] if workload.many_connections else [])
+    reached = None if None in checks else all(c is not None and c >= 1.0 for c in checks)
+    return {"applies": True, "reached": reached, "needs": needs}
 
 
 def _merge_codes(dicts: Iterable[dict[str, int]]) -> dict[str, int]:
@@ -785,7 +853,8 @@ def render_markdown(doc: dict[str, Any], command: str) -> str:
         f"- Data: {s['tables']} tables x {s['table_size']:,} rows; {s['rounds']} interleaved round(s) "
         f"(direct, haproxy, ProxyFleet, direct, ...) of {s['seconds']} s per run"
         + (", after a warm-up run per target" if s["warmup_seconds"] else "")
-        + ("; `--quick`" if s["quick"] else ""),
+        + ("; `--quick`" if s["quick"] else "")
+        + (f"; pinned ({m.get('pinning')})" if s.get("pin") else "; not pinned to CPUs"),
         "- Targets: **direct** = the primary; **haproxy** = `mode tcp`, one frontend, one server "
         f"(the primary); **ProxyFleet** = `python -m proxyapp run`, the sbtest user to one hostgroup holding the "
         f"primary (max_connections {PROXY_BACKEND_MAX_CONNECTIONS}), no query rules. Every statement reaches "
@@ -807,13 +876,15 @@ def render_markdown(doc: dict[str, Any], command: str) -> str:
             f"| {_fmt(r['proxyfleet/haproxy'], '.2f')} | {_fmt(r['haproxy/direct'], '.2f')} "
             f"| {t['direct']['errors']}/{t['haproxy']['errors']}/{t['proxyfleet']['errors']} |"
         )
+    lines += _bar_lines(doc)
     for key, item in summary.items():
         lines += ["", f"### {item['title']}", ""]
         many = any(w["key"] == key and w["many_connections"] for w in doc["workloads"])
         header = (
-            "| target | qps (median) | qps per round | tps | latency avg ms | latency p95 ms | errors | others' CPU |"
+            "| target | qps (median) | qps per round | spread | tps | latency avg ms | latency p95 ms | errors "
+            "| others' CPU |"
         )
-        rule = "|---|---:|---|---:|---:|---:|---:|---:|"
+        rule = "|---|---:|---|---:|---:|---:|---:|---:|---:|"
         if many:
             header += " server Max_used_connections | ProxyFleet MaxConnUsed |"
             rule += "---:|---:|"
@@ -822,7 +893,8 @@ def render_markdown(doc: dict[str, Any], command: str) -> str:
             t = item["targets"][target]
             rounds = ", ".join("failed" if q is None else f"{q:,.0f}" for q in t["qps_rounds"])
             row = (
-                f"| {TARGET_LABELS[target]} | {_fmt(t['qps_median'])} | {rounds} | {_fmt(t['tps_median'], ',.1f')} "
+                f"| {TARGET_LABELS[target]} | {_fmt(t['qps_median'])} | {rounds} "
+                f"| {_fmt(t.get('qps_spread_pct'), '.1f')} % | {_fmt(t['tps_median'], ',.1f')} "
                 f"| {_fmt(t['lat_avg_ms_median'], '.2f')} | {_fmt(t['lat_p95_ms_median'], '.2f')} | {t['errors']} "
                 f"| {_fmt(t['cpu_others_pct_max'], '.0f')} % |"
             )
@@ -868,6 +940,65 @@ def render_markdown(doc: dict[str, Any], command: str) -> str:
         if notes:
             lines += ["", *notes]
     return "\n".join(lines) + "\n"
+
+
+def _bar_lines(doc: dict[str, Any]) -> list[str]:
+    """The bar (issue 17), row by row; the CPU each proxy spent per query; one connection's latency."""
+    summary = doc["summary"]
+    lines = [
+        "",
+        "**The bar**: ProxyFleet at 1.0x haproxy's qps or better on every row, and ahead of direct at 1,000 "
+        "connections. Per round, ProxyFleet/haproxy compares the two runs of the same round (adjacent in time).",
+        "",
+        "| row | ProxyFleet/haproxy | per round | ProxyFleet/direct | reached |",
+        "|---|---:|---|---:|---|",
+    ]
+    for item in summary.values():
+        bar = item.get("bar", {})
+        if not bar.get("applies"):
+            continue
+        r = item["ratios"]
+        rounds = ", ".join(_fmt(x, ".2f") for x in item.get("proxyfleet/haproxy_rounds", []))
+        reached = {True: "**yes**", False: "no", None: "n/a"}[bar["reached"]]
+        lines.append(
+            f"| {item['title']} | {_fmt(r['proxyfleet/haproxy'], '.2f')} | {rounds} "
+            f"| {_fmt(r['proxyfleet/direct'], '.2f')} | {reached} ({bar['needs']}) |"
+        )
+    lines += [
+        "",
+        "**CPU per query** (µs): the CPU time (user + system, so the kernel's socket work counts) the proxy's "
+        "processes used during a run, from /proc/PID/stat, divided by the queries sysbench completed; the median "
+        "over the rounds.",
+        "",
+        "| row | haproxy | ProxyFleet | ProxyFleet/haproxy |",
+        "|---|---:|---:|---:|",
+    ]
+    for item in summary.values():
+        h = item["targets"]["haproxy"].get("cpu_us_per_query")
+        p = item["targets"]["proxyfleet"].get("cpu_us_per_query")
+        lines.append(f"| {item['title']} | {_fmt(h, '.1f')} | {_fmt(p, '.1f')} | {_fmt(_ratio(p, h), '.2f')} |")
+    single = [item for key, item in summary.items() if any(w["key"] == key and w["single"] for w in doc["workloads"])]
+    for item in single:
+        t = item["targets"]
+        latency = {
+            target: (1_000_000 / t[target]["qps_median"]) if t[target]["qps_median"] else None for target in TARGETS
+        }
+        lines += [
+            "",
+            "**One connection's latency** (µs per point select: 1 s / the qps of one sysbench thread, whose queries "
+            "run one after another, so this is the round trip through each target, not a throughput):",
+            "",
+            "| direct | haproxy | ProxyFleet | ProxyFleet - haproxy |",
+            "|---:|---:|---:|---:|",
+            "| "
+            + " | ".join(_fmt(latency[target], ".0f") for target in TARGETS)
+            + f" | {_fmt(_difference(latency['proxyfleet'], latency['haproxy']), '+.0f')} |",
+        ]
+    return lines
+
+
+def _difference(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a - b
 
 
 def write_report(path: Path, section: str, title: str = SECTION_TITLE) -> None:
@@ -991,6 +1122,12 @@ def parse_args(argv: list[str] | None) -> tuple[Settings, Path]:
         help="the proxy's mysql-threads (default 1: on a 2-CPU machine that also runs MariaDB and sysbench, a "
         "second worker process costs more CPU per query than it adds; 0 takes the variable's own default)",
     )
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="pin the proxy under test (ProxyFleet's workers, or haproxy) to the last CPU(s) and the server and "
+        "sysbench to the others, for steadier rounds (needs more CPUs than the proxy's workers)",
+    )
     args = parser.parse_args(argv)
     quick = args.quick
     settings = Settings(
@@ -1004,7 +1141,13 @@ def parse_args(argv: list[str] | None) -> tuple[Settings, Path]:
         many_threads=args.many_threads,
         many_ps_mode=args.many_ps_mode,
         proxy_threads=args.proxy_threads or None,
+        pin=args.pin,
     )
+    if args.pin:
+        try:
+            Layout.split(settings.proxy_threads or 1)
+        except PinningError as refused:
+            parser.error(str(refused))
     out = args.out if args.out.is_absolute() else Path.cwd() / args.out
     return settings, out
 

@@ -7,6 +7,7 @@ import contextlib
 import os
 import ssl
 from dataclasses import dataclass, field
+from typing import Final
 
 from proxyapp.mysql import auth
 from proxyapp.mysql.constants import (
@@ -15,7 +16,6 @@ from proxyapp.mysql.constants import (
     Cap,
     Command,
     ErrorCode,
-    Status,
     names_for_collation,
 )
 from proxyapp.mysql.handshake import ClientLogin, ServerGreeting, parse_auth_switch, ssl_request
@@ -23,7 +23,7 @@ from proxyapp.mysql.packets import ErrPacket, ProtocolError, parse_err, parse_ok
 from proxyapp.mysql.resultset import read_named_result, read_text_result
 from proxyapp.mysql.wire import STATUS_UNKNOWN, PeerClosed, Response, Wire, open_wire, read_response
 
-_IN_TRANS = int(Status.IN_TRANS)
+_IN_TRANS: Final = 0x0001  # Status.IN_TRANS
 _PING = bytes((Command.PING,))
 
 

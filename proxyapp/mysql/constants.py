@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import enum
+from typing import Final
 
-MAX_PACKET = 0xFFFFFF  # a payload of this length continues in the next packet
+MAX_PACKET: Final = 0xFFFFFF  # a payload of this length continues in the next packet
 
 
 class Cap(enum.IntFlag):

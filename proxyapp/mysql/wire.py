@@ -11,12 +11,12 @@ import asyncio
 import socket
 import ssl
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import Final, Protocol
 
 from mypy_extensions import mypyc_attr
 
 from proxyapp.mysql.compression import Compression
-from proxyapp.mysql.constants import MAX_PACKET, Status
+from proxyapp.mysql.constants import MAX_PACKET
 from proxyapp.mysql.packets import (
     ErrPacket,
     PacketTooLarge,
@@ -28,14 +28,14 @@ from proxyapp.mysql.packets import (
 )
 from proxyapp.mysql.tls import TlsLayer
 
-FLUSH_AT = 1 << 20
-PAUSE_READING_AT = 8 << 20
+FLUSH_AT: Final = 1 << 20
+PAUSE_READING_AT: Final = 8 << 20
 # Plain ints: IntFlag arithmetic is slow on the per-packet path.
-_MORE_RESULTS = int(Status.MORE_RESULTS_EXISTS)
-_CURSOR_EXISTS = int(Status.CURSOR_EXISTS)
+_MORE_RESULTS: Final = 0x0008  # Status.MORE_RESULTS_EXISTS
+_CURSOR_EXISTS: Final = 0x0040  # Status.CURSOR_EXISTS
 #: A response's status when it did not tell one: an ERR packet carries no status flags, so after an error the
 #: server's transaction state must be asked (``BackendConnection.settle``). All bits set: read as "in a transaction".
-STATUS_UNKNOWN = -1
+STATUS_UNKNOWN: Final = -1
 
 
 @mypyc_attr(native_class=False)  # mypyc cannot compile a subclass of a built-in exception other than Exception

@@ -8,16 +8,18 @@ case).
 
 from __future__ import annotations
 
+from typing import Final
+
 from proxyapp.mysql.wire import Response
 from proxyapp.session.state import DIRTY_PINS, Pin, SessionState
 from proxyapp.sql.scan import Kind, Statement
 
 #: The session keeps the connection (a pin holds it, or multiplexing is off).
-KEEP = 1
+KEEP: Final = 1
 #: The connection holds state only a reset clears before another session may use it.
-DIRTY = 2
+DIRTY: Final = 2
 #: The statements changed SET-able state or the schema on the connection as in the session: record it as applied.
-APPLIED = 4
+APPLIED: Final = 4
 
 _ISOLATION = {
     "READ UNCOMMITTED": "'READ-UNCOMMITTED'",

@@ -27,6 +27,7 @@ import functools
 import hashlib
 import re
 from dataclasses import dataclass
+from typing import Final
 
 from proxyapp.sql.lex import MYSQL, PGSQL, Dialect, TokenKind, tokenize
 
@@ -71,6 +72,30 @@ _NUMBER_GLUE = frozenset("_.$?")
 _NOT_SIMPLE = frozenset("'\"`#/\\+-")
 
 
+#: Per ASCII code, for ``simple_shape``: a decimal digit; a word character or '.' (a number may neither follow nor
+#: precede one); '$' or '?' (a number may not follow one); one that makes the text not simple; any other.
+_C_OTHER: Final = 0
+_C_DIGIT: Final = 1
+_C_WORD: Final = 2
+_C_PREFIX: Final = 3
+_C_REFUSED: Final = 4
+_ASCII_CLASSES: Final = bytes(
+    _C_DIGIT
+    if chr(c).isdecimal()
+    else _C_REFUSED
+    if chr(c) in _NOT_SIMPLE
+    else _C_PREFIX
+    if chr(c) in "$?"
+    else _C_WORD
+    if chr(c).isalnum() or chr(c) in "_."
+    else _C_OTHER
+    for c in range(128)
+)
+_DOT: Final = 0x2E
+_LOWER_E: Final = 0x65
+_UPPER_E: Final = 0x45
+
+
 def simple_shape(sql: str, literal: str = "?") -> str | None:
     """``sql`` with each bare number literal replaced by ``literal``, when bare numbers are its only literals; else
     None.
@@ -78,8 +103,58 @@ def simple_shape(sql: str, literal: str = "?") -> str | None:
     None when the text holds a quote, a comment, a sign, a backslash or an exponent (a digit followed by
     ``e``/``E``). A bare number is a run of decimal digits, with an optional fraction, that does not follow a
     word character, '.', '$' or '?' and is not followed by a word character or '.': so ``t1``, ``0x1F`` and
-    ``1.2.3`` are left alone. One pass over the text (a regex pair did this at three times the cost).
+    ``1.2.3`` are left alone. One pass over the text (a regex pair did this at three times the cost); over the
+    bytes of an ASCII text, where a character's class is a table lookup and no character object is made.
     """
+    if not sql.isascii():
+        return _unicode_shape(sql, literal)
+    codes = sql.encode("ascii")
+    classes = _ASCII_CLASSES
+    n = len(codes)
+    parts: list[str] = []
+    copied = 0
+    glued = False  # the previous character is a word character or in _NUMBER_GLUE
+    i = 0
+    while i < n:
+        kind = classes[codes[i]]
+        if kind != _C_DIGIT:
+            if kind == _C_REFUSED:
+                return None
+            glued = kind >= _C_WORD  # a word character, ".", "$" or "?" (the refused are gone)
+            i += 1
+            continue
+        end = _ascii_digits_end(codes, i + 1, n)
+        if end < 0:
+            return None
+        if not glued and end + 1 < n and codes[end] == _DOT and classes[codes[end + 1]] == _C_DIGIT:
+            end = _ascii_digits_end(codes, end + 1, n)
+            if end < 0:
+                return None
+        if not glued and (end >= n or classes[codes[end]] != _C_WORD):
+            parts.append(sql[copied:i])
+            parts.append(literal)
+            copied = end
+        glued = True  # a digit is a word character
+        i = end
+    if not parts:
+        return sql
+    parts.append(sql[copied:])
+    return "".join(parts)
+
+
+def _ascii_digits_end(codes: bytes, i: int, n: int) -> int:
+    """The end of the run of ASCII digits at ``i``; -1 if an exponent (``e``/``E``) follows it."""
+    classes = _ASCII_CLASSES
+    while i < n and classes[codes[i]] == _C_DIGIT:
+        i += 1
+    if i < n and (codes[i] == _LOWER_E or codes[i] == _UPPER_E):
+        return -1
+    return i
+
+
+def _unicode_shape(sql: str, literal: str) -> str | None:
+    """``simple_shape`` for a text with non-ASCII characters (letters and digits of other scripts)."""
+
     n = len(sql)
     parts: list[str] = []
     copied = 0

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from devstack.bench.pinning import Layout, PinningError
 from devstack.bench.run_bench import (
     SECTION_TITLE,
     RunResult,
@@ -119,3 +122,60 @@ def test_summary_and_report_give_medians_and_ratios(tmp_path: Path) -> None:
     text = report.read_text()
     assert text.count(f"## {SECTION_TITLE}") == 1 and "stale text" not in text
     assert text.index("## Before") < text.index(SECTION_TITLE) < text.index("## After")
+
+
+def _run(workload: str, target: str, round_no: int, qps: float, cores: dict[str, float]) -> RunResult:
+    result = RunResult(workload, target, round_no, ["sysbench"], "var/bench/logs/x.log", 0.0, 5.0, 0)
+    result.qps, result.tps, result.ignored_errors = qps, qps, 0
+    result.cpu = {"cpu_others_pct": 0.0, **{f"cores_{role}": n for role, n in cores.items()}}
+    return result
+
+
+def test_the_report_says_which_rows_reached_the_bar_with_cpu_per_query_spread_and_latency() -> None:
+    settings = _settings()
+    point, many, single = (w for w in settings.workloads() if w.key in ("point_select_ps_disable",
+                           "point_select_many", "point_select_single"))  # fmt: skip
+    results = []
+    for round_no, (haproxy, proxy) in enumerate(((1000.0, 1100.0), (1000.0, 900.0), (1000.0, 1050.0)), start=1):
+        results += [
+            _run(point.key, "direct", round_no, 2000.0, {}),
+            _run(point.key, "haproxy", round_no, haproxy, {"haproxy": 0.04}),
+            _run(point.key, "proxyfleet", round_no, proxy, {"proxy": 0.066}),
+            # At 1,000 connections ProxyFleet passes haproxy but not direct: the row misses the bar.
+            _run(many.key, "direct", round_no, 1200.0, {}),
+            _run(many.key, "haproxy", round_no, 800.0, {"haproxy": 0.04}),
+            _run(many.key, "proxyfleet", round_no, 1000.0, {"proxy": 0.05}),
+            _run(single.key, "direct", round_no, 10_000.0, {}),
+            _run(single.key, "haproxy", round_no, 5_000.0, {"haproxy": 0.2}),
+            _run(single.key, "proxyfleet", round_no, 4_000.0, {"proxy": 0.3}),
+        ]
+    summary = summarize(settings.workloads(), results)
+    assert summary[point.key]["bar"]["reached"] is True  # the median of 1.10, 0.90, 1.05
+    assert summary[point.key]["proxyfleet/haproxy_rounds"] == [1.1, 0.9, 1.05]
+    assert summary[point.key]["targets"]["proxyfleet"]["qps_spread_pct"] == 19.0  # (1100 - 900) / 1050
+    assert summary[point.key]["targets"]["haproxy"]["cpu_us_per_query"] == 40.0
+    assert summary[point.key]["targets"]["proxyfleet"]["cpu_us_per_query"] == 62.9  # 0.066 s / 1,050 queries
+    assert summary[many.key]["bar"]["reached"] is False
+    assert summary[single.key]["bar"]["applies"] is False
+    doc = {
+        "settings": settings.__dict__,
+        "workloads": [w.__dict__ for w in settings.workloads()],
+        "machine": {"nproc": 2},
+        "runs": [],
+        "summary": summary,
+    }
+    section = render_markdown(doc, "make bench")
+    assert f"| {point.title} | 1.05 | 1.10, 0.90, 1.05 | 0.53 | **yes** (ProxyFleet/haproxy >= 1.00) |" in section
+    assert f"| {many.title} | 1.25 | 1.25, 1.25, 1.25 | 0.83 | no (ProxyFleet/haproxy >= 1.00 and " in section
+    assert f"| {point.title} | 40.0 | 62.9 | 1.57 |" in section
+    assert "| 100 | 200 | 250 | +50 |" in section  # µs per query over one connection
+    assert single.title not in section.split("**CPU per query**")[0].split("**The bar**")[1]
+
+
+def test_pinning_gives_the_proxy_the_last_cpus_and_refuses_a_machine_too_small() -> None:
+    layout = Layout.split(1, {0, 1, 2, 3})
+    assert layout.proxy == {3} and layout.rest == {0, 1, 2}
+    assert layout.describe() == "proxy on CPU 3; server and sysbench on CPU 0,1,2"
+    assert Layout.split(2, {0, 1, 2, 3}).proxy == {2, 3}
+    with pytest.raises(PinningError, match="only 2 CPU"):
+        Layout.split(2, {0, 1})
