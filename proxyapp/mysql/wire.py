@@ -255,18 +255,20 @@ class Wire:
         """Bytes that arrived and were not read yet (while a reader waits: the start of a packet not all in)."""
         return len(self.buf) - self.pos
 
-    def part(self) -> tuple[int, int] | None:
-        """The next wire packet if it is all in the buffer: (payload start, payload length); else None."""
+    def part(self) -> tuple[int, int]:
+        """The next wire packet if it is all in the buffer: (payload start, payload length), having advanced over
+        it; else (0, -1). A tuple of two ints that is never None: compiled, it is returned in registers, with no
+        object made."""
         buf = self.buf
         pos = self.pos
         avail = len(buf) - pos
         if avail < 4:
-            return None
+            return 0, -1
         length = buf[pos] | buf[pos + 1] << 8 | buf[pos + 2] << 16
         if avail < 4 + length:
             if length > self.max_packet:
                 raise PacketTooLarge(f"packet of {length} bytes is over the limit")
-            return None
+            return 0, -1
         self.seq = buf[pos + 3]
         self.pos = pos + 4 + length
         return pos + 4, length
@@ -274,17 +276,20 @@ class Wire:
     async def next_part(self) -> tuple[int, int]:
         """Advance over one wire packet, waiting for it; returns (payload start, payload length) in ``self.buf``.
 
-        Hot loops call ``part() or await next_part()``: no coroutine is made while the buffer has packets.
+        Hot loops call ``part()`` and await ``next_part()`` only when it finds no whole packet: no coroutine is made
+        while the buffer has packets.
         """
         while True:
-            found = self.part()
-            if found is not None:
-                return found
+            start, length = self.part()
+            if length >= 0:
+                return start, length
             await self._fill()
 
     async def read_payload(self) -> bytes:
         """Read one logical packet (joining 16 MiB parts) and return a copy of its payload."""
-        start, length = await self.next_part()
+        start, length = self.part()
+        if length < 0:
+            start, length = await self.next_part()
         payload = bytes(self.buf[start : start + length])
         if length == MAX_PACKET:
             parts = [payload]
@@ -366,6 +371,29 @@ class Sink(Protocol):
         """Wait for the peer to take what was written."""
 
 
+class Relay:
+    """Collects what a response relay writes, for the query cache, and passes it on to the client."""
+
+    __slots__ = ("capture", "client", "parts", "written")
+
+    def __init__(self, client: Wire, capture: bool = False) -> None:
+        self.client = client
+        self.capture = capture
+        self.parts: list[bytes] = []
+        self.written = 0
+
+    def write(self, raw: bytes) -> None:
+        """Relay ``raw`` to the client (and keep a copy when capturing)."""
+        if self.capture:
+            self.parts.append(raw)
+        self.written += len(raw)
+        self.client.write(raw)
+
+    async def drain(self) -> None:
+        """Wait for the client to take what was written."""
+        await self.client.drain()
+
+
 class Response:
     """What a command's response said, summed over all its result sets.
 
@@ -394,7 +422,7 @@ InfileRelay = Callable[["Wire"], Awaitable[None]]
 
 async def read_response(
     backend: Wire,
-    client: Sink | None,
+    client: Relay | None,
     *,
     relay_infile: InfileRelay | None = None,
     binary: bool = False,
@@ -407,7 +435,9 @@ async def read_response(
     result = Response()
     buf = backend.buf
     while True:
-        start, length = backend.part() or await backend.next_part()
+        start, length = backend.part()
+        if length < 0:
+            start, length = await backend.next_part()
         buf = backend.buf
         first = buf[start] if length else 0
         if first == 0x00 and length >= 7:
@@ -444,14 +474,25 @@ async def read_response(
     return result
 
 
-async def _read_result_set(backend: Wire, client: Sink | None, result: Response, start: int, length: int) -> None:
-    count, _ = read_lenenc_int(bytes(backend.buf[start : start + min(length, 9)]), 0)
+async def _read_result_set(backend: Wire, client: Relay | None, result: Response, start: int, length: int) -> None:
+    count = backend.buf[start] if length else 0
+    if count >= 0xFB:  # more than 250 columns: a longer length-encoded integer
+        wide, _ = read_lenenc_int(bytes(backend.buf[start : start + min(length, 9)]), 0)
+        count = wide or 0  # 0xFB (NULL) is no count at all
     if not count:
         raise ProtocolError("result set with no columns")
     result.result_sets += 1
-    for _ in range(count):
-        await _skip_logical(backend)
-    start, length = backend.part() or await backend.next_part()
+    for _ in range(count):  # the column definitions, each one logical packet (inline: no coroutine per column)
+        _, length = backend.part()
+        if length < 0:
+            _, length = await backend.next_part()
+        while length == MAX_PACKET:
+            _, length = backend.part()
+            if length < 0:
+                _, length = await backend.next_part()
+    start, length = backend.part()
+    if length < 0:
+        start, length = await backend.next_part()
     buf = backend.buf
     if not (length and buf[start] == 0xFE and length < 9):
         raise ProtocolError("expected EOF after column definitions")
@@ -462,7 +503,9 @@ async def _read_result_set(backend: Wire, client: Sink | None, result: Response,
         return
     rows = 0
     while True:
-        start, length = backend.part() or await backend.next_part()
+        start, length = backend.part()
+        if length < 0:
+            start, length = await backend.next_part()
         buf = backend.buf
         first = buf[start] if length else 0
         if first == 0xFE and length < 9:
@@ -475,14 +518,10 @@ async def _read_result_set(backend: Wire, client: Sink | None, result: Response,
             break
         rows += 1
         while length == MAX_PACKET:
-            start, length = backend.part() or await backend.next_part()
+            start, length = backend.part()
+            if length < 0:
+                start, length = await backend.next_part()
         if client is not None and backend.pos - backend.mark > FLUSH_AT:
             client.write(backend.take())
             await client.drain()
     result.rows += rows
-
-
-async def _skip_logical(backend: Wire) -> None:
-    _, length = backend.part() or await backend.next_part()
-    while length == MAX_PACKET:
-        _, length = backend.part() or await backend.next_part()

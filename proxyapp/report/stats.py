@@ -12,9 +12,11 @@ import heapq
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 #: stats_mysql_query_digest's columns, in ProxySQL's order.
+#: The wall clock digests' first_seen and last_seen are read from (a Final name: one lookup at import, not per query).
+_WALL_CLOCK: Final = time.time
 DIGEST_COLUMNS = (
     "hostgroup",
     "schemaname",
@@ -122,10 +124,10 @@ class DigestStats:
             if len(self._entries) >= self.max_entries:
                 self.overflow += 1
             else:
-                self._entries[key] = _DigestEntry(digest_text, int(time.time()), elapsed_us, rows_sent, rows_affected)
+                self._entries[key] = _DigestEntry(digest_text, int(_WALL_CLOCK()), elapsed_us, rows_sent, rows_affected)
             return
         entry.count_star += 1
-        entry.last_seen = int(time.time())
+        entry.last_seen = int(_WALL_CLOCK())
         entry.sum_time += elapsed_us
         if elapsed_us < entry.min_time:
             entry.min_time = elapsed_us

@@ -16,10 +16,10 @@ from proxyapp.config.variables import NO_TIMEOUT_MS
 from proxyapp.mysql.backend import BackendConnection, BackendError
 from proxyapp.mysql.constants import Command, ErrorCode
 from proxyapp.mysql.packets import ErrPacket, ProtocolError
-from proxyapp.mysql.wire import STATUS_UNKNOWN, PeerClosed, Response
+from proxyapp.mysql.wire import STATUS_UNKNOWN, PeerClosed, Relay, Response
 from proxyapp.rules.engine import RuleOutcome
 from proxyapp.session.client import Client, SessionEnd
-from proxyapp.session.relay import InfileAbandoned, Relay, Runner
+from proxyapp.session.relay import InfileAbandoned, Runner
 from proxyapp.session.route import Situation, beside_transaction
 from proxyapp.session.services import SessionServices
 from proxyapp.session.state import DIRTY_PINS, SessionState, bring, user_variable, value_literal

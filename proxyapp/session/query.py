@@ -11,7 +11,7 @@ import time
 from proxyapp.mysql.backend import BackendConnection
 from proxyapp.mysql.constants import ErrorCode, FieldType
 from proxyapp.mysql.resultset import result_set
-from proxyapp.mysql.wire import Response, Wire, read_response
+from proxyapp.mysql.wire import Relay, Response, Wire, read_response
 from proxyapp.report.eventslog import query_event
 from proxyapp.rules.engine import QueryContext, RuleOutcome
 from proxyapp.session.client import Client, server_status
@@ -20,7 +20,7 @@ from proxyapp.session.kill import KillRefused, carry_out, parse_kill
 from proxyapp.session.link import BackendLink, CacheKey
 from proxyapp.session.numbering import number_rows
 from proxyapp.session.prepared import ClientStatement
-from proxyapp.session.relay import InfileAbandoned, Relay
+from proxyapp.session.relay import InfileAbandoned
 from proxyapp.session.route import route
 from proxyapp.session.scatter import Scatter
 from proxyapp.session.services import SessionServices

@@ -1,7 +1,7 @@
 """Running a command on a backend connection and relaying its response to the client.
 
-A *runner* sends a command on a backend connection and relays the response into a ``Relay`` (the client, with a
-copy kept for the query cache when asked); the link (``proxyapp.session.link``) calls it once it holds a
+A *runner* sends a command on a backend connection and relays the response into a ``Relay`` (``mysql.wire``: the
+client, with a copy kept for the query cache when asked); the link (``proxyapp.session.link``) calls it once it holds a
 connection in the session's state.
 """
 
@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 
 from proxyapp.mysql.backend import BackendConnection
 from proxyapp.mysql.packets import ErrPacket, parse_err, parse_ok
-from proxyapp.mysql.wire import STATUS_UNKNOWN, Response, Sink, Wire
+from proxyapp.mysql.wire import STATUS_UNKNOWN, Relay, Response, Sink, Wire
 
 
 class InfileAbandoned(Exception):
@@ -20,29 +20,6 @@ class InfileAbandoned(Exception):
     def __init__(self, seq: int) -> None:
         super().__init__(f"packet {seq} out of order during LOAD DATA LOCAL")
         self.seq = seq
-
-
-class Relay:
-    """Collects what a response relay writes, for the query cache, and passes it on to the client."""
-
-    __slots__ = ("capture", "client", "parts", "written")
-
-    def __init__(self, client: Wire, capture: bool = False) -> None:
-        self.client = client
-        self.capture = capture
-        self.parts: list[bytes] = []
-        self.written = 0
-
-    def write(self, raw: bytes) -> None:
-        """Relay ``raw`` to the client (and keep a copy when capturing)."""
-        if self.capture:
-            self.parts.append(raw)
-        self.written += len(raw)
-        self.client.write(raw)
-
-    async def drain(self) -> None:
-        """Wait for the client to take what was written."""
-        await self.client.drain()
 
 
 Runner = Callable[[BackendConnection, Relay], Awaitable[Response]]
@@ -79,7 +56,9 @@ async def read_field_list(backend: Wire, client: Relay) -> Response:
 async def relay_until_eof(backend: Wire, client: Sink) -> tuple[int, ErrPacket | None]:
     """Relay packets up to an EOF or ERR (COM_FIELD_LIST, COM_STMT_FETCH); returns (EOF status, error)."""
     while True:
-        start, length = backend.part() or await backend.next_part()
+        start, length = backend.part()
+        if length < 0:
+            start, length = await backend.next_part()
         first = backend.buf[start] if length else 0
         if first == 0xFF:
             error = parse_err(bytes(backend.buf[start : start + length]))

@@ -13,7 +13,7 @@ import time
 from proxyapp.mysql.backend import BackendConnection
 from proxyapp.mysql.constants import Command, ErrorCode, Status
 from proxyapp.mysql.packets import ErrPacket, ProtocolError, err_packet, frame
-from proxyapp.mysql.wire import Response, read_response
+from proxyapp.mysql.wire import Relay, Response, read_response
 from proxyapp.session.client import Client
 from proxyapp.session.link import BackendLink
 from proxyapp.session.prepared import (
@@ -25,7 +25,7 @@ from proxyapp.session.prepared import (
     with_client_id,
 )
 from proxyapp.session.query import NO_RULES, QueryPipeline
-from proxyapp.session.relay import Relay, relay_until_eof
+from proxyapp.session.relay import relay_until_eof
 from proxyapp.session.services import SessionServices
 from proxyapp.session.sharded_statements import OnShard, ShardedStatements
 from proxyapp.session.state import Pin, SessionState
