@@ -66,34 +66,40 @@ def compute_pg_digest(sql: str, max_length: int = 2048) -> Digest:
     return _pg_digest(sql, max_length)
 
 
-#: Characters after which a run of digits is part of a name or number, not a literal of its own.
-_NUMBER_GLUE = frozenset("_.$?")
 #: Quotes, comments, signs and escapes: with any of them a literal may be more than a bare number.
 _NOT_SIMPLE = frozenset("'\"`#/\\+-")
 
-
-#: Per ASCII code, for ``simple_shape``: a decimal digit; a word character or '.' (a number may neither follow nor
-#: precede one); '$' or '?' (a number may not follow one); one that makes the text not simple; any other.
+#: What ``simple_shape`` sees of each character: a decimal digit; a character that makes the text not simple; one
+#: that glues to a following number (``$``, ``?``); ``.``; ``e`` or ``E`` (an exponent after digits); another word
+#: character; anything else. Every class from ``_C_PREFIX`` up glues to a number that follows it.
 _C_OTHER: Final = 0
 _C_DIGIT: Final = 1
-_C_WORD: Final = 2
+_C_REFUSED: Final = 2
 _C_PREFIX: Final = 3
-_C_REFUSED: Final = 4
-_ASCII_CLASSES: Final = bytes(
-    _C_DIGIT
-    if chr(c).isdecimal()
-    else _C_REFUSED
-    if chr(c) in _NOT_SIMPLE
-    else _C_PREFIX
-    if chr(c) in "$?"
-    else _C_WORD
-    if chr(c).isalnum() or chr(c) in "_."
-    else _C_OTHER
-    for c in range(128)
-)
-_DOT: Final = 0x2E
-_LOWER_E: Final = 0x65
-_UPPER_E: Final = 0x45
+_C_DOT: Final = 4
+_C_EXPONENT: Final = 5
+_C_WORD: Final = 6
+
+
+def _class_of(c: str) -> int:
+    """``c``'s class for ``simple_shape``."""
+    if c.isdecimal():
+        return _C_DIGIT
+    if c in _NOT_SIMPLE:
+        return _C_REFUSED
+    if c == "$" or c == "?":
+        return _C_PREFIX
+    if c == ".":
+        return _C_DOT
+    if c == "e" or c == "E":
+        return _C_EXPONENT
+    if c.isalnum() or c == "_":
+        return _C_WORD
+    return _C_OTHER
+
+
+#: The classes of the 128 ASCII characters, as a ``bytes.translate`` table (the upper half is never used).
+_ASCII_CLASSES: Final = bytes(_class_of(chr(c)) if c < 128 else _C_OTHER for c in range(256))
 
 
 def simple_shape(sql: str, literal: str = "?") -> str | None:
@@ -103,34 +109,31 @@ def simple_shape(sql: str, literal: str = "?") -> str | None:
     None when the text holds a quote, a comment, a sign, a backslash or an exponent (a digit followed by
     ``e``/``E``). A bare number is a run of decimal digits, with an optional fraction, that does not follow a
     word character, '.', '$' or '?' and is not followed by a word character or '.': so ``t1``, ``0x1F`` and
-    ``1.2.3`` are left alone. One pass over the text (a regex pair did this at three times the cost); over the
-    bytes of an ASCII text, where a character's class is a table lookup and no character object is made.
+    ``1.2.3`` are left alone. One pass over the characters' classes (a regex pair did this at three times the
+    cost); an ASCII text's classes come from one ``bytes.translate``, with no character object made.
     """
-    if not sql.isascii():
-        return _unicode_shape(sql, literal)
-    codes = sql.encode("ascii")
-    classes = _ASCII_CLASSES
-    n = len(codes)
+    kinds = sql.encode("ascii").translate(_ASCII_CLASSES) if sql.isascii() else bytes(_class_of(c) for c in sql)
+    n = len(kinds)
     parts: list[str] = []
     copied = 0
-    glued = False  # the previous character is a word character or in _NUMBER_GLUE
+    glued = False  # the previous character glues to a number that follows it
     i = 0
     while i < n:
-        kind = classes[codes[i]]
+        kind = kinds[i]
         if kind != _C_DIGIT:
             if kind == _C_REFUSED:
                 return None
-            glued = kind >= _C_WORD  # a word character, ".", "$" or "?" (the refused are gone)
+            glued = kind >= _C_PREFIX
             i += 1
             continue
-        end = _ascii_digits_end(codes, i + 1, n)
+        end = _digits_end(kinds, i + 1, n)
         if end < 0:
             return None
-        if not glued and end + 1 < n and codes[end] == _DOT and classes[codes[end + 1]] == _C_DIGIT:
-            end = _ascii_digits_end(codes, end + 1, n)
+        if not glued and end + 1 < n and kinds[end] == _C_DOT and kinds[end + 1] == _C_DIGIT:
+            end = _digits_end(kinds, end + 1, n)
             if end < 0:
                 return None
-        if not glued and (end >= n or classes[codes[end]] != _C_WORD):
+        if not glued and (end >= n or kinds[end] < _C_DOT):  # not followed by '.' or a word character
             parts.append(sql[copied:i])
             parts.append(literal)
             copied = end
@@ -142,56 +145,11 @@ def simple_shape(sql: str, literal: str = "?") -> str | None:
     return "".join(parts)
 
 
-def _ascii_digits_end(codes: bytes, i: int, n: int) -> int:
-    """The end of the run of ASCII digits at ``i``; -1 if an exponent (``e``/``E``) follows it."""
-    classes = _ASCII_CLASSES
-    while i < n and classes[codes[i]] == _C_DIGIT:
+def _digits_end(kinds: bytes, i: int, n: int) -> int:
+    """The end of the run of digits at ``i``; -1 if an exponent (``e``/``E``) follows it."""
+    while i < n and kinds[i] == _C_DIGIT:
         i += 1
-    if i < n and (codes[i] == _LOWER_E or codes[i] == _UPPER_E):
-        return -1
-    return i
-
-
-def _unicode_shape(sql: str, literal: str) -> str | None:
-    """``simple_shape`` for a text with non-ASCII characters (letters and digits of other scripts)."""
-
-    n = len(sql)
-    parts: list[str] = []
-    copied = 0
-    glued = False  # the previous character is a word character or in _NUMBER_GLUE
-    i = 0
-    while i < n:
-        c = sql[i]
-        if c in _NOT_SIMPLE:
-            return None
-        if not c.isdecimal():
-            glued = c.isalnum() or c in _NUMBER_GLUE
-            i += 1
-            continue
-        end = _digits_end(sql, i + 1, n)
-        if end < 0:
-            return None
-        if not glued and end + 1 < n and sql[end] == "." and sql[end + 1].isdecimal():
-            end = _digits_end(sql, end + 1, n)
-            if end < 0:
-                return None
-        if not glued and (end >= n or not (sql[end].isalnum() or sql[end] == "_" or sql[end] == ".")):
-            parts.append(sql[copied:i])
-            parts.append(literal)
-            copied = end
-        glued = True  # a digit is a word character
-        i = end
-    if not parts:
-        return sql
-    parts.append(sql[copied:])
-    return "".join(parts)
-
-
-def _digits_end(sql: str, i: int, n: int) -> int:
-    """The end of the run of decimal digits at ``i``; -1 if an exponent (``e``/``E``) follows it."""
-    while i < n and sql[i].isdecimal():
-        i += 1
-    if i < n and (sql[i] == "e" or sql[i] == "E"):
+    if i < n and kinds[i] == _C_EXPONENT:
         return -1
     return i
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -89,6 +90,17 @@ def _settings() -> Settings:
     )
 
 
+def _report(settings: Settings, summary: dict[str, Any]) -> str:
+    doc = {
+        "settings": settings.__dict__,
+        "workloads": [w.__dict__ for w in settings.workloads()],
+        "machine": {"nproc": 2},
+        "runs": [],
+        "summary": summary,
+    }
+    return render_markdown(doc, "make bench")
+
+
 def test_summary_and_report_give_medians_and_ratios(tmp_path: Path) -> None:
     settings = _settings()
     workload = settings.workloads()[0]
@@ -103,14 +115,7 @@ def test_summary_and_report_give_medians_and_ratios(tmp_path: Path) -> None:
         "proxyfleet/haproxy": 0.5,
         "haproxy/direct": 0.8,
     }
-    doc = {
-        "settings": settings.__dict__,
-        "workloads": [w.__dict__ for w in settings.workloads()],
-        "machine": {"nproc": 2},
-        "runs": [],
-        "summary": summary,
-    }
-    section = render_markdown(doc, "make bench")
+    section = _report(settings, summary)
     assert section.startswith(f"## {SECTION_TITLE}\n")
     assert f"| {workload.title} | 1,000 | 800 | 400 | 0.40 | 0.50 | 0.80 | 0/0/0 |" in section
 
@@ -157,14 +162,7 @@ def test_the_report_says_which_rows_reached_the_bar_with_cpu_per_query_spread_an
     assert summary[point.key]["targets"]["proxyfleet"]["cpu_us_per_query"] == 62.9  # 0.066 s / 1,050 queries
     assert summary[many.key]["bar"]["reached"] is False
     assert summary[single.key]["bar"]["applies"] is False
-    doc = {
-        "settings": settings.__dict__,
-        "workloads": [w.__dict__ for w in settings.workloads()],
-        "machine": {"nproc": 2},
-        "runs": [],
-        "summary": summary,
-    }
-    section = render_markdown(doc, "make bench")
+    section = _report(settings, summary)
     assert f"| {point.title} | 1.05 | 1.10, 0.90, 1.05 | 0.53 | **yes** (ProxyFleet/haproxy >= 1.00) |" in section
     assert f"| {many.title} | 1.25 | 1.25, 1.25, 1.25 | 0.83 | no (ProxyFleet/haproxy >= 1.00 and " in section
     assert f"| {point.title} | 40.0 | 62.9 | 1.57 |" in section
