@@ -45,16 +45,12 @@ def _cpu_list(cpus: frozenset[int]) -> str:
     return ",".join(str(c) for c in sorted(cpus))
 
 
-def pin_processes(pids: Iterable[int], cpus: frozenset[int]) -> int:
-    """Pin every thread of the processes ``pids`` (a process and its descendants) to ``cpus``; how many threads
-    were pinned."""
-    pinned = 0
+def pin_processes(pids: Iterable[int], cpus: frozenset[int]) -> None:
+    """Pin every thread of the processes ``pids`` (a process and its descendants) to ``cpus``."""
     for process in pids:
         for task in _tasks(process):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.sched_setaffinity(task, cpus)
-                pinned += 1
-    return pinned
 
 
 def pinned_start(cpus: frozenset[int] | None) -> Callable[[], None] | None:

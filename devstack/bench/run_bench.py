@@ -726,9 +726,10 @@ def summarize(workloads: list[Workload], results: list[RunResult]) -> dict[str, 
     summary: dict[str, Any] = {}
     for w in workloads:
         per_target: dict[str, Any] = {}
+        good_runs: dict[str, list[RunResult]] = {}
         for target in TARGETS:
             runs = [r for r in results if r.workload == w.key and r.target == target]
-            good = [r for r in runs if r.ok]
+            good = good_runs[target] = [r for r in runs if r.ok]
             per_target[target] = {
                 "runs": len(runs),
                 "failed_runs": len(runs) - len(good),
@@ -751,16 +752,9 @@ def summarize(workloads: list[Workload], results: list[RunResult]) -> dict[str, 
                 ),
             }
         q = {t: per_target[t]["qps_median"] for t in TARGETS}
+        haproxy_by_round = {r.round: r.qps for r in good_runs["haproxy"]}
         round_ratios = [
-            _ratio(p.qps, h.qps)
-            for p in results
-            for h in results
-            if p.workload == h.workload == w.key
-            and p.round == h.round
-            and p.target == "proxyfleet"
-            and h.target == "haproxy"
-            and p.ok
-            and h.ok
+            _ratio(r.qps, haproxy_by_round[r.round]) for r in good_runs["proxyfleet"] if r.round in haproxy_by_round
         ]
         summary[w.key] = {
             "title": w.title,
