@@ -24,7 +24,7 @@ from typing import Any
 from proxyapp.backends.topology import MonitorState, show_address
 from proxyapp.clock import Clock
 from proxyapp.config.document import Config
-from proxyapp.pgproxy.login import Cancel, LoginFailed, authenticate, negotiate, server_password
+from proxyapp.pgproxy.login import Cancel, LoginFailed, authenticate, negotiate
 from proxyapp.pgproxy.pool import PgPools, PoolRefused
 from proxyapp.pgproxy.routing import PgRouter
 from proxyapp.pgproxy.session import PgSession, SessionCounters
@@ -222,7 +222,7 @@ class PgFront:
             raise LoginFailed("28000", "ProxyFleet: too many failed logins from this address; try again later")
         user = self.config.pgsql_user(opened.user)
         try:
-            await asyncio.wait_for(authenticate(wire, user, opened.user), timeout)
+            secret = await asyncio.wait_for(authenticate(wire, user, opened.user), timeout)
         except LoginFailed:
             self.logins_failed += 1
             if self.throttle.failed(addr, self.clock()):
@@ -238,8 +238,7 @@ class PgFront:
             settings = startup_settings(opened.parameters)
         except ValueError as exc:
             raise LoginFailed("08P01", f"ProxyFleet: {exc}") from None
-        password = server_password(user.password)
-        server = await self.pools.acquire(user.default_hostgroup, (user.username, opened.database), password)
+        server = await self.pools.acquire(user.default_hostgroup, (user.username, opened.database), secret)
         session_id = self._next_id
         self._next_id += self.workers
         key = secrets.randbits(31)
@@ -249,7 +248,7 @@ class PgFront:
             session_id=session_id,
             user=user.username,
             database=opened.database,
-            password=password,
+            secret=secret,
             hostgroup=user.default_hostgroup,
             pool_mode=user.pool_mode,
             settings=settings,

@@ -2,6 +2,10 @@
 refused), a CancelRequest told apart, then the password checked against ``pgsql_users``: SCRAM-SHA-256 for a user
 whose password is clear text or a SCRAM verifier, MD5 for one whose password is an md5 hash.
 
+The login gives the pooler what it logs in to servers with (``ServerSecret``): the clear text password, or, for a
+user stored as a hash, the hash and what the client's proof reveals, so that hashes copied from the servers work as
+they do in PgBouncer.
+
 An unknown user goes through the same exchange as a known one (with a verifier nobody knows), so a client cannot
 tell which users exist; both get "password authentication failed". Failures count toward the client address's
 login throttle, as on the MySQL side.
@@ -20,6 +24,7 @@ from proxyapp.pgsql.auth import (
     MECHANISM,
     AuthError,
     ScramServer,
+    ServerSecret,
     Verifier,
     is_md5_hash,
     is_scram_verifier,
@@ -120,14 +125,11 @@ def verifier_of(password: str) -> Verifier:
     return scram_verifier(password)
 
 
-def server_password(password: str) -> str:
-    """The password the pooler logs in to servers with for a ``pgsql_users`` password: itself when clear text, none
-    when it is a hash (an MD5 hash or SCRAM verifier cannot log in anywhere)."""
-    return "" if is_md5_hash(password) or is_scram_verifier(password) else password
+async def authenticate(wire: PgWire, user: PgsqlUser | None, name: str) -> ServerSecret:
+    """Check the client's password; LoginFailed when it is wrong, the user unknown or not allowed in.
 
-
-async def authenticate(wire: PgWire, user: PgsqlUser | None, name: str) -> None:
-    """Check the client's password; LoginFailed when it is wrong, the user unknown or not allowed in."""
+    Returns what the pooler logs in to servers with as this user: the clear text password when ``pgsql_users``
+    holds it; else the MD5 hash, or the SCRAM verifier with the ClientKey this login's proof gave (pass-through)."""
     refused = LoginFailed("28P01", f'password authentication failed for user "{name}"')
     stored = user.password if user is not None else ""
     if user is not None and is_md5_hash(stored):
@@ -136,7 +138,7 @@ async def authenticate(wire: PgWire, user: PgsqlUser | None, name: str) -> None:
         answer = await _password_message(wire)
         if not md5_matches(name, stored, salt, answer.rstrip(b"\0")):
             raise refused
-        return
+        return ServerSecret(md5_hash=stored)
     verifier = verifier_of(stored) if user is not None else scram_verifier(secrets.token_hex(16))
     wire.write(auth_request(AUTH_SASL, MECHANISM.encode() + b"\0\0"))
     body = await _password_message(wire)
@@ -153,6 +155,9 @@ async def authenticate(wire: PgWire, user: PgsqlUser | None, name: str) -> None:
     if user is None:
         raise refused
     wire.write(auth_request(AUTH_SASL_FINAL, final))
+    if is_scram_verifier(stored):
+        return ServerSecret(verifier=verifier, client_key=scram.client_key)
+    return ServerSecret(password=stored)
 
 
 async def _password_message(wire: PgWire) -> bytes:

@@ -27,6 +27,7 @@ from proxyapp.backends.pool import OFFLINE_HARD, ONLINE, server_tls
 from proxyapp.backends.topology import MonitorState, pgsql_runtime, show_address
 from proxyapp.config.document import Config
 from proxyapp.config.tables import PgsqlServer
+from proxyapp.pgsql.auth import ServerSecret
 from proxyapp.pgsql.backend import PgConnection, PgError, PgUnreachable
 from proxyapp.pgsql.messages import CONNECTION_FAILURE, TOO_MANY_CONNECTIONS, error_response, message
 
@@ -180,7 +181,7 @@ class PgPools:
         for hostgroup in list(self.waiters):
             self._room_made(hostgroup)
 
-    async def acquire(self, hostgroup: int, key: PoolKey, password: str) -> ServerConn:
+    async def acquire(self, hostgroup: int, key: PoolKey, secret: ServerSecret) -> ServerConn:
         """A connection of ``key`` to a server of ``hostgroup``: an idle one, a new one, or the first to come back
         within the wait timeout; PoolRefused says why not."""
         loop = self.loop
@@ -202,7 +203,7 @@ class PgPools:
                 if target.total() >= self.share(target.server.max_connections) and not self._make_room(target, key):
                     continue
                 try:
-                    return self._lend(target, await self._open(target, key, password))
+                    return self._lend(target, await self._open(target, key, secret))
                 except PgUnreachable as exc:
                     errors.append(str(exc))
             if errors and not any(t.lent for t in usable):
@@ -248,12 +249,12 @@ class PgPools:
                 return True
         return False
 
-    async def _open(self, target: PgTarget, key: PoolKey, password: str) -> ServerConn:
+    async def _open(self, target: PgTarget, key: PoolKey, secret: ServerSecret) -> ServerConn:
         host, port = target.server.address
         target.connecting += 1
         try:
             conn = await asyncio.wait_for(
-                PgConnection.connect(host, port, key[0], password, key[1], tls=server_tls(target.server, self.tls)),
+                PgConnection.connect(host, port, key[0], secret, key[1], tls=server_tls(target.server, self.tls)),
                 self.connect_timeout_s,
             )
         except TimeoutError:

@@ -46,6 +46,7 @@ from proxyapp.pgproxy.statements import (
     server_statement,
     target,
 )
+from proxyapp.pgsql.auth import ServerSecret
 from proxyapp.pgsql.backend import send_cancel
 from proxyapp.pgsql.messages import CONNECTION_FAILURE, QUERY_CANCELED, error_response, message, ready_for_query
 from proxyapp.pgsql.wire import PeerGone, PgWire, ProtocolViolation
@@ -114,7 +115,7 @@ class PgSession:
         session_id: int,
         user: str,
         database: str,
-        password: str,
+        secret: ServerSecret,
         hostgroup: int,
         pool_mode: str,
         settings: dict[str, str],
@@ -129,7 +130,7 @@ class PgSession:
         self.id = session_id
         self.user = user
         self.database = database
-        self.password = password
+        self.secret = secret  # what its server connections log in with
         self.hostgroup = hostgroup
         self.session_pooling = pool_mode == "session"
         self.defaults = dict(settings)  # the startup settings: what RESET returns to
@@ -487,7 +488,7 @@ class PgSession:
     async def _borrow(self, hostgroup: int) -> ServerConn | None:
         """A server connection of ``hostgroup`` for the session, its settings made the session's; None when the
         client is gone."""
-        server = await self.pools.acquire(hostgroup, (self.user, self.database), self.password)
+        server = await self.pools.acquire(hostgroup, (self.user, self.database), self.secret)
         if self.ended:
             self.pools.release(server, True)
             return None

@@ -1,7 +1,7 @@
 """What a PostgreSQL client's statements do to its session, as transaction pooling must know it: the settings it
 SETs (replayed on whichever server connection its next transaction gets) and what pins the session to one server
 connection for good (a LISTEN, a temporary table, a session advisory lock, a text PREPARE, a cursor WITH HOLD, a
-role change, a SET the proxy cannot read).
+role change, a SET the proxy cannot read, a ``set_config`` that outlasts its transaction).
 
 Read from the query text, no server round trip. A SET inside a transaction counts once the transaction ends without
 a ROLLBACK. ``SET LOCAL`` and ``set_config(..., true)`` last one transaction and need nothing.
@@ -34,6 +34,8 @@ _PINS = (
     (re.compile(r"\A\s*PREPARE\b", re.IGNORECASE), "a text PREPARE"),
     (re.compile(r"\bWITH\s+HOLD\b", re.IGNORECASE), "a cursor WITH HOLD"),
     (re.compile(r"\A\s*LOAD\b", re.IGNORECASE), "LOAD"),
+    # set_config(name, value, is_local) lasts the session unless is_local is plainly true
+    (re.compile(r"\bset_config\s*\((?![^()]*,\s*true\s*\))", re.IGNORECASE), "set_config(..., false)"),
 )
 #: What drops every prepared statement of the server connection (and the client's with it).
 DROPS_STATEMENTS = re.compile(r"\s*(?:DISCARD\s+(?:ALL|PLANS)|DEALLOCATE\s+(?:PREPARE\s+)?ALL)\b", re.IGNORECASE)

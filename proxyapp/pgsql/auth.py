@@ -1,9 +1,12 @@
 """PostgreSQL password authentication, both ways: MD5 and SCRAM-SHA-256 (RFC 5802 and 7677, no channel binding).
 
 As a client (the proxy logging in to a server) ``ScramClient`` walks the three SASL steps and checks the server's
-final signature, so a server that does not know the password cannot pass for one that does. As a server (a client
-logging in to the proxy) ``ScramServer`` checks the client's proof against a verifier (PostgreSQL's stored form,
-``scram_verifier`` makes one from a clear text password), and ``md5_matches`` an MD5 answer.
+final signature, so a server that does not know the password cannot pass for one that does. It logs in with a
+``ServerSecret``: the clear text password, or what a hash and the client's own login give (pass-through).
+
+As a server (a client logging in to the proxy) ``ScramServer`` checks the client's proof against a verifier
+(PostgreSQL's stored form, ``scram_verifier`` makes one from a clear text password), and ``md5_matches`` an MD5
+answer.
 """
 
 from __future__ import annotations
@@ -21,6 +24,10 @@ class AuthError(Exception):
     """The server's authentication exchange cannot be completed (a malformed message, a wrong signature)."""
 
 
+class SecretMissing(AuthError):
+    """The server asks for a proof the proxy cannot give from what ``pgsql_users`` holds (a hash, not the password)."""
+
+
 def is_md5_hash(stored: str) -> bool:
     """Whether a stored password is PostgreSQL's MD5 hash ('md5' + 32 hex digits) rather than clear text."""
     return stored.startswith("md5") and len(stored) == 35
@@ -33,8 +40,12 @@ def is_scram_verifier(stored: str) -> bool:
 
 def md5_password(user: str, password: str, salt: bytes) -> bytes:
     """The answer to AuthenticationMD5Password: 'md5' + md5(md5(password + user) + salt), hex."""
-    inner = hashlib.md5((password + user).encode()).hexdigest().encode()
-    return b"md5" + hashlib.md5(inner + salt).hexdigest().encode()
+    return _md5_salted(hashlib.md5((password + user).encode()).hexdigest(), salt)
+
+
+def _md5_salted(inner: str, salt: bytes) -> bytes:
+    """The MD5 answer from the hex hash of password and user (what an md5 hash stores after its 'md5')."""
+    return b"md5" + hashlib.md5(inner.encode() + salt).hexdigest().encode()
 
 
 def _hmac(key: bytes, text: bytes) -> bytes:
@@ -50,10 +61,13 @@ def _fields(message: bytes) -> dict[str, str]:
 
 
 class ScramClient:
-    """One SCRAM-SHA-256 exchange: ``first()``, then ``final(server_first)``, then ``verify(server_final)``."""
+    """One SCRAM-SHA-256 exchange: ``first()``, then ``final(server_first)``, then ``verify(server_final)``.
 
-    def __init__(self, password: str, nonce: str | None = None, user: str = "") -> None:
-        self.password = password
+    It proves the password from the clear text, or from a ``ServerSecret``'s keys (pass-through: a verifier's
+    ServerKey and the ClientKey a client's proof gave), which only serve a server of the verifier's salt."""
+
+    def __init__(self, secret: ServerSecret | str, nonce: str | None = None, user: str = "") -> None:
+        self.secret = secret if isinstance(secret, ServerSecret) else ServerSecret(password=secret)
         self.nonce = nonce or base64.b64encode(secrets.token_bytes(18)).decode()
         self.first_bare = f"n={user},r={self.nonce}"  # PostgreSQL takes the user from the StartupMessage
         self.server_signature = b""
@@ -71,13 +85,12 @@ class ScramClient:
             raise AuthError(f"malformed SCRAM server-first-message {server_first[:80]!r}") from None
         if not nonce.startswith(self.nonce) or iterations < 1:
             raise AuthError("the server's SCRAM nonce does not extend ours")
-        salted = hashlib.pbkdf2_hmac("sha256", self.password.encode(), salt, iterations)
-        client_key = _hmac(salted, b"Client Key")
+        client_key, server_key = self.secret.scram_keys(salt, iterations)
         without_proof = f"c=biws,r={nonce}"
         auth_message = f"{self.first_bare},{server_first.decode()},{without_proof}".encode()
         signature = _hmac(hashlib.sha256(client_key).digest(), auth_message)
         proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
-        self.server_signature = _hmac(_hmac(salted, b"Server Key"), auth_message)
+        self.server_signature = _hmac(server_key, auth_message)
         return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
 
     def verify(self, server_final: bytes) -> None:
@@ -138,6 +151,7 @@ class ScramServer:
         self.nonce = nonce or base64.b64encode(secrets.token_bytes(18)).decode()
         self.client_first_bare = ""
         self.server_first = ""
+        self.client_key = b""  # what the client's proof gave, once checked: it logs in to servers of this verifier
 
     def first(self, client_first: bytes) -> bytes:
         """The server-first-message for the client-first-message."""
@@ -172,13 +186,59 @@ class ScramServer:
         client_key = bytes(a ^ b for a, b in zip(proof, signature, strict=True))
         if not hmac.compare_digest(hashlib.sha256(client_key).digest(), v.stored_key):
             raise AuthError("password authentication failed")
+        self.client_key = client_key
         return f"v={base64.b64encode(_hmac(v.server_key, auth_message)).decode()}".encode()
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSecret:
+    """What the proxy logs in to servers with, as a user: the clear text password; else what ``pgsql_users`` holds
+    of it, an MD5 hash (answers MD5 as well as the password would) or a SCRAM verifier with the ClientKey the
+    client's login proved (answers SCRAM to a server that keeps that verifier, as PgBouncer's pass-through does)."""
+
+    password: str = ""
+    md5_hash: str = ""
+    verifier: Verifier | None = None
+    client_key: bytes = b""
+
+    def cleartext(self) -> bytes:
+        """The answer to AuthenticationCleartextPassword; AuthError without the clear text."""
+        if not self.password:
+            raise SecretMissing(f"the server asks for the clear text password, and pgsql_users holds {self._held()}")
+        return self.password.encode()
+
+    def md5_answer(self, user: str, salt: bytes) -> bytes:
+        """The answer to AuthenticationMD5Password; AuthError when only a SCRAM verifier is known."""
+        if self.password:
+            return md5_password(user, self.password, salt)
+        if self.md5_hash:
+            return _md5_salted(self.md5_hash[3:], salt)
+        raise SecretMissing(f"the server asks for MD5, and pgsql_users holds {self._held()}")
+
+    def scram_keys(self, salt: bytes, iterations: int) -> tuple[bytes, bytes]:
+        """ClientKey and ServerKey for a server's salt and iterations; AuthError when they cannot be had."""
+        if self.password:
+            salted = hashlib.pbkdf2_hmac("sha256", self.password.encode(), salt, iterations)
+            return _hmac(salted, b"Client Key"), _hmac(salted, b"Server Key")
+        v = self.verifier
+        if v is None or not self.client_key:
+            raise SecretMissing(f"the server asks for {MECHANISM}, and pgsql_users holds {self._held()}")
+        if (salt, iterations) != (v.salt, v.iterations):
+            raise SecretMissing(
+                f"the server's {MECHANISM} salt or iterations differ from pgsql_users' verifier: "
+                "store the verifier the server keeps (pg_authid.rolpassword), or the clear text password"
+            )
+        return self.client_key, v.server_key
+
+    def _held(self) -> str:
+        if self.md5_hash:
+            return "an MD5 hash of the password"
+        if self.verifier is not None:
+            return "a SCRAM-SHA-256 verifier of the password"
+        return "no password"
 
 
 def md5_matches(user: str, stored: str, salt: bytes, answer: bytes) -> bool:
     """Whether an MD5 answer proves the password ``stored`` holds (clear text, or PostgreSQL's 'md5' + hex hash)."""
-    if is_md5_hash(stored):
-        expected = b"md5" + hashlib.md5(stored[3:].encode() + salt).hexdigest().encode()
-    else:
-        expected = md5_password(user, stored, salt)
+    expected = _md5_salted(stored[3:], salt) if is_md5_hash(stored) else md5_password(user, stored, salt)
     return hmac.compare_digest(expected, answer)

@@ -12,7 +12,7 @@ import asyncio
 import ssl
 import struct
 
-from proxyapp.pgsql.auth import MECHANISM, AuthError, ScramClient, md5_password
+from proxyapp.pgsql.auth import MECHANISM, AuthError, ScramClient, SecretMissing, ServerSecret
 from proxyapp.pgsql.messages import (
     CANCEL_REQUEST,
     SSL_REQUEST,
@@ -61,13 +61,14 @@ class PgConnection:
         host: str,
         port: int,
         user: str,
-        password: str,
+        password: ServerSecret | str,
         database: str,
         *,
         tls: ssl.SSLContext | None = None,
         application_name: str = "ProxyFleet",
     ) -> PgConnection:
-        """Open a connection and log in (bound the wait with ``asyncio.wait_for``)."""
+        """Open a connection and log in with a clear text password or a ``ServerSecret`` (bound the wait with
+        ``asyncio.wait_for``)."""
         where = f"{host}:{port}"
         try:
             _, wire = await asyncio.get_running_loop().create_connection(PgWire, host, port)
@@ -82,7 +83,11 @@ class PgConnection:
                 await wire.start_tls(tls, server_side=False, server_hostname=host)
             parameters = {"user": user, "database": database, "application_name": application_name}
             wire.write(startup_message(parameters))
-            await conn._login(user, password)
+            secret = password if isinstance(password, ServerSecret) else ServerSecret(password=password)
+            await conn._login(user, secret)
+        except SecretMissing as exc:  # the server is fine: this user cannot be logged in to it
+            conn.close()
+            raise PgError({"S": "FATAL", "C": "28P01", "M": f"ProxyFleet cannot log in to {where}: {exc}"}) from None
         except (OSError, PeerGone, ProtocolViolation, struct.error, AuthError) as exc:
             conn.close()
             raise PgUnreachable(f"login to {where} failed: {exc}") from None
@@ -91,7 +96,7 @@ class PgConnection:
             raise
         return conn
 
-    async def _login(self, user: str, password: str) -> None:
+    async def _login(self, user: str, secret: ServerSecret) -> None:
         scram: ScramClient | None = None
         while True:
             kind, body = await self.read()
@@ -100,13 +105,13 @@ class PgConnection:
                 if code == AUTH_OK:
                     continue
                 if code == AUTH_CLEARTEXT:
-                    self.wire.write(message(b"p", password.encode() + b"\0"))
+                    self.wire.write(message(b"p", secret.cleartext() + b"\0"))
                 elif code == AUTH_MD5:
-                    self.wire.write(message(b"p", md5_password(user, password, body[4:8]) + b"\0"))
+                    self.wire.write(message(b"p", secret.md5_answer(user, body[4:8]) + b"\0"))
                 elif code == AUTH_SASL:
                     if MECHANISM.encode() not in body[4:].split(b"\0"):
                         raise AuthError(f"the server offers no {MECHANISM}")
-                    scram = ScramClient(password)
+                    scram = ScramClient(secret)
                     first = scram.first()
                     mechanism = MECHANISM.encode() + b"\0"
                     self.wire.write(message(b"p", mechanism + struct.pack("!i", len(first)) + first))

@@ -5,6 +5,7 @@ through the proxy."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +16,7 @@ from devstack.pgsandbox import APP_PASSWORD, APP_USER, MD5_PASSWORD, MD5_USER, M
 from devstack.ports import free_port
 from devstack.proxy import ProxyProcess
 from devstack.stack import wait_until
+from proxyapp.pgsql.auth import scram_verifier
 
 WRITERS, READERS = 10, 20
 
@@ -85,3 +87,46 @@ def test_reads_go_to_the_replica_and_writes_to_the_primary(
         assert md5.execute("SELECT current_user").fetchone() == (MD5_USER,)
     with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
         psycopg.connect(f"postgresql://{APP_USER}:wrong@127.0.0.1:{port}/app?sslmode=disable")
+
+
+def test_users_stored_as_the_servers_hashes_log_in_to_the_servers(
+    pg_sandbox: PgSandbox, start_proxy: Callable[[dict[str, Any]], ProxyProcess]
+) -> None:
+    """pgsql_users holding what the servers keep (pg_authid's SCRAM verifier and MD5 hash), not the passwords: the
+    clients log in with their passwords and the pooler reaches the servers with the hashes (SCRAM with the key the
+    client's proof gave, MD5 with the hash), as PgBouncer's pass-through does; a verifier of another salt is refused
+    with the reason, not taken for an unreachable server."""
+    with pg_sandbox.primary().connect() as admin:
+        stored = dict(
+            admin.execute(
+                "SELECT rolname, rolpassword FROM pg_authid WHERE rolname IN (%s, %s)", (APP_USER, MD5_USER)
+            ).fetchall()
+        )
+    assert stored[APP_USER].startswith("SCRAM-SHA-256$") and stored[MD5_USER].startswith("md5")
+    port = free_port()
+    config = split_config(pg_sandbox, port)
+    config["pgsql_users"] = [
+        {"username": APP_USER, "password": stored[APP_USER], "default_hostgroup": WRITERS},
+        {"username": MD5_USER, "password": stored[MD5_USER], "default_hostgroup": WRITERS},
+    ]
+    config["pgsql_query_rules"] = []
+    start_proxy(config)
+    for user, password in ((APP_USER, APP_PASSWORD), (MD5_USER, MD5_PASSWORD)):
+        with psycopg.connect(f"postgresql://{user}:{password}@127.0.0.1:{port}/app?sslmode=disable") as conn:
+            assert conn.execute("SELECT current_user, 6 * 7").fetchone() == (user, 42)
+    with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+        psycopg.connect(f"postgresql://{APP_USER}:wrong@127.0.0.1:{port}/app?sslmode=disable")
+
+    other_salt = scram_verifier(APP_PASSWORD)
+    config["pgsql_users"][0]["password"] = (
+        f"SCRAM-SHA-256${other_salt.iterations}:{base64.b64encode(other_salt.salt).decode()}$"
+        f"{base64.b64encode(other_salt.stored_key).decode()}:{base64.b64encode(other_salt.server_key).decode()}"
+    )
+    other_port = free_port()
+    config["global_variables"] = [
+        {**row, "variable_value": f"127.0.0.1:{other_port}"} if row["variable_name"] == "pgsql-interfaces" else row
+        for row in config["global_variables"]
+    ]
+    start_proxy(config)
+    with pytest.raises(psycopg.OperationalError, match="salt or iterations differ from pgsql_users' verifier"):
+        psycopg.connect(f"postgresql://{APP_USER}:{APP_PASSWORD}@127.0.0.1:{other_port}/app?sslmode=disable")

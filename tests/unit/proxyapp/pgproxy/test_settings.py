@@ -50,6 +50,11 @@ def test_a_statements_change_of_settings_is_read(sql: str, change: tuple[str, st
         ("SET LOCAL work_mem = '1MB'", None),
         ("UPDATE t SET a = 1", None),
         ("SELECT 'listen' FROM t", "LISTEN"),  # a word in a literal pins too: safe, never wrong
+        ("SELECT set_config('search_path', 'app', false)", "set_config(..., false)"),
+        ("select SET_CONFIG('a.b', $1, $2)", "set_config(..., false)"),  # is_local unknown: pinned, to be safe
+        ("SELECT set_config('search_path', 'app', true)", None),
+        ("SELECT set_config('a.b', 'x', TRUE )", None),
+        ("SELECT set_config('a.b', upper('x'), true)", "set_config(..., false)"),  # not read through calls: pinned
     ],
 )
 def test_what_pins_a_session(sql: str, reason: str | None) -> None:
@@ -101,6 +106,8 @@ def test_a_long_blank_run_is_read_in_one_pass() -> None:
     hostile = "SET a = " + " " * 200_000 + "b" + " " * 200_000 + ";"
     assert read_change(hostile) == ("a", "b")
     assert pin_reason(hostile) is None
+    commas = "SELECT set_config(" + ", " * 100_000 + "x"
+    assert pin_reason(commas) == "set_config(..., false)"
 
 
 def test_an_empty_body_reads_as_empty_text() -> None:

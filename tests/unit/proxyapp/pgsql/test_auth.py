@@ -7,11 +7,12 @@ import hashlib
 
 import pytest
 
-from proxyapp.pgproxy.login import server_password
 from proxyapp.pgsql.auth import (
     AuthError,
     ScramClient,
     ScramServer,
+    SecretMissing,
+    ServerSecret,
     Verifier,
     is_md5_hash,
     is_scram_verifier,
@@ -86,4 +87,48 @@ def test_stored_passwords_are_told_hash_verifier_or_clear_text() -> None:
     assert is_md5_hash(md5_hash) and not is_scram_verifier(md5_hash)
     assert is_scram_verifier(verifier) and not is_md5_hash(verifier)
     assert not is_md5_hash("md5-but-clear") and not is_scram_verifier("secret")
-    assert [server_password(p) for p in (md5_hash, verifier, "md5-but-clear")] == ["", "", "md5-but-clear"]
+
+
+def _log_in(client: ScramClient, server: ScramServer) -> None:
+    """One whole SCRAM exchange; AuthError from either side when it fails."""
+    client.verify(server.final(client.final(server.first(client.first()))))
+
+
+def test_a_verifier_and_the_clients_proof_log_in_to_a_server_keeping_that_verifier() -> None:
+    """SCRAM pass-through: the proxy keeps only the verifier; the client's proof gives it the ClientKey, with which
+    it proves itself to a server that keeps the same verifier, and checks that server's signature."""
+    verifier = scram_verifier("pencil")
+    proxy_side = ScramServer(verifier)
+    _log_in(ScramClient("pencil"), proxy_side)
+    secret = ServerSecret(verifier=verifier, client_key=proxy_side.client_key)
+    _log_in(ScramClient(secret), ScramServer(verifier))
+    impostor = Verifier(verifier.iterations, verifier.salt, verifier.stored_key, b"\0" * 32)
+    with pytest.raises(AuthError, match="signature is wrong"):
+        _log_in(ScramClient(secret), ScramServer(impostor))
+    with pytest.raises(SecretMissing, match="salt or iterations differ"):
+        _log_in(ScramClient(secret), ScramServer(scram_verifier("pencil")))  # the same password, another salt
+
+
+def test_a_wrong_password_reveals_no_client_key() -> None:
+    server = ScramServer(scram_verifier("pencil"))
+    with pytest.raises(AuthError):
+        _log_in(ScramClient("crayon"), server)
+    assert server.client_key == b""
+
+
+def test_an_md5_hash_answers_md5_as_the_password_would() -> None:
+    stored = "md5" + hashlib.md5(b"secretalice").hexdigest()
+    assert ServerSecret(md5_hash=stored).md5_answer("alice", b"salt") == md5_password("alice", "secret", b"salt")
+    assert ServerSecret(password="secret").md5_answer("alice", b"salt") == md5_password("alice", "secret", b"salt")
+
+
+def test_a_hash_cannot_answer_what_needs_the_password() -> None:
+    md5_only = ServerSecret(md5_hash="md5" + "0" * 32)
+    verifier_only = ServerSecret(verifier=scram_verifier("pencil"), client_key=b"k" * 32)
+    with pytest.raises(SecretMissing, match="clear text password, and pgsql_users holds an MD5 hash"):
+        md5_only.cleartext()
+    with pytest.raises(SecretMissing, match="asks for MD5, and pgsql_users holds a SCRAM-SHA-256 verifier"):
+        verifier_only.md5_answer("alice", b"salt")
+    with pytest.raises(SecretMissing, match="asks for SCRAM-SHA-256, and pgsql_users holds an MD5 hash"):
+        md5_only.scram_keys(b"salt", 4096)
+    assert ServerSecret(password="pencil").cleartext() == b"pencil"
