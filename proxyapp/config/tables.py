@@ -300,8 +300,8 @@ class PgsqlUser:
     username: str = column(required=True)
     password: str = column(
         "",
-        help="clear text (the proxy logs in to servers with it), or a SCRAM-SHA-256 verifier or an md5 hash "
-        "(clients can log in with it; servers must then trust the proxy)",
+        help="clear text, or the servers' own SCRAM-SHA-256 verifier or md5 hash (pg_authid.rolpassword): clients "
+        "log in with their password, and the proxy reaches the servers with what their login proves",
     )
     active: bool = column(True)
     use_ssl: bool = column(False, help="the client must log in over TLS")
