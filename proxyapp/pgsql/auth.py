@@ -202,13 +202,13 @@ class ServerSecret:
     client_key: bytes = b""
 
     def cleartext(self) -> bytes:
-        """The answer to AuthenticationCleartextPassword; AuthError without the clear text."""
+        """The answer to AuthenticationCleartextPassword; SecretMissing without the clear text."""
         if not self.password:
             raise SecretMissing(f"the server asks for the clear text password, and pgsql_users holds {self._held()}")
         return self.password.encode()
 
     def md5_answer(self, user: str, salt: bytes) -> bytes:
-        """The answer to AuthenticationMD5Password; AuthError when only a SCRAM verifier is known."""
+        """The answer to AuthenticationMD5Password; SecretMissing when only a SCRAM verifier is known."""
         if self.password:
             return md5_password(user, self.password, salt)
         if self.md5_hash:
@@ -216,7 +216,7 @@ class ServerSecret:
         raise SecretMissing(f"the server asks for MD5, and pgsql_users holds {self._held()}")
 
     def scram_keys(self, salt: bytes, iterations: int) -> tuple[bytes, bytes]:
-        """ClientKey and ServerKey for a server's salt and iterations; AuthError when they cannot be had."""
+        """ClientKey and ServerKey for a server's salt and iterations; SecretMissing when they cannot be had."""
         if self.password:
             salted = hashlib.pbkdf2_hmac("sha256", self.password.encode(), salt, iterations)
             return _hmac(salted, b"Client Key"), _hmac(salted, b"Server Key")
