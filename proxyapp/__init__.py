@@ -1,4 +1,4 @@
-"""ProxyFleet's data plane: an asyncio MySQL proxy configured the way ProxySQL is (never imports Django)."""
+"""ProxyFleet's data plane: an asyncio MySQL and PostgreSQL proxy, configured as ProxySQL is (never imports Django)."""
 
 from proxyapp.native import prefer_compiled
 
