@@ -72,7 +72,7 @@ class ProxyProcess:
     """``python -m proxyapp run`` in a child process, with its admin endpoint and a clock the caller can move
     forward (``advance_clock``; ``proxyapp.clock``)."""
 
-    def __init__(self, config: dict[str, Any], workdir: Path, repo: Path = REPO) -> None:
+    def __init__(self, config: dict[str, Any], workdir: Path, repo: Path = REPO, *, own_session: bool = False) -> None:
         self.repo = repo  # the checkout whose proxyapp runs (and whose native build it loads)
         self.workdir = workdir
         self.config_path = workdir / "proxy-config.json"
@@ -84,6 +84,10 @@ class ProxyProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.started = False  # it came up once: a restart keeps its ports
         self.env: dict[str, str] = {}  # more environment for the next start (a test hook, say)
+        # A session of its own, as a daemon runs. Benchmarks ask for it: with the kernel's autogroup scheduling,
+        # CPU time is shared between sessions first, so a proxy left in the benchmark's session competes with its
+        # own load generator while the peers (haproxy, PgBouncer), started in sessions of their own, do not.
+        self.own_session = own_session
 
     def write_config(self, config: dict[str, Any]) -> None:
         """Replace the config file (takes effect on reload).
@@ -132,6 +136,7 @@ class ProxyProcess:
             ],
             cwd=self.repo,
             env=env,
+            start_new_session=self.own_session,
             stdout=self._log,
             stderr=subprocess.STDOUT,
         )

@@ -526,7 +526,9 @@ class Bench:
             workdir = OUT / "proxy"
             shutil.rmtree(workdir, ignore_errors=True)
             workdir.mkdir(parents=True)
-            self.proxy = ProxyProcess(proxy_config(primary, self.settings.proxy_threads), workdir).start()
+            self.proxy = ProxyProcess(
+                proxy_config(primary, self.settings.proxy_threads), workdir, own_session=True
+            ).start()
             for target, port in proxy_ports(self.proxy).items():
                 if target not in wanted:
                     continue
@@ -732,7 +734,9 @@ def render(bench: Bench, machine_line: str, command: str, loads: tuple[str, str]
         "",
         f"- Machine: {machine_line}",
         f"- Load average (1 min) before / after: {loads[0]} / {loads[1]}. pgbench, the server, PgBouncer and the "
-        "proxy share the cores, so the ratios say more than the absolute numbers.",
+        "proxy share the cores, so the ratios say more than the absolute numbers. The server, PgBouncer and the "
+        "proxy each run in a session of their own, as daemons do (with the kernel's autogroup scheduling, CPU time "
+        "is shared between sessions first).",
         "- tps is pgbench's (without the initial connection time), the median over the rounds; latency avg is the "
         f"average pgbench prints, p99 comes from a {s.sampling_rate:.0%} sample of pgbench's per-transaction log; "
         "errors are failed transactions, clients pgbench aborted and failed runs, summed over the rounds; server "

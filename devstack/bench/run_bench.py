@@ -473,7 +473,7 @@ class Bench:
         if workdir.exists():
             shutil.rmtree(workdir)
         workdir.mkdir(parents=True)
-        self.proxy = ProxyProcess(proxy_config(primary, s.proxy_threads), workdir)
+        self.proxy = ProxyProcess(proxy_config(primary, s.proxy_threads), workdir, own_session=True)
         self.proxy.start()
         assert self.proxy.proc is not None
         self.pids.record("proxyfleet", self.proxy.proc.pid, str(self.proxy.config_path))
@@ -843,7 +843,9 @@ def render_markdown(doc: dict[str, Any], command: str) -> str:
         "before the bench (it counts runnable threads, a just-finished bench's 1,000 sysbench threads too)",
         f"- MariaDB {m.get('mariadb')} (sandbox primary, `devstack/sandbox.py` settings) · {m.get('sysbench')} · "
         f"{m.get('haproxy')} (defaults: one thread per CPU) · Python {m.get('python')} · ProxyFleet "
-        f"{m.get('revision')}, {m.get('proxy_processes')}, uvloop: {m.get('uvloop')}",
+        f"{m.get('revision')}, {m.get('proxy_processes')}, uvloop: {m.get('uvloop')}; MariaDB, haproxy and "
+        "ProxyFleet each run in a session of their own, as daemons do (with the kernel's autogroup scheduling, CPU "
+        "time is shared between sessions first)",
         f"- Data: {s['tables']} tables x {s['table_size']:,} rows; {s['rounds']} interleaved round(s) "
         f"(direct, haproxy, ProxyFleet, direct, ...) of {s['seconds']} s per run"
         + (", after a warm-up run per target" if s["warmup_seconds"] else "")
