@@ -61,6 +61,7 @@ from proxyapp.mysql.backend import BackendConnection, BackendError, Credentials
 from proxyapp.mysql.constants import Command
 from proxyapp.mysql.packets import ErrPacket, ProtocolError
 from proxyapp.mysql.wire import PeerClosed
+from proxyapp.pgsql.auth import ServerSecret
 from proxyapp.pgsql.backend import PgConnection, PgError, PgUnreachable
 
 log = logging.getLogger("proxyapp.backends.monitor")
@@ -409,7 +410,12 @@ class Monitor:
         s = self.settings
         try:
             return await PgConnection.connect(
-                host, port, s.pgsql_username, s.pgsql_password, s.pgsql_dbname, tls=server_tls(server.row, self.tls)
+                host,
+                port,
+                s.pgsql_username,
+                ServerSecret(password=s.pgsql_password),
+                s.pgsql_dbname,
+                tls=server_tls(server.row, self.tls),
             )
         except PgUnreachable as exc:
             raise BackendError(str(exc), _NOT_REACHED) from None

@@ -61,14 +61,13 @@ class PgConnection:
         host: str,
         port: int,
         user: str,
-        password: ServerSecret | str,
+        secret: ServerSecret,
         database: str,
         *,
         tls: ssl.SSLContext | None = None,
         application_name: str = "ProxyFleet",
     ) -> PgConnection:
-        """Open a connection and log in with a clear text password or a ``ServerSecret`` (bound the wait with
-        ``asyncio.wait_for``)."""
+        """Open a connection and log in with ``secret`` (bound the wait with ``asyncio.wait_for``)."""
         where = f"{host}:{port}"
         try:
             _, wire = await asyncio.get_running_loop().create_connection(PgWire, host, port)
@@ -83,7 +82,6 @@ class PgConnection:
                 await wire.start_tls(tls, server_side=False, server_hostname=host)
             parameters = {"user": user, "database": database, "application_name": application_name}
             wire.write(startup_message(parameters))
-            secret = password if isinstance(password, ServerSecret) else ServerSecret(password=password)
             await conn._login(user, secret)
         except SecretMissing as exc:  # the server is fine: this user cannot be logged in to it
             conn.close()
