@@ -29,6 +29,7 @@ COMPILED = (
     "proxyapp/backends/pool.py",
     "proxyapp/clock.py",
     "proxyapp/config/rulecompile.py",
+    "proxyapp/driver.py",
     "proxyapp/forward/relay.py",
     "proxyapp/hotrows/marks.py",
     "proxyapp/hotrows/queues.py",

@@ -15,6 +15,7 @@ from typing import Final, Protocol
 
 from mypy_extensions import mypyc_attr
 
+from proxyapp.driver import RUNNING, Driver
 from proxyapp.mysql.compression import Compression
 from proxyapp.mysql.constants import MAX_PACKET
 from proxyapp.mysql.packets import (
@@ -157,9 +158,11 @@ class Wire:
         "loop",
         "mark",
         "max_packet",
+        "on_arrival",
         "on_close",
         "pos",
         "reading_paused",
+        "resumer",
         "seq",
         "tls",
         "transport",
@@ -179,6 +182,10 @@ class Wire:
         self.bytes_out = 0
         self.closed: str | None = None
         self.waiter: asyncio.Future[None] | None = None
+        self.resumer: Driver | None = None  # the driver whose coroutine ``waiter`` is (resumed here, not by the loop)
+        # Told when bytes arrive or the connection ends while no reader waits (a session serving its commands from
+        # this callback, ``proxyapp.session.session``).
+        self.on_arrival: Callable[[], None] | None = None
         self.drain_waiter: asyncio.Future[None] | None = None
         self.reading_paused = False
         self.writing_paused = False
@@ -217,12 +224,26 @@ class Wire:
         self.tls = layer
 
     def wake(self) -> None:
-        """Wake the task waiting for data."""
+        """Bytes arrived or the connection ended: resume the reader waiting for them (a driver's coroutine right
+        here, a task through the loop), else tell ``on_arrival``."""
         waiter = self.waiter
+        resumer = self.resumer
+        if resumer is not None:
+            self.resumer = None
+            self.waiter = None
+            if waiter is not None and resumer.direct is waiter:
+                waiter.set_result(None)  # no callback to schedule: the driver resumes its coroutine now
+                resumer.wire_ready()
+                return
+            waiter = None  # the wait of a cancelled coroutine, left behind
         if waiter is not None:
             self.waiter = None
             if not waiter.done():
                 waiter.set_result(None)
+            return
+        arrival = self.on_arrival
+        if arrival is not None:
+            arrival()
 
     def resume_writing(self) -> None:
         """Wake the task waiting for the write buffer to drain."""
@@ -234,22 +255,28 @@ class Wire:
                 waiter.set_result(None)
 
     async def _fill(self) -> None:
-        """Wait for more bytes, first discarding those before the mark."""
+        """Wait for more bytes or the connection's end (the caller looks again at what it has), first discarding
+        the bytes before the mark."""
+        self.want_more()
+        if self.closed is not None:
+            raise PeerClosed(self.closed)
+        waiter = self.waiter = self.loop.create_future()
+        driver = RUNNING.driver
+        if driver is not None:  # a driver's coroutine: resumed from ``wake`` itself
+            self.resumer = driver
+            driver.direct = waiter
+        await waiter
+
+    def want_more(self) -> None:
+        """The reader needs more bytes than it has: discard those before the mark, and resume reading if it was
+        paused (even over PAUSE_READING_AT: a packet larger than that, up to 16 MiB per part, must complete)."""
         if self.mark:
             del self.buf[: self.mark]
             self.pos -= self.mark
             self.mark = 0
-        # We only get here when the packet being read is not all in: resume even over PAUSE_READING_AT, or a
-        # packet larger than that (up to 16 MiB per part) could never complete and the session would hang.
         if self.reading_paused:
             self.reading_paused = False
             self.transport.resume_reading()
-        size = len(self.buf)
-        while len(self.buf) == size:
-            if self.closed is not None:
-                raise PeerClosed(self.closed)
-            waiter = self.waiter = self.loop.create_future()
-            await waiter
 
     def unread(self) -> int:
         """Bytes that arrived and were not read yet (while a reader waits: the start of a packet not all in)."""
@@ -306,7 +333,7 @@ class Wire:
 
     async def read_available(self) -> bytes:
         """Whatever bytes have arrived and were not read yet (waiting for some); for raw forwarding."""
-        if self.pos >= len(self.buf):
+        while self.pos >= len(self.buf):
             await self._fill()
         raw = bytes(self.buf[self.pos :])
         self.pos = self.mark = len(self.buf)

@@ -9,6 +9,7 @@ new connection when the user presses Ctrl-C. Sessions live in several worker pro
 
 from __future__ import annotations
 
+import asyncio
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -75,7 +76,16 @@ async def forward_kill(
     admin_port: int, token: str, target: int, query_only: bool, username: str | None
 ) -> dict[str, Any]:
     """Ask the worker whose admin endpoint listens on ``admin_port`` (showing the admin ``token``) to kill its
-    session ``target``."""
+    session ``target``.
+
+    In a task of its own: aiohttp's timeout cancels the task it runs in, and a session's command runs on the
+    session's driver (``proxyapp.driver``), in no task."""
+    return await asyncio.get_running_loop().create_task(_post_kill(admin_port, token, target, query_only, username))
+
+
+async def _post_kill(
+    admin_port: int, token: str, target: int, query_only: bool, username: str | None
+) -> dict[str, Any]:
     url = f"http://127.0.0.1:{admin_port}/processlist/{target}/kill"
     body = {"query_only": query_only, "username": username}
     try:

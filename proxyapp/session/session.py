@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from proxyapp.backends.pool import ServerPool
-from proxyapp.mysql.constants import Command, ErrorCode, names_for_collation
+from proxyapp.driver import Driver
+from proxyapp.mysql.constants import MAX_PACKET, Command, ErrorCode, names_for_collation
 from proxyapp.mysql.packets import PacketTooLarge, ProtocolError, eof_packet, ok_packet
 from proxyapp.mysql.wire import PeerClosed, Wire
 from proxyapp.session.client import Client, SessionEnd
@@ -29,6 +31,9 @@ from proxyapp.session.statements import PreparedStatements
 from proxyapp.sql.digest import compute_digest
 
 log = logging.getLogger("proxyapp.session.session")
+
+#: What serves one command: a coroutine of the session (or of one of its rooms) for its packet.
+Handler = Callable[["Session", bytes], Coroutine[Any, Any, None]]
 
 #: The processlist's ``info`` shows at most this many bytes of a statement.
 _PROCESSLIST_INFO_MAX = 1000
@@ -72,6 +77,8 @@ class Session:
         self.partial_since = 0.0
         self.login_since = 0.0  # since when (the proxy's clock) it has been logging in; 0 once it has
         self.gone_since = 0.0  # since when its client is gone with its statement still running on a backend
+        self.driver = Driver(wire.loop, self._command_done)  # runs its commands (``_command_loop``)
+        self.ending: asyncio.Future[None] = wire.loop.create_future()  # what ends the command loop
         wire.on_close = self._client_gone
 
     def stalled(self, now: float) -> float:
@@ -205,49 +212,130 @@ class Session:
     # ----------------------------------------------------------------------------------------------- dispatch
 
     async def _command_loop(self) -> None:
+        """Serve commands until the client is gone or a command ends the session (raising what ended it).
+
+        The commands are not read here: the client connection's own callback (``_arrived``) starts each whole
+        command the moment it arrives, on the session's driver (``proxyapp.driver``), which the backend
+        connections' callbacks resume in turn. A command and its response thus cost no task wake-up; this task
+        only waits for the session's end."""
         wire = self.wire
-        link = self.link
-        handlers = _HANDLERS
-        clock = self.services.clock
-        queue = self.queries.queue
+        self.idle_since = self.services.clock()
+        wire.on_arrival = self._arrived
+        try:
+            self._arrived()  # what came right after the login
+            await self.ending
+        finally:
+            wire.on_arrival = None
+            self.driver.cancel()
+
+    def _arrived(self) -> None:
+        """The client's bytes arrived, or it left: start its commands that are whole, one after another (while one
+        runs, the next stays in the buffer until it ends)."""
+        if self.driver.busy or self.ending.done():
+            return
+        try:
+            self._serve_buffered()
+        except BaseException as failure:  # ends the session in its task, as from a command loop
+            self._end(failure)
+
+    def _serve_buffered(self) -> None:
+        wire = self.wire
+        driver = self.driver
         while True:
-            self.idle_since = clock()
-            payload = await wire.read_payload()
-            self.idle_since = 0.0
-            link.busy_since = clock()
-            self.command = payload
-            if not payload:
-                raise ProtocolError("empty command packet")
-            handler = handlers.get(payload[0])
-            if handler is None:
-                self.client.send_error(ErrorCode.UNKNOWN_COM, f"Unknown or unsupported command 0x{payload[0]:02x}", 1)
+            start, length = wire.part()
+            if length < 0:
+                if wire.closed is not None:
+                    self._end(PeerClosed(wire.closed))
+                else:
+                    wire.want_more()
+                return
+            if length == MAX_PACKET:  # a command in 16 MiB parts: read whole, waiting for the rest
+                wire.pos = start - 4
+                finished = driver.run(self._long_command())
             else:
-                await handler(self, payload)
-            if queue.holding:  # a transaction that ended gives its hot-row keys back
-                queue.settle()
+                payload = bytes(wire.buf[start : start + length])
+                wire.mark = wire.pos
+                finished = self._start(payload)
+            if not finished:
+                return
+            failure = driver.failure
+            if failure is not None:
+                driver.failure = None
+                raise failure
+            self._finished()
+
+    def _start(self, payload: bytes) -> bool:
+        """Start serving command ``payload``; True when it is done already (``driver.failure``: what it raised)."""
+        handler = self._handler(payload)
+        if handler is None:
+            return True
+        return self.driver.run(handler(self, payload))
+
+    async def _long_command(self) -> None:
+        """A command over 16 MiB comes in parts: read it whole (waiting for the parts), then serve it."""
+        payload = await self.wire.read_payload()
+        handler = self._handler(payload)
+        if handler is not None:
+            await handler(self, payload)
+
+    def _handler(self, payload: bytes) -> Handler | None:
+        """What serves command ``payload``, now that it runs; None when it is answered already (unknown)."""
+        self.idle_since = 0.0
+        self.link.busy_since = self.services.clock()
+        self.command = payload
+        if not payload:
+            raise ProtocolError("empty command packet")
+        handler = _HANDLERS.get(payload[0])
+        if handler is None:
+            self.client.send_error(ErrorCode.UNKNOWN_COM, f"Unknown or unsupported command 0x{payload[0]:02x}", 1)
+        return handler
+
+    def _finished(self) -> None:
+        """A command ended: a transaction that ended gives its hot-row keys back; the session waits for the next."""
+        queue = self.queries.queue
+        if queue.holding:
+            queue.settle()
+        self.idle_since = self.services.clock()
+
+    def _command_done(self, failure: BaseException | None) -> None:
+        """The driver's command ended after having waited: serve what the client sent meanwhile."""
+        if failure is not None:
+            self._end(failure)
+            return
+        try:
+            self._finished()
+        except BaseException as failed:  # ends the session in its task, as from a command loop
+            self._end(failed)
+            return
+        self._arrived()
+
+    def _end(self, failure: BaseException) -> None:
+        """End the session with ``failure`` raised in its task (``run`` handles it)."""
+        if not self.ending.done():
+            self.ending.set_exception(failure)
 
     # The rooms' commands: plain functions handing back the room's coroutine, so that a command costs no extra
     # coroutine frame for passing through the session.
 
-    def _com_query(self, payload: bytes) -> Awaitable[None]:
+    def _com_query(self, payload: bytes) -> Coroutine[Any, Any, None]:
         return self.queries.com_query(payload)
 
-    def _com_stmt_prepare(self, payload: bytes) -> Awaitable[None]:
+    def _com_stmt_prepare(self, payload: bytes) -> Coroutine[Any, Any, None]:
         return self.prepared.prepare(payload)
 
-    def _com_stmt_execute(self, payload: bytes) -> Awaitable[None]:
+    def _com_stmt_execute(self, payload: bytes) -> Coroutine[Any, Any, None]:
         return self.prepared.execute(payload)
 
-    def _com_stmt_send_long_data(self, payload: bytes) -> Awaitable[None]:
+    def _com_stmt_send_long_data(self, payload: bytes) -> Coroutine[Any, Any, None]:
         return self.prepared.send_long_data(payload)
 
-    def _com_stmt_close(self, payload: bytes) -> Awaitable[None]:
+    def _com_stmt_close(self, payload: bytes) -> Coroutine[Any, Any, None]:
         return self.prepared.close(payload)
 
-    def _com_stmt_reset(self, payload: bytes) -> Awaitable[None]:
+    def _com_stmt_reset(self, payload: bytes) -> Coroutine[Any, Any, None]:
         return self.prepared.reset(payload)
 
-    def _com_stmt_fetch(self, payload: bytes) -> Awaitable[None]:
+    def _com_stmt_fetch(self, payload: bytes) -> Coroutine[Any, Any, None]:
         return self.prepared.fetch(payload)
 
     async def _com_quit(self, payload: bytes) -> None:
@@ -368,7 +456,7 @@ class Session:
         }
 
 
-_HANDLERS: dict[int, Callable[[Session, bytes], Awaitable[None]]] = {
+_HANDLERS: dict[int, Handler] = {
     Command.QUIT: Session._com_quit,
     Command.INIT_DB: Session._com_init_db,
     Command.QUERY: Session._com_query,

@@ -1,0 +1,111 @@
+"""Running a coroutine from I/O callbacks, as a task would, without the event loop's round trip.
+
+A task waiting on a socket is resumed in two steps: the socket's callback completes a future, and the event loop
+later runs the task's wake-up, a scheduled callback of its own. A ``Driver`` runs one coroutine at a time and is
+resumed by the callback itself: when the coroutine waits for a ``Wire``'s bytes (``proxyapp.mysql.wire``), the wire
+resumes the driver from its ``data_received``, with nothing scheduled in between. Any other awaitable (a sleep, a
+pool's waiting list, a lock) resumes it through the future's callback, as it would resume a task.
+
+The coroutine sees what it would see in a task, except that ``asyncio.current_task()`` is not its own: it runs in
+whichever callback resumed it. What needs a task (aiohttp's timeouts cancel the task they run in) is run in one of
+its own and awaited (``proxyapp.session.kill.forward_kill``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any, Final
+
+
+class Driver:
+    """Runs one coroutine at a time, resumed by the wires it waits on (``wire_ready``) or by the futures it awaits;
+    ``done`` is told of its end (None, or the exception it raised) when it ends after having waited."""
+
+    __slots__ = ("coro", "direct", "done", "failure", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, done: Callable[[BaseException | None], None]) -> None:
+        self.loop = loop
+        self.done = done
+        self.coro: Coroutine[Any, Any, None] | None = None  # the coroutine running (None: idle)
+        self.direct: object | None = None  # the future a wire will resume it from (``Wire._fill``)
+        self.failure: BaseException | None = None  # what a coroutine that ended in ``run`` raised
+
+    @property
+    def busy(self) -> bool:
+        """Whether a coroutine is running (started and not ended)."""
+        return self.coro is not None
+
+    def run(self, coro: Coroutine[Any, Any, None]) -> bool:
+        """Start ``coro`` now; True when it ended before waiting for anything (``failure``: what it raised, if it
+        did), False when it waits (``done`` will be told of its end)."""
+        self.coro = coro
+        return self._step()
+
+    def wire_ready(self) -> None:
+        """The wire it waits on has bytes (or is closed): resume it."""
+        self.direct = None
+        self._resume()
+
+    def cancel(self) -> None:
+        """End the running coroutine as a cancelled task ends (its ``finally`` blocks run); ``done`` is not told."""
+        coro = self.coro
+        if coro is None:
+            return
+        self.coro = None
+        self.direct = None
+        try:
+            coro.throw(asyncio.CancelledError())
+        except BaseException:  # the coroutine is over, however it ended
+            return
+        coro.close()
+
+    def _woken(self, future: asyncio.Future[Any]) -> None:
+        self._resume()
+
+    def _resume(self) -> None:
+        if self.coro is None:  # cancelled while it waited
+            return
+        if self._step():
+            failure = self.failure
+            self.failure = None
+            self.done(failure)
+
+    def _step(self) -> bool:
+        coro = self.coro
+        assert coro is not None
+        previous = RUNNING.driver
+        RUNNING.driver = self
+        try:
+            yielded = coro.send(None)
+        except StopIteration:
+            self.coro = None
+            return True
+        except BaseException as exc:  # handed to ``done`` (or the caller of ``run``), as a task would
+            self.coro = None
+            self.failure = exc
+            return True
+        finally:
+            RUNNING.driver = previous
+        if yielded is None:  # a bare yield (``asyncio.sleep(0)``): run again on the loop's next turn
+            self.loop.call_soon(self._resume)
+            return False
+        if yielded is self.direct:  # a wire resumes it
+            return False
+        future: asyncio.Future[Any] = yielded
+        future._asyncio_future_blocking = False  # as a task does with what its coroutine awaits
+        future.add_done_callback(self._woken)
+        return False
+
+
+class Running:
+    """Which driver, if any, is running a coroutine step right now (the wires ask, ``Wire._fill``)."""
+
+    __slots__ = ("driver",)
+
+    def __init__(self) -> None:
+        self.driver: Driver | None = None
+
+
+#: The driver stepping its coroutine at this moment, if any (one event loop per process).
+RUNNING: Final = Running()

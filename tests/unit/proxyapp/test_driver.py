@@ -1,0 +1,184 @@
+"""The driver: a coroutine run from I/O callbacks, resumed by the wire it waits on with no loop round trip."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from proxyapp.driver import RUNNING, Driver
+from proxyapp.mysql.wire import PeerClosed, Wire
+
+
+class _Transport:
+    """Just enough of a transport for a wire that is only read from."""
+
+    def is_closing(self) -> bool:
+        return False
+
+    def write(self, data: bytes) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+def _wire() -> Wire:
+    return Wire(_Transport())  # type: ignore[arg-type]
+
+
+def _arrive(wire: Wire, data: bytes) -> None:
+    """What ``WireProtocol.data_received`` does with bytes."""
+    wire.buf += data
+    wire.wake()
+
+
+def _packet(payload: bytes, seq: int = 0) -> bytes:
+    return len(payload).to_bytes(3, "little") + bytes((seq,)) + payload
+
+
+class _Ends:
+    """What the driver's ``done`` was told."""
+
+    def __init__(self) -> None:
+        self.told: list[BaseException | None] = []
+
+    def __call__(self, failure: BaseException | None) -> None:
+        self.told.append(failure)
+
+
+def test_a_coroutine_that_never_waits_ends_in_run() -> None:
+    async def main() -> None:
+        ends = _Ends()
+        driver = Driver(asyncio.get_running_loop(), ends)
+        seen: list[int] = []
+
+        async def command() -> None:
+            seen.append(1)
+
+        assert driver.run(command()) is True
+        assert seen == [1] and not driver.busy and driver.failure is None and ends.told == []
+
+        async def failing() -> None:
+            raise ValueError("bad")
+
+        assert driver.run(failing()) is True
+        assert isinstance(driver.failure, ValueError) and not driver.busy and ends.told == []
+        assert RUNNING.driver is None
+
+    asyncio.run(main())
+
+
+def test_a_wire_resumes_its_reader_from_its_own_callback() -> None:
+    """The bytes are read before ``wake`` returns: no task, no turn of the loop in between."""
+
+    async def main() -> None:
+        ends = _Ends()
+        driver = Driver(asyncio.get_running_loop(), ends)
+        wire = _wire()
+        payloads: list[bytes] = []
+
+        async def command() -> None:
+            payloads.append(await wire.read_payload())
+            payloads.append(await wire.read_payload())
+
+        assert driver.run(command()) is False
+        assert driver.busy and wire.resumer is driver
+        _arrive(wire, _packet(b"one")[:3])  # half a header: it reads nothing, waits again
+        assert payloads == [] and wire.resumer is driver
+        _arrive(wire, _packet(b"one")[3:] + _packet(b"two", 1)[:5])
+        assert payloads == [b"one"] and ends.told == []
+        _arrive(wire, _packet(b"two", 1)[5:])
+        assert payloads == [b"one", b"two"]
+        assert ends.told == [None] and not driver.busy and RUNNING.driver is None
+
+    asyncio.run(main())
+
+
+def test_other_awaits_resume_it_through_the_loop_and_failures_reach_done() -> None:
+    async def main() -> None:
+        ends = _Ends()
+        loop = asyncio.get_running_loop()
+        driver = Driver(loop, ends)
+        future: asyncio.Future[int] = loop.create_future()
+        got: list[Any] = []
+
+        async def command() -> None:
+            await asyncio.sleep(0)
+            got.append(await future)
+            await asyncio.sleep(0.001)
+            raise KeyError("late")
+
+        assert driver.run(command()) is False
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        future.set_result(7)
+        for _ in range(100):
+            if ends.told:
+                break
+            await asyncio.sleep(0.01)
+        assert got == [7]
+        assert len(ends.told) == 1 and isinstance(ends.told[0], KeyError)
+
+    asyncio.run(main())
+
+
+def test_a_closed_wire_fails_the_read_it_resumes() -> None:
+    async def main() -> None:
+        ends = _Ends()
+        driver = Driver(asyncio.get_running_loop(), ends)
+        wire = _wire()
+
+        async def command() -> None:
+            await wire.read_payload()
+
+        driver.run(command())
+        wire.closed = "connection closed by peer"
+        wire.wake()
+        assert len(ends.told) == 1 and isinstance(ends.told[0], PeerClosed)
+
+    asyncio.run(main())
+
+
+def test_cancel_runs_the_coroutines_cleanup_and_frees_the_wire() -> None:
+    """A cancelled coroutine's ``finally`` runs, ``done`` is not told, and the wire's next bytes go to
+    ``on_arrival`` (the wait left behind resumes nothing)."""
+
+    async def main() -> None:
+        ends = _Ends()
+        driver = Driver(asyncio.get_running_loop(), ends)
+        wire = _wire()
+        cleaned: list[str] = []
+        arrivals: list[int] = []
+        wire.on_arrival = lambda: arrivals.append(len(wire.buf))
+
+        async def command() -> None:
+            try:
+                await wire.read_payload()
+            finally:
+                cleaned.append("finally")
+
+        driver.run(command())
+        driver.cancel()
+        assert cleaned == ["finally"] and not driver.busy
+        _arrive(wire, _packet(b"late"))
+        assert arrivals == [8] and ends.told == [] and wire.resumer is None
+
+    asyncio.run(main())
+
+
+def test_a_task_reading_a_wire_is_woken_through_the_loop_as_before() -> None:
+    async def main() -> None:
+        wire = _wire()
+        reader = asyncio.get_running_loop().create_task(wire.read_payload())
+        await asyncio.sleep(0)
+        assert wire.resumer is None and wire.waiter is not None
+        _arrive(wire, _packet(b"x"))
+        assert not reader.done()  # the task runs on the loop's next turn
+        assert await reader == b"x"
+        with pytest.raises(PeerClosed):
+            wire.closed = "gone"
+            await wire.read_payload()
+
+    asyncio.run(main())
