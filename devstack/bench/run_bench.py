@@ -328,6 +328,7 @@ class CpuSnapshot:
     machine_irq: float
     machine_steal: float
     ours_alive: dict[int, float]
+    kernel_alive: dict[int, float]
     harness: float
     reaped: float
 
@@ -338,10 +339,12 @@ class CpuSnapshot:
             values = [int(v) for v in f.readline().split()[1:]]
         user, nice, system, _idle, _iowait, irq, softirq, steal = (values + [0] * 8)[:8]
         alive: dict[int, float] = {}
+        kernel: dict[int, float] = {}
         for pid in descendants(os.getpid()):
             fields = _stat_fields(pid)
             if fields is not None:
                 alive[pid] = (int(fields[11]) + int(fields[12])) / _CLK_TCK  # utime, stime
+                kernel[pid] = int(fields[12]) / _CLK_TCK
         me = os.times()
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
         return cls(
@@ -350,6 +353,7 @@ class CpuSnapshot:
             machine_irq=(irq + softirq) / _CLK_TCK,
             machine_steal=steal / _CLK_TCK,
             ours_alive=alive,
+            kernel_alive=kernel,
             harness=me.user + me.system,
             reaped=children.ru_utime + children.ru_stime,
         )
@@ -361,16 +365,20 @@ class CpuSnapshot:
         process that ran meanwhile (other people's tests: noise); ``irq``: interrupt and softirq time (mostly
         the loopback traffic of the run itself; the kernel charges it to no process); ``steal``: time the
         hypervisor gave to other guests. ``cores_ROLE``: the average number of CPUs each of our processes used
-        (``roles`` maps pids to role names; children reaped in between, the load generator, are ``client``).
+        (``roles`` maps pids to role names; children reaped in between, the load generator, are ``client``);
+        ``kernel_cores_ROLE``: how much of it was system time, for the processes alive at both snapshots.
         """
         elapsed = later.at - self.at
         capacity = elapsed * len(os.sched_getaffinity(0))
         if capacity <= 0:
             return {}
         per_role = {client: later.reaped - self.reaped, "harness": later.harness - self.harness}
+        kernel_per_role: dict[str, float] = {}
         for pid, t in later.ours_alive.items():
             role = roles.get(pid, "other")
             per_role[role] = per_role.get(role, 0.0) + t - self.ours_alive.get(pid, 0.0)
+            kernel = later.kernel_alive.get(pid, 0.0) - self.kernel_alive.get(pid, 0.0)
+            kernel_per_role[role] = kernel_per_role.get(role, 0.0) + kernel
         ours = sum(per_role.values())
         busy = later.machine_busy - self.machine_busy
         out = {
@@ -380,6 +388,7 @@ class CpuSnapshot:
             "cpu_steal_pct": round(100 * (later.machine_steal - self.machine_steal) / capacity, 1),
         }
         out.update({f"cores_{role}": round(t / elapsed, 2) for role, t in sorted(per_role.items())})
+        out.update({f"kernel_cores_{role}": round(t / elapsed, 2) for role, t in sorted(kernel_per_role.items())})
         return out
 
 
@@ -750,6 +759,9 @@ def summarize(workloads: list[Workload], results: list[RunResult]) -> dict[str, 
                 "cpu_us_per_query": _median(
                     [_cpu_per_query(r, ROLE_OF_TARGET[target]) for r in good if ROLE_OF_TARGET[target]]
                 ),
+                "kernel_us_per_query": _median(
+                    [_cpu_per_query(r, ROLE_OF_TARGET[target], "kernel_cores") for r in good if ROLE_OF_TARGET[target]]
+                ),
             }
         q = {t: per_target[t]["qps_median"] for t in TARGETS}
         haproxy_by_round = {r.round: r.qps for r in good_runs["haproxy"]}
@@ -774,10 +786,10 @@ def summarize(workloads: list[Workload], results: list[RunResult]) -> dict[str, 
 ROLE_OF_TARGET = {"direct": "", "haproxy": "haproxy", "proxyfleet": "proxy"}
 
 
-def _cpu_per_query(run: RunResult, role: str) -> float | None:
+def _cpu_per_query(run: RunResult, role: str, kind: str = "cores") -> float | None:
     """µs of CPU ``role``'s processes spent per query during ``run`` (user and system time, so the kernel's work for
-    its sockets counts), or None."""
-    cores = run.cpu.get(f"cores_{role}")
+    its sockets counts; ``kind`` "kernel_cores": the system time alone), or None."""
+    cores = run.cpu.get(f"{kind}_{role}")
     return None if cores is None or not run.qps else round(cores * 1_000_000 / run.qps, 1)
 
 
@@ -964,15 +976,20 @@ def _bar_lines(doc: dict[str, Any]) -> list[str]:
         "",
         "**CPU per query** (µs): the CPU time (user + system, so the kernel's socket work counts) the proxy's "
         "processes used during a run, from /proc/PID/stat, divided by the queries sysbench completed; the median "
-        "over the rounds.",
+        "over the rounds. *kernel*: the system time alone (the socket calls); the rest is the proxy's own code.",
         "",
-        "| row | haproxy | ProxyFleet | ProxyFleet/haproxy |",
-        "|---|---:|---:|---:|",
+        "| row | haproxy | haproxy kernel | ProxyFleet | ProxyFleet kernel | ProxyFleet/haproxy |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     for item in summary.values():
         h = item["targets"]["haproxy"].get("cpu_us_per_query")
         p = item["targets"]["proxyfleet"].get("cpu_us_per_query")
-        lines.append(f"| {item['title']} | {_fmt(h, '.1f')} | {_fmt(p, '.1f')} | {_fmt(_ratio(p, h), '.2f')} |")
+        hk = item["targets"]["haproxy"].get("kernel_us_per_query")
+        pk = item["targets"]["proxyfleet"].get("kernel_us_per_query")
+        lines.append(
+            f"| {item['title']} | {_fmt(h, '.1f')} | {_fmt(hk, '.1f')} | {_fmt(p, '.1f')} | {_fmt(pk, '.1f')} "
+            f"| {_fmt(_ratio(p, h), '.2f')} |"
+        )
     single = [item for key, item in summary.items() if any(w["key"] == key and w["single"] for w in doc["workloads"])]
     for item in single:
         t = item["targets"]

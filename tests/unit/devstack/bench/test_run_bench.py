@@ -10,6 +10,7 @@ import pytest
 from devstack.bench.pinning import Layout, PinningError
 from devstack.bench.run_bench import (
     SECTION_TITLE,
+    CpuSnapshot,
     RunResult,
     Settings,
     parse_sysbench,
@@ -129,10 +130,17 @@ def test_summary_and_report_give_medians_and_ratios(tmp_path: Path) -> None:
     assert text.index("## Before") < text.index(SECTION_TITLE) < text.index("## After")
 
 
-def _run(workload: str, target: str, round_no: int, qps: float, cores: dict[str, float]) -> RunResult:
+def _run(
+    workload: str, target: str, round_no: int, qps: float, cores: dict[str, float], kernel: float = 0.0
+) -> RunResult:
+    """A run whose roles used ``cores`` CPUs, ``kernel`` of each in system time."""
     result = RunResult(workload, target, round_no, ["sysbench"], "var/bench/logs/x.log", 0.0, 5.0, 0)
     result.qps, result.tps, result.ignored_errors = qps, qps, 0
-    result.cpu = {"cpu_others_pct": 0.0, **{f"cores_{role}": n for role, n in cores.items()}}
+    result.cpu = {
+        "cpu_others_pct": 0.0,
+        **{f"cores_{role}": n for role, n in cores.items()},
+        **{f"kernel_cores_{role}": kernel for role in cores},
+    }
     return result
 
 
@@ -144,8 +152,8 @@ def test_the_report_says_which_rows_reached_the_bar_with_cpu_per_query_spread_an
     for round_no, (haproxy, proxy) in enumerate(((1000.0, 1100.0), (1000.0, 900.0), (1000.0, 1050.0)), start=1):
         results += [
             _run(point.key, "direct", round_no, 2000.0, {}),
-            _run(point.key, "haproxy", round_no, haproxy, {"haproxy": 0.04}),
-            _run(point.key, "proxyfleet", round_no, proxy, {"proxy": 0.066}),
+            _run(point.key, "haproxy", round_no, haproxy, {"haproxy": 0.04}, kernel=0.036),
+            _run(point.key, "proxyfleet", round_no, proxy, {"proxy": 0.066}, kernel=0.033),
             # At 1,000 connections ProxyFleet passes haproxy but not direct: the row misses the bar.
             _run(many.key, "direct", round_no, 1200.0, {}),
             _run(many.key, "haproxy", round_no, 800.0, {"haproxy": 0.04}),
@@ -160,12 +168,14 @@ def test_the_report_says_which_rows_reached_the_bar_with_cpu_per_query_spread_an
     assert summary[point.key]["targets"]["proxyfleet"]["qps_spread_pct"] == 19.0  # (1100 - 900) / 1050
     assert summary[point.key]["targets"]["haproxy"]["cpu_us_per_query"] == 40.0
     assert summary[point.key]["targets"]["proxyfleet"]["cpu_us_per_query"] == 62.9  # 0.066 s / 1,050 queries
+    assert summary[point.key]["targets"]["haproxy"]["kernel_us_per_query"] == 36.0
+    assert summary[point.key]["targets"]["proxyfleet"]["kernel_us_per_query"] == 31.4  # 0.033 s / 1,050 queries
     assert summary[many.key]["bar"]["reached"] is False
     assert summary[single.key]["bar"]["applies"] is False
     section = _report(settings, summary)
     assert f"| {point.title} | 1.05 | 1.10, 0.90, 1.05 | 0.53 | **yes** (ProxyFleet/haproxy >= 1.00) |" in section
     assert f"| {many.title} | 1.25 | 1.25, 1.25, 1.25 | 0.83 | no (ProxyFleet/haproxy >= 1.00 and " in section
-    assert f"| {point.title} | 40.0 | 62.9 | 1.57 |" in section
+    assert f"| {point.title} | 40.0 | 36.0 | 62.9 | 31.4 | 1.57 |" in section
     assert "| 100 | 200 | 250 | +50 |" in section  # µs per query over one connection
     assert single.title not in section.split("**CPU per query**")[0].split("**The bar**")[1]
 
@@ -177,3 +187,11 @@ def test_pinning_gives_the_proxy_the_last_cpus_and_refuses_a_machine_too_small()
     assert Layout.split(2, {0, 1, 2, 3}).proxy == {2, 3}
     with pytest.raises(PinningError, match="only 2 CPU"):
         Layout.split(2, {0, 1})
+
+
+def test_the_cpu_snapshots_split_each_roles_time_into_all_and_kernel() -> None:
+    before = CpuSnapshot(0.0, 0.0, 0.0, 0.0, {10: 1.0, 11: 2.0}, {10: 0.5, 11: 1.0}, 0.0, 0.0)
+    after = CpuSnapshot(2.0, 4.0, 0.0, 0.0, {10: 2.0, 11: 2.5, 12: 0.4}, {10: 0.8, 11: 1.2, 12: 0.1}, 0.0, 0.0)
+    shares = before.until(after, {10: "proxy", 11: "proxy", 12: "mariadbd"})
+    assert shares["cores_proxy"] == 0.75 and shares["kernel_cores_proxy"] == 0.25  # 1.5 s and 0.5 s over 2 s
+    assert shares["cores_mariadbd"] == 0.2 and shares["kernel_cores_mariadbd"] == 0.05  # started in between
