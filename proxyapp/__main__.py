@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import os
 import sys
@@ -27,6 +28,22 @@ from proxyapp.node.signature import public_keys_from_text
 from proxyapp.process.server import parse_address
 
 DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
+
+
+#: Allocations (net of frees) between two collections of the youngest generation of cyclic garbage: Python's
+#: default is 700. Each collection walks every young object still alive, and with a thousand commands in flight
+#: that is every one of their coroutines and futures: at 700, collections took 15 % of the proxy's instructions at
+#: 1,000 connections (callgrind). Nearly everything a query allocates is freed by reference counting at once.
+YOUNG_COLLECTION_THRESHOLD = 50_000
+
+
+def collect_cycles_less_often() -> None:
+    """Tune the cyclic garbage collector for a proxy process: what exists once it has started (modules, config) is
+    never walked again (``gc.freeze``), and young objects are collected every ``YOUNG_COLLECTION_THRESHOLD`` net
+    allocations instead of 700."""
+    gc.freeze()
+    _, middle, old = gc.get_threshold()
+    gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, middle, old)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format=f"%(asctime)s %(levelname)s {os.getpid()} %(name)s: %(message)s"
     )
+    collect_cycles_less_often()
     try:
         import uvloop
     except ImportError:
