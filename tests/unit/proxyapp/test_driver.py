@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import types
+from collections.abc import Generator
 from typing import Any
 
 import pytest
@@ -32,6 +34,12 @@ def _arrive(wire: Wire, data: bytes) -> None:
     """What ``WireProtocol.data_received`` does with bytes."""
     wire.buf += data
     wire.wake()
+
+
+@types.coroutine
+def _bare_yield() -> Generator[None, None, None]:
+    """Give the loop a turn, as ``asyncio.sleep(0)`` does: a bare yield."""
+    yield
 
 
 def _packet(payload: bytes, seq: int = 0) -> bytes:
@@ -98,28 +106,26 @@ def test_a_wire_resumes_its_reader_from_its_own_callback() -> None:
 
 def test_other_awaits_resume_it_through_the_loop_and_failures_reach_done() -> None:
     async def main() -> None:
-        ends = _Ends()
         loop = asyncio.get_running_loop()
-        driver = Driver(loop, ends)
+        ended: asyncio.Future[BaseException | None] = loop.create_future()
+        driver = Driver(loop, ended.set_result)
+        past_the_yield: asyncio.Future[None] = loop.create_future()
         future: asyncio.Future[int] = loop.create_future()
         got: list[Any] = []
 
         async def command() -> None:
-            await asyncio.sleep(0)
+            await _bare_yield()  # what asyncio.sleep(0) does: resumed on the loop's next turn
+            past_the_yield.set_result(None)
             got.append(await future)
-            await asyncio.sleep(0.001)
             raise KeyError("late")
 
         assert driver.run(command()) is False
-        await asyncio.sleep(0)
-        await asyncio.sleep(0)
+        assert not past_the_yield.done()  # ``run`` returned at the yield
+        await past_the_yield
+        assert driver.busy and got == []
         future.set_result(7)
-        for _ in range(100):
-            if ends.told:
-                break
-            await asyncio.sleep(0.01)
-        assert got == [7]
-        assert len(ends.told) == 1 and isinstance(ends.told[0], KeyError)
+        failure = await ended
+        assert got == [7] and isinstance(failure, KeyError) and not driver.busy
 
     asyncio.run(main())
 
@@ -171,8 +177,15 @@ def test_cancel_runs_the_coroutines_cleanup_and_frees_the_wire() -> None:
 def test_a_task_reading_a_wire_is_woken_through_the_loop_as_before() -> None:
     async def main() -> None:
         wire = _wire()
-        reader = asyncio.get_running_loop().create_task(wire.read_payload())
-        await asyncio.sleep(0)
+        loop = asyncio.get_running_loop()
+        reading: asyncio.Future[None] = loop.create_future()
+
+        async def read() -> bytes:
+            reading.set_result(None)  # its task goes on to wait for the wire before the test runs again
+            return await wire.read_payload()
+
+        reader = loop.create_task(read())
+        await reading
         assert wire.resumer is None and wire.waiter is not None
         _arrive(wire, _packet(b"x"))
         assert not reader.done()  # the task runs on the loop's next turn
