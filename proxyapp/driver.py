@@ -15,7 +15,32 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
-from typing import Any, Final
+from typing import Any, Final, cast
+
+#: One step of a coroutine: what ``coro.send(None)`` yields, or its second argument when the coroutine returned.
+Send = Callable[[Coroutine[Any, Any, Any], object], object]
+
+
+def python_send(coro: Coroutine[Any, Any, Any], finished: object) -> object:
+    """``_send.send`` in Python, for when it is not built: the return told by StopIteration."""
+    try:
+        return coro.send(None)
+    except StopIteration:
+        return finished
+
+
+def _load_send() -> Send:
+    try:
+        from proxyapp import _send
+    except ImportError:  # not built (``make build``), or PROXYFLEET_NATIVE=0
+        return python_send
+    return _send.send
+
+
+#: How the driver steps its coroutine: the C step (``_send``, no StopIteration per command) when it is built.
+SEND = _load_send()
+#: What ``SEND`` returns when the coroutine returned.
+_FINISHED: Final = object()
 
 
 class Driver:
@@ -77,22 +102,22 @@ class Driver:
         previous = RUNNING.driver
         RUNNING.driver = self
         try:
-            yielded = coro.send(None)
-        except StopIteration:
-            self.coro = None
-            return True
+            yielded = SEND(coro, _FINISHED)
         except BaseException as exc:  # handed to ``done`` (or the caller of ``run``), as a task would
             self.coro = None
             self.failure = exc
             return True
         finally:
             RUNNING.driver = previous
+        if yielded is _FINISHED:
+            self.coro = None
+            return True
         if yielded is None:  # a bare yield (``asyncio.sleep(0)``): run again on the loop's next turn
             self.loop.call_soon(self._resume)
             return False
         if yielded is self.direct:  # a wire resumes it
             return False
-        future: asyncio.Future[Any] = yielded
+        future = cast("asyncio.Future[Any]", yielded)
         future._asyncio_future_blocking = False  # as a task does with what its coroutine awaits
         future.add_done_callback(self._woken)
         return False

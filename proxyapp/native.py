@@ -73,6 +73,7 @@ COMPILED = (
     "proxyapp/sharding/placement.py",
     "proxyapp/sharding/plan.py",
     "proxyapp/sharding/shardmap.py",
+    "proxyapp/sql/analysis.py",
     "proxyapp/sql/digest.py",
     "proxyapp/sql/lex.py",
     "proxyapp/sql/scan.py",
@@ -80,7 +81,11 @@ COMPILED = (
 )
 
 #: The C extensions built with them: (dotted module name, source relative to the repository).
-EXTENSIONS = (("proxyapp.forward._splice", "proxyapp/forward/_splice.c"),)
+EXTENSIONS = (
+    ("proxyapp.forward._splice", "proxyapp/forward/_splice.c"),
+    ("proxyapp.mysql._walk", "proxyapp/mysql/_walk.c"),
+    ("proxyapp._send", "proxyapp/_send.c"),
+)
 
 
 def source_stamp() -> str:

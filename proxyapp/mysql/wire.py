@@ -446,6 +446,23 @@ class Response:
 #: Relays a LOCAL INFILE exchange: given the backend wire, sends the client's file to it.
 InfileRelay = Callable[["Wire"], Awaitable[None]]
 
+#: What the C walk (``_walk.walk``) says of a whole response: (end, the last packet's sequence id, status, cursor,
+#: affected rows, last insert id, rows, warnings, result sets, the ERR payload's start and length or -1).
+Walked = tuple[int, int, int, int, int, int, int, int, int, int, int]
+ResponseWalk = Callable[[bytearray, int, bool, int], "Walked | None"]
+
+
+def _load_walk() -> ResponseWalk | None:
+    try:
+        from proxyapp.mysql import _walk
+    except ImportError:  # not built (``make build``), or PROXYFLEET_NATIVE=0: the Python reader reads every response
+        return None
+    return _walk.walk
+
+
+#: The C walk over a response that is all in the buffer, when it is built; None: the Python reader reads every one.
+WALK = _load_walk()
+
 
 async def read_response(
     backend: Wire,
@@ -458,7 +475,18 @@ async def read_response(
 
     With a ``client`` the raw packets are relayed to it (in large writes); without, they are discarded.
     ``relay_infile`` answers a LOCAL INFILE request; without it the request is refused with an empty file.
+
+    A response that is all in the buffer once its first bytes are is read by the C walk (``WALK``) in one call; the
+    rest (one that arrives in several reads, is over ``FLUSH_AT``, holds a LOCAL INFILE request or a malformed
+    packet) by the Python reader below, from the same place.
     """
+    walk = WALK
+    if walk is not None:
+        while backend.pos >= len(backend.buf):
+            await backend._fill()
+        walked = walk(backend.buf, backend.pos, binary, FLUSH_AT)
+        if walked is not None:
+            return _walked(backend, client, walked)
     result = Response()
     buf = backend.buf
     while True:
@@ -494,6 +522,27 @@ async def read_response(
         if client is not None and backend.pos - backend.mark > FLUSH_AT:
             client.write(backend.take())
             await client.drain()
+    if client is not None:
+        client.write(backend.take())
+    else:
+        backend.discard()
+    return result
+
+
+def _walked(backend: Wire, client: Relay | None, walked: Walked) -> Response:
+    """The response the C walk read: advance over it and relay it."""
+    end, seq, status, cursor, affected, insert_id, rows, warnings, result_sets, error_start, error_length = walked
+    buf = backend.buf
+    error = parse_err(bytes(buf[error_start : error_start + error_length])) if error_length >= 0 else None
+    result = Response(status, error)
+    result.affected_rows = affected
+    result.last_insert_id = insert_id
+    result.warnings = warnings
+    result.rows = rows
+    result.result_sets = result_sets
+    result.cursor = cursor != 0
+    backend.pos = end
+    backend.seq = seq
     if client is not None:
         client.write(backend.take())
     else:

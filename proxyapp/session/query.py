@@ -30,7 +30,8 @@ from proxyapp.session.trxqueue import NO_KEYS, TransactionQueue
 from proxyapp.sharding.physical import default_schema, rewrite, shard_on
 from proxyapp.sharding.placement import Placement, placement
 from proxyapp.sharding.plan import Plan, plan
-from proxyapp.sql.digest import Digest, compute_digest
+from proxyapp.sql.analysis import analyze
+from proxyapp.sql.digest import Digest
 from proxyapp.sql.scan import Kind, Statement, scan
 
 _WARNING_QUERIES = ("SHOW WARNINGS", "SHOW ERRORS", "SHOW COUNT")
@@ -65,11 +66,10 @@ class QueryPipeline:
         started = time.perf_counter()
         raw = payload[1:]
         sql = raw.decode("utf-8", "surrogateescape")
-        statements = scan(sql)
+        statements, digest = analyze(sql, rt.settings.max_digest_length)
         if not statements:
             client.send_error(1065, "Query was empty", 1)
             return
-        digest = compute_digest(sql, rt.settings.max_digest_length)
         schema = self.state.schema or ""
         outcome = self.apply_rules(sql, digest)
         if outcome.next_query_flagIN is not None:  # ProxySQL: it stays the session's flagIN until a rule changes it

@@ -32,6 +32,10 @@ class Pin(enum.Enum):
     WARNINGS = "warnings to read"
     FAILED_BATCH = "multi-statement batch that failed part-way"
 
+    # A member equals only itself, so its identity is its hash: Enum's own hashes the name in Python code, which cost
+    # 900 instructions on every query (``Pin.WARNINGS in pins``).
+    __hash__ = object.__hash__
+
 
 #: Pins that leave state on the connection which only a reset can clear before another session may use it.
 DIRTY_PINS = frozenset(

@@ -31,8 +31,7 @@ from proxyapp.session.sharded_statements import OnShard, ShardedStatements
 from proxyapp.session.state import Pin, SessionState
 from proxyapp.sharding.params import ParamError
 from proxyapp.sharding.plan import plan
-from proxyapp.sql.digest import compute_digest
-from proxyapp.sql.scan import scan
+from proxyapp.sql.analysis import analyze
 
 
 class PreparedStatements:
@@ -64,16 +63,15 @@ class PreparedStatements:
         rt = self.services.runtime
         self.services.counters.Questions += 1
         sql = payload[1:].decode("utf-8", "surrogateescape")
-        statements = scan(sql)
-        digest = compute_digest(sql, rt.settings.max_digest_length)
+        statements, digest = analyze(sql, rt.settings.max_digest_length)
         outcome = self.queries.apply_rules(sql, digest)
         if outcome.error_msg is not None:
             self.client.send_error(ErrorCode.RULE_BLOCKED, outcome.error_msg, 1)
             return
         if outcome.query is not None:
             sql = outcome.query
-            statements = scan(sql) or statements
-            digest = compute_digest(sql, rt.settings.max_digest_length)
+            rewritten, digest = analyze(sql, rt.settings.max_digest_length)
+            statements = rewritten or statements
         hostgroup = self.queries.route(statements, outcome) if statements else self.client.default_hostgroup
         stmt = ClientStatement(self.next_id, sql, statements, hostgroup, 0, 0, digest)
         found = plan(sql, self.state.schema, rt.shard_map) if rt.shard_map is not None else None

@@ -103,16 +103,30 @@ class Statement:
 
 def scan(sql: str) -> list[Statement]:
     """One Statement per statement of ``sql`` (a COM_QUERY text, maybe multi-statement); [] if empty."""
-    fast = _FAST_PATH.get(first_word(sql))
+    fast = fast_statement(sql)
     if fast is not None:
-        statement, triggers = fast
-        if not _contains_any(sql.upper(), triggers):
-            return [statement]
-        # maybe the triggers are only inside strings or comments: 'bob@example.com'
-        if "*/" not in sql and not _contains_any(strip_quoted(sql).upper(), triggers):
-            return [statement]
+        return [fast]
     tokens = tokenize(sql)
     return [_statement(tokens, lo, hi) for lo, hi in statement_ranges(tokens)]
+
+
+def fast_statement(sql: str) -> Statement | None:
+    """The shared Statement of ``sql`` when the fast path answers it (one statement opening with SELECT, INSERT,
+    UPDATE, DELETE or REPLACE, with none of its kind's trigger words outside strings and comments); else None.
+
+    It reads only the first word and whether a trigger word (letters, '_', '@', ';') occurs: so it answers the same
+    for every text that differs from ``sql`` only in its numbers (``proxyapp.sql.analysis`` relies on that).
+    """
+    fast = _FAST_PATH.get(first_word(sql))
+    if fast is None:
+        return None
+    statement, triggers = fast
+    if not _contains_any(sql.upper(), triggers):
+        return statement
+    # maybe the triggers are only inside strings or comments: 'bob@example.com'
+    if "*/" not in sql and not _contains_any(strip_quoted(sql).upper(), triggers):
+        return statement
+    return None
 
 
 def _contains_any(text: str, needles: tuple[str, ...]) -> bool:

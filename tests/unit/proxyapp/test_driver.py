@@ -1,4 +1,7 @@
-"""The driver: a coroutine run from I/O callbacks, resumed by the wire it waits on with no loop round trip."""
+"""The driver: a coroutine run from I/O callbacks, resumed by the wire it waits on with no loop round trip.
+
+Every test runs twice: with the C step (``proxyapp._send``) and with its Python fallback (``python_send``).
+"""
 
 from __future__ import annotations
 
@@ -9,8 +12,25 @@ from typing import Any
 
 import pytest
 
-from proxyapp.driver import RUNNING, Driver
+from proxyapp import driver as driver_module
+from proxyapp.driver import RUNNING, Driver, Send, python_send
 from proxyapp.mysql.wire import PeerClosed, Wire
+
+
+def _c_send() -> Send:
+    try:
+        from proxyapp import _send
+    except ImportError as exc:
+        pytest.fail(f"proxyapp._send is not built ({exc}): run `make build` first")
+    return _send.send
+
+
+@pytest.fixture(params=["c", "python"], autouse=True)
+def send(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Send:
+    """The step the driver uses in this test: the C one or the Python fallback."""
+    chosen = _c_send() if request.param == "c" else python_send
+    monkeypatch.setattr(driver_module, "SEND", chosen)
+    return chosen
 
 
 class _Transport:
@@ -195,3 +215,35 @@ def test_a_task_reading_a_wire_is_woken_through_the_loop_as_before() -> None:
             await wire.read_payload()
 
     asyncio.run(main())
+
+
+def test_a_step_tells_a_yield_a_return_and_a_failure_apart(send: Send) -> None:
+    """A yielded value comes back as it is (None too), a return as the marker (its value dropped, no StopIteration
+    raised), an exception as itself."""
+    finished = object()
+    marker = object()
+
+    @types.coroutine
+    def yields(value: object) -> Generator[object, None, None]:
+        yield value
+
+    async def twice() -> int:
+        await yields(marker)
+        await yields(None)
+        return 5
+
+    coro = twice()
+    assert send(coro, finished) is marker
+    assert send(coro, finished) is None
+    assert send(coro, finished) is finished
+
+    async def failing() -> None:
+        await yields(marker)
+        raise KeyError("late")
+
+    coro2 = failing()
+    assert send(coro2, finished) is marker
+    with pytest.raises(KeyError):
+        send(coro2, finished)
+    with pytest.raises(RuntimeError):  # a finished coroutine cannot be stepped again
+        send(coro, finished)

@@ -1,0 +1,36 @@
+"""A query's analysis for the COM_QUERY and COM_STMT_PREPARE pipelines: its statements (``scan``) and its digest
+(``compute_digest``), from one cache lookup for the statements applications repeat.
+
+Applications send the same statements again and again with other numbers in them. ``simple_shape`` replaces bare
+numbers by ``?`` (and gives up on anything with quotes, comments or signs), and neither scan's fast path (it reads the
+first word and looks for trigger words, none of which holds a digit or a '?') nor the digest (numbers become '?'
+anyway) tells a query from its shape. So both are worked out once per shape and kept (``CACHE_SIZE`` shapes, the least
+recently used dropped first): the next query of that shape costs the shape and one lookup.
+
+A query the fast path does not answer is scanned every time (its statements may hold its literals: ``SET @x = 5``);
+its digest still comes from the cache.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from proxyapp.sql.digest import CACHE_SIZE, CACHEABLE_LENGTH, Digest, compute_digest, simple_shape
+from proxyapp.sql.scan import Statement, fast_statement, scan
+
+
+def analyze(sql: str, max_length: int) -> tuple[list[Statement], Digest]:
+    """``(scan(sql), compute_digest(sql, max_length))``, the work done once per shape of ``sql``."""
+    shape = simple_shape(sql) if len(sql) <= CACHEABLE_LENGTH else None
+    if shape is None:
+        return scan(sql), compute_digest(sql, max_length)
+    fast, digest = _of_shape(shape, max_length)
+    return ([fast] if fast is not None else scan(sql)), digest
+
+
+def _analysis(shape: str, max_length: int) -> tuple[Statement | None, Digest]:
+    """What every query of ``shape`` has in common: the fast path's Statement (or None) and the digest."""
+    return fast_statement(shape), compute_digest(shape, max_length)
+
+
+_of_shape = functools.lru_cache(maxsize=CACHE_SIZE)(_analysis)
