@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 
 from proxyapp.backends.pool import Hostgroup, PoolError, ServerPool, server_tls
+from proxyapp.clock import PERF_COUNTER
 from proxyapp.config.variables import NO_TIMEOUT_MS
 from proxyapp.mysql.backend import BackendConnection, BackendError
 from proxyapp.mysql.constants import Command, ErrorCode
@@ -116,7 +116,7 @@ class BackendLink:
             if timeout_ms < NO_TIMEOUT_MS:
                 timer = self.client.wire.loop.call_later(timeout_ms / 1000, self.on_query_timeout, conn)
             sent_before = conn.wire.bytes_out
-            began = time.perf_counter()
+            began = PERF_COUNTER()
             self.running = conn
             try:
                 response = await run(conn, relay)
@@ -152,7 +152,7 @@ class BackendLink:
                 return None
             pool.queries += 1
             # Latency_us: a moving average of the backend's response time (first byte to last), in µs.
-            pool.latency_us += (int((time.perf_counter() - began) * 1_000_000) - pool.latency_us) >> 3
+            pool.latency_us += (int((PERF_COUNTER() - began) * 1_000_000) - pool.latency_us) >> 3
             self.last_pool = pool
             pool.bytes_sent += conn.wire.bytes_out - sent_before
             pool.bytes_recv += relay.written

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from proxyapp.clock import PERF_COUNTER
 from proxyapp.mysql.backend import BackendConnection
 from proxyapp.mysql.constants import ErrorCode, FieldType
 from proxyapp.mysql.resultset import result_set
@@ -63,7 +64,7 @@ class QueryPipeline:
         link = self.link
         rt = services.runtime
         services.counters.Questions += 1
-        started = time.perf_counter()
+        started = PERF_COUNTER()
         raw = payload[1:]
         sql = raw.decode("utf-8", "surrogateescape")
         statements, digest = analyze(sql, rt.settings.max_digest_length)
@@ -348,7 +349,7 @@ class QueryPipeline:
     def record(self, hostgroup: int, digest: Digest, started: float, rows: int, affected: int) -> int:
         """Count a statement in the digest statistics (and as slow, past ``mysql-long_query_time``); the µs it
         took."""
-        elapsed_us = int((time.perf_counter() - started) * 1_000_000)
+        elapsed_us = int((PERF_COUNTER() - started) * 1_000_000)
         services = self.services
         if elapsed_us > services.runtime.settings.long_query_time_ms * 1000:
             services.counters.Slow_queries += 1
@@ -384,7 +385,7 @@ class QueryPipeline:
                 digest=digest,
                 query=sql,
                 thread_id=self.session_id,
-                started=time.time() - (time.perf_counter() - started),
+                started=time.time() - (PERF_COUNTER() - started),
                 rows_sent=response.rows if response else 0,
                 rows_affected=response.affected_rows if response else 0,
                 last_insert_id=self.link.last_insert_id,

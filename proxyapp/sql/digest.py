@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -102,7 +103,28 @@ def _class_of(c: str) -> int:
 _ASCII_CLASSES: Final = bytes(_class_of(chr(c)) if c < 128 else _C_OTHER for c in range(256))
 
 
+def _load_shape() -> Callable[[str, str], str | None] | None:
+    try:
+        from proxyapp.sql import _shape
+    except ImportError:  # not built (``make build``), or PROXYFLEET_NATIVE=0: ``python_shape`` reads every text
+        return None
+    return _shape.shape
+
+
+#: ``python_shape`` in C for ASCII texts (``_shape``), when it is built.
+SHAPE = _load_shape()
+
+
 def simple_shape(sql: str, literal: str = "?") -> str | None:
+    """``sql`` with each bare number literal replaced by ``literal``, when bare numbers are its only literals; else
+    None (``python_shape``'s rules; an ASCII text is read by the C shape when it is built)."""
+    shape = SHAPE
+    if shape is not None and sql.isascii():
+        return shape(sql, literal)
+    return python_shape(sql, literal)
+
+
+def python_shape(sql: str, literal: str = "?") -> str | None:
     """``sql`` with each bare number literal replaced by ``literal``, when bare numbers are its only literals; else
     None.
 
