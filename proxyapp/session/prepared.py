@@ -78,7 +78,18 @@ async def prepare_anew(conn: BackendConnection, sql: str) -> tuple[PreparedOnBac
 
 def with_client_id(raw: bytes, client_id: int) -> bytes:
     """A prepare response with the backend's statement id replaced by the client's."""
-    return raw[:5] + struct.pack("<I", client_id) + raw[9:]
+    return _with_id(raw, 5, client_id)
+
+
+def for_statement(execute: bytes, stmt_id: int) -> bytes:
+    """A COM_STMT_EXECUTE (as ``rewrite_execute`` made it) or COM_STMT_SEND_LONG_DATA payload, addressed to statement
+    ``stmt_id``."""
+    return _with_id(execute, 1, stmt_id)
+
+
+def _with_id(data: bytes, at: int, stmt_id: int) -> bytes:
+    """``data`` with the 4-byte statement id at offset ``at`` replaced by ``stmt_id``."""
+    return data[:at] + stmt_id.to_bytes(4, "little") + data[at + 4 :]
 
 
 async def prepare_on(conn: BackendConnection, sql: str) -> PreparedOnBackend | ErrPacket:

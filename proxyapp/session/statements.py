@@ -8,8 +8,8 @@ tables.
 from __future__ import annotations
 
 import struct
-import time
 
+from proxyapp.clock import PERF_COUNTER
 from proxyapp.mysql.backend import BackendConnection
 from proxyapp.mysql.constants import Command, ErrorCode, Status
 from proxyapp.mysql.packets import ErrPacket, ProtocolError, err_packet, frame
@@ -18,6 +18,7 @@ from proxyapp.session.client import Client
 from proxyapp.session.link import BackendLink
 from proxyapp.session.prepared import (
     ClientStatement,
+    for_statement,
     prepare_anew,
     prepare_on,
     rendered,
@@ -107,7 +108,7 @@ class PreparedStatements:
     async def execute(self, payload: bytes) -> None:
         """COM_STMT_EXECUTE, on whichever connection the statement's route gives (prepared there if need be)."""
         self.services.counters.Questions += 1
-        started = time.perf_counter()
+        started = PERF_COUNTER()
         stmt = self._statement(payload)
         if stmt is None:
             return
@@ -155,8 +156,8 @@ class PreparedStatements:
                 relay.write(frame(err_packet(prepared.code, prepared.message, prepared.sqlstate), 1))
                 return Response(status=conn.status, error=prepared)
             for chunk in stmt.long_data:
-                conn.wire.send(chunk[:1] + struct.pack("<I", prepared.stmt_id) + chunk[5:], 0)
-            conn.wire.send(rewrite_execute(payload, prepared.stmt_id, stmt), 0)
+                conn.wire.send(for_statement(chunk, prepared.stmt_id), 0)
+            conn.wire.send(for_statement(bound, prepared.stmt_id), 0)
             return await read_response(conn.wire, relay, binary=True)
 
         try:
@@ -210,7 +211,7 @@ class PreparedStatements:
     def _statement(self, payload: bytes) -> ClientStatement | None:
         if len(payload) < 5:
             raise ProtocolError("truncated statement command")
-        client_id = struct.unpack_from("<I", payload, 1)[0]
+        client_id = payload[1] | payload[2] << 8 | payload[3] << 16 | payload[4] << 24
         stmt = self.statements.get(client_id)
         if stmt is None and payload[0] not in (Command.STMT_CLOSE, Command.STMT_SEND_LONG_DATA):
             self.client.send_error(
