@@ -3,23 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
-from proxyapp.backends.pool import Hostgroup
-
-
-class _Manager:
-    """What a hostgroup's waits ask of its manager: the event loop."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-
-    def loop(self) -> asyncio.AbstractEventLoop:
-        return self._loop
+from proxyapp.backends.pool import Hostgroup, PoolManager
+from proxyapp.report.stats import GlobalCounters
 
 
 def _hostgroup() -> Hostgroup:
-    return Hostgroup(1, _Manager(asyncio.get_running_loop()))  # type: ignore[arg-type]
+    return Hostgroup(1, PoolManager(GlobalCounters()))
 
 
 def test_the_timer_is_due_at_the_earliest_deadline_and_ends_every_wait_past_its_own() -> None:
@@ -48,17 +38,16 @@ def test_the_timer_is_due_at_the_earliest_deadline_and_ends_every_wait_past_its_
     asyncio.run(main())
 
 
-def test_a_wait_handed_a_connection_leaves_the_queue_and_the_timer_finds_nothing_to_end() -> None:
+def test_a_wait_woken_early_leaves_the_queue_and_the_timer_finds_nothing_to_end() -> None:
     async def main() -> None:
         hg = _hostgroup()
         wait = asyncio.ensure_future(hg._wait("app", None, 60.0))
         await asyncio.sleep(0)
-        handed: Any = object()
-        waiter = hg.waiters.popleft()  # what ``release`` does when it hands a connection over
-        waiter.future.set_result(handed)
-        assert await wait is handed
+        hg._wake_one()  # what ``release`` does when a connection goes idle: the first waiter tries again
+        assert await wait is None
+        assert not hg.waiters
         hg._expire()  # fires with no waiter left: nothing to end, no timer left
-        assert hg.expiry is None and not hg.waiters
+        assert hg.expiry is None
 
     asyncio.run(main())
 
