@@ -254,9 +254,10 @@ class Wire:
             if not waiter.done():
                 waiter.set_result(None)
 
-    async def _fill(self) -> None:
-        """Wait for more bytes or the connection's end (the caller looks again at what it has), first discarding
-        the bytes before the mark."""
+    def _fill(self) -> asyncio.Future[None]:
+        """What to await for more bytes or the connection's end (the caller then looks again at what it has), first
+        discarding the bytes before the mark. A plain method handing back the future, not a coroutine: a wait for
+        bytes makes no coroutine object of its own."""
         self.want_more()
         if self.closed is not None:
             raise PeerClosed(self.closed)
@@ -265,7 +266,7 @@ class Wire:
         if driver is not None:  # a driver's coroutine: resumed from ``wake`` itself
             self.resumer = driver
             driver.direct = waiter
-        await waiter
+        return waiter
 
     def want_more(self) -> None:
         """The reader needs more bytes than it has: discard those before the mark, and resume reading if it was
