@@ -229,12 +229,18 @@ class ServerPool:
 _TIMER_GRANULARITY: Final = 0.001
 
 
-@dataclass(slots=True, eq=False)
 class _Waiter:
-    future: asyncio.Future[BackendConnection | None]
-    username: str
-    schema: str | None
-    deadline: float  # on the event loop's clock: past it, the wait ends with None
+    """A session waiting for a connection (a plain class: mypyc compiles its ``__init__``, one is made per wait)."""
+
+    __slots__ = ("deadline", "future", "schema", "username")
+
+    def __init__(
+        self, future: asyncio.Future[BackendConnection | None], username: str, schema: str | None, deadline: float
+    ) -> None:
+        self.future = future
+        self.username = username
+        self.schema = schema
+        self.deadline = deadline  # on the event loop's clock: past it, the wait ends with None
 
 
 def _fits(conn: BackendConnection, username: str, schema: str | None) -> bool:
