@@ -28,7 +28,7 @@ from proxyapp.session.prepared import (
 from proxyapp.session.query import NO_RULES, QueryPipeline
 from proxyapp.session.relay import relay_until_eof
 from proxyapp.session.services import SessionServices
-from proxyapp.session.sharded_statements import OnShard, ShardedStatements
+from proxyapp.session.sharded_statements import ShardedStatements
 from proxyapp.session.state import Pin, SessionState
 from proxyapp.sharding.params import ParamError
 from proxyapp.sharding.plan import plan
@@ -136,17 +136,19 @@ class PreparedStatements:
         hostgroup = queries.route(stmt.statements, NO_RULES) if stmt.statements else stmt.hostgroup
         if self.link.conn is None and self.state.autocommit:
             hostgroup = stmt.hostgroup
-        on_shard = OnShard(hostgroup, stmt.sql)  # a sharded statement's shard (its text, branch, schema there)
+        # Where it runs, as a sharded statement's shard may say otherwise (``sharded_statements.OnShard``, made only
+        # then: a dataclass's __init__ runs interpreted): the text prepared there, the branch of the session's
+        # transaction over shards, the default schema.
+        prepared_text = stmt.sql
+        branch: BackendConnection | None = None
+        schema: str | None = None
         if stmt.sharded and self.services.runtime.shard_map is not None:
             queries.spanning.check()
             placed = await self.sharded.place(stmt, bound, hostgroup, started)
             if placed is None:  # answered: over several shards, or refused
                 self._clear_long_data(stmt)
                 return
-            on_shard = placed
-            hostgroup = on_shard.hostgroup
-        branch = on_shard.branch
-        prepared_text = on_shard.sql
+            hostgroup, prepared_text, branch, schema = placed.hostgroup, placed.sql, placed.branch, placed.schema
         if len(payload) > 5 and payload[5] and stmt.num_columns:
             stmt.cursor = True
 
@@ -161,7 +163,7 @@ class PreparedStatements:
             return await read_response(conn.wire, relay, binary=True)
 
         try:
-            response = await self.link.execute(hostgroup, run, stmt.statements, None, None, branch, on_shard.schema)
+            response = await self.link.execute(hostgroup, run, stmt.statements, None, None, branch, schema)
             if queries.spanning.current is not None:
                 await queries.spanning.after(response.error if response is not None else None, branch)
             if stmt.mirror is not None or queries.followed:
