@@ -17,6 +17,7 @@ from types import ModuleType
 
 import pytest
 
+from proxyapp.driver import Driver
 from proxyapp.mysql import wire
 from proxyapp.mysql.constants import MAX_PACKET
 from proxyapp.mysql.packets import ProtocolError
@@ -196,23 +197,32 @@ def _read(data: bytes, *, use_walk: bool, chunk: int | None, binary: bool, monke
             backend = Wire(_Transport())  # type: ignore[arg-type]
             client_transport = _Transport()
             client = Wire(client_transport)  # type: ignore[arg-type]
+            responses: list[Response] = []
+            ends: list[BaseException | None] = []
+
+            async def reading() -> None:
+                responses.append(await read_response(backend, Relay(client), binary=binary))
+
+            # Read on a driver, as a session does: each piece's arrival resumes the reader before ``wake`` returns.
+            driver = Driver(asyncio.get_running_loop(), ends.append)
             if chunk is None:
                 backend.buf += data
                 backend.closed = "connection closed by peer"
-            reading = asyncio.ensure_future(read_response(backend, Relay(client), binary=binary))
+            if driver.run(reading()):
+                ends.append(driver.failure)
             if chunk is not None:
                 for at in range(0, len(data), chunk):
-                    await asyncio.sleep(0)
                     backend.buf += data[at : at + chunk]
                     backend.wake()
-                await asyncio.sleep(0)
                 backend.closed = "connection closed by peer"
                 backend.wake()
-            try:
-                response = await reading
-            except (ProtocolError, ConnectionError) as exc:
-                return Read(None, f"{type(exc).__name__}: {exc}", bytes(client_transport.written), -1, -1)
-            return Read(_summary(response), None, bytes(client_transport.written), backend.pos, backend.seq)
+            assert len(ends) == 1 and not driver.busy  # the reader ended: the response was read, or it failed
+            failure = ends[0]
+            if failure is not None:
+                if not isinstance(failure, (ProtocolError, ConnectionError)):
+                    raise failure
+                return Read(None, f"{type(failure).__name__}: {failure}", bytes(client_transport.written), -1, -1)
+            return Read(_summary(responses[0]), None, bytes(client_transport.written), backend.pos, backend.seq)
 
         return asyncio.run(go())
 
