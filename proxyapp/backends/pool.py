@@ -162,12 +162,17 @@ class ServerPool:
         """Whether a connection can be handed out without waiting."""
         return bool(self.idle) or self.used + self.connecting < self.cap
 
-    def usable(self, now: float, recovery_s: float) -> bool:
+    def usable(self, recovery_s: float) -> bool:
         """Whether new work may go to this server; a server this pool shunned for its connect errors (while the
-        config and the monitor want it ONLINE) is retried after the recovery time."""
+        config and the monitor want it ONLINE) is retried after the recovery time (on the proxy's clock, read only
+        then)."""
         if self.status == ONLINE:
             return True
-        if self.status == SHUNNED and self.server.status == ONLINE and now - self.shunned_at >= recovery_s:
+        if (
+            self.status == SHUNNED
+            and self.server.status == ONLINE
+            and self.hostgroup.manager.clock() - self.shunned_at >= recovery_s
+        ):
             self.set_status(ONLINE, f"shun recovery time ({recovery_s:.0f} s) elapsed")
             return True
         return False
@@ -270,16 +275,16 @@ class Hostgroup:
         self.expiry: asyncio.TimerHandle | None = None
         self.expiry_at = 0.0
 
-    def _choose(self, now: float) -> tuple[ServerPool | None, bool]:
+    def _choose(self) -> tuple[ServerPool | None, bool]:
         """Pick a server by weight among those with room; returns (pool, whether any server is usable)."""
         recovery = self.manager.settings.shun_recovery_time_sec
         pools = self.pools
         if len(pools) == 1:
             only = pools[0]
-            if only.server.weight > 0 and only.usable(now, recovery):
+            if only.server.weight > 0 and only.usable(recovery):
                 return (only if only.has_room else None), True
             return None, False
-        usable = [p for p in pools if p.server.weight > 0 and p.usable(now, recovery)]
+        usable = [p for p in pools if p.server.weight > 0 and p.usable(recovery)]
         if not usable:
             return None, False
         roomy = [p for p in usable if p.has_room]
@@ -297,7 +302,7 @@ class Hostgroup:
         """
         if self.waiters:
             return None
-        pool, _ = self._choose(self.manager.clock())
+        pool, _ = self._choose()
         if pool is None:
             return None
         conn = self._take_idle(pool, username, schema) if pool.idle else None
@@ -327,7 +332,7 @@ class Hostgroup:
             if chosen is not None and chosen.has_room:
                 pool, any_usable = chosen, True
             else:
-                pool, any_usable = self._choose(now) if woken or not self.waiters else (None, True)
+                pool, any_usable = self._choose() if woken or not self.waiters else (None, True)
             chosen = None
             if not any_usable:
                 cause = f"; last error: {last_error}" if last_error else ""
@@ -706,9 +711,8 @@ class PoolManager:
         if reader is None:
             return hostgroup_id
         hg = self.hostgroups.get(hostgroup_id)
-        now = self.clock()
         recovery = self.settings.shun_recovery_time_sec
-        if hg is not None and any(p.server.weight > 0 and p.usable(now, recovery) for p in hg.pools):
+        if hg is not None and any(p.server.weight > 0 and p.usable(recovery) for p in hg.pools):
             return hostgroup_id
         return reader
 

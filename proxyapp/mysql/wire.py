@@ -39,6 +39,35 @@ _CURSOR_EXISTS: Final = 0x0040  # Status.CURSOR_EXISTS
 STATUS_UNKNOWN: Final = -1
 
 
+def python_cut(buf: bytearray, start: int, end: int) -> bytes:
+    """A copy of ``buf[start:end]`` as bytes (``_buffer.cut``'s Python twin, used when it is not built)."""
+    if not 0 <= start <= end <= len(buf):
+        raise ValueError(f"span [{start}, {end}) is not within the buffer's {len(buf)} bytes")
+    return bytes(buf[start:end])
+
+
+def python_compact(buf: bytearray, count: int) -> None:
+    """Drop the first ``count`` bytes of ``buf`` (``_buffer.compact``'s Python twin, used when it is not built)."""
+    if not 0 <= count <= len(buf):
+        raise ValueError(f"cannot drop {count} of the buffer's {len(buf)} bytes")
+    del buf[:count]
+
+
+def _load_buffer() -> tuple[Callable[[bytearray, int, int], bytes], Callable[[bytearray, int], None]]:
+    try:
+        from proxyapp.mysql import _buffer
+    except ImportError:  # not built (``make build``), or PROXYFLEET_NATIVE=0
+        return python_cut, python_compact
+    return _buffer.cut, _buffer.compact
+
+
+_BUFFER_MOVES: Final = _load_buffer()
+#: Copy a span of a read buffer out as bytes (C when built: ``_buffer.c``).
+CUT: Final = _BUFFER_MOVES[0]
+#: Drop the bytes already read from the front of a read buffer (C when built: ``_buffer.c``).
+COMPACT: Final = _BUFFER_MOVES[1]
+
+
 @mypyc_attr(native_class=False)  # mypyc cannot compile a subclass of a built-in exception other than Exception
 class PeerClosed(ConnectionError):
     """The peer closed the connection (or it broke) before a whole packet arrived."""
@@ -272,7 +301,7 @@ class Wire:
         """The reader needs more bytes than it has: discard those before the mark, and resume reading if it was
         paused (even over PAUSE_READING_AT: a packet larger than that, up to 16 MiB per part, must complete)."""
         if self.mark:
-            del self.buf[: self.mark]
+            COMPACT(self.buf, self.mark)
             self.pos -= self.mark
             self.mark = 0
         if self.reading_paused:
@@ -318,7 +347,7 @@ class Wire:
         start, length = self.part()
         if length < 0:
             start, length = await self.next_part()
-        payload = bytes(self.buf[start : start + length])
+        payload = CUT(self.buf, start, start + length)
         if length == MAX_PACKET:
             parts = [payload]
             total = length
@@ -342,7 +371,7 @@ class Wire:
 
     def take(self) -> bytes:
         """Return the raw bytes read since the mark and move the mark."""
-        raw = bytes(self.buf[self.mark : self.pos])
+        raw = CUT(self.buf, self.mark, self.pos)
         self.mark = self.pos
         return raw
 
@@ -534,7 +563,7 @@ def _walked(backend: Wire, client: Relay | None, walked: Walked) -> Response:
     """The response the C walk read: advance over it and relay it."""
     end, seq, status, cursor, affected, insert_id, rows, warnings, result_sets, error_start, error_length = walked
     buf = backend.buf
-    error = parse_err(bytes(buf[error_start : error_start + error_length])) if error_length >= 0 else None
+    error = parse_err(CUT(buf, error_start, error_start + error_length)) if error_length >= 0 else None
     result = Response(status, error)
     result.affected_rows = affected
     result.last_insert_id = insert_id

@@ -94,9 +94,15 @@ class BackendLink:
             kept = branch is not None or (self.conn is not None and not beside)
             conn = branch if branch is not None else self.conn if kept else None
             if conn is None:
-                conn = await self.borrow(hostgroup, schema)
-                if conn is None:
-                    return None
+                hg = self.services.pools.hostgroup(hostgroup)
+                taken = hg.take_idle(self.client.credentials.username, schema or self.state.schema)
+                if isinstance(taken, BackendConnection) and self.state.matches(taken.state, schema):
+                    self.services.counters.ConnPool_get_conn_success += 1  # the common case, without a coroutine
+                    conn = taken
+                else:
+                    conn = await self.borrow(hostgroup, schema, taken)
+                    if conn is None:
+                        return None
             elif not self.state.matches(conn.state, schema):
                 err = await self._sync_safely(conn, schema)
                 if err is not None:
@@ -225,12 +231,15 @@ class BackendLink:
             else:
                 release(conn)
 
-    async def borrow(self, hostgroup: int, schema: str | None = None) -> BackendConnection | None:
+    async def borrow(
+        self, hostgroup: int, schema: str | None = None, taken: BackendConnection | ServerPool | None = None
+    ) -> BackendConnection | None:
         """A connection from ``hostgroup`` brought to the session's state (in default schema ``schema`` instead of
-        the session's when given: a shard's physical schema), or None after sending the error."""
+        the session's when given: a shard's physical schema), or None after sending the error. ``taken``: what the
+        caller's ``take_idle`` on that hostgroup already gave (the weights are drawn once per borrow)."""
         hg: Hostgroup = self.services.pools.hostgroup(hostgroup)
         wanted = schema or self.state.schema
-        conn = hg.take_idle(self.client.credentials.username, wanted)
+        conn = taken if taken is not None else hg.take_idle(self.client.credentials.username, wanted)
         if not isinstance(conn, BackendConnection):
             try:
                 conn = await hg.acquire(self.client.credentials, wanted, conn)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable
 
 from proxyapp.clock import PERF_COUNTER
 from proxyapp.mysql.backend import BackendConnection
@@ -181,9 +182,9 @@ class QueryPipeline:
         relay_infile = self._relay_infile
         sent = payload if on_shard is None else b"\x03" + on_shard.encode("utf-8", "surrogateescape")
 
-        async def run(conn: BackendConnection, relay: Relay) -> Response:
+        def run(conn: BackendConnection, relay: Relay) -> Awaitable[Response]:
             conn.wire.send(sent, 0)
-            return await read_response(conn.wire, relay, relay_infile=relay_infile)
+            return read_response(conn.wire, relay, relay_infile=relay_infile)  # no coroutine of its own to await it
 
         response = await link.execute(hostgroup, run, statements, outcome, cache_key, branch, physical)
         if self.spanning.current is not None:

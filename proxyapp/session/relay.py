@@ -28,9 +28,9 @@ Runner = Callable[[BackendConnection, Relay], Awaitable[Response]]
 def simple_runner(payload: bytes, reader: Callable[[Wire, Relay], Awaitable[Response]]) -> Runner:
     """A runner that sends ``payload`` as it is and reads the response with ``reader``."""
 
-    async def run(conn: BackendConnection, relay: Relay) -> Response:
+    def run(conn: BackendConnection, relay: Relay) -> Awaitable[Response]:
         conn.wire.send(payload, 0)
-        return await reader(conn.wire, relay)
+        return reader(conn.wire, relay)
 
     return run
 

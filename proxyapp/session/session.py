@@ -18,7 +18,7 @@ from proxyapp.backends.pool import ServerPool
 from proxyapp.driver import Driver
 from proxyapp.mysql.constants import MAX_PACKET, Command, ErrorCode, names_for_collation
 from proxyapp.mysql.packets import PacketTooLarge, ProtocolError, eof_packet, ok_packet
-from proxyapp.mysql.wire import PeerClosed, Wire
+from proxyapp.mysql.wire import CUT, PeerClosed, Wire
 from proxyapp.session.client import Client, SessionEnd
 from proxyapp.session.kill import KillRequest, carry_out
 from proxyapp.session.link import BackendLink, release
@@ -253,7 +253,7 @@ class Session:
                 wire.pos = start - 4
                 finished = driver.run(self._long_command())
             else:
-                payload = bytes(wire.buf[start : start + length])
+                payload = CUT(wire.buf, start, start + length)
                 wire.mark = wire.pos
                 finished = self._start(payload)
             if not finished:
@@ -456,6 +456,8 @@ class Session:
         }
 
 
+#: What serves each command, keyed by its byte as a plain int: an IntEnum key would make every lookup compare an int
+#: with an enum member through Python's slower rich comparison.
 _HANDLERS: dict[int, Handler] = {
     Command.QUIT: Session._com_quit,
     Command.INIT_DB: Session._com_init_db,
@@ -474,3 +476,4 @@ _HANDLERS: dict[int, Handler] = {
     Command.RESET_CONNECTION: Session._com_reset_connection,
     Command.PROCESS_KILL: Session._com_process_kill,
 }
+_HANDLERS = {int(command): handler for command, handler in _HANDLERS.items()}

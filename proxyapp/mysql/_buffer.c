@@ -1,0 +1,107 @@
+/* A read buffer's two byte moves, in C: copy a span out as bytes, and drop the bytes already read.
+ *
+ * ``proxyapp.mysql.wire.Wire`` keeps what a connection received in one bytearray. Every query copies a command or a
+ * response out of it and, once that is read, drops it from the front. In Python the copy is ``bytes(buf[a:b])``
+ * (a bytearray slice, then a bytes object made from it through a generic call) and the drop is ``del buf[:n]``, which
+ * gives the memory back whenever less than half of it stays in use, so the next read's bytes allocate it again: four
+ * allocations a query where none is needed.
+ *
+ * ``cut`` makes the bytes object straight from the buffer's memory. ``compact`` moves what is left to the front and
+ * keeps the allocation, up to ``KEEP`` bytes: a buffer once grown larger than that by a large packet is shrunk as
+ * Python shrinks it, so an idle connection does not hold a large allocation.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <string.h>
+
+/* The most a buffer keeps allocated when it holds less than half of it. */
+#define KEEP (64 * 1024)
+
+static PyByteArrayObject *as_buffer(PyObject *obj)
+{
+    if (!PyByteArray_CheckExact(obj)) {
+        PyErr_Format(PyExc_TypeError, "a bytearray is required, not %.100s", Py_TYPE(obj)->tp_name);
+        return NULL;
+    }
+    return (PyByteArrayObject *)obj;
+}
+
+static PyObject *cut(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "cut(buf, start, end) takes 3 arguments");
+        return NULL;
+    }
+    PyByteArrayObject *buf = as_buffer(args[0]);
+    if (buf == NULL)
+        return NULL;
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    if (start == -1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t end = PyLong_AsSsize_t(args[2]);
+    if (end == -1 && PyErr_Occurred())
+        return NULL;
+    if (start < 0 || end < start || end > Py_SIZE(buf)) {
+        PyErr_Format(PyExc_ValueError, "span [%zd, %zd) is not within the buffer's %zd bytes", start, end,
+                     Py_SIZE(buf));
+        return NULL;
+    }
+    return PyBytes_FromStringAndSize(buf->ob_start + start, end - start);
+}
+
+static PyObject *compact(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "compact(buf, count) takes 2 arguments");
+        return NULL;
+    }
+    PyByteArrayObject *buf = as_buffer(args[0]);
+    if (buf == NULL)
+        return NULL;
+    Py_ssize_t count = PyLong_AsSsize_t(args[1]);
+    if (count == -1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t size = Py_SIZE(buf);
+    if (count < 0 || count > size) {
+        PyErr_Format(PyExc_ValueError, "cannot drop %zd of the buffer's %zd bytes", count, size);
+        return NULL;
+    }
+    if (buf->ob_exports > 0) { /* as ``del buf[:n]`` refuses it: a memoryview of the buffer is still alive */
+        PyErr_SetString(PyExc_BufferError, "Existing exports of data: object cannot be re-sized");
+        return NULL;
+    }
+    if (count == 0) /* nothing to drop (an empty bytearray may have no memory at all) */
+        Py_RETURN_NONE;
+    Py_ssize_t left = size - count;
+    if (buf->ob_alloc > KEEP && left < buf->ob_alloc / 2) {
+        memmove(buf->ob_start, buf->ob_start + count, (size_t)left);
+        if (PyByteArray_Resize((PyObject *)buf, left) < 0) /* shrinks the allocation, as Python would */
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    memmove(buf->ob_bytes, buf->ob_start + count, (size_t)left);
+    buf->ob_start = buf->ob_bytes;
+    Py_SET_SIZE(buf, left);
+    buf->ob_bytes[left] = '\0'; /* a bytearray's bytes are always followed by a NUL */
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"cut", (PyCFunction)(void (*)(void))cut, METH_FASTCALL,
+     "cut(buf, start, end): a copy of buf[start:end] as bytes; ValueError unless 0 <= start <= end <= len(buf)."},
+    {"compact", (PyCFunction)(void (*)(void))compact, METH_FASTCALL,
+     "compact(buf, count): drop the first ``count`` bytes of ``buf``, keeping its allocation (up to 64 KiB)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_buffer", "A read buffer's two byte moves: copy a span out, drop what was read.", -1,
+    methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__buffer(void)
+{
+    return PyModule_Create(&module);
+}

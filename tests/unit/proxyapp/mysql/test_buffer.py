@@ -1,0 +1,89 @@
+"""A read buffer's byte moves: the C ``_buffer`` and its Python twins (``wire.python_cut``, ``wire.python_compact``)
+do the same to every buffer, and the C compaction keeps a small buffer's allocation."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from types import ModuleType
+
+import pytest
+
+from proxyapp.mysql.wire import python_compact, python_cut
+
+
+@pytest.fixture(scope="module")
+def buffer() -> ModuleType:
+    """The built C byte moves."""
+    try:
+        from proxyapp.mysql import _buffer
+    except ImportError as exc:
+        pytest.fail(f"proxyapp.mysql._buffer is not built ({exc}): run `make build` first")
+    return _buffer
+
+
+def _outcome(call: Callable[..., object], *args: object) -> object:
+    """What a call returned, or the type of what it raised."""
+    try:
+        return call(*args)
+    except (ValueError, TypeError, BufferError) as exc:
+        return type(exc)
+
+
+def test_cut_and_compact_agree_with_python(buffer: ModuleType) -> None:
+    """2,000 random buffers, spans and drops (in range and out of it): the same bytes, the same buffer, the same
+    errors."""
+    rng = random.Random(17)
+    for _ in range(2000):
+        data = bytes(rng.randrange(256) for _ in range(rng.choice((0, 1, 5, 100, 3000))))
+        start = rng.randrange(-2, len(data) + 3)
+        end = rng.randrange(-2, len(data) + 3)
+        assert _outcome(buffer.cut, bytearray(data), start, end) == _outcome(python_cut, bytearray(data), start, end)
+        mine, theirs = bytearray(data), bytearray(data)
+        assert _outcome(buffer.compact, mine, start) == _outcome(python_compact, theirs, start)
+        assert mine == theirs
+        mine += b"more"  # the buffer stays usable: appending after the drop
+        theirs += b"more"
+        assert mine == theirs
+
+
+def test_compact_after_the_front_moved(buffer: ModuleType) -> None:
+    """A buffer whose front Python already dropped (its logical start is past its memory's start) compacts right."""
+    buf = bytearray(range(200))
+    del buf[:50]  # CPython moves the logical start instead of the bytes
+    buffer.compact(buf, 30)
+    assert buf == bytearray(range(80, 200))
+    buf += b"\x01\x02"
+    assert bytes(buf[-3:]) == bytes((199, 1, 2))
+    assert buffer.cut(buf, 0, 3) == bytes((80, 81, 82))
+
+
+def test_compact_keeps_a_small_allocation_and_gives_back_a_large_one(buffer: ModuleType) -> None:
+    """A read buffer emptied each query keeps its memory (no allocation per query); one grown past 64 KiB by a
+    large packet shrinks when mostly empty, as Python's ``del`` would shrink it."""
+    small = bytearray(4000)
+    allocated = small.__alloc__()
+    buffer.compact(small, 4000)
+    assert len(small) == 0 and small.__alloc__() == allocated
+    small += bytes(3000)
+    assert small.__alloc__() == allocated
+    large = bytearray(1 << 20)
+    buffer.compact(large, (1 << 20) - 10)
+    assert len(large) == 10 and large.__alloc__() < 1000
+
+
+def test_types_and_exports_are_refused(buffer: ModuleType) -> None:
+    """Only a bytearray is read; one with a live memoryview is not resized (as ``del`` refuses it)."""
+    with pytest.raises(TypeError):
+        buffer.cut(b"bytes", 0, 1)
+    with pytest.raises(TypeError):
+        buffer.compact(b"bytes", 0)
+    buf = bytearray(b"abcdef")
+    view = memoryview(buf)
+    with pytest.raises(BufferError):
+        buffer.compact(buf, 2)
+    with pytest.raises(BufferError):
+        python_compact(buf, 2)
+    view.release()
+    buffer.compact(buf, 2)
+    assert buf == b"cdef"
