@@ -14,7 +14,7 @@ its own and awaited (``proxyapp.session.kill.forward_kill``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any, Final, cast
 
 #: One step of a coroutine: what ``coro.send(None)`` yields, or its second argument when the coroutine returned.
@@ -29,16 +29,28 @@ def python_send(coro: Coroutine[Any, Any, Any], finished: object) -> object:
         return finished
 
 
-def _load_send() -> Send:
+class PythonDirectWait:
+    """``_send.DirectWait`` in Python, for when it is not built: what a coroutine run by a driver awaits for a wire's
+    bytes. Awaiting it yields it once to the driver (which knows it as the wait a wire resumes); the next step ends
+    the await."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[PythonDirectWait, None, None]:
+        yield self
+
+
+def _load_send() -> tuple[Send, Callable[[], Awaitable[None]]]:
     try:
         from proxyapp import _send
     except ImportError:  # not built (``make build``), or PROXYFLEET_NATIVE=0
-        return python_send
-    return _send.send
+        return python_send, PythonDirectWait
+    return _send.send, _send.DirectWait
 
 
-#: How the driver steps its coroutine: the C step (``_send``, no StopIteration per command) when it is built.
-SEND = _load_send()
+#: How the driver steps its coroutine: the C step (``_send``, no StopIteration per command) when it is built; and what
+#: makes the wait a wire keeps for a driver's coroutine (``Wire.direct``): ``_send.DirectWait`` when it is built.
+SEND, DIRECT_WAIT = _load_send()
 #: What ``SEND`` returns when the coroutine returned.
 _FINISHED: Final = object()
 
@@ -53,7 +65,7 @@ class Driver:
         self.loop = loop
         self.done = done
         self.coro: Coroutine[Any, Any, None] | None = None  # the coroutine running (None: idle)
-        self.direct: object | None = None  # the future a wire will resume it from (``Wire._fill``)
+        self.direct: object | None = None  # the wait a wire will resume it from (``Wire._fill``)
         self.failure: BaseException | None = None  # what a coroutine that ended in ``run`` raised
 
     @property

@@ -44,10 +44,10 @@ MAX_TRANSITIONS = 200
 #: or that does not exist): told to the client at once, never retried nor counted toward shunning the server.
 REQUEST_ERRORS = frozenset({ErrorCode.ACCESS_DENIED, ErrorCode.DB_ACCESS_DENIED, ErrorCode.BAD_DB})
 
-ONLINE = "ONLINE"
-SHUNNED = "SHUNNED"
-OFFLINE_SOFT = "OFFLINE_SOFT"
-OFFLINE_HARD = "OFFLINE_HARD"
+ONLINE: Final = "ONLINE"
+SHUNNED: Final = "SHUNNED"
+OFFLINE_SOFT: Final = "OFFLINE_SOFT"
+OFFLINE_HARD: Final = "OFFLINE_HARD"
 #: A transition's ``from``/``to`` when the server was not, or is no longer, in the hostgroup.
 ABSENT = "ABSENT"
 
@@ -171,7 +171,7 @@ class ServerPool:
         if (
             self.status == SHUNNED
             and self.server.status == ONLINE
-            and self.hostgroup.manager.clock() - self.shunned_at >= recovery_s
+            and self.hostgroup.manager.clock.now() - self.shunned_at >= recovery_s
         ):
             self.set_status(ONLINE, f"shun recovery time ({recovery_s:.0f} s) elapsed")
             return True
@@ -188,7 +188,7 @@ class ServerPool:
         if status == ONLINE:
             self.hostgroup.notify_change()
         if status == SHUNNED:
-            self.shunned_at = self.hostgroup.manager.clock()
+            self.shunned_at = self.hostgroup.manager.clock.now()
         if status != ONLINE:
             self.close_idle()
         if status == OFFLINE_HARD:
@@ -203,7 +203,7 @@ class ServerPool:
     def record_connect_error(self, settings: PoolSettings) -> None:
         """Count a failed connect; too many within a second shuns the server."""
         self.conn_err += 1
-        now = self.hostgroup.manager.clock()
+        now = self.hostgroup.manager.clock.now()
         errors = self.connect_errors
         errors.append(now)
         while errors and now - errors[0] > 1.0:
@@ -327,7 +327,7 @@ class Hostgroup:
         writer_deadline: float | None = None  # mysql-no_writer_wait_ms, from the first time no server is usable
         woken = False
         while True:
-            now = self.manager.clock()
+            now = self.manager.clock.now()
             pool: ServerPool | None
             if chosen is not None and chosen.has_room:
                 pool, any_usable = chosen, True
@@ -465,7 +465,7 @@ class Hostgroup:
             raise
         pool.connecting -= 1
         pool.conn_ok += 1
-        conn.created_at = conn.last_used = self.manager.clock()
+        conn.created_at = conn.last_used = self.manager.clock.now()
         if self.manager.backend_version is None:
             self.manager.backend_version = conn.server_version
         self.manager.counters.Server_Connections_created += 1
@@ -522,7 +522,7 @@ class Hostgroup:
     def release(self, conn: BackendConnection, pool: ServerPool, reusable: bool) -> None:
         """Take a connection back: hand it to a waiting session of the same user, keep it idle, or close it."""
         settings = self.manager.settings
-        now = self.manager.clock()
+        now = self.manager.clock.now()
         conn.last_used = now
         too_old = settings.connection_max_age_ms and (now - conn.created_at) * 1000 > settings.connection_max_age_ms
         if reusable and conn.in_transaction:  # the invariant: another session must never inherit a transaction
@@ -538,11 +538,12 @@ class Hostgroup:
             conn.close()
             self._wake_one()
             return
-        for waiter in self.waiters:
-            if _fits(conn, waiter.username, waiter.schema) and not waiter.future.done():
-                self.waiters.remove(waiter)
-                waiter.future.set_result(conn)
-                return
+        if self.waiters:
+            for waiter in self.waiters:
+                if _fits(conn, waiter.username, waiter.schema) and not waiter.future.done():
+                    self.waiters.remove(waiter)
+                    waiter.future.set_result(conn)
+                    return
         pool.used -= 1
         pool.busy.discard(conn)
         pool.idle.append(conn)  # the excess over free_connections_pct is trimmed by ``tidy``, not on the spot
@@ -580,7 +581,7 @@ class Hostgroup:
         except (PeerClosed, ProtocolError, OSError, TimeoutError):
             alive = False
         if alive:
-            conn.last_used = self.manager.clock()
+            conn.last_used = self.manager.clock.now()
         self.release(conn, pool, reusable=alive)
 
     def _wake_one(self) -> None:

@@ -37,7 +37,7 @@ class HotRowBroker:
 
     def __init__(self, clock: Clock, settings: HotRowSettings) -> None:
         self.hot_rows = HotRows(clock, settings)
-        self.heat = HeatMap(clock, time.time, settings, self._hand_applied)
+        self.heat = HeatMap(clock.now, time.time, settings, self._hand_applied)
         self._tasks: set[asyncio.Task[None]] = set()
         self._sweeper: asyncio.Task[None] | None = None
         self._writers: set[asyncio.StreamWriter] = set()
@@ -235,7 +235,7 @@ class ForwardedHeat(HeatMap):
     ``HeatMap`` (``HotRowBroker.heat``); the queues applied are the node's, as the broker last said."""
 
     def __init__(self, clock: Clock, settings: HotRowSettings, hot_rows: BrokeredHotRows) -> None:
-        super().__init__(clock, time.time, settings)
+        super().__init__(clock.now, time.time, settings)
         self.hot_rows = hot_rows
         self.applied = hot_rows.applied
 

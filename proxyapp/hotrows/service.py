@@ -45,7 +45,7 @@ class HotRows:
     def __init__(self, clock: Clock, settings: HotRowSettings | None = None) -> None:
         self.clock = clock
         self.settings = settings or HotRowSettings()
-        self.queues = KeyQueues(clock)
+        self.queues = KeyQueues(clock.now)
         self.configure(self.settings)
 
     async def start(self) -> None:

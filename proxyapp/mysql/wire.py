@@ -15,7 +15,7 @@ from typing import Final, Protocol
 
 from mypy_extensions import mypyc_attr
 
-from proxyapp.driver import RUNNING, Driver
+from proxyapp.driver import DIRECT_WAIT, RUNNING, Driver
 from proxyapp.mysql.compression import Compression
 from proxyapp.mysql.constants import MAX_PACKET
 from proxyapp.mysql.packets import (
@@ -183,6 +183,7 @@ class Wire:
         "bytes_out",
         "closed",
         "compression",
+        "direct",
         "drain_waiter",
         "loop",
         "mark",
@@ -196,11 +197,13 @@ class Wire:
         "tls",
         "transport",
         "waiter",
+        "write_out",
         "writing_paused",
     )
 
     def __init__(self, transport: asyncio.Transport, max_packet: int = 1 << 30) -> None:
         self.transport = transport
+        self.write_out = transport.write  # kept bound: a call through it looks no method up
         # Kept: asyncio.get_running_loop() makes a getpid() system call each time (its fork check).
         self.loop = asyncio.get_running_loop()
         self.buf = bytearray()
@@ -210,8 +213,9 @@ class Wire:
         self.max_packet = max_packet
         self.bytes_out = 0
         self.closed: str | None = None
-        self.waiter: asyncio.Future[None] | None = None
-        self.resumer: Driver | None = None  # the driver whose coroutine ``waiter`` is (resumed here, not by the loop)
+        self.waiter: asyncio.Future[None] | None = None  # what a task reading this wire awaits
+        self.resumer: Driver | None = None  # the driver whose coroutine awaits ``direct`` (resumed here, not the loop)
+        self.direct = DIRECT_WAIT()  # what a driver's coroutine awaits for this wire's bytes: one, made once
         # Told when bytes arrive or the connection ends while no reader waits (a session serving its commands from
         # this callback, ``proxyapp.session.session``).
         self.on_arrival: Callable[[], None] | None = None
@@ -255,16 +259,14 @@ class Wire:
     def wake(self) -> None:
         """Bytes arrived or the connection ended: resume the reader waiting for them (a driver's coroutine right
         here, a task through the loop), else tell ``on_arrival``."""
-        waiter = self.waiter
         resumer = self.resumer
         if resumer is not None:
             self.resumer = None
-            self.waiter = None
-            if waiter is not None and resumer.direct is waiter:
-                waiter.set_result(None)  # no callback to schedule: the driver resumes its coroutine now
+            if resumer.direct is self.direct:  # no callback to schedule: the driver resumes its coroutine now
                 resumer.wire_ready()
                 return
-            waiter = None  # the wait of a cancelled coroutine, left behind
+            # else the wait of a cancelled coroutine, left behind
+        waiter = self.waiter
         if waiter is not None:
             self.waiter = None
             if not waiter.done():
@@ -283,18 +285,20 @@ class Wire:
             if not waiter.done():
                 waiter.set_result(None)
 
-    def _fill(self) -> asyncio.Future[None]:
+    def _fill(self) -> Awaitable[None]:
         """What to await for more bytes or the connection's end (the caller then looks again at what it has), first
-        discarding the bytes before the mark. A plain method handing back the future, not a coroutine: a wait for
-        bytes makes no coroutine object of its own."""
+        discarding the bytes before the mark. A plain method handing back the awaitable, not a coroutine: a wait for
+        bytes makes no coroutine object of its own, and a driver's coroutine waits on the wire's ``direct`` wait,
+        made once (a task's on a future)."""
         self.want_more()
         if self.closed is not None:
             raise PeerClosed(self.closed)
-        waiter = self.waiter = self.loop.create_future()
         driver = RUNNING.driver
         if driver is not None:  # a driver's coroutine: resumed from ``wake`` itself
             self.resumer = driver
-            driver.direct = waiter
+            direct = driver.direct = self.direct
+            return direct
+        waiter = self.waiter = self.loop.create_future()
         return waiter
 
     def want_more(self) -> None:
@@ -393,7 +397,7 @@ class Wire:
         tls = self.tls
         if tls is not None:
             raw = tls.wrap(raw)
-        self.transport.write(raw)
+        self.write_out(raw)
 
     async def drain(self) -> None:
         """Wait until the transport's write buffer is below its high-water mark."""

@@ -85,7 +85,9 @@ class PgFront:
         self.router = PgRouter(config)
         self.known: OrderedDict[str, None] = OrderedDict()  # statements a server prepared (``PgSession``)
         self.digests = DigestStats(schema_column="database")  # stats_pgsql_query_digest
-        self.cache = QueryCache(config.variables.integer("pgsql-query_cache_size_MB") << 20, GlobalCounters(), clock)
+        self.cache = QueryCache(
+            config.variables.integer("pgsql-query_cache_size_MB") << 20, GlobalCounters(), clock.now
+        )
         self.tls: ssl.SSLContext | None = None
         self.sessions: dict[int, PgSession] = {}
         self.keys: dict[int, int] = {}  # session id -> the secret key its client was told
@@ -218,14 +220,14 @@ class PgFront:
             await self.cancel(opened.pid, opened.key)
             return None
         addr = wire.peer_address()
-        if self.throttle.blocked(addr, self.clock()):
+        if self.throttle.blocked(addr, self.clock.now()):
             raise LoginFailed("28000", "ProxyFleet: too many failed logins from this address; try again later")
         user = self.config.pgsql_user(opened.user)
         try:
             secret = await asyncio.wait_for(authenticate(wire, user, opened.user), timeout)
         except LoginFailed:
             self.logins_failed += 1
-            if self.throttle.failed(addr, self.clock()):
+            if self.throttle.failed(addr, self.clock.now()):
                 log.warning("pgsql: %s blocked after too many failed logins", addr)
             raise
         assert user is not None

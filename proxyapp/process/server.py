@@ -133,7 +133,7 @@ class Proxy(SessionServices):
         self.heat = (
             ForwardedHeat(self.clock, HotRowSettings(config), self.hot_rows)
             if isinstance(self.hot_rows, BrokeredHotRows)
-            else HeatMap(self.clock, time.time, HotRowSettings(config))
+            else HeatMap(self.clock.now, time.time, HotRowSettings(config))
         )
         #: The monitor's latest findings, from this process's own monitor or (a worker) from the supervisor's.
         self.monitor_state = MonitorState()
@@ -145,13 +145,15 @@ class Proxy(SessionServices):
         #: The PostgreSQL pooling proxy (``pgsql-interfaces``, ``pgsql_users``).
         self.pgsql = PgFront(config, self.clock, self.throttle, self._forward_pgsql_cancel, worker, workers)
         self._apply_servers()
-        self.cache = QueryCache(config.variables.integer("mysql-query_cache_size_MB") << 20, self.counters, self.clock)
+        self.cache = QueryCache(
+            config.variables.integer("mysql-query_cache_size_MB") << 20, self.counters, self.clock.now
+        )
         self.events = EventsLog(self.runtime.settings.eventslog_filename)
         self.mirror = Mirror(self.counters, self.pools, worker, workers)
         self.mirror.configure(config, config_path)
         self.listener = self.mirror
         self.background: set[asyncio.Task[None]] = set()
-        self.started = self.clock()
+        self.started = self.clock.now()
         self.seats = seats if seats is not None else Seats()
         self._configure_throttle(config)
         self.listen_address: tuple[str, int] = ("127.0.0.1", 0)
@@ -182,7 +184,7 @@ class Proxy(SessionServices):
         await self.hot_rows.start()
         if self.workers == 1:
             monitor = self.monitor = Monitor(
-                self.runtime.config, self._adopt_monitor_state, self.clock, tls=self.tls.backend
+                self.runtime.config, self._adopt_monitor_state, self.clock.now, tls=self.tls.backend
             )
             monitor.start()
         if admin is not None:
@@ -226,7 +228,7 @@ class Proxy(SessionServices):
         transaction too long or idle too long, a packet left half sent) and tidy the pools' idle backend connections
         (``PoolManager.housekeeping``), at the proxy's clock's time."""
         settings = self.runtime.settings
-        now = self.clock()
+        now = self.clock.now()
         for session in list(self.clients.values()):
             stalled = session.stalled(now)
             since = session.transaction_since
@@ -484,7 +486,7 @@ class Proxy(SessionServices):
 
     async def processlist(self) -> list[dict]:
         """The client sessions, a row each (ProxySQL's stats_mysql_processlist), oldest first."""
-        now = self.clock()
+        now = self.clock.now()
         return [session.process_row(now) for session in sorted(self.clients.values(), key=lambda s: s.id)]
 
     async def kill_session(self, target: int, query_only: bool, username: str | None) -> dict:

@@ -86,7 +86,7 @@ class Supervisor:
         )
         try:
             await asyncio.gather(*(self._spawn(w) for w in self.workers))
-            self.monitor = Monitor(self.config, self._relay_state, self.clock, tls=load_tls(self.config).backend)
+            self.monitor = Monitor(self.config, self._relay_state, self.clock.now, tls=load_tls(self.config).backend)
             self.monitor.start()
             if admin is not None:
                 self.admin = AdminServer(self, admin[0], admin[1], self.token, clock_movable=admin_may_advance())

@@ -29,7 +29,7 @@ async def log_in(client: Client, services: SessionServices, state: SessionState,
     was sent) when it may not log in. A session that logged in holds a seat (``services.seats``) until it ends."""
     rt = services.runtime
     wire = client.wire
-    if services.throttle.blocked(client.addr, services.clock()):
+    if services.throttle.blocked(client.addr, services.clock.now()):
         services.counters.Access_Denied_Host_Blocked += 1
         why = f"Host '{client.addr}' is blocked because of many failed logins (mysql-max_auth_errors_until_block)"
         client.send_error(ErrorCode.HOST_IS_BLOCKED, why, 0)  # instead of the greeting, as the server does
@@ -97,7 +97,7 @@ async def log_in(client: Client, services: SessionServices, state: SessionState,
         verdict = auth.Verdict(False)
     if user is None or not verdict.ok:
         services.counters.Access_Denied_Wrong_Password += 1
-        if services.throttle.failed(client.addr, services.clock()):
+        if services.throttle.failed(client.addr, services.clock.now()):
             log.warning("%s blocked after %d failed logins in a row", client.addr, services.throttle.max_errors)
         client.send_error(ErrorCode.ACCESS_DENIED, denied, seq)
         return False

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, Final
 
 from proxyapp.backends.pool import ServerPool
 from proxyapp.driver import Driver
@@ -121,7 +121,7 @@ class Session:
         client = self.client
         clean = False
         try:
-            self.login_since = self.services.clock()  # the housekeeping ends a login past connect_timeout_client
+            self.login_since = self.services.clock.now()  # the housekeeping ends a login past connect_timeout_client
             logged_in = await log_in(client, self.services, self.state, self.id)
             self.login_since = 0.0
             if logged_in:
@@ -174,7 +174,7 @@ class Session:
         task.add_done_callback(self.services.background.discard)
         # A backend that does not answer even the KILL must not keep the session: the housekeeping drops its
         # connection after ``limits.ABANDON_AFTER_S`` (``abandon``).
-        self.gone_since = self.services.clock()
+        self.gone_since = self.services.clock.now()
 
     def abandon(self) -> None:
         """The client is gone and its statement still runs: close the backend connection (the session then ends)."""
@@ -219,7 +219,7 @@ class Session:
         connections' callbacks resume in turn. A command and its response thus cost no task wake-up; this task
         only waits for the session's end."""
         wire = self.wire
-        self.idle_since = self.services.clock()
+        self.idle_since = self.services.clock.now()
         wire.on_arrival = self._arrived
         try:
             self._arrived()  # what came right after the login
@@ -281,7 +281,7 @@ class Session:
     def _handler(self, payload: bytes) -> Handler | None:
         """What serves command ``payload``, now that it runs; None when it is answered already (unknown)."""
         self.idle_since = 0.0
-        self.link.busy_since = self.services.clock()
+        self.link.busy_since = self.services.clock.now()
         self.command = payload
         if not payload:
             raise ProtocolError("empty command packet")
@@ -295,7 +295,7 @@ class Session:
         queue = self.queries.queue
         if queue.holding:
             queue.settle()
-        self.idle_since = self.services.clock()
+        self.idle_since = self.services.clock.now()
 
     def _command_done(self, failure: BaseException | None) -> None:
         """The driver's command ended after having waited: serve what the client sent meanwhile."""
@@ -346,7 +346,7 @@ class Session:
 
     async def _com_statistics(self, payload: bytes) -> None:
         c = self.services.counters
-        uptime = int(self.services.clock() - self.services.started)
+        uptime = int(self.services.clock.now() - self.services.started)
         text = (
             f"Uptime: {uptime}  Threads: {c.Client_Connections_connected}  Questions: {c.Questions}  "
             f"Slow queries: {c.Slow_queries}  Opens: 0  Open tables: 0  Queries per second avg: "
@@ -458,22 +458,24 @@ class Session:
 
 #: What serves each command, keyed by its byte as a plain int: an IntEnum key would make every lookup compare an int
 #: with an enum member through Python's slower rich comparison.
-_HANDLERS: dict[int, Handler] = {
-    Command.QUIT: Session._com_quit,
-    Command.INIT_DB: Session._com_init_db,
-    Command.QUERY: Session._com_query,
-    Command.FIELD_LIST: Session._com_field_list,
-    Command.STATISTICS: Session._com_statistics,
-    Command.PING: Session._com_ping,
-    Command.CHANGE_USER: Session._com_change_user,
-    Command.STMT_PREPARE: Session._com_stmt_prepare,
-    Command.STMT_EXECUTE: Session._com_stmt_execute,
-    Command.STMT_SEND_LONG_DATA: Session._com_stmt_send_long_data,
-    Command.STMT_CLOSE: Session._com_stmt_close,
-    Command.STMT_RESET: Session._com_stmt_reset,
-    Command.STMT_FETCH: Session._com_stmt_fetch,
-    Command.SET_OPTION: Session._com_set_option,
-    Command.RESET_CONNECTION: Session._com_reset_connection,
-    Command.PROCESS_KILL: Session._com_process_kill,
+_HANDLERS: Final[dict[int, Handler]] = {
+    int(command): handler
+    for command, handler in (
+        (Command.QUIT, Session._com_quit),
+        (Command.INIT_DB, Session._com_init_db),
+        (Command.QUERY, Session._com_query),
+        (Command.FIELD_LIST, Session._com_field_list),
+        (Command.STATISTICS, Session._com_statistics),
+        (Command.PING, Session._com_ping),
+        (Command.CHANGE_USER, Session._com_change_user),
+        (Command.STMT_PREPARE, Session._com_stmt_prepare),
+        (Command.STMT_EXECUTE, Session._com_stmt_execute),
+        (Command.STMT_SEND_LONG_DATA, Session._com_stmt_send_long_data),
+        (Command.STMT_CLOSE, Session._com_stmt_close),
+        (Command.STMT_RESET, Session._com_stmt_reset),
+        (Command.STMT_FETCH, Session._com_stmt_fetch),
+        (Command.SET_OPTION, Session._com_set_option),
+        (Command.RESET_CONNECTION, Session._com_reset_connection),
+        (Command.PROCESS_KILL, Session._com_process_kill),
+    )
 }
-_HANDLERS = {int(command): handler for command, handler in _HANDLERS.items()}

@@ -14,6 +14,7 @@ its digest still comes from the cache.
 from __future__ import annotations
 
 import functools
+from typing import Final
 
 from proxyapp.sql.digest import CACHE_SIZE, CACHEABLE_LENGTH, Digest, compute_digest, simple_shape
 from proxyapp.sql.scan import Statement, fast_statement, scan
@@ -33,4 +34,4 @@ def _analysis(shape: str, max_length: int) -> tuple[Statement | None, Digest]:
     return fast_statement(shape), compute_digest(shape, max_length)
 
 
-_of_shape = functools.lru_cache(maxsize=CACHE_SIZE)(_analysis)
+_of_shape: Final = functools.lru_cache(maxsize=CACHE_SIZE)(_analysis)

@@ -1,6 +1,7 @@
 """The driver: a coroutine run from I/O callbacks, resumed by the wire it waits on with no loop round trip.
 
-Every test runs twice: with the C step (``proxyapp._send``) and with its Python fallback (``python_send``).
+Every test runs twice: with the C step and wait (``proxyapp._send``: ``send``, ``DirectWait``) and with their Python
+fallbacks (``python_send``, ``PythonDirectWait``).
 """
 
 from __future__ import annotations
@@ -13,23 +14,31 @@ from typing import Any
 import pytest
 
 from proxyapp import driver as driver_module
-from proxyapp.driver import RUNNING, Driver, Send, python_send
+from proxyapp.driver import RUNNING, Driver, PythonDirectWait, Send, python_send
+from proxyapp.mysql import wire as wire_module
 from proxyapp.mysql.wire import PeerClosed, Wire
 
 
-def _c_send() -> Send:
+def _c_send() -> types.ModuleType:
     try:
         from proxyapp import _send
     except ImportError as exc:
         pytest.fail(f"proxyapp._send is not built ({exc}): run `make build` first")
-    return _send.send
+    return _send
 
 
-@pytest.fixture(params=["c", "python"], autouse=True)
-def send(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Send:
-    """The step the driver uses in this test: the C one or the Python fallback."""
-    chosen = _c_send() if request.param == "c" else python_send
+@pytest.fixture(params=["c", "python"])
+def kind(request: pytest.FixtureRequest) -> str:
+    """Which step and wait this test runs with: the C ones or the Python fallbacks."""
+    return str(request.param)
+
+
+@pytest.fixture(autouse=True)
+def send(kind: str, monkeypatch: pytest.MonkeyPatch) -> Send:
+    """The step the driver uses in this test, and the wait the wires made in it keep for a driver."""
+    chosen: Send = _c_send().send if kind == "c" else python_send
     monkeypatch.setattr(driver_module, "SEND", chosen)
+    monkeypatch.setattr(wire_module, "DIRECT_WAIT", _c_send().DirectWait if kind == "c" else PythonDirectWait)
     return chosen
 
 
@@ -247,3 +256,43 @@ def test_a_step_tells_a_yield_a_return_and_a_failure_apart(send: Send) -> None:
         send(coro2, finished)
     with pytest.raises(RuntimeError):  # a finished coroutine cannot be stepped again
         send(coro, finished)
+
+
+def test_a_direct_wait_yields_itself_once_then_ends(kind: str) -> None:
+    """Awaiting a wire's wait yields the wait itself (the driver knows it by that), the next step ends the await with
+    None; the same wait serves every later await; an exception thrown in is raised where the coroutine awaits."""
+    wait = _c_send().DirectWait() if kind == "c" else PythonDirectWait()
+    finished = object()
+
+    async def two_wires() -> tuple[Wire, Wire]:
+        return _wire(), _wire()
+
+    first, second = asyncio.run(two_wires())
+    assert first.direct is not second.direct  # one per wire
+    assert type(first.direct) is type(wait)
+
+    async def twice() -> list[object]:
+        return [await wait, await wait]
+
+    coro = twice()
+    assert python_send(coro, finished) is wait
+    assert python_send(coro, finished) is wait  # the first await ended, the second yields
+    with pytest.raises(StopIteration) as returned:
+        coro.send(None)
+    assert returned.value.value == [None, None]
+
+    async def cancelled() -> str:
+        try:
+            await wait
+        except asyncio.CancelledError:
+            return "cancelled where it awaited"
+        return "not cancelled"
+
+    coro2 = cancelled()
+    assert python_send(coro2, finished) is wait
+    with pytest.raises(StopIteration) as returned:
+        coro2.throw(asyncio.CancelledError())
+    assert returned.value.value == "cancelled where it awaited"
+    coro3 = twice()  # a wait left mid-await by a cancelled coroutine serves the next one from the start
+    assert python_send(coro3, finished) is wait
+    coro3.close()
