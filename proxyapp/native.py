@@ -84,7 +84,7 @@ COMPILED = (
 EXTENSIONS = (
     ("proxyapp.forward._splice", "proxyapp/forward/_splice.c"),
     ("proxyapp.mysql._walk", "proxyapp/mysql/_walk.c"),
-    ("proxyapp.mysql._buffer", "proxyapp/mysql/_buffer.c"),
+    ("proxyapp.mysql._bytes", "proxyapp/mysql/_bytes.c"),
     ("proxyapp._send", "proxyapp/_send.c"),
     ("proxyapp.sql._shape", "proxyapp/sql/_shape.c"),
 )

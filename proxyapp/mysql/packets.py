@@ -1,13 +1,69 @@
-"""Packet framing and the basic packet shapes: length-encoded values, OK, ERR and EOF packets."""
+"""Packet framing and the basic packet shapes: length-encoded values, OK, ERR and EOF packets; and the wire's byte
+work (``load_byte_work``: C from ``_bytes.c`` when it is built, else the Python twins here)."""
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Final
 
 from proxyapp.mysql.constants import MAX_PACKET, SQLSTATE, Status
 
 _HEADER = struct.Struct("<I")
+
+
+def python_cut(buf: bytearray, start: int, end: int) -> bytes:
+    """A copy of ``buf[start:end]`` as bytes (``_bytes.cut``'s Python twin)."""
+    if not 0 <= start <= end <= len(buf):
+        raise ValueError(f"span [{start}, {end}) is not within the buffer's {len(buf)} bytes")
+    return bytes(buf[start:end])
+
+
+def python_compact(buf: bytearray, count: int) -> None:
+    """Drop the first ``count`` bytes of ``buf`` (``_bytes.compact``'s Python twin)."""
+    if not 0 <= count <= len(buf):
+        raise ValueError(f"cannot drop {count} of the buffer's {len(buf)} bytes")
+    del buf[:count]
+
+
+def python_header(buf: bytearray, pos: int) -> int:
+    """The packet header at ``pos`` as one little-endian int, or -1 when its four bytes are not all in
+    (``_bytes.header``'s Python twin)."""
+    if pos < 0:
+        raise ValueError(f"position {pos} is before the buffer")
+    if len(buf) - pos < 4:
+        return -1
+    return int.from_bytes(buf[pos : pos + 4], "little")
+
+
+def python_frame_one(payload: bytes, seq: int) -> bytes:
+    """``payload`` framed as one packet (``_bytes.frame``'s Python twin)."""
+    if len(payload) >= MAX_PACKET:
+        raise ValueError(f"a payload of {len(payload)} bytes does not fit one packet")
+    return _HEADER.pack(len(payload) | (seq & 0xFF) << 24) + payload
+
+
+#: The wire's byte work: (cut, compact, header, frame one packet).
+ByteWork = tuple[
+    Callable[[bytearray, int, int], bytes],
+    Callable[[bytearray, int], None],
+    Callable[[bytearray, int], int],
+    Callable[[bytes, int], bytes],
+]
+
+
+def load_byte_work() -> ByteWork:
+    """The C byte work (``_bytes.c``) when it is built, else the Python twins. A compiled caller keeps what it uses in
+    a Final name of its own module (a name imported from another module is looked up on every use)."""
+    try:
+        from proxyapp.mysql import _bytes
+    except ImportError:  # not built (``make build``), or PROXYFLEET_NATIVE=0
+        return python_cut, python_compact, python_header, python_frame_one
+    return _bytes.cut, _bytes.compact, _bytes.header, _bytes.frame
+
+
+_FRAME_ONE: Final = load_byte_work()[3]
 
 
 class ProtocolError(Exception):
@@ -79,7 +135,7 @@ def frame(payload: bytes, seq: int) -> bytes:
     """Frame a payload as one or more packets starting at sequence id ``seq``."""
     length = len(payload)
     if length < MAX_PACKET:
-        return _HEADER.pack(length | (seq & 0xFF) << 24) + payload
+        return _FRAME_ONE(payload, seq)
     parts = []
     pos = 0
     while True:

@@ -23,6 +23,7 @@ from proxyapp.mysql.packets import (
     PacketTooLarge,
     ProtocolError,
     frame,
+    load_byte_work,
     parse_err,
     parse_ok,
     read_lenenc_int,
@@ -39,33 +40,13 @@ _CURSOR_EXISTS: Final = 0x0040  # Status.CURSOR_EXISTS
 STATUS_UNKNOWN: Final = -1
 
 
-def python_cut(buf: bytearray, start: int, end: int) -> bytes:
-    """A copy of ``buf[start:end]`` as bytes (``_buffer.cut``'s Python twin, used when it is not built)."""
-    if not 0 <= start <= end <= len(buf):
-        raise ValueError(f"span [{start}, {end}) is not within the buffer's {len(buf)} bytes")
-    return bytes(buf[start:end])
-
-
-def python_compact(buf: bytearray, count: int) -> None:
-    """Drop the first ``count`` bytes of ``buf`` (``_buffer.compact``'s Python twin, used when it is not built)."""
-    if not 0 <= count <= len(buf):
-        raise ValueError(f"cannot drop {count} of the buffer's {len(buf)} bytes")
-    del buf[:count]
-
-
-def _load_buffer() -> tuple[Callable[[bytearray, int, int], bytes], Callable[[bytearray, int], None]]:
-    try:
-        from proxyapp.mysql import _buffer
-    except ImportError:  # not built (``make build``), or PROXYFLEET_NATIVE=0
-        return python_cut, python_compact
-    return _buffer.cut, _buffer.compact
-
-
-_BUFFER_MOVES: Final = _load_buffer()
-#: Copy a span of a read buffer out as bytes (C when built: ``_buffer.c``).
-CUT: Final = _BUFFER_MOVES[0]
-#: Drop the bytes already read from the front of a read buffer (C when built: ``_buffer.c``).
-COMPACT: Final = _BUFFER_MOVES[1]
+_BYTE_WORK: Final = load_byte_work()
+#: Copy a span of a read buffer out as bytes (C when built: ``_bytes.c``).
+CUT: Final = _BYTE_WORK[0]
+#: Drop the bytes already read from the front of a read buffer.
+COMPACT: Final = _BYTE_WORK[1]
+#: A packet header in a read buffer as one int (-1: not all in).
+HEADER: Final = _BYTE_WORK[2]
 
 
 @mypyc_attr(native_class=False)  # mypyc cannot compile a subclass of a built-in exception other than Exception
@@ -322,15 +303,15 @@ class Wire:
         object made."""
         buf = self.buf
         pos = self.pos
-        avail = len(buf) - pos
-        if avail < 4:
+        header = HEADER(buf, pos)
+        if header < 0:
             return 0, -1
-        length = buf[pos] | buf[pos + 1] << 8 | buf[pos + 2] << 16
-        if avail < 4 + length:
+        length = header & 0xFFFFFF
+        if len(buf) - pos < 4 + length:
             if length > self.max_packet:
                 raise PacketTooLarge(f"packet of {length} bytes is over the limit")
             return 0, -1
-        self.seq = buf[pos + 3]
+        self.seq = header >> 24
         self.pos = pos + 4 + length
         return pos + 4, length
 

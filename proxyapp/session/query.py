@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable
+from typing import Final
 
 from proxyapp.clock import PERF_COUNTER
 from proxyapp.mysql.backend import BackendConnection
@@ -38,7 +39,7 @@ from proxyapp.sql.scan import Kind, Statement, scan
 
 _WARNING_QUERIES = ("SHOW WARNINGS", "SHOW ERRORS", "SHOW COUNT")
 #: The verdict when no rule can apply (shared: never modified).
-NO_RULES = RuleOutcome()
+NO_RULES: Final = RuleOutcome()
 
 
 class QueryPipeline:

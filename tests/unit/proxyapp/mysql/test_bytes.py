@@ -1,5 +1,6 @@
-"""A read buffer's byte moves: the C ``_buffer`` and its Python twins (``wire.python_cut``, ``wire.python_compact``)
-do the same to every buffer, and the C compaction keeps a small buffer's allocation."""
+"""The wire's byte work: the C ``_bytes`` and its Python twins (``packets.python_cut``, ``python_compact``,
+``python_header``, ``python_frame_one``) do the same to every buffer and payload, and the C compaction keeps a small
+buffer's allocation."""
 
 from __future__ import annotations
 
@@ -9,17 +10,17 @@ from types import ModuleType
 
 import pytest
 
-from proxyapp.mysql.wire import python_compact, python_cut
+from proxyapp.mysql.packets import python_compact, python_cut, python_frame_one, python_header
 
 
 @pytest.fixture(scope="module")
 def buffer() -> ModuleType:
-    """The built C byte moves."""
+    """The built C byte work."""
     try:
-        from proxyapp.mysql import _buffer
+        from proxyapp.mysql import _bytes
     except ImportError as exc:
-        pytest.fail(f"proxyapp.mysql._buffer is not built ({exc}): run `make build` first")
-    return _buffer
+        pytest.fail(f"proxyapp.mysql._bytes is not built ({exc}): run `make build` first")
+    return _bytes
 
 
 def _outcome(call: Callable[..., object], *args: object) -> object:
@@ -45,6 +46,25 @@ def test_cut_and_compact_agree_with_python(buffer: ModuleType) -> None:
         mine += b"more"  # the buffer stays usable: appending after the drop
         theirs += b"more"
         assert mine == theirs
+        assert _outcome(buffer.header, bytearray(data), start) == _outcome(python_header, bytearray(data), start)
+        seq = rng.randrange(-300, 600)
+        assert _outcome(buffer.frame, data, seq) == _outcome(python_frame_one, data, seq)
+
+
+def test_header_and_frame_read_and_write_the_same_packet(buffer: ModuleType) -> None:
+    """A framed payload's header reads back as its length and sequence id (the low byte), from any position; a
+    header not all in is -1; a payload of 16 MiB - 1 bytes does not fit one packet."""
+    for length, seq in ((0, 0), (1, 255), (250, 256), (70_000, 3), (0xFFFFFE, 7)):
+        packet = buffer.frame(bytes(length), seq)
+        assert len(packet) == length + 4 and packet == python_frame_one(bytes(length), seq)
+        buf = bytearray(b"xy") + packet
+        assert buffer.header(buf, 2) == length | (seq & 0xFF) << 24 == python_header(buf, 2)
+        assert buffer.header(bytearray(packet[:3]), 0) == -1 == python_header(bytearray(packet[:3]), 0)
+    assert buffer.frame(bytearray(b"abc"), 1) == b"\x03\x00\x00\x01abc"
+    with pytest.raises(ValueError):
+        buffer.frame(bytes(0xFFFFFF), 0)
+    with pytest.raises(ValueError):
+        python_frame_one(bytes(0xFFFFFF), 0)
 
 
 def test_compact_after_the_front_moved(buffer: ModuleType) -> None:
@@ -78,6 +98,10 @@ def test_types_and_exports_are_refused(buffer: ModuleType) -> None:
         buffer.cut(b"bytes", 0, 1)
     with pytest.raises(TypeError):
         buffer.compact(b"bytes", 0)
+    with pytest.raises(TypeError):
+        buffer.header(b"bytes", 0)
+    with pytest.raises(TypeError):
+        buffer.frame("text", 0)
     buf = bytearray(b"abcdef")
     view = memoryview(buf)
     with pytest.raises(BufferError):
