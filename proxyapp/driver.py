@@ -59,7 +59,7 @@ class Driver:
     """Runs one coroutine at a time, resumed by the wires it waits on (``wire_ready``) or by the futures it awaits;
     ``done`` is told of its end (None, or the exception it raised) when it ends after having waited."""
 
-    __slots__ = ("coro", "direct", "done", "failure", "loop")
+    __slots__ = ("coro", "direct", "done", "failure", "loop", "step_with")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, done: Callable[[BaseException | None], None]) -> None:
         self.loop = loop
@@ -67,6 +67,7 @@ class Driver:
         self.coro: Coroutine[Any, Any, None] | None = None  # the coroutine running (None: idle)
         self.direct: object | None = None  # the wait a wire will resume it from (``Wire._fill``)
         self.failure: BaseException | None = None  # what a coroutine that ended in ``run`` raised
+        self.step_with = SEND  # kept: a module global not Final (tests choose it) is a dict lookup per step
 
     @property
     def busy(self) -> bool:
@@ -114,7 +115,7 @@ class Driver:
         previous = RUNNING.driver
         RUNNING.driver = self
         try:
-            yielded = SEND(coro, _FINISHED)
+            yielded = self.step_with(coro, _FINISHED)
         except BaseException as exc:  # handed to ``done`` (or the caller of ``run``), as a task would
             self.coro = None
             self.failure = exc
