@@ -17,14 +17,11 @@ from proxyapp import driver as driver_module
 from proxyapp.driver import RUNNING, Driver, PythonDirectWait, Send, python_send
 from proxyapp.mysql import wire as wire_module
 from proxyapp.mysql.wire import PeerClosed, Wire
+from tests.support.native import built
 
 
 def _c_send() -> types.ModuleType:
-    try:
-        from proxyapp import _send
-    except ImportError as exc:
-        pytest.fail(f"proxyapp._send is not built ({exc}): run `make build` first")
-    return _send
+    return built("proxyapp._send")
 
 
 @pytest.fixture(params=["c", "python"])

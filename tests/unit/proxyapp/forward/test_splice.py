@@ -18,6 +18,7 @@ from types import ModuleType
 import pytest
 
 from devstack.stack import wait_until
+from tests.support.native import built
 
 CHUNK = 64 * 1024
 
@@ -25,11 +26,7 @@ CHUNK = 64 * 1024
 @pytest.fixture(scope="module")
 def splice() -> ModuleType:
     """The built C relay."""
-    try:
-        from proxyapp.forward import _splice
-    except ImportError as exc:
-        pytest.fail(f"proxyapp.forward._splice is not built ({exc}): run `make build` first")
-    return _splice
+    return built("proxyapp.forward._splice")
 
 
 class Pair:

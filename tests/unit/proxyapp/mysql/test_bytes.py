@@ -11,16 +11,13 @@ from types import ModuleType
 import pytest
 
 from proxyapp.mysql.packets import python_compact, python_cut, python_frame_one, python_header
+from tests.support.native import built
 
 
 @pytest.fixture(scope="module")
 def buffer() -> ModuleType:
     """The built C byte work."""
-    try:
-        from proxyapp.mysql import _bytes
-    except ImportError as exc:
-        pytest.fail(f"proxyapp.mysql._bytes is not built ({exc}): run `make build` first")
-    return _bytes
+    return built("proxyapp.mysql._bytes")
 
 
 def _outcome(call: Callable[..., object], *args: object) -> object:

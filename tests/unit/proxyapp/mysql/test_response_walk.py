@@ -22,6 +22,7 @@ from proxyapp.mysql import wire
 from proxyapp.mysql.constants import MAX_PACKET
 from proxyapp.mysql.packets import ProtocolError
 from proxyapp.mysql.wire import STATUS_UNKNOWN, Relay, Response, Wire, read_response
+from tests.support.native import built
 
 MORE = 0x0008
 CURSOR = 0x0040
@@ -31,11 +32,7 @@ AUTOCOMMIT = 0x0002
 @pytest.fixture(scope="module")
 def walk() -> ModuleType:
     """The built C walk."""
-    try:
-        from proxyapp.mysql import _walk
-    except ImportError as exc:
-        pytest.fail(f"proxyapp.mysql._walk is not built ({exc}): run `make build` first")
-    return _walk
+    return built("proxyapp.mysql._walk")
 
 
 class _Transport:

@@ -9,16 +9,13 @@ import pytest
 
 from proxyapp.sql import digest
 from proxyapp.sql.digest import python_shape, simple_shape
+from tests.support.native import built
 
 
 @pytest.fixture(scope="module")
 def shape() -> ModuleType:
     """The built C shape."""
-    try:
-        from proxyapp.sql import _shape
-    except ImportError as exc:
-        pytest.fail(f"proxyapp.sql._shape is not built ({exc}): run `make build` first")
-    return _shape
+    return built("proxyapp.sql._shape")
 
 
 #: Characters that matter to the rules, and a few that do not.
