@@ -327,7 +327,6 @@ class Hostgroup:
         writer_deadline: float | None = None  # mysql-no_writer_wait_ms, from the first time no server is usable
         woken = False
         while True:
-            now = self.manager.clock.now()
             pool: ServerPool | None
             if chosen is not None and chosen.has_room:
                 pool, any_usable = chosen, True
@@ -347,7 +346,7 @@ class Hostgroup:
                         f"hostgroup {self.id} has no writer: none came ONLINE within {settings.no_writer_wait_ms} ms "
                         f"(mysql-no_writer_wait_ms){self._states()}{cause}"
                     )
-                await self._await_writer(min(writer_deadline - real, self._until_recovery(now)))
+                await self._await_writer(min(writer_deadline - real, self._until_recovery()))
                 deadline = time.monotonic() + settings.connection_wait_timeout_ms / 1000
                 woken = True
                 continue
@@ -410,8 +409,9 @@ class Hostgroup:
         for future in waiting:
             _wake(future)
 
-    def _until_recovery(self, now: float) -> float:
+    def _until_recovery(self) -> float:
         """Seconds until a server this hostgroup's pools shunned becomes worth retrying (a long time if none)."""
+        now = self.manager.clock.now()
         recovery = self.manager.settings.shun_recovery_time_sec
         waits = [p.shunned_at + recovery - now for p in self.pools if p.status == SHUNNED and p.server.status == ONLINE]
         return max(0.01, min(waits)) if waits else 3600.0

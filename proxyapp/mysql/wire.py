@@ -224,7 +224,7 @@ class Wire:
         ``ssl.SSLError`` when the peer does not speak TLS or fails the handshake, PeerClosed when it goes."""
         layer = TlsLayer(context, server_side, server_hostname)
         while True:
-            received = bytes(self.buf[self.pos :])
+            received = self.cut(self.pos, len(self.buf))
             self.pos = self.mark = len(self.buf)
             done, out = layer.handshake(received)
             if out:
@@ -332,7 +332,7 @@ class Wire:
         start, length = self.part()
         if length < 0:
             start, length = await self.next_part()
-        payload = CUT(self.buf, start, start + length)
+        payload = self.cut(start, start + length)
         if length == MAX_PACKET:
             parts = [payload]
             total = length
@@ -341,7 +341,7 @@ class Wire:
                 total += length
                 if total > self.max_packet:
                     raise PacketTooLarge(f"packet over the {self.max_packet}-byte limit")
-                parts.append(bytes(self.buf[start : start + length]))
+                parts.append(self.cut(start, start + length))
             payload = b"".join(parts)
         self.mark = self.pos
         return payload
@@ -350,13 +350,17 @@ class Wire:
         """Whatever bytes have arrived and were not read yet (waiting for some); for raw forwarding."""
         while self.pos >= len(self.buf):
             await self._fill()
-        raw = bytes(self.buf[self.pos :])
+        raw = self.cut(self.pos, len(self.buf))
         self.pos = self.mark = len(self.buf)
         return raw
 
+    def cut(self, start: int, end: int) -> bytes:
+        """A copy of the buffer's bytes from ``start`` to ``end``: the one way bytes are copied out of a wire."""
+        return CUT(self.buf, start, end)
+
     def take(self) -> bytes:
         """Return the raw bytes read since the mark and move the mark."""
-        raw = CUT(self.buf, self.mark, self.pos)
+        raw = self.cut(self.mark, self.pos)
         self.mark = self.pos
         return raw
 
@@ -511,14 +515,14 @@ async def read_response(
         buf = backend.buf
         first = buf[start] if length else 0
         if first == 0x00 and length >= 7:
-            ok = parse_ok(bytes(buf[start : start + length]))
+            ok = parse_ok(backend.cut(start, start + length))
             result.status = ok.status
             result.affected_rows += ok.affected_rows
             if ok.last_insert_id:
                 result.last_insert_id = ok.last_insert_id
             result.warnings = ok.warnings
         elif first == 0xFF:
-            result.error = parse_err(bytes(buf[start : start + length]))
+            result.error = parse_err(backend.cut(start, start + length))
             result.status = STATUS_UNKNOWN
             break
         elif first == 0xFB and not binary:
@@ -547,8 +551,7 @@ async def read_response(
 def _walked(backend: Wire, client: Relay | None, walked: Walked) -> Response:
     """The response the C walk read: advance over it and relay it."""
     end, seq, status, cursor, affected, insert_id, rows, warnings, result_sets, error_start, error_length = walked
-    buf = backend.buf
-    error = parse_err(CUT(buf, error_start, error_start + error_length)) if error_length >= 0 else None
+    error = parse_err(backend.cut(error_start, error_start + error_length)) if error_length >= 0 else None
     result = Response(status, error)
     result.affected_rows = affected
     result.last_insert_id = insert_id
@@ -568,7 +571,7 @@ def _walked(backend: Wire, client: Relay | None, walked: Walked) -> Response:
 async def _read_result_set(backend: Wire, client: Relay | None, result: Response, start: int, length: int) -> None:
     count = backend.buf[start] if length else 0
     if count >= 0xFB:  # more than 250 columns: a longer length-encoded integer
-        wide, _ = read_lenenc_int(bytes(backend.buf[start : start + min(length, 9)]), 0)
+        wide, _ = read_lenenc_int(backend.cut(start, start + min(length, 9)), 0)
         count = wide or 0  # 0xFB (NULL) is no count at all
     if not count:
         raise ProtocolError("result set with no columns")
@@ -604,7 +607,7 @@ async def _read_result_set(backend: Wire, client: Relay | None, result: Response
             result.warnings = buf[start + 1] | buf[start + 2] << 8 if length >= 3 else 0
             break
         if first == 0xFF and length < MAX_PACKET:
-            result.error = parse_err(bytes(buf[start : start + length]))
+            result.error = parse_err(backend.cut(start, start + length))
             result.status = STATUS_UNKNOWN
             break
         rows += 1

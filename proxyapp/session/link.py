@@ -95,12 +95,11 @@ class BackendLink:
             conn = branch if branch is not None else self.conn if kept else None
             if conn is None:
                 hg = self.services.pools.hostgroup(hostgroup)
-                taken = hg.take_idle(self.client.credentials.username, schema or self.state.schema)
-                if isinstance(taken, BackendConnection) and self.state.matches(taken.state, schema):
-                    self.services.counters.ConnPool_get_conn_success += 1  # the common case, without a coroutine
-                    conn = taken
+                drawn = self.draw(hg, schema)
+                if isinstance(drawn, BackendConnection) and self.state.matches(drawn.state, schema):
+                    conn = drawn  # the common case, without a coroutine
                 else:
-                    conn = await self.borrow(hostgroup, schema, taken)
+                    conn = await self.complete(hg, schema, drawn)
                     if conn is None:
                         return None
             elif not self.state.matches(conn.state, schema):
@@ -231,23 +230,35 @@ class BackendLink:
             else:
                 release(conn)
 
-    async def borrow(
-        self, hostgroup: int, schema: str | None = None, taken: BackendConnection | ServerPool | None = None
-    ) -> BackendConnection | None:
+    async def borrow(self, hostgroup: int, schema: str | None = None) -> BackendConnection | None:
         """A connection from ``hostgroup`` brought to the session's state (in default schema ``schema`` instead of
-        the session's when given: a shard's physical schema), or None after sending the error. ``taken``: what the
-        caller's ``take_idle`` on that hostgroup already gave (the weights are drawn once per borrow)."""
+        the session's when given: a shard's physical schema), or None after sending the error."""
         hg: Hostgroup = self.services.pools.hostgroup(hostgroup)
-        wanted = schema or self.state.schema
-        conn = taken if taken is not None else hg.take_idle(self.client.credentials.username, wanted)
+        return await self.complete(hg, schema, self.draw(hg, schema))
+
+    def draw(self, hg: Hostgroup, schema: str | None) -> BackendConnection | ServerPool | None:
+        """Without waiting, what ``hg`` has for the session (in ``schema`` when given): an idle connection (counted
+        as got), else the server drawn by weight to open one on, or None (others queue, or nothing is usable)."""
+        drawn = hg.take_idle(self.client.credentials.username, schema or self.state.schema)
+        if isinstance(drawn, BackendConnection):
+            self.services.counters.ConnPool_get_conn_success += 1
+        return drawn
+
+    async def complete(
+        self, hg: Hostgroup, schema: str | None, drawn: BackendConnection | ServerPool | None
+    ) -> BackendConnection | None:
+        """Finish a borrow from ``hg`` that ``draw`` began with ``drawn``: wait for a connection when it gave none
+        (the weights are drawn once per borrow), then bring it to the session's state; None after sending the
+        error."""
+        conn = drawn
         if not isinstance(conn, BackendConnection):
             try:
-                conn = await hg.acquire(self.client.credentials, wanted, conn)
+                conn = await hg.acquire(self.client.credentials, schema or self.state.schema, conn)
             except PoolError as exc:
                 self.services.counters.ConnPool_get_conn_failure += 1
                 self.client.send_error(exc.code, f"ProxyFleet: {exc}", 1)
                 return None
-        self.services.counters.ConnPool_get_conn_success += 1
+            self.services.counters.ConnPool_get_conn_success += 1
         if self.state.matches(conn.state, schema):
             return conn
         err = await self._sync_safely(conn, schema)

@@ -48,7 +48,7 @@ async def read_prepare_response(wire: Wire) -> tuple[PreparedOnBackend | ErrPack
     start, length = await wire.next_part()
     buf = wire.buf
     if length and buf[start] == 0xFF:
-        return parse_err(bytes(buf[start : start + length])), wire.take()
+        return parse_err(wire.cut(start, start + length)), wire.take()
     if length < 12 or buf[start] != 0x00:
         raise ProtocolError("malformed prepare response")
     stmt_id, num_columns, num_params = struct.unpack_from("<IHH", buf, start + 1)

@@ -38,7 +38,7 @@ def simple_runner(payload: bytes, reader: Callable[[Wire, Relay], Awaitable[Resp
 async def read_single(backend: Wire, client: Relay) -> Response:
     """The one-packet response of COM_INIT_DB and similar commands, relayed."""
     start, length = await backend.next_part()
-    payload = bytes(backend.buf[start : start + length])
+    payload = backend.cut(start, start + length)
     client.write(backend.take())
     if payload[:1] == b"\xff":
         return Response(error=parse_err(payload))
@@ -61,7 +61,7 @@ async def relay_until_eof(backend: Wire, client: Sink) -> tuple[int, ErrPacket |
             start, length = await backend.next_part()
         first = backend.buf[start] if length else 0
         if first == 0xFF:
-            error = parse_err(bytes(backend.buf[start : start + length]))
+            error = parse_err(backend.cut(start, start + length))
             client.write(backend.take())
             return STATUS_UNKNOWN, error
         if first == 0xFE and length < 9:

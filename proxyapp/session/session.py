@@ -18,7 +18,7 @@ from proxyapp.backends.pool import ServerPool
 from proxyapp.driver import Driver
 from proxyapp.mysql.constants import MAX_PACKET, Command, ErrorCode, names_for_collation
 from proxyapp.mysql.packets import PacketTooLarge, ProtocolError, eof_packet, ok_packet
-from proxyapp.mysql.wire import CUT, PeerClosed, Wire
+from proxyapp.mysql.wire import PeerClosed, Wire
 from proxyapp.session.client import Client, SessionEnd
 from proxyapp.session.kill import KillRequest, carry_out
 from proxyapp.session.link import BackendLink, release
@@ -253,7 +253,7 @@ class Session:
                 wire.pos = start - 4
                 finished = driver.run(self._long_command())
             else:
-                payload = CUT(wire.buf, start, start + length)
+                payload = wire.cut(start, start + length)
                 wire.mark = wire.pos
                 finished = self._start(payload)
             if not finished:
