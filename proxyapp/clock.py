@@ -15,9 +15,9 @@ from typing import Final
 
 #: The environment variable that lets the admin endpoint move the clock (tests only).
 TEST_CLOCK_ENV = "PROXYFLEET_TEST_CLOCK"
-#: Read once: a compiled call through a Final name costs no module or attribute lookup (the clock is read several
-#: times per query).
-_MONOTONIC: Final = time.monotonic
+#: ``time.monotonic``, read once: a compiled call through a Final name costs no module or attribute lookup (the clock is
+#: read several times per query). Also the real time that waits are measured on (a pool's waiting sessions).
+MONOTONIC: Final = time.monotonic
 #: ``time.perf_counter``, for the durations the statistics report (a query's µs, a backend's latency); through a Final
 #: name for the same reason.
 PERF_COUNTER: Final = time.perf_counter
@@ -35,7 +35,7 @@ class Clock:
         """The time now, in seconds. A method, not ``__call__``: a compiled caller calls it directly (calling an
         instance goes through Python's call protocol, twice the cost). Where a component wants a plain callable
         (``Callable[[], float]``), it is given ``clock.now``."""
-        return _MONOTONIC() + self.offset
+        return MONOTONIC() + self.offset
 
     def advance(self, seconds: float) -> None:
         """Move the clock ``seconds`` forward; ValueError unless 0 <= ``seconds`` <= ``MAX_ADVANCE_S``."""

@@ -3,8 +3,9 @@
 A task waiting on a socket is resumed in two steps: the socket's callback completes a future, and the event loop
 later runs the task's wake-up, a scheduled callback of its own. A ``Driver`` runs one coroutine at a time and is
 resumed by the callback itself: when the coroutine waits for a ``Wire``'s bytes (``proxyapp.mysql.wire``), the wire
-resumes the driver from its ``data_received``, with nothing scheduled in between. Any other awaitable (a sleep, a
-pool's waiting list, a lock) resumes it through the future's callback, as it would resume a task.
+resumes the driver from its ``data_received``, with nothing scheduled in between. A pool's waiting list parks it
+(``park``) and resumes it with one scheduled call (``unpark_soon``), no future. Any other awaitable (a sleep, a lock)
+resumes it through the future's callback, as it would resume a task.
 
 The coroutine sees what it would see in a task, except that ``asyncio.current_task()`` is not its own: it runs in
 whichever callback resumed it. What needs a task (aiohttp's timeouts cancel the task they run in) is run in one of
@@ -59,7 +60,7 @@ class Driver:
     """Runs one coroutine at a time, resumed by the wires it waits on (``wire_ready``) or by the futures it awaits;
     ``done`` is told of its end (None, or the exception it raised) when it ends after having waited."""
 
-    __slots__ = ("coro", "direct", "done", "failure", "loop", "step_with")
+    __slots__ = ("coro", "direct", "done", "failure", "loop", "make_wait", "step_with")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, done: Callable[[BaseException | None], None]) -> None:
         self.loop = loop
@@ -68,6 +69,7 @@ class Driver:
         self.direct: object | None = None  # the wait a wire will resume it from (``Wire._fill``)
         self.failure: BaseException | None = None  # what a coroutine that ended in ``run`` raised
         self.step_with = SEND  # kept: a module global not Final (tests choose it) is a dict lookup per step
+        self.make_wait = DIRECT_WAIT  # what ``park`` makes (kept for the same reason)
 
     @property
     def busy(self) -> bool:
@@ -84,6 +86,21 @@ class Driver:
         """The wire it waits on has bytes (or is closed): resume it."""
         self.direct = None
         self._resume()
+
+    def park(self) -> Awaitable[None]:
+        """What the running coroutine awaits to wait until ``unpark_soon`` (a pool handing it a connection,
+        ``proxyapp.backends.pool``): a wait of its own, without a future or a done callback."""
+        wait = self.direct = self.make_wait()
+        return wait
+
+    def unpark_soon(self, wait: object) -> None:
+        """Resume the coroutine parked on ``wait`` on the loop's next turn (never inside the caller, which may be
+        another driver's step), unless by then it no longer waits on it (cancelled, or waiting on something else)."""
+        self.loop.call_soon(self._unpark, wait)
+
+    def _unpark(self, wait: object) -> None:
+        if self.direct is wait:
+            self.wire_ready()
 
     def cancel(self) -> None:
         """End the running coroutine as a cancelled task ends (its ``finally`` blocks run); ``done`` is not told."""

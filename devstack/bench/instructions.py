@@ -3,8 +3,9 @@
 ``make bench-instructions`` (``python -m devstack.bench.instructions [--queries N] [--threads N]``) starts one proxy
 process (``mysql-threads`` 1) under ``valgrind --tool=callgrind`` with counting off, in front of the machine's
 MariaDB (127.0.0.1:3306, whose root may create the ``sbtest`` user and tables); warms it up with sysbench point selects;
-then counts the instructions the proxy executes (in user space: the kernel's socket work is not counted) while
-sysbench runs ``--queries`` more, and prints instructions per query for the text protocol and for prepared
+then, once sysbench's connections have logged in again, counts the instructions the proxy executes (in user space:
+the kernel's socket work is not counted) while they run about ``--queries`` more (the proxy's own Questions counter
+says how many), and prints instructions per query for the text protocol and for prepared
 statements. Times on a shared 2-CPU machine vary by 10 % between runs; these counts vary by well under 1 %, so they
 are the regression check for the per-query path. callgrind runs the proxy about fifty times slower: a run takes a
 minute or two.
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 from devstack.ports import free_port
@@ -36,13 +38,17 @@ def _mysql_root(sql: str) -> None:
     subprocess.run(["mysql", "-uroot", f"-h{host}", f"-P{port}", "-e", sql], check=True, capture_output=True)
 
 
-def _sysbench(port: int, threads: int, ps_mode: str, *tail: str) -> subprocess.CompletedProcess[str]:
-    cmd = [
+def _sysbench_command(port: int, threads: int, ps_mode: str, *tail: str) -> list[str]:
+    return [
         "sysbench", "oltp_point_select", "--db-driver=mysql", "--mysql-host=127.0.0.1", f"--mysql-port={port}",
         f"--mysql-user={SB_USER}", f"--mysql-password={SB_PASSWORD}", f"--mysql-db={SB_DB}", f"--tables={TABLES}",
-        f"--table-size={TABLE_SIZE}", f"--threads={threads}", f"--db-ps-mode={ps_mode}", "--time=0", *tail,
+        f"--table-size={TABLE_SIZE}", f"--threads={threads}", f"--db-ps-mode={ps_mode}", *tail,
     ]  # fmt: skip
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+
+
+def _sysbench(port: int, threads: int, ps_mode: str, *tail: str) -> subprocess.CompletedProcess[str]:
+    command = _sysbench_command(port, threads, ps_mode, "--time=0", *tail)
+    return subprocess.run(command, capture_output=True, text=True, timeout=1800)
 
 
 def prepare() -> None:
@@ -93,18 +99,48 @@ def count(queries: int, threads: int, ps_mode: str, workdir: Path) -> float:
                 raise RuntimeError(f"the proxy under callgrind did not come up; see {workdir / 'proxy.log'}")
             time.sleep(1)
         _sysbench(port, threads, ps_mode, f"--events={WARMUP_QUERIES}", "run")
-        subprocess.run(["callgrind_control", "-i", "on", str(proxy.pid)], check=True, capture_output=True)
-        done = _sysbench(port, threads, ps_mode, f"--events={queries}", "run")
-        subprocess.run(["callgrind_control", "-i", "off", str(proxy.pid)], check=True, capture_output=True)
+        served = _count_steady(proxy.pid, port, admin, threads, ps_mode, queries)
         subprocess.run(["callgrind_control", "-d", str(proxy.pid)], check=True, capture_output=True)
     finally:
         proxy.terminate()
         proxy.wait(120)
-    served = re.search(r"queries:\s+(\d+)", done.stdout)
-    if done.returncode != 0 or served is None:
-        raise RuntimeError(f"sysbench failed through the proxy:\n{done.stdout}{done.stderr}")
     instructions = max(_totals(path) for path in workdir.glob(f"callgrind-{ps_mode}.out*"))
-    return instructions / int(served.group(1))
+    return instructions / served
+
+
+def _count_steady(pid: int, port: int, admin: int, threads: int, ps_mode: str, queries: int) -> int:
+    """Count while about ``queries`` point selects run over ``threads`` connections already logged in (as in
+    ``make bench``, whose clients connect before its clock starts); the queries the proxy served meanwhile (its
+    Questions counter: read before counting starts and before it stops, so the two ends' lags offset)."""
+    cmd = _sysbench_command(port, threads, ps_mode, "--time=3600", "--report-interval=1", "run")
+    load = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert load.stdout is not None
+        lines = iter(load.stdout.readline, "")
+        if not any(line.startswith("Threads started!") for line in lines):
+            raise RuntimeError(f"sysbench ended before its threads started (exit {load.wait()})")
+        before = _questions(admin)
+        subprocess.run(["callgrind_control", "-i", "on", str(pid)], check=True, capture_output=True)
+        reported = 0.0
+        for line in lines:
+            rate = re.search(r" qps: ([\d.]+)", line)
+            reported += float(rate.group(1)) if rate else 0.0
+            if reported >= queries:
+                break
+        else:
+            raise RuntimeError(f"sysbench ended while counting (exit {load.wait()})")
+        after = _questions(admin)
+        subprocess.run(["callgrind_control", "-i", "off", str(pid)], check=True, capture_output=True)
+    finally:
+        load.kill()
+        load.wait(60)
+    return after - before
+
+
+def _questions(admin: int) -> int:
+    """The proxy's Questions counter (client commands received), from its admin endpoint."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{admin}/stats/global", timeout=120) as response:
+        return int(json.loads(response.read())["Questions"])
 
 
 def _totals(path: Path) -> int:

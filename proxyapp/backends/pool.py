@@ -27,9 +27,10 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Final
 
-from proxyapp.clock import Clock
+from proxyapp.clock import MONOTONIC, Clock
 from proxyapp.config.tables import MysqlServer, PgsqlServer
 from proxyapp.config.variables import Variables
+from proxyapp.driver import RUNNING, Driver
 from proxyapp.mysql.backend import BackendConnection, BackendError, Credentials
 from proxyapp.mysql.constants import Command, ErrorCode
 from proxyapp.mysql.packets import ProtocolError
@@ -235,17 +236,36 @@ _TIMER_GRANULARITY: Final = 0.001
 
 
 class _Waiter:
-    """A session waiting for a connection (a plain class: mypyc compiles its ``__init__``, one is made per wait)."""
+    """A session waiting for a connection (a plain class: mypyc compiles its ``__init__``, one is made per wait).
 
-    __slots__ = ("deadline", "future", "schema", "username")
+    A queued waiter has not ended; ``end`` is called once, by whoever takes it off the queue. A session run by a
+    driver (``proxyapp.driver``) parks there and is resumed by one scheduled call; another coroutine (a task) awaits
+    a future."""
 
-    def __init__(
-        self, future: asyncio.Future[BackendConnection | None], username: str, schema: str | None, deadline: float
-    ) -> None:
-        self.future = future
+    __slots__ = ("conn", "deadline", "driver", "ended", "future", "schema", "username", "wait")
+
+    def __init__(self, username: str, schema: str | None, deadline: float) -> None:
         self.username = username
         self.schema = schema
-        self.deadline = deadline  # on the event loop's clock: past it, the wait ends with None
+        self.deadline = deadline  # on the monotonic clock (real time): past it, the wait ends with None
+        self.ended = False
+        self.conn: BackendConnection | None = None  # what it was handed
+        self.driver: Driver | None = None
+        self.wait: object | None = None  # what the driver's coroutine awaits (``Driver.park``)
+        self.future: asyncio.Future[None] | None = None  # what a task awaits
+
+    def end(self, conn: BackendConnection | None) -> None:
+        """End the wait with ``conn`` (None: try again, or the time is up); the session resumes on the loop's next
+        turn. A session cancelled meanwhile finds ``conn`` when it unwinds and gives it back."""
+        self.ended = True
+        self.conn = conn
+        driver = self.driver
+        if driver is not None:
+            driver.unpark_soon(self.wait)
+            return
+        future = self.future
+        if future is not None and not future.done():
+            future.set_result(None)
 
 
 def _fits(conn: BackendConnection, username: str, schema: str | None) -> bool:
@@ -320,7 +340,7 @@ class Hostgroup:
         time; which servers are usable (shunning, recovery) is decided on the proxy's clock.
         """
         settings = self.manager.settings
-        deadline = time.monotonic() + settings.connection_wait_timeout_ms / 1000
+        deadline = MONOTONIC() + settings.connection_wait_timeout_ms / 1000
         last_error: BackendError | None = None
         attempts = 0
         connect_deadline: float | None = None  # mysql-connect_timeout_server_max, from the first connect attempt
@@ -337,7 +357,7 @@ class Hostgroup:
                 cause = f"; last error: {last_error}" if last_error else ""
                 if self.id not in self.manager.reader_of or settings.no_writer_wait_ms <= 0:
                     raise PoolError(f"hostgroup {self.id} has no ONLINE server{self._states()}{cause}")
-                real = time.monotonic()
+                real = MONOTONIC()
                 if writer_deadline is None:
                     writer_deadline = real + settings.no_writer_wait_ms / 1000
                 if real >= writer_deadline:
@@ -347,7 +367,7 @@ class Hostgroup:
                         f"(mysql-no_writer_wait_ms){self._states()}{cause}"
                     )
                 await self._await_writer(min(writer_deadline - real, self._until_recovery()))
-                deadline = time.monotonic() + settings.connection_wait_timeout_ms / 1000
+                deadline = MONOTONIC() + settings.connection_wait_timeout_ms / 1000
                 woken = True
                 continue
             if pool is not None:
@@ -356,7 +376,7 @@ class Hostgroup:
                     self.manager.counters.ConnPool_get_conn_immediate += 1
                     return conn
                 if connect_deadline is None:
-                    connect_deadline = time.monotonic() + settings.connect_timeout_max_ms / 1000
+                    connect_deadline = MONOTONIC() + settings.connect_timeout_max_ms / 1000
                 try:
                     return await self._open(pool, credentials, schema)
                 except BackendError as exc:
@@ -364,18 +384,18 @@ class Hostgroup:
                         raise PoolError(f"hostgroup {self.id}: {exc}", exc.code) from None
                     last_error = exc
                     attempts += 1
-                    if time.monotonic() >= connect_deadline:
+                    if MONOTONIC() >= connect_deadline:
                         raise PoolError(
                             f"Max connect timeout ({settings.connect_timeout_max_ms} ms) reached while reaching "
                             f"hostgroup {self.id} after {attempts} attempts: {exc}",
                         ) from None
-                    if attempts > settings.connect_retries or time.monotonic() >= deadline:
+                    if attempts > settings.connect_retries or MONOTONIC() >= deadline:
                         raise PoolError(
                             f"cannot connect to any server of hostgroup {self.id} after {attempts} attempts: {exc}"
                         ) from None
                     await asyncio.sleep(settings.connect_retries_delay_ms / 1000)
                     continue
-            remaining = deadline - time.monotonic()
+            remaining = deadline - MONOTONIC()
             if remaining <= 0:
                 raise PoolError(
                     f"hostgroup {self.id}: no free backend connection within "
@@ -474,50 +494,58 @@ class Hostgroup:
         return conn
 
     async def _wait(self, username: str, schema: str | None, timeout: float) -> BackendConnection | None:
-        loop = self.manager.loop()
-        future: asyncio.Future[BackendConnection | None] = loop.create_future()
-        deadline = loop.time() + timeout
-        waiter = _Waiter(future, username, schema, deadline)
+        deadline = MONOTONIC() + timeout
+        waiter = _Waiter(username, schema, deadline)
         self.waiters.append(waiter)
         if self.expiry is None or deadline < self.expiry_at:
-            self._expire_at(loop, deadline)
+            self._expire_at(deadline)
+        driver = RUNNING.driver
         try:
-            return await future
-        except asyncio.CancelledError:
-            handed = future.done() and not future.cancelled() and future.result()
-            if handed:  # a connection arrived just as the session was cancelled: give it back
+            if driver is not None:
+                waiter.driver = driver
+                wait = waiter.wait = driver.park()
+                await wait
+            else:
+                future: asyncio.Future[None] = self.manager.loop().create_future()
+                waiter.future = future
+                await future
+        except BaseException:
+            handed = waiter.conn
+            if handed is not None:  # a connection arrived just as the session was cancelled: give it back
+                waiter.conn = None
                 assert isinstance(handed.pool, ServerPool)
                 self.release(handed, handed.pool, reusable=True)
             raise
         finally:
-            if not future.done() or future.cancelled() or future.result() is None:
-                # Timed out or cancelled: still queued (a handed-over waiter was already taken off the queue).
+            if not waiter.ended:  # cancelled: still queued
                 with contextlib.suppress(ValueError):
                     self.waiters.remove(waiter)
+        return waiter.conn
 
-    def _expire_at(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
-        """Have ``_expire`` run at ``when`` (the loop's clock), instead of when it was due."""
+    def _expire_at(self, when: float) -> None:
+        """Have ``_expire`` run at ``when`` (the monotonic clock), instead of when it was due."""
         if self.expiry is not None:
             self.expiry.cancel()
         self.expiry_at = when
-        self.expiry = loop.call_at(when, self._expire)
+        self.expiry = self.manager.loop().call_later(max(0.0, when - MONOTONIC()), self._expire)
 
     def _expire(self) -> None:
         """End the waits past their deadline (with None: ``acquire`` finds its time is up), and be due again at the
         earliest deadline left."""
         self.expiry = None
-        loop = self.manager.loop()
-        now = loop.time() + _TIMER_GRANULARITY  # a timer may fire up to that much before its time
+        now = MONOTONIC() + _TIMER_GRANULARITY  # a timer may fire up to that much before its time
+        waiting: deque[_Waiter] = deque()
         earliest: float | None = None
-        for waiter in self.waiters:  # a wait ended here leaves the queue later, in its own ``finally``
-            if waiter.future.done():
-                continue
+        for waiter in self.waiters:
             if waiter.deadline <= now:
-                waiter.future.set_result(None)
-            elif earliest is None or waiter.deadline < earliest:
-                earliest = waiter.deadline
+                waiter.end(None)
+            else:
+                waiting.append(waiter)
+                if earliest is None or waiter.deadline < earliest:
+                    earliest = waiter.deadline
+        self.waiters = waiting
         if earliest is not None:
-            self._expire_at(loop, earliest)
+            self._expire_at(earliest)
 
     def release(self, conn: BackendConnection, pool: ServerPool, reusable: bool) -> None:
         """Take a connection back: hand it to a waiting session of the same user, keep it idle, or close it."""
@@ -538,11 +566,17 @@ class Hostgroup:
             conn.close()
             self._wake_one()
             return
-        if self.waiters:
-            for waiter in self.waiters:
-                if _fits(conn, waiter.username, waiter.schema) and not waiter.future.done():
-                    self.waiters.remove(waiter)
-                    waiter.future.set_result(conn)
+        waiters = self.waiters
+        if waiters:
+            first = waiters[0]
+            if _fits(conn, first.username, first.schema):  # the common case: the longest wait, of the same user
+                waiters.popleft()
+                first.end(conn)
+                return
+            for waiter in waiters:
+                if _fits(conn, waiter.username, waiter.schema):
+                    waiters.remove(waiter)
+                    waiter.end(conn)
                     return
         pool.used -= 1
         pool.busy.discard(conn)
@@ -585,11 +619,8 @@ class Hostgroup:
         self.release(conn, pool, reusable=alive)
 
     def _wake_one(self) -> None:
-        while self.waiters:
-            waiter = self.waiters.popleft()
-            if not waiter.future.done():
-                waiter.future.set_result(None)
-                return
+        if self.waiters:
+            self.waiters.popleft().end(None)
 
     def _capacity(self) -> int:
         return sum(p.cap for p in self.pools if p.status == ONLINE)

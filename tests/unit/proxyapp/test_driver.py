@@ -35,7 +35,9 @@ def send(kind: str, monkeypatch: pytest.MonkeyPatch) -> Send:
     """The step the driver uses in this test, and the wait the wires made in it keep for a driver."""
     chosen: Send = _c_send().send if kind == "c" else python_send
     monkeypatch.setattr(driver_module, "SEND", chosen)
-    monkeypatch.setattr(wire_module, "DIRECT_WAIT", _c_send().DirectWait if kind == "c" else PythonDirectWait)
+    wait = _c_send().DirectWait if kind == "c" else PythonDirectWait
+    monkeypatch.setattr(driver_module, "DIRECT_WAIT", wait)
+    monkeypatch.setattr(wire_module, "DIRECT_WAIT", wait)
     return chosen
 
 
@@ -152,6 +154,38 @@ def test_other_awaits_resume_it_through_the_loop_and_failures_reach_done() -> No
         future.set_result(7)
         failure = await ended
         assert got == [7] and isinstance(failure, KeyError) and not driver.busy
+
+    asyncio.run(main())
+
+
+def test_a_parked_coroutine_resumes_on_the_next_turn_and_only_from_its_own_wait() -> None:
+    async def main() -> None:
+        ends = _Ends()
+        driver = Driver(asyncio.get_running_loop(), ends)
+        parked: list[object] = []
+        resumed: list[int] = []
+
+        async def command() -> None:
+            for i in range(2):
+                wait = driver.park()
+                parked.append(wait)
+                await wait
+                resumed.append(i)
+
+        assert driver.run(command()) is False
+        first = parked[0]
+        assert driver.direct is first
+        driver.unpark_soon(first)
+        assert resumed == []  # not inside the caller
+        await asyncio.sleep(0)
+        assert resumed == [0] and driver.direct is parked[1]  # parked again, on a new wait
+        driver.unpark_soon(first)  # a stale resume: the coroutine no longer waits on it
+        await asyncio.sleep(0)
+        assert resumed == [0] and driver.busy
+        driver.unpark_soon(parked[1])
+        driver.cancel()  # cancelled before its turn: the resume finds nothing parked
+        await asyncio.sleep(0)
+        assert resumed == [0] and not driver.busy and ends.told == []
 
     asyncio.run(main())
 

@@ -1,18 +1,25 @@
 """Sessions waiting for a connection of a hostgroup: one timer for all their deadlines, due at the earliest.
 
 Each wait is stepped by hand (``coro.send``), so a test neither gives the loop turns nor waits for a deadline to pass:
-a deadline is made due by setting it, and the timer's work is run by calling ``_expire``.
+a deadline is made due by setting it, and the timer's work is run by calling ``_expire``. A wait run by a session's
+driver parks on the driver instead of a future: those tests give the loop the one turn a hand-off takes.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Coroutine
 from typing import Any
 
 import pytest
 
-from proxyapp.backends.pool import Hostgroup, PoolManager
+from proxyapp.backends.pool import Hostgroup, PoolManager, ServerPool
+from proxyapp.config.tables import MysqlServer
+from proxyapp.driver import Driver
+from proxyapp.mysql.backend import BackendConnection
+from proxyapp.mysql.handshake import ServerGreeting
+from proxyapp.mysql.wire import Wire
 from proxyapp.report.stats import GlobalCounters
 
 
@@ -82,5 +89,119 @@ def test_a_cancelled_wait_leaves_the_queue() -> None:
         with pytest.raises(asyncio.CancelledError):
             wait.throw(asyncio.CancelledError())
         assert not hg.waiters
+
+    asyncio.run(main())
+
+
+class _Transport:
+    """Just enough of a transport for a connection that is never written to."""
+
+    def is_closing(self) -> bool:
+        return False
+
+    def write(self, data: bytes) -> None:
+        raise AssertionError("nothing is written to a connection waiting in a pool")
+
+    def close(self) -> None:
+        pass
+
+
+def _in_use(hg: Hostgroup, username: str = "app") -> BackendConnection:
+    """A connection of ``username`` to a server of ``hg``, handed out (as ``release`` expects)."""
+    if not hg.pools:
+        hg.pools.append(ServerPool(MysqlServer(hostname="db", hostgroup_id=hg.id), hg))
+    pool = hg.pools[0]
+    conn = BackendConnection(Wire(_Transport()), ServerGreeting("10.11.0", 7, b"s" * 20, 0, 45), username, None)  # type: ignore[arg-type]
+    conn.pool = pool
+    hg._mark_used(pool, conn)
+    return conn
+
+
+class _Waiting:
+    """A session's wait for a connection, run by a driver as the session runs its commands."""
+
+    def __init__(self, hg: Hostgroup, username: str = "app") -> None:
+        self.got: list[BackendConnection | None] = []
+        self.ended: list[BaseException | None] = []
+        self.driver = Driver(asyncio.get_running_loop(), self.ended.append)
+        assert not self.driver.run(self._wait(hg, username))  # parked: it waits
+
+    async def _wait(self, hg: Hostgroup, username: str) -> None:
+        self.got.append(await hg._wait(username, None, 60.0))
+
+
+async def _turn() -> None:
+    """Let the loop run what was scheduled now (a hand-off resumes its session on the next turn)."""
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+
+
+def test_a_parked_session_is_handed_the_released_connection_on_the_next_turn_without_a_future() -> None:
+    async def main() -> None:
+        hg = _hostgroup()
+        conn = _in_use(hg)
+        first, second = _Waiting(hg), _Waiting(hg)
+        assert [w.future for w in hg.waiters] == [None, None]  # parked on their drivers
+        assert hg.waiters[0].driver is first.driver and first.driver.direct is hg.waiters[0].wait
+        hg.release(conn, hg.pools[0], reusable=True)
+        assert len(hg.waiters) == 1 and first.got == []  # taken off the queue; resumed later, not inside release
+        await _turn()
+        assert first.got == [conn] and first.ended == [None]  # the longest wait first
+        assert second.got == [] and len(hg.waiters) == 1
+        assert hg.pools[0].used == 1 and not hg.pools[0].idle  # handed over: still in use, never idle
+
+    asyncio.run(main())
+
+
+def test_a_released_connection_goes_to_the_first_waiter_of_its_user() -> None:
+    async def main() -> None:
+        hg = _hostgroup()
+        conn = _in_use(hg, "reports")
+        other, same = _Waiting(hg, "app"), _Waiting(hg, "reports")
+        hg.release(conn, hg.pools[0], reusable=True)
+        await _turn()
+        assert same.got == [conn] and other.got == []
+        assert [w.username for w in hg.waiters] == ["app"]
+
+    asyncio.run(main())
+
+
+def test_a_session_cancelled_after_the_hand_off_gives_the_connection_back_and_is_not_resumed() -> None:
+    async def main() -> None:
+        hg = _hostgroup()
+        conn = _in_use(hg)
+        waiting = _Waiting(hg)
+        hg.release(conn, hg.pools[0], reusable=True)  # handed over, the resume scheduled
+        waiting.driver.cancel()  # the session ends before its turn comes
+        assert hg.pools[0].idle == deque([conn]) and hg.pools[0].used == 0  # given back, idle for the next
+        await _turn()
+        assert waiting.got == [] and waiting.ended == []  # the scheduled resume found nothing parked
+        assert not hg.waiters
+
+    asyncio.run(main())
+
+
+def test_a_cancelled_parked_session_leaves_the_queue_and_the_next_release_keeps_the_connection_idle() -> None:
+    async def main() -> None:
+        hg = _hostgroup()
+        conn = _in_use(hg)
+        waiting = _Waiting(hg)
+        waiting.driver.cancel()
+        assert not hg.waiters
+        hg.release(conn, hg.pools[0], reusable=True)
+        assert hg.pools[0].idle == deque([conn])
+
+    asyncio.run(main())
+
+
+def test_the_timer_ends_a_parked_wait_with_none_and_keeps_only_live_waits_queued() -> None:
+    async def main() -> None:
+        hg = _hostgroup()
+        due, later = _Waiting(hg), _Waiting(hg)
+        hg.waiters[0].deadline = 0.0  # its time is up
+        hg._expire()
+        assert len(hg.waiters) == 1 and hg.waiters[0].driver is later.driver
+        await _turn()
+        assert due.got == [None] and later.got == []
 
     asyncio.run(main())
