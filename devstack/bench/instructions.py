@@ -17,6 +17,7 @@ import argparse
 import json
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -31,6 +32,7 @@ SERVER = ("127.0.0.1", 3306)
 SB_USER, SB_PASSWORD, SB_DB = "sbinstr", "sbinstr-pass", "sbinstr"
 TABLES, TABLE_SIZE = 2, 5000
 WARMUP_QUERIES = 400
+DRAIN_S = 1.0  # long enough for the proxy under callgrind to answer the queries in flight
 
 
 def _mysql_root(sql: str) -> None:
@@ -110,8 +112,9 @@ def count(queries: int, threads: int, ps_mode: str, workdir: Path) -> float:
 
 def _count_steady(pid: int, port: int, admin: int, threads: int, ps_mode: str, queries: int) -> int:
     """Count while about ``queries`` point selects run over ``threads`` connections already logged in (as in
-    ``make bench``, whose clients connect before its clock starts); the queries the proxy served meanwhile (its
-    Questions counter: read before counting starts and before it stops, so the two ends' lags offset)."""
+    ``make bench``, whose clients connect before its clock starts); the queries the proxy served meanwhile. sysbench
+    is stopped (SIGSTOP) while counting is switched on and off and the proxy's Questions counter is read, so neither
+    the switch's lag nor the admin request is in the count."""
     cmd = _sysbench_command(port, threads, ps_mode, "--time=3600", "--report-interval=1", "run")
     load = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -119,8 +122,7 @@ def _count_steady(pid: int, port: int, admin: int, threads: int, ps_mode: str, q
         lines = iter(load.stdout.readline, "")
         if not any(line.startswith("Threads started!") for line in lines):
             raise RuntimeError(f"sysbench ended before its threads started (exit {load.wait()})")
-        before = _questions(admin)
-        subprocess.run(["callgrind_control", "-i", "on", str(pid)], check=True, capture_output=True)
+        before = _paused(load, pid, admin, "on")
         reported = 0.0
         for line in lines:
             rate = re.search(r" qps: ([\d.]+)", line)
@@ -129,12 +131,31 @@ def _count_steady(pid: int, port: int, admin: int, threads: int, ps_mode: str, q
                 break
         else:
             raise RuntimeError(f"sysbench ended while counting (exit {load.wait()})")
-        after = _questions(admin)
-        subprocess.run(["callgrind_control", "-i", "off", str(pid)], check=True, capture_output=True)
+        after = _paused(load, pid, admin, "off")
     finally:
         load.kill()
         load.wait(60)
     return after - before
+
+
+def _paused(load: subprocess.Popen[str], pid: int, admin: int, counting: str) -> int:
+    """With sysbench stopped and its last queries answered, switch callgrind's counting to ``counting`` ("on" or
+    "off") and read the proxy's Questions counter while it is off; the counter's value."""
+    load.send_signal(signal.SIGSTOP)
+    try:
+        time.sleep(DRAIN_S)
+        if counting == "off":
+            _switch(pid, "off")
+        questions = _questions(admin)
+        if counting == "on":
+            _switch(pid, "on")
+    finally:
+        load.send_signal(signal.SIGCONT)
+    return questions
+
+
+def _switch(pid: int, state: str) -> None:
+    subprocess.run(["callgrind_control", "-i", state, str(pid)], check=True, capture_output=True)
 
 
 def _questions(admin: int) -> int:

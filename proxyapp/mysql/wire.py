@@ -32,6 +32,9 @@ from proxyapp.mysql.tls import TlsLayer
 
 FLUSH_AT: Final = 1 << 20
 PAUSE_READING_AT: Final = 8 << 20
+#: Bytes already read that a quiet wire may keep until its next wait for more (``quiet``): what ``compact`` keeps of
+#: a buffer's allocation anyway (``_bytes.c``'s KEEP), so keeping them holds no more memory.
+KEPT_READ: Final = 64 << 10
 # Plain ints: IntFlag arithmetic is slow on the per-packet path.
 _MORE_RESULTS: Final = 0x0008  # Status.MORE_RESULTS_EXISTS
 _CURSOR_EXISTS: Final = 0x0040  # Status.CURSOR_EXISTS
@@ -292,6 +295,12 @@ class Wire:
         if self.reading_paused:
             self.reading_paused = False
             self.transport.resume_reading()
+
+    def quiet(self) -> bool:
+        """Whether there is nothing to read and nothing to tidy: no unread byte, the peer still there, reading not
+        paused, and the bytes already read few enough to keep until the next wait for more drops them
+        (``want_more``)."""
+        return self.pos == len(self.buf) and self.closed is None and not self.reading_paused and self.mark <= KEPT_READ
 
     def unread(self) -> int:
         """Bytes that arrived and were not read yet (while a reader waits: the start of a packet not all in)."""

@@ -566,11 +566,13 @@ class PgSession:
 
     def _count(self, hostgroup: int, query: str, started: float, sent: int, affected: int) -> None:
         """Count a statement in the digest statistics (hostgroup -1: answered from the query cache)."""
-        elapsed_us = int((time.perf_counter() - started) * 1_000_000)
+        ended = time.perf_counter()
+        elapsed_us = int((ended - started) * 1_000_000)
         digest = compute_pg_digest(query)
         self.host.digests.record(
-            hostgroup, self.database, self.user, self.client_addr, digest.hash, digest.text, elapsed_us, sent, affected
-        )
+            hostgroup, self.database, self.user, self.client_addr, digest.hash, digest.text, elapsed_us, sent, affected,
+            ended,
+        )  # fmt: skip
 
     def _capture(self, caching: _Caching, kind: int, out: bytes, ended: Entry | None) -> None:
         """Keep the answer of the Query being cached as it passes; at its ReadyForQuery, store it in the query

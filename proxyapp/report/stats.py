@@ -14,9 +14,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any, Final, NamedTuple
 
-#: stats_mysql_query_digest's columns, in ProxySQL's order.
-#: The wall clock digests' first_seen and last_seen are read from (a Final name: one lookup at import, not per query).
+#: The wall clock digests' first_seen and last_seen are reported on (a Final name: one lookup at import).
 _WALL_CLOCK: Final = time.time
+#: What a digest entry's first and last seen are stamped with (``time.perf_counter``, which a query's duration is
+#: measured on already): the wall clock's time is worked out when the rows are read, not read per query.
+_STAMP_CLOCK: Final = time.perf_counter
+#: stats_mysql_query_digest's columns, in ProxySQL's order.
 DIGEST_COLUMNS = (
     "hostgroup",
     "schemaname",
@@ -73,10 +76,10 @@ class _DigestEntry:
         "sum_time",
     )
 
-    def __init__(self, digest_text: str, now: int, elapsed_us: int, rows_sent: int, rows_affected: int) -> None:
+    def __init__(self, digest_text: str, at: float, elapsed_us: int, rows_sent: int, rows_affected: int) -> None:
         self.digest_text = digest_text
         self.count_star = 1
-        self.first_seen = self.last_seen = now
+        self.first_seen = self.last_seen = at  # on ``_STAMP_CLOCK``
         self.sum_time = self.min_time = self.max_time = elapsed_us
         self.sum_rows_affected = rows_affected
         self.sum_rows_sent = rows_sent
@@ -116,18 +119,22 @@ class DigestStats:
         elapsed_us: int,
         rows_sent: int,
         rows_affected: int,
+        at: float | None = None,
     ) -> None:
-        """Count one executed query that took ``elapsed_us`` microseconds."""
+        """Count one executed query that took ``elapsed_us`` microseconds and ended ``at`` (``time.perf_counter``'s
+        time, which its duration was measured with; by default now)."""
+        if at is None:
+            at = _STAMP_CLOCK()
         key = (hostgroup, schemaname, username, client_addr, digest)
         entry = self._entries.get(key)
         if entry is None:
             if len(self._entries) >= self.max_entries:
                 self.overflow += 1
             else:
-                self._entries[key] = _DigestEntry(digest_text, int(_WALL_CLOCK()), elapsed_us, rows_sent, rows_affected)
+                self._entries[key] = _DigestEntry(digest_text, at, elapsed_us, rows_sent, rows_affected)
             return
         entry.count_star += 1
-        entry.last_seen = int(_WALL_CLOCK())
+        entry.last_seen = at
         entry.sum_time += elapsed_us
         if elapsed_us < entry.min_time:
             entry.min_time = elapsed_us
@@ -139,6 +146,7 @@ class DigestStats:
     def rows(self, limit: int | None = None, order_by: str = "sum_time") -> list[dict[str, Any]]:
         """The table as rows with ProxySQL's column names, ordered by ``order_by`` (largest first)."""
         schema_column = self.schema_column
+        to_wall = _WALL_CLOCK() - _STAMP_CLOCK()  # a stamp's time on the wall clock: the stamp plus this
         return order_digest_rows(
             (
                 {
@@ -149,8 +157,8 @@ class DigestStats:
                     "digest": digest,
                     "digest_text": e.digest_text,
                     "count_star": e.count_star,
-                    "first_seen": e.first_seen,
-                    "last_seen": e.last_seen,
+                    "first_seen": int(e.first_seen + to_wall),
+                    "last_seen": int(e.last_seen + to_wall),
                     "sum_time": e.sum_time,
                     "min_time": e.min_time,
                     "max_time": e.max_time,

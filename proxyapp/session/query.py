@@ -351,7 +351,8 @@ class QueryPipeline:
     def record(self, hostgroup: int, digest: Digest, started: float, rows: int, affected: int) -> int:
         """Count a statement in the digest statistics (and as slow, past ``mysql-long_query_time``); the µs it
         took."""
-        elapsed_us = int((PERF_COUNTER() - started) * 1_000_000)
+        ended = PERF_COUNTER()
+        elapsed_us = int((ended - started) * 1_000_000)
         services = self.services
         if elapsed_us > services.runtime.settings.long_query_time_ms * 1000:
             services.counters.Slow_queries += 1
@@ -366,6 +367,7 @@ class QueryPipeline:
                 elapsed_us,
                 rows,
                 affected,
+                ended,
             )
         return elapsed_us
 

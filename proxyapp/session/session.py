@@ -307,7 +307,8 @@ class Session:
         except BaseException as failed:  # ends the session in its task, as from a command loop
             self._end(failed)
             return
-        self._arrived()
+        if not self.wire.quiet():  # else nothing came meanwhile: the client's next bytes start its next command
+            self._arrived()
 
     def _end(self, failure: BaseException) -> None:
         """End the session with ``failure`` raised in its task (``run`` handles it)."""
