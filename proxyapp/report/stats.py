@@ -16,8 +16,8 @@ from typing import Any, Final, NamedTuple
 
 #: The wall clock digests' first_seen and last_seen are reported on (a Final name: one lookup at import).
 _WALL_CLOCK: Final = time.time
-#: What a digest entry's first and last seen are stamped with (``time.perf_counter``, which a query's duration is
-#: measured on already): the wall clock's time is worked out when the rows are read, not read per query.
+#: What a digest entry's last seen is stamped with (``time.perf_counter``, which a query's duration is measured on
+#: already): the wall clock's time is worked out when the rows are read, not read per query.
 _STAMP_CLOCK: Final = time.perf_counter
 #: stats_mysql_query_digest's columns, in ProxySQL's order.
 DIGEST_COLUMNS = (
@@ -79,7 +79,8 @@ class _DigestEntry:
     def __init__(self, digest_text: str, at: float, elapsed_us: int, rows_sent: int, rows_affected: int) -> None:
         self.digest_text = digest_text
         self.count_star = 1
-        self.first_seen = self.last_seen = at  # on ``_STAMP_CLOCK``
+        self.first_seen = int(_WALL_CLOCK())  # once per key: the wall clock's second, the same at every read
+        self.last_seen = at  # on ``_STAMP_CLOCK``, per query
         self.sum_time = self.min_time = self.max_time = elapsed_us
         self.sum_rows_affected = rows_affected
         self.sum_rows_sent = rows_sent
@@ -157,8 +158,8 @@ class DigestStats:
                     "digest": digest,
                     "digest_text": e.digest_text,
                     "count_star": e.count_star,
-                    "first_seen": int(e.first_seen + to_wall),
-                    "last_seen": int(e.last_seen + to_wall),
+                    "first_seen": e.first_seen,
+                    "last_seen": max(e.first_seen, int(e.last_seen + to_wall)),
                     "sum_time": e.sum_time,
                     "min_time": e.min_time,
                     "max_time": e.max_time,

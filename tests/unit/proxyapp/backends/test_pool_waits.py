@@ -8,7 +8,6 @@ driver parks on the driver instead of a future: those tests give the loop the on
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import Coroutine
 from typing import Any
 
@@ -173,7 +172,7 @@ def test_a_session_cancelled_after_the_hand_off_gives_the_connection_back_and_is
         waiting = _Waiting(hg)
         hg.release(conn, hg.pools[0], reusable=True)  # handed over, the resume scheduled
         waiting.driver.cancel()  # the session ends before its turn comes
-        assert hg.pools[0].idle == deque([conn]) and hg.pools[0].used == 0  # given back, idle for the next
+        assert hg.pools[0].idle == [conn] and hg.pools[0].used == 0  # given back, idle for the next
         await _turn()
         assert waiting.got == [] and waiting.ended == []  # the scheduled resume found nothing parked
         assert not hg.waiters
@@ -189,7 +188,7 @@ def test_a_cancelled_parked_session_leaves_the_queue_and_the_next_release_keeps_
         waiting.driver.cancel()
         assert not hg.waiters
         hg.release(conn, hg.pools[0], reusable=True)
-        assert hg.pools[0].idle == deque([conn])
+        assert hg.pools[0].idle == [conn]
 
     asyncio.run(main())
 
