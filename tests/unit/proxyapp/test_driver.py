@@ -18,6 +18,7 @@ from proxyapp.driver import RUNNING, Driver, PythonDirectWait, Send, python_send
 from proxyapp.mysql import wire as wire_module
 from proxyapp.mysql.wire import PeerClosed, Wire
 from tests.support.native import built
+from tests.support.transport import MemoryTransport
 
 
 def _c_send() -> types.ModuleType:
@@ -41,21 +42,8 @@ def send(kind: str, monkeypatch: pytest.MonkeyPatch) -> Send:
     return chosen
 
 
-class _Transport:
-    """Just enough of a transport for a wire that is only read from."""
-
-    def is_closing(self) -> bool:
-        return False
-
-    def write(self, data: bytes) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
-
-
 def _wire() -> Wire:
-    return Wire(_Transport())  # type: ignore[arg-type]
+    return Wire(MemoryTransport())  # type: ignore[arg-type]
 
 
 def _arrive(wire: Wire, data: bytes) -> None:

@@ -20,6 +20,7 @@ from proxyapp.mysql.backend import BackendConnection
 from proxyapp.mysql.handshake import ServerGreeting
 from proxyapp.mysql.wire import Wire
 from proxyapp.report.stats import GlobalCounters
+from tests.support.transport import MemoryTransport
 
 
 def _hostgroup() -> Hostgroup:
@@ -92,25 +93,12 @@ def test_a_cancelled_wait_leaves_the_queue() -> None:
     asyncio.run(main())
 
 
-class _Transport:
-    """Just enough of a transport for a connection that is never written to."""
-
-    def is_closing(self) -> bool:
-        return False
-
-    def write(self, data: bytes) -> None:
-        raise AssertionError("nothing is written to a connection waiting in a pool")
-
-    def close(self) -> None:
-        pass
-
-
 def _in_use(hg: Hostgroup, username: str = "app") -> BackendConnection:
     """A connection of ``username`` to a server of ``hg``, handed out (as ``release`` expects)."""
     if not hg.pools:
         hg.pools.append(ServerPool(MysqlServer(hostname="db", hostgroup_id=hg.id), hg))
     pool = hg.pools[0]
-    conn = BackendConnection(Wire(_Transport()), ServerGreeting("10.11.0", 7, b"s" * 20, 0, 45), username, None)  # type: ignore[arg-type]
+    conn = BackendConnection(Wire(MemoryTransport()), ServerGreeting("10.11.0", 7, b"s" * 20, 0, 45), username, None)  # type: ignore[arg-type]
     conn.pool = pool
     hg._mark_used(pool, conn)
     return conn

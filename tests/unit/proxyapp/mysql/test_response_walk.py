@@ -23,6 +23,7 @@ from proxyapp.mysql.constants import MAX_PACKET
 from proxyapp.mysql.packets import ProtocolError
 from proxyapp.mysql.wire import STATUS_UNKNOWN, Relay, Response, Wire, read_response
 from tests.support.native import built
+from tests.support.transport import MemoryTransport
 
 MORE = 0x0008
 CURSOR = 0x0040
@@ -33,22 +34,6 @@ AUTOCOMMIT = 0x0002
 def walk() -> ModuleType:
     """The built C walk."""
     return built("proxyapp.mysql._walk")
-
-
-class _Transport:
-    """A transport that keeps what is written to it."""
-
-    def __init__(self) -> None:
-        self.written = bytearray()
-
-    def is_closing(self) -> bool:
-        return False
-
-    def write(self, data: bytes) -> None:
-        self.written += data
-
-    def resume_reading(self) -> None:
-        pass
 
 
 class _Packets:
@@ -191,8 +176,8 @@ def _read(data: bytes, *, use_walk: bool, chunk: int | None, binary: bool, monke
             patch.setattr(wire, "WALK", None)
 
         async def go() -> Read:
-            backend = Wire(_Transport())  # type: ignore[arg-type]
-            client_transport = _Transport()
+            backend = Wire(MemoryTransport())  # type: ignore[arg-type]
+            client_transport = MemoryTransport()
             client = Wire(client_transport)  # type: ignore[arg-type]
             responses: list[Response] = []
             ends: list[BaseException | None] = []

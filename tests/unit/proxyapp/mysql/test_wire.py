@@ -6,6 +6,7 @@ import asyncio
 
 from proxyapp.mysql import backend, wire
 from proxyapp.mysql.constants import Status
+from tests.support.transport import MemoryTransport
 
 
 def test_the_hot_paths_status_constants_are_the_servers_flags() -> None:
@@ -16,26 +17,13 @@ def test_the_hot_paths_status_constants_are_the_servers_flags() -> None:
     assert backend._IN_TRANS == Status.IN_TRANS
 
 
-class _Transport:
-    """Just enough of a transport for a wire that is read from."""
-
-    def is_closing(self) -> bool:
-        return False
-
-    def write(self, data: bytes) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
-
-
 def test_a_wire_is_quiet_only_with_nothing_to_read_nothing_to_resume_and_little_read_data_held() -> None:
     """A session whose command ended looks at its client's wire again only when it is not quiet
     (``Session._command_done``): a quiet wire must hold no byte to serve, no end to notice, no paused reading to
     resume and no large read data to drop."""
 
     async def main() -> None:
-        w = wire.Wire(_Transport())  # type: ignore[arg-type]
+        w = wire.Wire(MemoryTransport())  # type: ignore[arg-type]
         assert w.quiet()
         w.buf += b"\x01\x00\x00\x00\x0e"  # a COM_PING, read
         w.pos = w.mark = len(w.buf)
