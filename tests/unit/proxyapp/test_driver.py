@@ -17,6 +17,7 @@ from proxyapp import driver as driver_module
 from proxyapp.driver import RUNNING, Driver, PythonDirectWait, Send, python_send
 from proxyapp.mysql import wire as wire_module
 from proxyapp.mysql.wire import PeerClosed, Wire
+from tests.support.loop import scheduled_so_far
 from tests.support.native import built
 from tests.support.transport import MemoryTransport
 
@@ -165,14 +166,14 @@ def test_a_parked_coroutine_resumes_on_the_next_turn_and_only_from_its_own_wait(
         assert driver.direct is first
         driver.unpark_soon(first)
         assert resumed == []  # not inside the caller
-        await asyncio.sleep(0)
+        await scheduled_so_far()
         assert resumed == [0] and driver.direct is parked[1]  # parked again, on a new wait
         driver.unpark_soon(first)  # a stale resume: the coroutine no longer waits on it
-        await asyncio.sleep(0)
+        await scheduled_so_far()
         assert resumed == [0] and driver.busy
         driver.unpark_soon(parked[1])
         driver.cancel()  # cancelled before its turn: the resume finds nothing parked
-        await asyncio.sleep(0)
+        await scheduled_so_far()
         assert resumed == [0] and not driver.busy and ends.told == []
 
     asyncio.run(main())

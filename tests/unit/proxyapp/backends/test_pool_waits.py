@@ -2,7 +2,8 @@
 
 Each wait is stepped by hand (``coro.send``), so a test neither gives the loop turns nor waits for a deadline to pass:
 a deadline is made due by setting it, and the timer's work is run by calling ``_expire``. A wait run by a session's
-driver parks on the driver instead of a future: those tests give the loop the one turn a hand-off takes.
+driver parks on the driver instead of a future: those tests wait for the loop to have run what was scheduled
+(``tests.support.loop.scheduled_so_far``), an event, not time.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from proxyapp.mysql.backend import BackendConnection
 from proxyapp.mysql.handshake import ServerGreeting
 from proxyapp.mysql.wire import Wire
 from proxyapp.report.stats import GlobalCounters
+from tests.support.loop import scheduled_so_far
 from tests.support.transport import MemoryTransport
 
 
@@ -117,12 +119,6 @@ class _Waiting:
         self.got.append(await hg._wait(username, None, 60.0))
 
 
-async def _turn() -> None:
-    """Let the loop run what was scheduled now (a hand-off resumes its session on the next turn)."""
-    await asyncio.sleep(0)
-    await asyncio.sleep(0)
-
-
 def test_a_parked_session_is_handed_the_released_connection_on_the_next_turn_without_a_future() -> None:
     async def main() -> None:
         hg = _hostgroup()
@@ -132,7 +128,7 @@ def test_a_parked_session_is_handed_the_released_connection_on_the_next_turn_wit
         assert hg.waiters[0].driver is first.driver and first.driver.direct is hg.waiters[0].wait
         hg.release(conn, hg.pools[0], reusable=True)
         assert len(hg.waiters) == 1 and first.got == []  # taken off the queue; resumed later, not inside release
-        await _turn()
+        await scheduled_so_far()
         assert first.got == [conn] and first.ended == [None]  # the longest wait first
         assert second.got == [] and len(hg.waiters) == 1
         assert hg.pools[0].used == 1 and not hg.pools[0].idle  # handed over: still in use, never idle
@@ -146,7 +142,7 @@ def test_a_released_connection_goes_to_the_first_waiter_of_its_user() -> None:
         conn = _in_use(hg, "reports")
         other, same = _Waiting(hg, "app"), _Waiting(hg, "reports")
         hg.release(conn, hg.pools[0], reusable=True)
-        await _turn()
+        await scheduled_so_far()
         assert same.got == [conn] and other.got == []
         assert [w.username for w in hg.waiters] == ["app"]
 
@@ -161,7 +157,7 @@ def test_a_session_cancelled_after_the_hand_off_gives_the_connection_back_and_is
         hg.release(conn, hg.pools[0], reusable=True)  # handed over, the resume scheduled
         waiting.driver.cancel()  # the session ends before its turn comes
         assert hg.pools[0].idle == [conn] and hg.pools[0].used == 0  # given back, idle for the next
-        await _turn()
+        await scheduled_so_far()
         assert waiting.got == [] and waiting.ended == []  # the scheduled resume found nothing parked
         assert not hg.waiters
 
@@ -188,7 +184,7 @@ def test_the_timer_ends_a_parked_wait_with_none_and_keeps_only_live_waits_queued
         hg.waiters[0].deadline = 0.0  # its time is up
         hg._expire()
         assert len(hg.waiters) == 1 and hg.waiters[0].driver is later.driver
-        await _turn()
+        await scheduled_so_far()
         assert due.got == [None] and later.got == []
 
     asyncio.run(main())
