@@ -85,6 +85,7 @@ EXTENSIONS = (
     ("proxyapp.forward._splice", "proxyapp/forward/_splice.c"),
     ("proxyapp.mysql._walk", "proxyapp/mysql/_walk.c"),
     ("proxyapp.mysql._bytes", "proxyapp/mysql/_bytes.c"),
+    ("proxyapp.mysql._sendnow", "proxyapp/mysql/_sendnow.c"),
     ("proxyapp._send", "proxyapp/_send.c"),
     ("proxyapp.sql._shape", "proxyapp/sql/_shape.c"),
 )

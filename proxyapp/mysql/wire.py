@@ -52,6 +52,18 @@ COMPACT: Final = _BYTE_WORK[1]
 HEADER: Final = _BYTE_WORK[2]
 
 
+def _load_send_now() -> Callable[[int, bytes], int] | None:
+    try:
+        from proxyapp.mysql import _sendnow
+    except ImportError:  # not built (``make build``), or PROXYFLEET_NATIVE=0: every write goes through the transport
+        return None
+    return _sendnow.send_now
+
+
+#: Sends bytes straight to a socket without blocking and says how many the kernel took (``_sendnow.c``), when built.
+SEND_NOW: Final = _load_send_now()
+
+
 @mypyc_attr(native_class=False)  # mypyc cannot compile a subclass of a built-in exception other than Exception
 class PeerClosed(ConnectionError):
     """The peer closed the connection (or it broke) before a whole packet arrived."""
@@ -88,7 +100,9 @@ class WireProtocol(asyncio.Protocol):
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             keep_alive(sock)
-        self.wire = Wire(transport)  # type: ignore[arg-type]  # uvloop's transports are not asyncio.Transport
+        wire = self.wire = Wire(transport)  # type: ignore[arg-type]  # uvloop's transports are not asyncio.Transport
+        if sock is not None and SEND_NOW is not None:
+            wire.fd = sock.fileno()
 
     def data_received(self, data: bytes) -> None:
         """Append to the buffer and wake the reader."""
@@ -105,7 +119,7 @@ class WireProtocol(asyncio.Protocol):
                 return
             answer = tls.pending()
             if answer:
-                wire.transport.write(answer)
+                wire.put(answer)
             if not data:
                 return
         if wire.compression is not None:
@@ -169,6 +183,8 @@ class Wire:
         "compression",
         "direct",
         "drain_waiter",
+        "fd",
+        "held",
         "loop",
         "mark",
         "max_packet",
@@ -188,6 +204,8 @@ class Wire:
     def __init__(self, transport: asyncio.Transport, max_packet: int = 1 << 30) -> None:
         self.transport = transport
         self.write_out = transport.write  # kept bound: a call through it looks no method up
+        self.fd = -1  # the socket ``put`` sends to directly (``SEND_NOW``); -1: every write goes through the transport
+        self.held = False  # the transport was handed bytes: it may still hold some, which go out before any more
         # Kept: asyncio.get_running_loop() makes a getpid() system call each time (its fork check).
         self.loop = asyncio.get_running_loop()
         self.buf = bytearray()
@@ -231,7 +249,9 @@ class Wire:
             self.pos = self.mark = len(self.buf)
             done, out = layer.handshake(received)
             if out:
-                self.transport.write(out)
+                if self.transport.is_closing():
+                    raise PeerClosed(self.closed or "connection closed")
+                self.put(out)
             if done:
                 break
             await self._fill()
@@ -391,6 +411,26 @@ class Wire:
         tls = self.tls
         if tls is not None:
             raw = tls.wrap(raw)
+        self.put(raw)
+
+    def put(self, raw: bytes) -> None:
+        """Hand bytes ready for the socket (framed, compressed, encrypted) to it, on an open transport: straight to the
+        socket while the transport holds none back, else (and whatever the kernel did not take) to the transport,
+        which keeps them in order behind what it holds, flow-controls and reports a broken connection."""
+        fd = self.fd
+        if fd >= 0:
+            if self.held:
+                if self.transport.get_write_buffer_size():
+                    self.write_out(raw)
+                    return
+                self.held = False
+            assert SEND_NOW is not None
+            sent = SEND_NOW(fd, raw)
+            if sent == len(raw):
+                return
+            if sent:
+                raw = raw[sent:]
+            self.held = True
         self.write_out(raw)
 
     async def drain(self) -> None:

@@ -1,0 +1,144 @@
+"""A wire's writes straight to its socket (``Wire.put``, ``_sendnow.send_now``).
+
+While the transport holds nothing back, a write goes to the socket directly; what the kernel does not take, and every
+write after it until the transport has drained, goes to the transport. The peer must read every byte, in the order
+written, on uvloop's transports and on asyncio's own; a wire without a socket (``fd`` -1) writes through the transport
+only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Callable
+from types import ModuleType
+
+import pytest
+import uvloop
+
+from proxyapp.mysql import wire as wire_module
+from proxyapp.mysql.wire import PeerClosed, Wire, WireProtocol
+from tests.support.native import built
+
+LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
+    "uvloop": uvloop.new_event_loop,
+    "asyncio": asyncio.new_event_loop,
+}
+
+
+@pytest.fixture(scope="module")
+def sendnow() -> ModuleType:
+    """The built direct send."""
+    return built("proxyapp.mysql._sendnow")
+
+
+def test_send_now_reports_what_the_kernel_took(sendnow: ModuleType) -> None:
+    a, b = socket.socketpair()
+    try:
+        assert sendnow.send_now(a.fileno(), b"hello") == 5
+        assert b.recv(16) == b"hello"
+        a.setblocking(False)
+        taken = 0
+        while (sent := sendnow.send_now(a.fileno(), b"x" * 65536)) > 0:  # until the kernel's buffer is full
+            taken += sent
+        assert sent == 0 and taken > 0  # would block: nothing taken, no exception
+        assert sendnow.send_now(a.fileno(), bytearray(b"not bytes")) == 0  # the transport takes anything else
+    finally:
+        a.close()
+        b.close()
+    assert sendnow.send_now(a.fileno(), b"closed") == 0  # a failed send: the transport meets and reports it
+
+
+def _run(loop_name: str, body: Callable[[Wire, socket.socket], object]) -> None:
+    """Run ``body(wire, peer)`` on a wire over one end of a socket pair, in a loop of ``loop_name``."""
+    loop = LOOPS[loop_name]()
+    ours, peer = socket.socketpair()
+    peer.setblocking(False)
+
+    async def main() -> None:
+        transport, protocol = await loop.create_connection(WireProtocol, sock=ours)
+        assert isinstance(protocol, WireProtocol) and protocol.wire is not None
+        try:
+            await body(protocol.wire, peer)  # type: ignore[misc]
+        finally:
+            transport.close()
+
+    try:
+        loop.run_until_complete(main())
+    finally:
+        peer.close()
+        loop.close()
+
+
+async def _read_all(peer: socket.socket, count: int) -> bytes:
+    """Read ``count`` bytes from ``peer`` (the loop runs while it waits)."""
+    loop = asyncio.get_running_loop()
+    got = bytearray()
+    while len(got) < count:
+        chunk = await loop.sock_recv(peer, count - len(got))
+        assert chunk, "the peer's connection ended early"
+        got += chunk
+    return bytes(got)
+
+
+@pytest.mark.parametrize("loop_name", LOOPS)
+def test_writes_go_straight_to_the_socket_while_nothing_is_held(loop_name: str, sendnow: ModuleType) -> None:
+    async def body(wire: Wire, peer: socket.socket) -> None:
+        assert wire.fd >= 0
+        written = []
+        for i in range(50):
+            data = f"packet {i};".encode()
+            wire.write(data)
+            written.append(data)
+        assert not wire.held and wire.transport.get_write_buffer_size() == 0  # none of it passed through the transport
+        assert wire.bytes_out == sum(map(len, written))
+        assert await _read_all(peer, wire.bytes_out) == b"".join(written)
+
+    _run(loop_name, body)
+
+
+@pytest.mark.parametrize("loop_name", LOOPS)
+def test_what_the_kernel_does_not_take_keeps_its_order(loop_name: str, sendnow: ModuleType) -> None:
+    async def body(wire: Wire, peer: socket.socket) -> None:
+        written = bytearray()
+        i = 0
+        while not wire.held:  # until a write did not fit the kernel's buffer: its rest went to the transport
+            data = bytes([65 + i % 26]) * 65536
+            wire.write(data)
+            written += data
+            i += 1
+        assert wire.transport.get_write_buffer_size() > 0
+        for j in range(20):  # these queue behind what the transport holds
+            data = f"after {j};".encode()
+            wire.write(data)
+            written += data
+        assert wire.held
+        assert await _read_all(peer, len(written)) == bytes(written)
+        for _ in range(100):  # the transport writes the last of it on a later turn of the loop
+            if wire.transport.get_write_buffer_size() == 0:
+                break
+            await asyncio.sleep(0)
+        assert wire.transport.get_write_buffer_size() == 0
+        wire.write(b"direct again")  # drained: the next write goes straight to the socket
+        assert not wire.held
+        assert await _read_all(peer, 12) == b"direct again"
+
+    _run(loop_name, body)
+
+
+@pytest.mark.parametrize("loop_name", LOOPS)
+def test_a_wire_without_its_socket_writes_through_the_transport(loop_name: str) -> None:
+    async def body(wire: Wire, peer: socket.socket) -> None:
+        wire.fd = -1  # as when ``_sendnow`` is not built
+        wire.write(b"through the transport")
+        assert not wire.held
+        assert await _read_all(peer, 21) == b"through the transport"
+        wire.transport.close()
+        with pytest.raises(PeerClosed):
+            wire.write(b"late")
+
+    _run(loop_name, body)
+
+
+def test_the_wire_sends_directly_when_built(sendnow: ModuleType) -> None:
+    assert wire_module.SEND_NOW is sendnow.send_now
