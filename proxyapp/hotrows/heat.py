@@ -20,6 +20,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
 from proxyapp.config.rulecompile import QUEUE_CHARS
 from proxyapp.hotrows.service import HotRowSettings
 from proxyapp.sharding.plan import table_names
@@ -70,6 +72,7 @@ class _Heat:
         return [k for k, _ in sorted(self.keys.items(), key=lambda kv: -kv[1])[:5]]
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # a worker's map forwards its marks (``broker.ForwardedHeat``)
 class HeatMap:
     """The marks of hot rows by table column, the proposals they led to, and the queues applied from them."""
 

@@ -477,6 +477,13 @@ class Relay:
         self.parts: list[bytes] = []
         self.written = 0
 
+    def start(self, capture: bool) -> None:
+        """Begin relaying another response: nothing written yet, a copy kept when ``capture``."""
+        self.capture = capture
+        self.written = 0
+        if self.parts:
+            self.parts = []
+
     def write(self, raw: bytes) -> None:
         """Relay ``raw`` to the client (and keep a copy when capturing)."""
         if self.capture:

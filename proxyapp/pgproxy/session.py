@@ -50,7 +50,7 @@ from proxyapp.pgsql.auth import ServerSecret
 from proxyapp.pgsql.backend import send_cancel
 from proxyapp.pgsql.messages import CONNECTION_FAILURE, QUERY_CANCELED, error_response, message, ready_for_query
 from proxyapp.pgsql.wire import PeerGone, PgWire, ProtocolViolation
-from proxyapp.report.stats import DigestStats
+from proxyapp.report.stats import DigestMemo, DigestStats
 from proxyapp.rules.cache import QueryCache
 from proxyapp.sql.digest import compute_pg_digest
 
@@ -149,6 +149,7 @@ class PgSession:
         self.unsynced = False
         self.pinned: str | None = None
         self.last_tag = b""  # the latest CommandComplete's tag
+        self.digest_memo = DigestMemo()  # its entries in the digest statistics (``DigestStats.record``)
         self.caching: _Caching | None = None  # the simple Query whose answer goes to the query cache
         self.unnamed_timeout = 0  # the unnamed statement's rule timeout (ms; 0: the default)
         self.timer: asyncio.TimerHandle | None = None  # the running statement's timeout
@@ -571,7 +572,7 @@ class PgSession:
         digest = compute_pg_digest(query)
         self.host.digests.record(
             hostgroup, self.database, self.user, self.client_addr, digest.hash, digest.text, elapsed_us, sent, affected,
-            ended,
+            ended, self.digest_memo,
         )  # fmt: skip
 
     def _capture(self, caching: _Caching, kind: int, out: bytes, ended: Entry | None) -> None:

@@ -61,13 +61,18 @@ def order_digest_rows(
     return heapq.nlargest(limit, rows, key=lambda row: row[order_by])
 
 
+#: The most entries a ``DigestMemo`` keeps before it starts again.
+_MEMO_SIZE: Final = 64
+
+
 class _DigestEntry:
-    """The aggregate of one digest key (everything but the key columns)."""
+    """The aggregate of one digest key (everything but the key columns, and its hostgroup)."""
 
     __slots__ = (
         "count_star",
         "digest_text",
         "first_seen",
+        "hostgroup",
         "last_seen",
         "max_time",
         "min_time",
@@ -76,7 +81,10 @@ class _DigestEntry:
         "sum_time",
     )
 
-    def __init__(self, digest_text: str, at: float, elapsed_us: int, rows_sent: int, rows_affected: int) -> None:
+    def __init__(
+        self, hostgroup: int, digest_text: str, at: float, elapsed_us: int, rows_sent: int, rows_affected: int
+    ) -> None:
+        self.hostgroup = hostgroup  # of its key: a ``DigestMemo`` finds the entry by its digest alone
         self.digest_text = digest_text
         self.count_star = 1
         self.first_seen = int(_WALL_CLOCK())  # once per key: the wall clock's second, the same at every read
@@ -84,6 +92,21 @@ class _DigestEntry:
         self.sum_time = self.min_time = self.max_time = elapsed_us
         self.sum_rows_affected = rows_affected
         self.sum_rows_sent = rows_sent
+
+
+class DigestMemo:
+    """One session's digest entries by digest (``DigestStats.record``'s ``memo``): a session repeating its statements
+    finds their entries without hashing the five-part key. They hold for one schema, user and client address, and
+    while the table's ``generation`` is the one they were taken in."""
+
+    __slots__ = ("client_addr", "entries", "generation", "schemaname", "username")
+
+    def __init__(self) -> None:
+        self.generation = -1  # no table's: the first record fills it
+        self.schemaname = ""
+        self.username = ""
+        self.client_addr = ""
+        self.entries: dict[str, _DigestEntry] = {}
 
 
 class DigestStats:
@@ -96,7 +119,7 @@ class DigestStats:
     (``PGSQL_DIGEST_COLUMNS``), the database being what ``record`` is given as ``schemaname``.
     """
 
-    __slots__ = ("_entries", "max_entries", "overflow", "schema_column")
+    __slots__ = ("_entries", "generation", "max_entries", "overflow", "schema_column")
 
     def __init__(self, max_entries: int = 10000, schema_column: str = "schemaname") -> None:
         if max_entries < 1:
@@ -108,6 +131,8 @@ class DigestStats:
         #: Queries not recorded because the table was full (since creation or the last reset).
         self.overflow = 0
         self._entries: dict[tuple[int, str, str, str, str], _DigestEntry] = {}
+        #: Counts the times the table was emptied: a ``DigestMemo`` of an earlier generation names a dropped entry.
+        self.generation = 0
 
     def record(
         self,
@@ -121,19 +146,44 @@ class DigestStats:
         rows_sent: int,
         rows_affected: int,
         at: float | None = None,
+        memo: DigestMemo | None = None,
     ) -> None:
         """Count one executed query that took ``elapsed_us`` microseconds and ended ``at`` (``time.perf_counter``'s
-        time, which its duration was measured with; by default now)."""
+        time, which its duration was measured with; by default now). ``memo``: the caller's entries by digest, used
+        and kept up to date."""
         if at is None:
             at = _STAMP_CLOCK()
-        key = (hostgroup, schemaname, username, client_addr, digest)
-        entry = self._entries.get(key)
+        entry: _DigestEntry | None = None
+        if memo is not None:
+            if (
+                memo.generation != self.generation
+                or memo.schemaname != schemaname
+                or memo.username != username
+                or memo.client_addr != client_addr
+                or len(memo.entries) >= _MEMO_SIZE
+            ):
+                memo.entries.clear()
+                memo.generation = self.generation
+                memo.schemaname = schemaname
+                memo.username = username
+                memo.client_addr = client_addr
+            entry = memo.entries.get(digest)
+            if entry is not None and entry.hostgroup != hostgroup:
+                entry = None
         if entry is None:
-            if len(self._entries) >= self.max_entries:
-                self.overflow += 1
-            else:
-                self._entries[key] = _DigestEntry(digest_text, at, elapsed_us, rows_sent, rows_affected)
-            return
+            key = (hostgroup, schemaname, username, client_addr, digest)
+            entry = self._entries.get(key)
+            if entry is None:
+                if len(self._entries) >= self.max_entries:
+                    self.overflow += 1
+                    return
+                entry = _DigestEntry(hostgroup, digest_text, at, elapsed_us, rows_sent, rows_affected)
+                self._entries[key] = entry
+                if memo is not None:
+                    memo.entries[digest] = entry
+                return  # the new entry counts this query
+            if memo is not None:
+                memo.entries[digest] = entry
         entry.count_star += 1
         entry.last_seen = at
         entry.sum_time += elapsed_us
@@ -176,6 +226,7 @@ class DigestStats:
         """The rows, then empty the table (like reading stats_mysql_query_digest_reset)."""
         rows = self.rows()
         self._entries.clear()
+        self.generation += 1
         self.overflow = 0
         return rows
 

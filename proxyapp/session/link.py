@@ -52,6 +52,7 @@ class BackendLink:
         # A BEGIN held back until the transaction's first statement shows which shard it belongs on (``defer``).
         self.opening: bytes | None = None
         self.opening_hostgroup = 0  # where the held-back BEGIN would have run
+        self.relay = Relay(client.wire)  # what relays each response to the client (``Relay.start`` per command)
 
     def situation(self) -> Situation:
         """The session's situation as routing sees it."""
@@ -116,7 +117,8 @@ class BackendLink:
                 return None
             pool = conn.pool
             assert isinstance(pool, ServerPool)
-            relay = Relay(self.client.wire, cache_key is not None)
+            relay = self.relay
+            relay.start(cache_key is not None)
             timer = None
             if timeout_ms < NO_TIMEOUT_MS:
                 timer = self.client.wire.loop.call_later(timeout_ms / 1000, self.on_query_timeout, conn)

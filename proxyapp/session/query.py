@@ -14,8 +14,9 @@ from proxyapp.clock import PERF_COUNTER
 from proxyapp.mysql.backend import BackendConnection
 from proxyapp.mysql.constants import ErrorCode, FieldType
 from proxyapp.mysql.resultset import result_set
-from proxyapp.mysql.wire import Relay, Response, Wire, read_response
+from proxyapp.mysql.wire import InfileRelay, Relay, Response, Wire, read_response
 from proxyapp.report.eventslog import query_event
+from proxyapp.report.stats import DigestMemo
 from proxyapp.rules.engine import QueryContext, RuleOutcome
 from proxyapp.session.client import Client, server_status
 from proxyapp.session.events import QueryDone
@@ -54,6 +55,9 @@ class QueryPipeline:
         self.link = link
         self.session_id = session_id
         self.flag_in = 0  # the rules' flagIN for the next statement (a rule's next_query_flagIN sets it)
+        self.digest_memo = DigestMemo()  # its entries in the digest statistics (``DigestStats.record``)
+        #: ``_relay_infile`` bound once: binding a compiled method as a value is a generic attribute lookup per query.
+        self.relay_infile: InfileRelay = self._relay_infile
         self.followed = False  # the listener hears every command of this session (it said so)
         self.scattering: Scatter | None = None  # runs statements over several shards, made on first use
         self.spanning = SpanningTransactions(services, client, state, link)  # a transaction over shards
@@ -93,8 +97,9 @@ class QueryPipeline:
         delay = outcome.delay if outcome.delay is not None else rt.settings.default_query_delay_ms
         if delay:
             await asyncio.sleep(delay / 1000)
-        if Pin.WARNINGS in self.state.pins and not sql.lstrip().upper().startswith(_WARNING_QUERIES):
-            self.state.pins.discard(Pin.WARNINGS)
+        pins = self.state.pins
+        if pins and Pin.WARNINGS in pins and not sql.lstrip().upper().startswith(_WARNING_QUERIES):
+            pins.discard(Pin.WARNINGS)
             await link.maybe_release()
         first = statements[0]
         if first.keyword == "KILL" and len(statements) == 1:
@@ -180,7 +185,7 @@ class QueryPipeline:
                     on_shard = rewrite(sql, shard)
                     physical = default_schema(shard, self.state.schema)
                 self.record_sharded(digest, 1)
-        relay_infile = self._relay_infile
+        relay_infile = self.relay_infile
         sent = payload if on_shard is None else b"\x03" + on_shard.encode("utf-8", "surrogateescape")
 
         def run(conn: BackendConnection, relay: Relay) -> Awaitable[Response]:
@@ -368,6 +373,7 @@ class QueryPipeline:
                 rows,
                 affected,
                 ended,
+                self.digest_memo,
             )
         return elapsed_us
 

@@ -4,7 +4,8 @@
  * character that makes the text not simple (a quote, a comment or sign character, a backslash); one that glues to a
  * number that follows it ('$', '?'); '.'; 'e' or 'E'; another word character; anything else. A bare number is a run of
  * digits, with an optional fraction, that does not follow a word character, '.', '$' or '?' and is not followed by a
- * word character or '.'. The Python function stays the reference, and reads every text that is not ASCII.
+ * word character or '.'. The Python function stays the reference, and reads every text that is not ASCII (``shape`` calls it, the
+ * ``other`` it is given, for those).
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -49,17 +50,15 @@ static Py_ssize_t digits_end(const unsigned char *s, Py_ssize_t i, Py_ssize_t n)
 static PyObject *shape(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (nargs != 2 || !PyUnicode_Check(args[0]) || !PyUnicode_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "shape(sql, literal) takes two str");
+    if (nargs != 3 || !PyUnicode_Check(args[0]) || !PyUnicode_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "shape(sql, literal, other) takes two str and a callable");
         return NULL;
     }
     PyObject *sql = args[0], *literal = args[1];
     if (PyUnicode_READY(sql) < 0 || PyUnicode_READY(literal) < 0)
         return NULL;
-    if (!PyUnicode_IS_ASCII(sql) || !PyUnicode_IS_ASCII(literal)) {
-        PyErr_SetString(PyExc_ValueError, "shape reads ASCII texts only");
-        return NULL;
-    }
+    if (!PyUnicode_IS_ASCII(sql) || !PyUnicode_IS_ASCII(literal))  /* the Python rules read every other text */
+        return PyObject_Vectorcall(args[2], args, 2, NULL);
     const unsigned char *s = PyUnicode_1BYTE_DATA(sql);
     const Py_ssize_t n = PyUnicode_GET_LENGTH(sql);
     const unsigned char *lit = PyUnicode_1BYTE_DATA(literal);
@@ -137,7 +136,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"shape", (PyCFunction)(void (*)(void))shape, METH_FASTCALL,
-     "shape(sql, literal): ``simple_shape`` of an ASCII ``sql``: its bare numbers replaced by ``literal``, or None."},
+     "shape(sql, literal, other): ``simple_shape`` of ``sql``: its bare numbers replaced by ``literal``, or None; "
+     "``other(sql, literal)`` when either is not ASCII."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,5 +1,7 @@
 """A query's shape in C (``_shape.c``)."""
 
-def shape(sql: str, literal: str, /) -> str | None:
-    """``simple_shape`` of an ASCII ``sql`` (ValueError for any other): its bare numbers replaced by ``literal``
-    (ASCII too), or None when it holds more than bare numbers."""
+from collections.abc import Callable
+
+def shape(sql: str, literal: str, other: Callable[[str, str], str | None], /) -> str | None:
+    """``simple_shape`` of ``sql``: its bare numbers replaced by ``literal``, or None when it holds more than bare
+    numbers; ``other(sql, literal)`` (the Python rules) when either text is not ASCII."""

@@ -103,7 +103,7 @@ def _class_of(c: str) -> int:
 _ASCII_CLASSES: Final = bytes(_class_of(chr(c)) if c < 128 else _C_OTHER for c in range(256))
 
 
-def _load_shape() -> Callable[[str, str], str | None] | None:
+def _load_shape() -> Callable[[str, str, Callable[[str, str], str | None]], str | None] | None:
     try:
         from proxyapp.sql import _shape
     except ImportError:  # not built (``make build``), or PROXYFLEET_NATIVE=0: ``python_shape`` reads every text
@@ -111,16 +111,17 @@ def _load_shape() -> Callable[[str, str], str | None] | None:
     return _shape.shape
 
 
-#: ``python_shape`` in C for ASCII texts (``_shape``), when it is built.
-SHAPE = _load_shape()
+#: ``python_shape`` in C for ASCII texts (``_shape``), when it is built; it calls the function it is given for others.
+SHAPE: Final = _load_shape()
 
 
 def simple_shape(sql: str, literal: str = "?") -> str | None:
     """``sql`` with each bare number literal replaced by ``literal``, when bare numbers are its only literals; else
-    None (``python_shape``'s rules; an ASCII text is read by the C shape when it is built)."""
+    None (``python_shape``'s rules; an ASCII text is read by the C shape when it is built, which hands any other to
+    ``python_shape``)."""
     shape = SHAPE
-    if shape is not None and sql.isascii():
-        return shape(sql, literal)
+    if shape is not None:
+        return shape(sql, literal, _PYTHON_SHAPE)
     return python_shape(sql, literal)
 
 
@@ -165,6 +166,10 @@ def python_shape(sql: str, literal: str = "?") -> str | None:
         return sql
     parts.append(sql[copied:])
     return "".join(parts)
+
+
+#: ``python_shape`` as the C shape is handed it (a Final name: no module lookup per query).
+_PYTHON_SHAPE: Final = python_shape
 
 
 def _digits_end(kinds: bytes, i: int, n: int) -> int:

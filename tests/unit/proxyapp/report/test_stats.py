@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import time
 from dataclasses import fields
 
@@ -13,6 +14,7 @@ from proxyapp.report.stats import (
     DIGEST_COLUMNS,
     DIGEST_ORDER_COLUMNS,
     PGSQL_DIGEST_COLUMNS,
+    DigestMemo,
     DigestStats,
     GlobalCounters,
 )
@@ -195,6 +197,64 @@ def test_every_order_column_is_accepted_and_others_refused() -> None:
         stats.rows(order_by="digest_text")
     with pytest.raises(ValueError, match="limit"):
         stats.rows(limit=-1)
+
+
+def _without_times(rows: list[dict]) -> list[dict]:
+    """Rows without their time stamps, in a stable order."""
+    return sorted(
+        ({k: v for k, v in row.items() if k not in ("first_seen", "last_seen")} for row in rows),
+        key=lambda row: (row["hostgroup"], row["schemaname"], row["username"], row["client_address"], row["digest"]),
+    )
+
+
+def test_a_memo_counts_the_same_as_the_key_lookup() -> None:
+    """Random queries from three sessions, each with its memo, over keys that change in every column, with resets
+    and a table that fills: every row and the overflow as a table recorded without memos has them."""
+    rng = random.Random(7)
+    plain, memoed = DigestStats(max_entries=12), DigestStats(max_entries=12)
+    memos = [DigestMemo() for _ in range(3)]
+    counted = 0
+    for step in range(5000):
+        if rng.random() < 0.01:
+            rows = _without_times(memoed.reset())
+            assert _without_times(plain.reset()) == rows
+            counted += sum(row["count_star"] for row in rows)
+        session = rng.randrange(3)
+        key = (
+            rng.choice((10, 20)),
+            rng.choice(("shop", "shop", "shop", "")),
+            f"user{session}" if rng.random() < 0.9 else "other",
+            f"10.0.0.{session}",
+            f"0x{rng.choice((1, 1, 1, 2, 3, 4)):016X}",
+        )
+        elapsed, sent, affected = rng.randrange(1, 1000), rng.randrange(3), rng.randrange(3)
+        plain.record(*key, f"text of {key[4]}", elapsed, sent, affected, float(step))
+        memoed.record(*key, f"text of {key[4]}", elapsed, sent, affected, float(step), memos[session])
+    assert plain.overflow == memoed.overflow > 0
+    assert _without_times(plain.rows()) == _without_times(memoed.rows())
+    assert counted > 1000
+
+
+def test_a_memo_from_before_a_reset_is_not_used() -> None:
+    stats, memo = DigestStats(), DigestMemo()
+    stats.record(*KEY, "text", 100, 1, 0, None, memo)
+    assert list(memo.entries) == [KEY[4]] and memo.generation == stats.generation
+    stats.reset()
+    stats.record(*KEY, "text", 200, 1, 0, None, memo)  # the memo's entry was dropped: a new one counts it
+    (row,) = stats.rows()
+    assert row["count_star"] == 1 and row["sum_time"] == 200
+
+
+def test_a_memo_tells_hostgroups_apart_and_starts_again_when_full() -> None:
+    stats, memo = DigestStats(), DigestMemo()
+    for hostgroup in (10, 20, 10, 20, 20):  # one digest, routed to two hostgroups
+        record_in = (hostgroup, *KEY[1:])
+        stats.record(*record_in, "text", 100, 1, 0, None, memo)
+    assert [(row["hostgroup"], row["count_star"]) for row in stats.rows(order_by="count_star")] == [(20, 3), (10, 2)]
+    for n in range(200):  # more digests than a memo keeps: it starts again, and every query is still counted
+        stats.record(*key_with(f"0x{n % 100:X}"), "text", 1, 0, 0, None, memo)
+    assert len(memo.entries) <= 64
+    assert sum(row["count_star"] for row in stats.rows()) == 205
 
 
 def test_reset_returns_the_rows_then_clears() -> None:

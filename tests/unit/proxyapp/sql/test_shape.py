@@ -30,7 +30,7 @@ def test_random_texts_shape_the_same_in_c_and_python(shape: ModuleType) -> None:
         text = "".join(rng.choice(ALPHABET) for _ in range(rng.randint(0, 40)))
         for literal in ("?", "0"):
             expected = python_shape(text, literal)
-            assert shape.shape(text, literal) == expected, repr(text)
+            assert shape.shape(text, literal, python_shape) == expected, repr(text)
             replaced += expected is not None and expected != text
             refused += expected is None
     assert replaced > 1000 and refused > 1000
@@ -38,20 +38,22 @@ def test_random_texts_shape_the_same_in_c_and_python(shape: ModuleType) -> None:
 
 def test_sysbench_queries_and_long_texts(shape: ModuleType) -> None:
     point = "SELECT c FROM sbtest1 WHERE id=4242"
-    assert shape.shape(point, "?") == "SELECT c FROM sbtest1 WHERE id=?"
+    assert shape.shape(point, "?", python_shape) == "SELECT c FROM sbtest1 WHERE id=?"
     many = "SELECT * FROM t WHERE id IN (" + ",".join(str(i) for i in range(500)) + ")"  # more than 64 numbers
-    assert shape.shape(many, "?") == python_shape(many, "?")
-    assert shape.shape("SELECT 1", "?") == "SELECT ?"
+    assert shape.shape(many, "?", python_shape) == python_shape(many, "?")
+    assert shape.shape("SELECT 1", "?", python_shape) == "SELECT ?"
     same = "SELECT a FROM t"
-    assert shape.shape(same, "?") is same  # nothing replaced: the text itself, no copy
-    assert shape.shape("", "?") == ""
+    assert shape.shape(same, "?", python_shape) is same  # nothing replaced: the text itself, no copy
+    assert shape.shape("", "?", python_shape) == ""
 
 
 def test_simple_shape_takes_the_c_path_for_ascii_only(shape: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Texts that are not ASCII go to the Python rules (the C shape refuses them)."""
+    """Texts that are not ASCII go to the Python rules (the C shape hands them to the function it is given)."""
     assert digest.SHAPE is shape.shape
-    with pytest.raises(ValueError):
-        shape.shape("SELECT 'é', 1", "?")
+    assert shape.shape("SELECT 'é', 1", "?", lambda sql, literal: f"other: {sql} {literal}") == "other: SELECT 'é', 1 ?"
+    assert shape.shape("SELECT 1", "é", lambda sql, literal: None) is None
+    with pytest.raises(ZeroDivisionError):
+        shape.shape("SELECT 'é'", "?", lambda sql, literal: 1 // 0)
     assert simple_shape("SELECT ١٢ + 1 FROM t") is None  # a sign: not simple
     assert simple_shape("SELECT ١٢, 3 FROM t") == "SELECT ?, ? FROM t"
     monkeypatch.setattr(digest, "SHAPE", None)
