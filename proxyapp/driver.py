@@ -4,8 +4,8 @@ A task waiting on a socket is resumed in two steps: the socket's callback comple
 later runs the task's wake-up, a scheduled callback of its own. A ``Driver`` runs one coroutine at a time and is
 resumed by the callback itself: when the coroutine waits for a ``Wire``'s bytes (``proxyapp.mysql.wire``), the wire
 resumes the driver from its ``data_received``, with nothing scheduled in between. A pool's waiting list parks it
-(``park``) and resumes it with one scheduled call (``unpark_soon``), no future. Any other awaitable (a sleep, a lock)
-resumes it through the future's callback, as it would resume a task.
+(``park``) and resumes it (``unpark``) from one scheduled call for all the sessions it handed a connection, with no
+future. Any other awaitable (a sleep, a lock) resumes it through the future's callback, as it would resume a task.
 
 The coroutine sees what it would see in a task, except that ``asyncio.current_task()`` is not its own: it runs in
 whichever callback resumed it. What needs a task (aiohttp's timeouts cancel the task they run in) is run in one of
@@ -88,17 +88,14 @@ class Driver:
         self._resume()
 
     def park(self) -> Awaitable[None]:
-        """What the running coroutine awaits to wait until ``unpark_soon`` (a pool handing it a connection,
+        """What the running coroutine awaits to wait until ``unpark`` (a pool handing it a connection,
         ``proxyapp.backends.pool``): a wait of its own, without a future or a done callback."""
         wait = self.direct = self.make_wait()
         return wait
 
-    def unpark_soon(self, wait: object) -> None:
-        """Resume the coroutine parked on ``wait`` on the loop's next turn (never inside the caller, which may be
-        another driver's step), unless by then it no longer waits on it (cancelled, or waiting on something else)."""
-        self.loop.call_soon(self._unpark, wait)
-
-    def _unpark(self, wait: object) -> None:
+    def unpark(self, wait: object) -> None:
+        """Resume the coroutine parked on ``wait`` now, unless it no longer waits on it (cancelled, or waiting on
+        something else). Called from a callback of the loop's own, never inside another driver's step."""
         if self.direct is wait:
             self.wire_ready()
 

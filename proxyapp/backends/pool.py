@@ -240,9 +240,9 @@ _TIMER_GRANULARITY: Final = 0.001
 class _Waiter:
     """A session waiting for a connection (a plain class: mypyc compiles its ``__init__``, one is made per wait).
 
-    A queued waiter has not ended; ``end`` is called once, by whoever takes it off the queue. A session run by a
-    driver (``proxyapp.driver``) parks there and is resumed by one scheduled call; another coroutine (a task) awaits
-    a future."""
+    A queued waiter has not ended; ``Hostgroup._end`` ends it once, by whoever takes it off the queue. A session run
+    by a driver (``proxyapp.driver``) parks there and is resumed from the hostgroup's next scheduled resume; another
+    coroutine (a task) awaits a future."""
 
     __slots__ = ("conn", "deadline", "driver", "ended", "future", "schema", "username", "wait")
 
@@ -255,19 +255,6 @@ class _Waiter:
         self.driver: Driver | None = None
         self.wait: object | None = None  # what the driver's coroutine awaits (``Driver.park``)
         self.future: asyncio.Future[None] | None = None  # what a task awaits
-
-    def end(self, conn: BackendConnection | None) -> None:
-        """End the wait with ``conn`` (None: try again, or the time is up); the session resumes on the loop's next
-        turn. A session cancelled meanwhile finds ``conn`` when it unwinds and gives it back."""
-        self.ended = True
-        self.conn = conn
-        driver = self.driver
-        if driver is not None:
-            driver.unpark_soon(self.wait)
-            return
-        future = self.future
-        if future is not None and not future.done():
-            future.set_result(None)
 
 
 def _fits(conn: BackendConnection, username: str, schema: str | None) -> bool:
@@ -284,7 +271,7 @@ def _wake(future: asyncio.Future[None]) -> None:
 class Hostgroup:
     """A hostgroup: its server pools, the sessions waiting for a connection and those waiting for a writer."""
 
-    __slots__ = ("change_waiters", "expiry", "expiry_at", "id", "manager", "pools", "waiters")
+    __slots__ = ("change_waiters", "ended", "expiry", "expiry_at", "id", "manager", "pools", "resuming", "waiters")
 
     def __init__(self, hostgroup_id: int, manager: PoolManager) -> None:
         self.id = hostgroup_id
@@ -296,6 +283,10 @@ class Hostgroup:
         # per wait cost a tenth of a query's instructions when most queries wait (1,000 sessions on 200 connections).
         self.expiry: asyncio.TimerHandle | None = None
         self.expiry_at = 0.0
+        # The parked sessions whose waits ended since the last resume, resumed in that order by one scheduled call
+        # (``_end``, ``_resume``): a call of their own each cost ~1,500 instructions when most queries wait.
+        self.ended: list[_Waiter] = []
+        self.resuming = False  # ``_resume`` is scheduled
 
     def _choose(self) -> tuple[ServerPool | None, bool]:
         """Pick a server by weight among those with room; returns (pool, whether any server is usable)."""
@@ -540,7 +531,7 @@ class Hostgroup:
         earliest: float | None = None
         for waiter in self.waiters:
             if waiter.deadline <= now:
-                waiter.end(None)
+                self._end(waiter, None)
             else:
                 waiting.append(waiter)
                 if earliest is None or waiter.deadline < earliest:
@@ -573,12 +564,12 @@ class Hostgroup:
             first = waiters[0]
             if _fits(conn, first.username, first.schema):  # the common case: the longest wait, of the same user
                 waiters.popleft()
-                first.end(conn)
+                self._end(first, conn)
                 return
             for waiter in waiters:
                 if _fits(conn, waiter.username, waiter.schema):
                     waiters.remove(waiter)
-                    waiter.end(conn)
+                    self._end(waiter, conn)
                     return
         pool.used -= 1
         pool.busy.discard(conn)
@@ -621,7 +612,38 @@ class Hostgroup:
 
     def _wake_one(self) -> None:
         if self.waiters:
-            self.waiters.popleft().end(None)
+            self._end(self.waiters.popleft(), None)
+
+    def _end(self, waiter: _Waiter, conn: BackendConnection | None) -> None:
+        """End a wait taken off the queue with ``conn`` (None: try again, or the time is up). The session resumes on
+        the loop's next turn, never inside the caller; one cancelled meanwhile finds ``conn`` when it unwinds and
+        gives it back."""
+        waiter.ended = True
+        waiter.conn = conn
+        if waiter.driver is not None:
+            self.ended.append(waiter)
+            if not self.resuming:
+                self.resuming = True
+                self.manager.loop().call_soon(self._resume)
+            return
+        future = waiter.future
+        if future is not None and not future.done():
+            future.set_result(None)
+
+    def _resume(self) -> None:
+        """Resume the parked sessions whose waits ended, in the order they ended; one that fails does not keep the
+        others waiting."""
+        ended, self.ended = self.ended, []
+        self.resuming = False
+        for waiter in ended:
+            driver = waiter.driver
+            assert driver is not None
+            try:
+                driver.unpark(waiter.wait)
+            except Exception as exc:  # as the loop reports a callback's exception, which each resume was before
+                self.manager.loop().call_exception_handler(
+                    {"message": "resuming a session handed a connection failed", "exception": exc}
+                )
 
     def _capacity(self) -> int:
         return sum(p.cap for p in self.pools if p.status == ONLINE)

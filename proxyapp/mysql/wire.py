@@ -505,7 +505,17 @@ class Response:
     A plain class, not a dataclass: mypyc compiles its ``__init__`` (one is made per query).
     """
 
-    __slots__ = ("affected_rows", "cursor", "error", "last_insert_id", "result_sets", "rows", "status", "warnings")
+    __slots__ = (
+        "affected_rows",
+        "cursor",
+        "ended",
+        "error",
+        "last_insert_id",
+        "result_sets",
+        "rows",
+        "status",
+        "warnings",
+    )
 
     def __init__(self, status: int = STATUS_UNKNOWN, error: ErrPacket | None = None) -> None:
         self.status = status
@@ -516,6 +526,7 @@ class Response:
         self.rows = 0
         self.result_sets = 0
         self.cursor = False
+        self.ended = 0.0  # when it was read whole (``time.perf_counter``; 0: not told)
 
 
 #: Relays a LOCAL INFILE exchange: given the backend wire, sends the client's file to it.

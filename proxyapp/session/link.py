@@ -159,7 +159,8 @@ class BackendLink:
                 return None
             pool.queries += 1
             # Latency_us: a moving average of the backend's response time (first byte to last), in µs.
-            pool.latency_us += (int((PERF_COUNTER() - began) * 1_000_000) - pool.latency_us) >> 3
+            ended = response.ended = PERF_COUNTER()
+            pool.latency_us += (int((ended - began) * 1_000_000) - pool.latency_us) >> 3
             self.last_pool = pool
             pool.bytes_sent += conn.wire.bytes_out - sent_before
             pool.bytes_recv += relay.written

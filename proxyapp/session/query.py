@@ -198,7 +198,7 @@ class QueryPipeline:
         if outcome.mirror_hostgroup is not None or outcome.mirror_flagOUT is not None or self.followed:
             self.tell(payload, statements, outcome, response, None)
         if response is not None:
-            elapsed_us = self.record(hostgroup, digest, started, response.rows, response.affected_rows)
+            elapsed_us = self.record(hostgroup, digest, started, response.rows, response.affected_rows, response.ended)
             if not keys and not first.is_read:
                 self.look_for_heat(sql, digest, elapsed_us, response)
         if outcome.log or (outcome.log is None and rt.settings.eventslog_default_log):
@@ -353,10 +353,13 @@ class QueryPipeline:
         )
         self.followed = self.services.listener.query_done(done)
 
-    def record(self, hostgroup: int, digest: Digest, started: float, rows: int, affected: int) -> int:
+    def record(
+        self, hostgroup: int, digest: Digest, started: float, rows: int, affected: int, ended: float = 0.0
+    ) -> int:
         """Count a statement in the digest statistics (and as slow, past ``mysql-long_query_time``); the µs it
-        took."""
-        ended = PERF_COUNTER()
+        took, from ``started`` to ``ended`` (``time.perf_counter``; 0: now)."""
+        if not ended:
+            ended = PERF_COUNTER()
         elapsed_us = int((ended - started) * 1_000_000)
         services = self.services
         if elapsed_us > services.runtime.settings.long_query_time_ms * 1000:

@@ -171,7 +171,9 @@ class PreparedStatements:
         finally:
             self._clear_long_data(stmt)
         if response is not None:
-            elapsed_us = queries.record(hostgroup, stmt.digest, started, response.rows, response.affected_rows)
+            elapsed_us = queries.record(
+                hostgroup, stmt.digest, started, response.rows, response.affected_rows, response.ended
+            )
             if not queued and stmt.statements and not stmt.statements[0].is_read:
                 self._look_for_heat(stmt, bound, elapsed_us, response)
 

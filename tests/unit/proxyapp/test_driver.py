@@ -17,7 +17,6 @@ from proxyapp import driver as driver_module
 from proxyapp.driver import RUNNING, Driver, PythonDirectWait, Send, python_send
 from proxyapp.mysql import wire as wire_module
 from proxyapp.mysql.wire import PeerClosed, Wire
-from tests.support.loop import scheduled_so_far
 from tests.support.native import built
 from tests.support.transport import MemoryTransport
 
@@ -147,7 +146,7 @@ def test_other_awaits_resume_it_through_the_loop_and_failures_reach_done() -> No
     asyncio.run(main())
 
 
-def test_a_parked_coroutine_resumes_on_the_next_turn_and_only_from_its_own_wait() -> None:
+def test_a_parked_coroutine_resumes_only_from_its_own_wait() -> None:
     async def main() -> None:
         ends = _Ends()
         driver = Driver(asyncio.get_running_loop(), ends)
@@ -163,17 +162,13 @@ def test_a_parked_coroutine_resumes_on_the_next_turn_and_only_from_its_own_wait(
 
         assert driver.run(command()) is False
         first = parked[0]
-        assert driver.direct is first
-        driver.unpark_soon(first)
-        assert resumed == []  # not inside the caller
-        await scheduled_so_far()
-        assert resumed == [0] and driver.direct is parked[1]  # parked again, on a new wait
-        driver.unpark_soon(first)  # a stale resume: the coroutine no longer waits on it
-        await scheduled_so_far()
+        assert driver.direct is first and resumed == []
+        driver.unpark(first)
+        assert resumed == [0] and driver.direct is parked[1]  # resumed at once, and parked again on a new wait
+        driver.unpark(first)  # a stale resume: the coroutine no longer waits on it
         assert resumed == [0] and driver.busy
-        driver.unpark_soon(parked[1])
-        driver.cancel()  # cancelled before its turn: the resume finds nothing parked
-        await scheduled_so_far()
+        driver.cancel()
+        driver.unpark(parked[1])  # cancelled: the resume finds nothing parked
         assert resumed == [0] and not driver.busy and ends.told == []
 
     asyncio.run(main())

@@ -9,7 +9,7 @@ driver parks on the driver instead of a future: those tests wait for the loop to
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import pytest
@@ -186,5 +186,40 @@ def test_the_timer_ends_a_parked_wait_with_none_and_keeps_only_live_waits_queued
         assert len(hg.waiters) == 1 and hg.waiters[0].driver is later.driver
         await scheduled_so_far()
         assert due.got == [None] and later.got == []
+
+    asyncio.run(main())
+
+
+def test_sessions_handed_connections_in_one_turn_resume_in_that_order_from_one_scheduled_call() -> None:
+    """Three releases, one scheduled resume; the sessions resume in the order they were handed a connection, and one
+    whose resume fails does not keep the next waiting (the loop's exception handler is told)."""
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        reported: list[dict[str, Any]] = []
+        loop.set_exception_handler(lambda _loop, context: reported.append(context))
+        hg = _hostgroup()
+        conns = [_in_use(hg) for _ in range(3)]
+        waiting = [_Waiting(hg) for _ in range(3)]
+        order: list[int] = []
+
+        def ends(i: int) -> Callable[[BaseException | None], None]:
+            def done(failure: BaseException | None) -> None:
+                order.append(i)
+                if i == 1:
+                    raise RuntimeError("the session's end failed")
+
+            return done
+
+        for i, w in enumerate(waiting):
+            w.driver.done = ends(i)
+        for conn in conns:
+            hg.release(conn, hg.pools[0], reusable=True)
+        assert hg.resuming and len(hg.ended) == 3 and not hg.waiters  # one resume scheduled for all three
+        await scheduled_so_far()
+        assert order == [0, 1, 2]
+        assert [w.got for w in waiting] == [[conns[0]], [conns[1]], [conns[2]]]
+        assert not hg.resuming and hg.ended == []
+        assert len(reported) == 1 and isinstance(reported[0]["exception"], RuntimeError)
 
     asyncio.run(main())
