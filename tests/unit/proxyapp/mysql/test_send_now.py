@@ -100,6 +100,9 @@ def test_writes_go_straight_to_the_socket_while_nothing_is_held(loop_name: str, 
 @pytest.mark.parametrize("loop_name", LOOPS)
 def test_what_the_kernel_does_not_take_keeps_its_order(loop_name: str, sendnow: ModuleType) -> None:
     async def body(wire: Wire, peer: socket.socket) -> None:
+        # Any byte the transport holds pauses the wire's writing, and only an empty buffer resumes it: the wire's
+        # ``drain`` then waits for the event of the transport having written everything.
+        wire.transport.set_write_buffer_limits(high=1, low=0)
         written = bytearray()
         i = 0
         while not wire.held:  # until a write did not fit the kernel's buffer: its rest went to the transport
@@ -112,12 +115,9 @@ def test_what_the_kernel_does_not_take_keeps_its_order(loop_name: str, sendnow: 
             data = f"after {j};".encode()
             wire.write(data)
             written += data
-        assert wire.held
+        assert wire.held and wire.writing_paused
         assert await _read_all(peer, len(written)) == bytes(written)
-        for _ in range(100):  # the transport writes the last of it on a later turn of the loop
-            if wire.transport.get_write_buffer_size() == 0:
-                break
-            await asyncio.sleep(0)
+        await wire.drain()  # the transport has written the last of it (``resume_writing`` at an empty buffer)
         assert wire.transport.get_write_buffer_size() == 0
         wire.write(b"direct again")  # drained: the next write goes straight to the socket
         assert not wire.held
