@@ -38,6 +38,7 @@ COMPILED = (
     "proxyapp/mysql/backend.py",
     "proxyapp/mysql/compression.py",
     "proxyapp/mysql/packets.py",
+    "proxyapp/mysql/stream.py",
     "proxyapp/mysql/tls.py",
     "proxyapp/mysql/wire.py",
     "proxyapp/pgproxy/pool.py",
@@ -87,7 +88,7 @@ EXTENSIONS = (
     ("proxyapp.forward._splice", "proxyapp/forward/_splice.c"),
     ("proxyapp.mysql._walk", "proxyapp/mysql/_walk.c"),
     ("proxyapp.mysql._bytes", "proxyapp/mysql/_bytes.c"),
-    ("proxyapp.mysql._sendnow", "proxyapp/mysql/_sendnow.c"),
+    ("proxyapp.mysql._sockio", "proxyapp/mysql/_sockio.c"),
     ("proxyapp._send", "proxyapp/_send.c"),
     ("proxyapp.sql._shape", "proxyapp/sql/_shape.c"),
 )

@@ -21,7 +21,8 @@ from proxyapp.mysql.constants import (
 from proxyapp.mysql.handshake import ClientLogin, ServerGreeting, parse_auth_switch, ssl_request
 from proxyapp.mysql.packets import ErrPacket, ProtocolError, parse_err, parse_ok
 from proxyapp.mysql.resultset import read_named_result, read_text_result
-from proxyapp.mysql.wire import STATUS_UNKNOWN, PeerClosed, Response, Wire, open_wire, read_response
+from proxyapp.mysql.stream import open_wire
+from proxyapp.mysql.wire import STATUS_UNKNOWN, PeerClosed, Response, Wire, read_response
 
 _IN_TRANS: Final = 0x0001  # Status.IN_TRANS
 _PING = bytes((Command.PING,))

@@ -8,10 +8,9 @@ the raw bytes on in large writes.
 from __future__ import annotations
 
 import asyncio
-import socket
 import ssl
 from collections.abc import Awaitable, Callable
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 from mypy_extensions import mypyc_attr
 
@@ -54,13 +53,13 @@ HEADER: Final = _BYTE_WORK[2]
 
 def _load_send_now() -> Callable[[int, bytes], int] | None:
     try:
-        from proxyapp.mysql import _sendnow
+        from proxyapp.mysql import _sockio
     except ImportError:  # not built (``make build``), or PROXYFLEET_NATIVE=0: every write goes through the transport
         return None
-    return _sendnow.send_now
+    return _sockio.send_now
 
 
-#: Sends bytes straight to a socket without blocking and says how many the kernel took (``_sendnow.c``), when built.
+#: Sends bytes straight to a socket without blocking and says how many the kernel took (``_sockio.c``), when built.
 SEND_NOW: Final = _load_send_now()
 
 
@@ -69,108 +68,32 @@ class PeerClosed(ConnectionError):
     """The peer closed the connection (or it broke) before a whole packet arrived."""
 
 
-#: TCP keepalive on every connection, both sides: a peer that vanished (its host down, the network cut) is
-#: noticed after about two minutes of silence (60 s idle, then 6 probes 10 s apart), not after mysql-wait_timeout
-#: or default_query_timeout, and a session waiting on it ends.
-KEEPALIVE = (
-    (socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1),
-    (socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 60),
-    (socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, 10),
-    (socket.IPPROTO_TCP, socket.TCP_KEEPCNT, 6),
-)
+class Transport(Protocol):
+    """What a wire asks of its transport: uvloop's and asyncio's stream transports, and ``stream.SocketTransport``."""
 
+    def write(self, data: bytes) -> None:
+        """Send ``data`` after what was written before."""
 
-def keep_alive(sock: socket.socket) -> None:
-    """Turn TCP keepalive on for ``sock`` (``KEEPALIVE``)."""
-    for level, option, value in KEEPALIVE:
-        sock.setsockopt(level, option, value)
+    def is_closing(self) -> bool:
+        """Whether it is closing or closed."""
 
+    def close(self) -> None:
+        """Close once what was written is sent."""
 
-class WireProtocol(asyncio.Protocol):
-    """Feeds a transport's bytes straight into a ``Wire``'s buffer (no stream layer in between)."""
+    def abort(self) -> None:
+        """Close now."""
 
-    __slots__ = ("wire",)
+    def get_write_buffer_size(self) -> int:
+        """The bytes written and not yet sent."""
 
-    def __init__(self) -> None:
-        self.wire: Wire | None = None
+    def pause_reading(self) -> None:
+        """Stop reading."""
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        """Attach a new wire to the transport."""
-        sock = transport.get_extra_info("socket")
-        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            keep_alive(sock)
-        wire = self.wire = Wire(transport)  # type: ignore[arg-type]  # uvloop's transports are not asyncio.Transport
-        if sock is not None and SEND_NOW is not None:
-            wire.fd = sock.fileno()
+    def resume_reading(self) -> None:
+        """Read again."""
 
-    def data_received(self, data: bytes) -> None:
-        """Append to the buffer and wake the reader."""
-        wire = self.wire
-        assert wire is not None
-        tls = wire.tls
-        if tls is not None:
-            try:
-                data = tls.unwrap(data)
-            except ssl.SSLError as broken:  # the session's next read ends it with this reason
-                wire.closed = f"TLS error: {broken.reason or broken}"
-                wire.transport.close()
-                wire.wake()
-                return
-            answer = tls.pending()
-            if answer:
-                wire.put(answer)
-            if not data:
-                return
-        if wire.compression is not None:
-            try:
-                data = wire.compression.unpack(data)
-            except ProtocolError as malformed:  # the session's next read ends it with this reason
-                wire.closed = f"malformed compressed packet: {malformed}"
-                wire.transport.close()
-                wire.wake()
-                return
-        wire.buf += data
-        if len(wire.buf) - wire.mark > PAUSE_READING_AT and not wire.reading_paused:
-            wire.reading_paused = True
-            wire.transport.pause_reading()
-        wire.wake()
-
-    def eof_received(self) -> bool:
-        """The peer will send no more."""
-        if self.wire is not None:
-            self.wire.closed = "connection closed by peer"
-            self.wire.wake()
-            self.wire.peer_gone()
-        return False
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        """The transport is gone: fail pending reads and drains."""
-        wire = self.wire
-        if wire is None:
-            return
-        wire.closed = str(exc) if exc else (wire.closed or "connection closed")
-        wire.wake()
-        wire.resume_writing()
-        wire.peer_gone()
-
-    def pause_writing(self) -> None:
-        """The transport's write buffer is over its high-water mark."""
-        if self.wire is not None:
-            self.wire.writing_paused = True
-
-    def resume_writing(self) -> None:
-        """The transport's write buffer has drained."""
-        if self.wire is not None:
-            self.wire.resume_writing()
-
-
-async def open_wire(host: str, port: int) -> Wire:
-    """Connect to ``host:port`` and return the connection's wire."""
-    loop = asyncio.get_running_loop()
-    _, protocol = await loop.create_connection(WireProtocol, host, port)
-    assert protocol.wire is not None
-    return protocol.wire
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        """The socket, its addresses."""
 
 
 class Wire:
@@ -201,7 +124,7 @@ class Wire:
         "writing_paused",
     )
 
-    def __init__(self, transport: asyncio.Transport, max_packet: int = 1 << 30) -> None:
+    def __init__(self, transport: Transport, max_packet: int = 1 << 30) -> None:
         self.transport = transport
         self.write_out = transport.write  # kept bound: a call through it looks no method up
         self.fd = -1  # the socket ``put`` sends to directly (``SEND_NOW``); -1: every write goes through the transport
@@ -279,6 +202,14 @@ class Wire:
         arrival = self.on_arrival
         if arrival is not None:
             arrival()
+
+    def arrived(self) -> None:
+        """Bytes were appended to the buffer: pause reading past ``PAUSE_READING_AT`` bytes not yet discarded, and wake
+        the reader."""
+        if len(self.buf) - self.mark > PAUSE_READING_AT and not self.reading_paused:
+            self.reading_paused = True
+            self.transport.pause_reading()
+        self.wake()
 
     def resume_writing(self) -> None:
         """Wake the task waiting for the write buffer to drain."""

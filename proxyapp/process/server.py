@@ -24,8 +24,9 @@ from proxyapp.hotrows.heat import HeatMap
 from proxyapp.hotrows.service import HotRows, HotRowSettings
 from proxyapp.mirror.mirror import Mirror
 from proxyapp.mysql.constants import ErrorCode
+from proxyapp.mysql.stream import WireProtocol
 from proxyapp.mysql.tls import TlsContexts, TlsError, contexts
-from proxyapp.mysql.wire import Wire, WireProtocol
+from proxyapp.mysql.wire import Wire
 from proxyapp.native import compiled_modules
 from proxyapp.pgproxy.front import PgFront
 from proxyapp.process.admin import AdminServer

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 
-from proxyapp.mysql.wire import KEEPALIVE, keep_alive
+from proxyapp.mysql.stream import KEEPALIVE, keep_alive
 
 
 def test_keep_alive_sets_every_option() -> None:

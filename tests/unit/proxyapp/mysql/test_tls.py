@@ -14,8 +14,8 @@ from proxyapp.config.variables import Variables
 from proxyapp.mysql import auth
 from proxyapp.mysql.handshake import is_ssl_request, ssl_request
 from proxyapp.mysql.packets import frame
+from proxyapp.mysql.stream import WireProtocol
 from proxyapp.mysql.tls import TlsError, TlsLayer, client_context, contexts, make_certificate, server_context
-from proxyapp.mysql.wire import WireProtocol
 
 
 @pytest.fixture

@@ -1,9 +1,9 @@
-"""A wire's writes straight to its socket (``Wire.put``, ``_sendnow.send_now``).
+"""A wire's writes straight to its socket (``Wire.put``, ``_sockio.send_now``).
 
 While the transport holds nothing back, a write goes to the socket directly; what the kernel does not take, and every
 write after it until the transport has drained, goes to the transport. The peer must read every byte, in the order
-written, on uvloop's transports and on asyncio's own; a wire without a socket (``fd`` -1) writes through the transport
-only.
+written, on a wire's own transport (``stream.SocketTransport``) and on the loop's, on uvloop and on asyncio's own loop;
+a wire without a socket (``fd`` -1) writes through the transport only.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import pytest
 import uvloop
 
 from proxyapp.mysql import wire as wire_module
-from proxyapp.mysql.wire import PeerClosed, Wire, WireProtocol
+from proxyapp.mysql.stream import SocketTransport, WireProtocol
+from proxyapp.mysql.wire import PeerClosed, Wire
 from tests.support.native import built
 
 LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
@@ -28,8 +29,8 @@ LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
 
 @pytest.fixture(scope="module")
 def sendnow() -> ModuleType:
-    """The built direct send."""
-    return built("proxyapp.mysql._sendnow")
+    """The built direct socket calls."""
+    return built("proxyapp.mysql._sockio")
 
 
 def test_send_now_reports_what_the_kernel_took(sendnow: ModuleType) -> None:
@@ -49,15 +50,21 @@ def test_send_now_reports_what_the_kernel_took(sendnow: ModuleType) -> None:
     assert sendnow.send_now(a.fileno(), b"closed") == 0  # a failed send: the transport meets and reports it
 
 
-def _run(loop_name: str, body: Callable[[Wire, socket.socket], object]) -> None:
-    """Run ``body(wire, peer)`` on a wire over one end of a socket pair, in a loop of ``loop_name``."""
+#: Each loop, with the wire on a transport of its own and on the loop's.
+RUNS = [(name, own) for name in LOOPS for own in (True, False)]
+
+
+def _run(loop_name: str, body: Callable[[Wire, socket.socket], object], own: bool = True) -> None:
+    """Run ``body(wire, peer)`` on a wire over one end of a socket pair, in a loop of ``loop_name``, on its own
+    transport (``own``) or the loop's."""
     loop = LOOPS[loop_name]()
     ours, peer = socket.socketpair()
     peer.setblocking(False)
 
     async def main() -> None:
-        transport, protocol = await loop.create_connection(WireProtocol, sock=ours)
+        transport, protocol = await loop.create_connection(lambda: WireProtocol(own_socket=own), sock=ours)
         assert isinstance(protocol, WireProtocol) and protocol.wire is not None
+        assert isinstance(protocol.wire.transport, SocketTransport) is own
         try:
             await body(protocol.wire, peer)  # type: ignore[misc]
         finally:
@@ -81,8 +88,8 @@ async def _read_all(peer: socket.socket, count: int) -> bytes:
     return bytes(got)
 
 
-@pytest.mark.parametrize("loop_name", LOOPS)
-def test_writes_go_straight_to_the_socket_while_nothing_is_held(loop_name: str, sendnow: ModuleType) -> None:
+@pytest.mark.parametrize(("loop_name", "own"), RUNS)
+def test_writes_go_straight_to_the_socket_while_nothing_is_held(loop_name: str, own: bool, sendnow: ModuleType) -> None:
     async def body(wire: Wire, peer: socket.socket) -> None:
         assert wire.fd >= 0
         written = []
@@ -94,11 +101,11 @@ def test_writes_go_straight_to_the_socket_while_nothing_is_held(loop_name: str, 
         assert wire.bytes_out == sum(map(len, written))
         assert await _read_all(peer, wire.bytes_out) == b"".join(written)
 
-    _run(loop_name, body)
+    _run(loop_name, body, own)
 
 
-@pytest.mark.parametrize("loop_name", LOOPS)
-def test_what_the_kernel_does_not_take_keeps_its_order(loop_name: str, sendnow: ModuleType) -> None:
+@pytest.mark.parametrize(("loop_name", "own"), RUNS)
+def test_what_the_kernel_does_not_take_keeps_its_order(loop_name: str, own: bool, sendnow: ModuleType) -> None:
     async def body(wire: Wire, peer: socket.socket) -> None:
         # Any byte the transport holds pauses the wire's writing, and only an empty buffer resumes it: the wire's
         # ``drain`` then waits for the event of the transport having written everything.
@@ -123,13 +130,13 @@ def test_what_the_kernel_does_not_take_keeps_its_order(loop_name: str, sendnow: 
         assert not wire.held
         assert await _read_all(peer, 12) == b"direct again"
 
-    _run(loop_name, body)
+    _run(loop_name, body, own)
 
 
-@pytest.mark.parametrize("loop_name", LOOPS)
-def test_a_wire_without_its_socket_writes_through_the_transport(loop_name: str) -> None:
+@pytest.mark.parametrize(("loop_name", "own"), RUNS)
+def test_a_wire_without_its_socket_writes_through_the_transport(loop_name: str, own: bool) -> None:
     async def body(wire: Wire, peer: socket.socket) -> None:
-        wire.fd = -1  # as when ``_sendnow`` is not built
+        wire.fd = -1  # as when ``_sockio`` is not built
         wire.write(b"through the transport")
         assert not wire.held
         assert await _read_all(peer, 21) == b"through the transport"
@@ -137,7 +144,7 @@ def test_a_wire_without_its_socket_writes_through_the_transport(loop_name: str) 
         with pytest.raises(PeerClosed):
             wire.write(b"late")
 
-    _run(loop_name, body)
+    _run(loop_name, body, own)
 
 
 def test_the_wire_sends_directly_when_built(sendnow: ModuleType) -> None:
