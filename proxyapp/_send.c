@@ -5,7 +5,7 @@
  * its deallocation). ``PyIter_Send`` tells a return apart from a yield without raising anything.
  *
  * ``DirectWait``: what a coroutine run by a driver awaits for a wire's bytes, when the wire itself resumes the driver
- * (``Wire._fill``, ``Wire.wake``). An asyncio future does more than this needs (a loop, callbacks, a result, an
+ * (``Wire.fill``, ``Wire.wake``). An asyncio future does more than this needs (a loop, callbacks, a result, an
  * iterator object of its own) and is made anew for every wait. A wire keeps one DirectWait: awaiting it yields it
  * once to the driver, which knows it as the wait the wire resumes; the next step ends the await with None. It has no
  * ``throw``: a cancellation thrown into the coroutine is raised where it awaits.

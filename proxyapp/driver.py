@@ -66,7 +66,7 @@ class Driver:
         self.loop = loop
         self.done = done
         self.coro: Coroutine[Any, Any, None] | None = None  # the coroutine running (None: idle)
-        self.direct: object | None = None  # the wait a wire will resume it from (``Wire._fill``)
+        self.direct: object | None = None  # the wait a wire will resume it from (``Wire.fill``)
         self.failure: BaseException | None = None  # what a coroutine that ended in ``run`` raised
         self.step_with = SEND  # kept: a module global not Final (tests choose it) is a dict lookup per step
         self.make_wait = DIRECT_WAIT  # what ``park`` makes (kept for the same reason)
@@ -151,7 +151,7 @@ class Driver:
 
 
 class Running:
-    """Which driver, if any, is running a coroutine step right now (the wires ask, ``Wire._fill``)."""
+    """Which driver, if any, is running a coroutine step right now (the wires ask, ``Wire.fill``)."""
 
     __slots__ = ("driver",)
 

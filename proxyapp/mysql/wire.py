@@ -177,7 +177,7 @@ class Wire:
                 self.put(out)
             if done:
                 break
-            await self._fill()
+            await self.fill()
         del self.buf[:]
         self.buf += layer.unwrap(b"")
         self.pos = self.mark = 0
@@ -220,7 +220,7 @@ class Wire:
             if not waiter.done():
                 waiter.set_result(None)
 
-    def _fill(self) -> Awaitable[None]:
+    def fill(self) -> Awaitable[None]:
         """What to await for more bytes or the connection's end (the caller then looks again at what it has), first
         discarding the bytes before the mark. A plain method handing back the awaitable, not a coroutine: a wait for
         bytes makes no coroutine object of its own, and a driver's coroutine waits on the wire's ``direct`` wait,
@@ -285,7 +285,7 @@ class Wire:
             start, length = self.part()
             if length >= 0:
                 return start, length
-            await self._fill()
+            await self.fill()
 
     async def read_payload(self) -> bytes:
         """Read one logical packet (joining 16 MiB parts) and return a copy of its payload."""
@@ -309,7 +309,7 @@ class Wire:
     async def read_available(self) -> bytes:
         """Whatever bytes have arrived and were not read yet (waiting for some); for raw forwarding."""
         while self.pos >= len(self.buf):
-            await self._fill()
+            await self.fill()
         raw = self.cut(self.pos, len(self.buf))
         self.pos = self.mark = len(self.buf)
         return raw
@@ -497,13 +497,12 @@ async def read_response(
     rest (one that arrives in several reads, is over ``FLUSH_AT``, holds a LOCAL INFILE request or a malformed
     packet) by the Python reader below, from the same place.
     """
-    walk = WALK
-    if walk is not None:
+    if WALK is not None:
         while backend.pos >= len(backend.buf):
-            await backend._fill()
-        walked = walk(backend.buf, backend.pos, binary, FLUSH_AT)
-        if walked is not None:
-            return _walked(backend, client, walked)
+            await backend.fill()
+        whole = walked_response(backend, client, binary)
+        if whole is not None:
+            return whole
     result = Response()
     buf = backend.buf
     while True:
@@ -544,6 +543,17 @@ async def read_response(
     else:
         backend.discard()
     return result
+
+
+def walked_response(backend: Wire, client: Relay | None, binary: bool = False) -> Response | None:
+    """The response to a query or execute (``binary``) command, relayed to ``client``, when it is all in
+    ``backend``'s buffer and the C walk (``WALK``) reads it in one call; else None, and ``read_response`` reads it from
+    the same place."""
+    walk = WALK
+    if walk is None:
+        return None
+    walked = walk(backend.buf, backend.pos, binary, FLUSH_AT)
+    return _walked(backend, client, walked) if walked is not None else None
 
 
 def _walked(backend: Wire, client: Relay | None, walked: Walked) -> Response:

@@ -16,10 +16,10 @@ from proxyapp.config.variables import NO_TIMEOUT_MS
 from proxyapp.mysql.backend import BackendConnection, BackendError
 from proxyapp.mysql.constants import Command, ErrorCode
 from proxyapp.mysql.packets import ErrPacket, ProtocolError
-from proxyapp.mysql.wire import STATUS_UNKNOWN, PeerClosed, Relay, Response
+from proxyapp.mysql.wire import STATUS_UNKNOWN, PeerClosed, Relay, Response, read_response, walked_response
 from proxyapp.rules.engine import RuleOutcome
 from proxyapp.session.client import Client, SessionEnd
-from proxyapp.session.relay import InfileAbandoned, Runner
+from proxyapp.session.relay import Forward, InfileAbandoned, Runner
 from proxyapp.session.route import Situation, beside_transaction
 from proxyapp.session.services import SessionServices
 from proxyapp.session.state import DIRTY_PINS, SessionState, bring, user_variable, value_literal
@@ -126,7 +126,18 @@ class BackendLink:
             began = PERF_COUNTER()
             self.running = conn
             try:
-                response = await run(conn, relay)
+                if isinstance(run, Forward):
+                    wire = conn.wire
+                    wire.send(run.payload, 0)
+                    while not wire.unread():
+                        await wire.fill()
+                    whole = walked_response(wire, relay, run.binary)
+                    if whole is not None:
+                        response = whole
+                    else:
+                        response = await read_response(wire, relay, relay_infile=run.relay_infile, binary=run.binary)
+                else:
+                    response = await run(conn, relay)
             except (PeerClosed, ProtocolError, OSError) as exc:
                 lost: BaseException | None = exc
             except InfileAbandoned as abandoned:

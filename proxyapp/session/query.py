@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable
 from typing import Final
 
 from proxyapp.clock import PERF_COUNTER
 from proxyapp.mysql.backend import BackendConnection
 from proxyapp.mysql.constants import ErrorCode, FieldType
 from proxyapp.mysql.resultset import result_set
-from proxyapp.mysql.wire import InfileRelay, Relay, Response, Wire, read_response
+from proxyapp.mysql.wire import Response, Wire
 from proxyapp.report.eventslog import query_event
 from proxyapp.report.stats import DigestMemo
 from proxyapp.rules.engine import QueryContext, RuleOutcome
@@ -24,7 +23,7 @@ from proxyapp.session.kill import KillRefused, carry_out, parse_kill
 from proxyapp.session.link import BackendLink, CacheKey
 from proxyapp.session.numbering import number_rows
 from proxyapp.session.prepared import ClientStatement
-from proxyapp.session.relay import InfileAbandoned
+from proxyapp.session.relay import Forward, InfileAbandoned
 from proxyapp.session.route import route
 from proxyapp.session.scatter import Scatter
 from proxyapp.session.services import SessionServices
@@ -56,8 +55,9 @@ class QueryPipeline:
         self.session_id = session_id
         self.flag_in = 0  # the rules' flagIN for the next statement (a rule's next_query_flagIN sets it)
         self.digest_memo = DigestMemo()  # its entries in the digest statistics (``DigestStats.record``)
-        #: ``_relay_infile`` bound once: binding a compiled method as a value is a generic attribute lookup per query.
-        self.relay_infile: InfileRelay = self._relay_infile
+        #: How a statement runs on its backend: sent as it is, its response relayed, a LOCAL INFILE request answered by
+        #: ``_relay_infile`` (one for the session, its payload set per statement).
+        self.forward = Forward(b"", relay_infile=self._relay_infile)
         self.followed = False  # the listener hears every command of this session (it said so)
         self.scattering: Scatter | None = None  # runs statements over several shards, made on first use
         self.spanning = SpanningTransactions(services, client, state, link)  # a transaction over shards
@@ -185,14 +185,10 @@ class QueryPipeline:
                     on_shard = rewrite(sql, shard)
                     physical = default_schema(shard, self.state.schema)
                 self.record_sharded(digest, 1)
-        relay_infile = self.relay_infile
         sent = payload if on_shard is None else b"\x03" + on_shard.encode("utf-8", "surrogateescape")
-
-        def run(conn: BackendConnection, relay: Relay) -> Awaitable[Response]:
-            conn.wire.send(sent, 0)
-            return read_response(conn.wire, relay, relay_infile=relay_infile)  # no coroutine of its own to await it
-
-        response = await link.execute(hostgroup, run, statements, outcome, cache_key, branch, physical)
+        forward = self.forward
+        forward.payload = sent
+        response = await link.execute(hostgroup, forward, statements, outcome, cache_key, branch, physical)
         if self.spanning.current is not None:
             await self.spanning.after(response.error if response is not None else None, branch)
         if outcome.mirror_hostgroup is not None or outcome.mirror_flagOUT is not None or self.followed:

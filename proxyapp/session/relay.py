@@ -2,7 +2,7 @@
 
 A *runner* sends a command on a backend connection and relays the response into a ``Relay`` (``mysql.wire``: the
 client, with a copy kept for the query cache when asked); the link (``proxyapp.session.link``) calls it once it holds a
-connection in the session's state.
+connection in the session's state. The common one, a command forwarded as it is (``Forward``), the link runs itself.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 
 from proxyapp.mysql.backend import BackendConnection
 from proxyapp.mysql.packets import ErrPacket, parse_err, parse_ok
-from proxyapp.mysql.wire import STATUS_UNKNOWN, Relay, Response, Sink, Wire
+from proxyapp.mysql.wire import STATUS_UNKNOWN, InfileRelay, Relay, Response, Sink, Wire
 
 
 class InfileAbandoned(Exception):
@@ -22,7 +22,22 @@ class InfileAbandoned(Exception):
         self.seq = seq
 
 
-Runner = Callable[[BackendConnection, Relay], Awaitable[Response]]
+class Forward:
+    """The common runner: send ``payload`` (a client's command, as the backend is to run it) and relay the query or
+    execute (``binary``) response; ``relay_infile`` answers a LOCAL INFILE request. The link runs it itself
+    (``BackendLink.execute``), with no closure and no reading coroutine of its own when the whole response arrives
+    in one read."""
+
+    __slots__ = ("binary", "payload", "relay_infile")
+
+    def __init__(self, payload: bytes, binary: bool = False, relay_infile: InfileRelay | None = None) -> None:
+        self.payload = payload
+        self.binary = binary
+        self.relay_infile = relay_infile
+
+
+#: What runs a command on a backend connection: a ``Forward``, or a function that sends it and reads the response.
+Runner = Forward | Callable[[BackendConnection, Relay], Awaitable[Response]]
 
 
 def simple_runner(payload: bytes, reader: Callable[[Wire, Relay], Awaitable[Response]]) -> Runner:
