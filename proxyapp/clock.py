@@ -16,11 +16,9 @@ from typing import Final
 #: The environment variable that lets the admin endpoint move the clock (tests only).
 TEST_CLOCK_ENV = "PROXYFLEET_TEST_CLOCK"
 #: ``time.monotonic``, read once: a compiled call through a Final name costs no module or attribute lookup (the clock is
-#: read several times per query). Also the real time that waits are measured on (a pool's waiting sessions).
+#: read several times per query). Also the real time that waits are measured on (a pool's waiting sessions), and the
+#: durations the statistics report (a query's µs, a backend's latency), so that one reading serves both.
 MONOTONIC: Final = time.monotonic
-#: ``time.perf_counter``, for the durations the statistics report (a query's µs, a backend's latency); through a Final
-#: name for the same reason.
-PERF_COUNTER: Final = time.perf_counter
 #: The most one ``advance`` may move the clock: a day.
 MAX_ADVANCE_S = 86_400.0
 
@@ -36,6 +34,10 @@ class Clock:
         instance goes through Python's call protocol, twice the cost). Where a component wants a plain callable
         (``Callable[[], float]``), it is given ``clock.now``."""
         return MONOTONIC() + self.offset
+
+    def at(self, reading: float) -> float:
+        """The time of a ``MONOTONIC`` reading on this clock (a duration's end, read once for both)."""
+        return reading + self.offset
 
     def advance(self, seconds: float) -> None:
         """Move the clock ``seconds`` forward; ValueError unless 0 <= ``seconds`` <= ``MAX_ADVANCE_S``."""

@@ -540,10 +540,12 @@ class Hostgroup:
         if earliest is not None:
             self._expire_at(earliest)
 
-    def release(self, conn: BackendConnection, pool: ServerPool, reusable: bool) -> None:
-        """Take a connection back: hand it to a waiting session of the same user, keep it idle, or close it."""
+    def release(self, conn: BackendConnection, pool: ServerPool, reusable: bool, now: float = 0.0) -> None:
+        """Take a connection back: hand it to a waiting session of the same user, keep it idle, or close it (``now``:
+        the time on the proxy's clock, when the caller read it already)."""
         settings = self.manager.settings
-        now = self.manager.clock.now()
+        if not now:
+            now = self.manager.clock.now()
         conn.last_used = now
         too_old = settings.connection_max_age_ms and (now - conn.created_at) * 1000 > settings.connection_max_age_ms
         if reusable and conn.in_transaction:  # the invariant: another session must never inherit a transaction

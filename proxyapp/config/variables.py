@@ -15,7 +15,7 @@ import difflib
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from proxyapp.config.tables import GlobalVariable
 
@@ -27,7 +27,7 @@ _TRUE_TEXTS = ("true", "1")
 _FALSE_TEXTS = ("false", "0")
 _DAY_MS = 24 * 3600 * 1000
 #: A query timeout this long (a day, in ms) means none: the default of mysql- and pgsql-default_query_timeout.
-NO_TIMEOUT_MS = _DAY_MS
+NO_TIMEOUT_MS: Final = _DAY_MS
 
 
 def did_you_mean(word: str, candidates: Iterable[str]) -> str:

@@ -191,7 +191,7 @@ class SocketTransport:
         """Stop reading, send what is queued, then close the socket."""
         if self.closing:
             return
-        self.closing = True
+        self._closing()
         self._unwatch()
         if not self.queued:
             self._end(None)
@@ -203,6 +203,12 @@ class SocketTransport:
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         """The socket (``socket``) and its addresses (``peername``, ``sockname``)."""
         return self.extra.get(name, default)
+
+    def _closing(self) -> None:
+        """From now on nothing more is written: tell the wire (``Wire.shut``)."""
+        self.closing = True
+        if self.wire is not None:
+            self.wire.shut = True
 
     def _watch(self) -> None:
         if not self.reading and not self.reading_paused and not self.finished:
@@ -218,7 +224,8 @@ class SocketTransport:
         """Close the socket now and have the loop tell the protocol (``exc``: why, when it failed)."""
         if self.finished:
             return
-        self.finished = self.closing = True
+        self.finished = True
+        self._closing()
         self._unwatch()
         if self.queued:
             self.queued.clear()
@@ -261,6 +268,7 @@ class WireProtocol(asyncio.Protocol):
         wire = self.wire = Wire(own if own is not None else transport)  # type: ignore[arg-type]  # uvloop's
         if own is not None:
             wire.fd = own.fd
+            wire.told = True
             own.begin(wire)
         elif sock is not None and SEND_NOW is not None:
             wire.fd = sock.fileno()

@@ -117,7 +117,9 @@ class Wire:
         "reading_paused",
         "resumer",
         "seq",
+        "shut",
         "tls",
+        "told",
         "transport",
         "waiter",
         "write_out",
@@ -129,6 +131,8 @@ class Wire:
         self.write_out = transport.write  # kept bound: a call through it looks no method up
         self.fd = -1  # the socket ``put`` sends to directly (``SEND_NOW``); -1: every write goes through the transport
         self.held = False  # the transport was handed bytes: it may still hold some, which go out before any more
+        self.told = False  # the transport tells the wire when it closes (``shut``), so ``write`` need not ask it
+        self.shut = False  # the transport is closing or closed, as it told (``told``)
         # Kept: asyncio.get_running_loop() makes a getpid() system call each time (its fork check).
         self.loop = asyncio.get_running_loop()
         self.buf = bytearray()
@@ -334,7 +338,7 @@ class Wire:
 
     def write(self, raw: bytes) -> None:
         """Write already framed bytes; PeerClosed if the connection is closed."""
-        if self.transport.is_closing():
+        if self.shut or (not self.told and self.transport.is_closing()):
             raise PeerClosed(self.closed or "connection closed")
         self.bytes_out += len(raw)
         if self.compression is not None:

@@ -15,10 +15,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-import time
 from collections import OrderedDict
 from typing import Protocol
 
+from proxyapp.clock import MONOTONIC
 from proxyapp.config.variables import NO_TIMEOUT_MS
 from proxyapp.pgproxy.pool import PgPools, PoolRefused, ServerConn
 from proxyapp.pgproxy.responses import FORWARD, SWALLOW, Entry, ResponseOrder
@@ -230,7 +230,7 @@ class PgSession:
             return False
         self.routed = None
         self.counters.queries += 1
-        started = time.perf_counter()
+        started = MONOTONIC()
         self._answer(hit + ready_for_query(b"I"))
         self._count(-1, route.query, started, 0, 0)
         return True
@@ -323,7 +323,7 @@ class PgSession:
             query = self._simple_query(server, msg)
             if query is not None:
                 out.append(query[0])
-                order.sent(kind, query=query[1], started=time.perf_counter())
+                order.sent(kind, query=query[1], started=MONOTONIC())
             return
         if kind in _EXTENDED:
             self.unsynced = True
@@ -341,7 +341,7 @@ class PgSession:
                 self.counters.queries += 1
                 out.append(msg)
                 text, timeout = self.portals.get(msg[5 : msg.index(b"\0", 5)], _NO_PORTAL)
-                order.sent(kind, query=text, started=time.perf_counter())
+                order.sent(kind, query=text, started=MONOTONIC())
                 self._arm(server, timeout)
                 return
             out.append(msg)
@@ -567,7 +567,7 @@ class PgSession:
 
     def _count(self, hostgroup: int, query: str, started: float, sent: int, affected: int) -> None:
         """Count a statement in the digest statistics (hostgroup -1: answered from the query cache)."""
-        ended = time.perf_counter()
+        ended = MONOTONIC()
         elapsed_us = int((ended - started) * 1_000_000)
         digest = compute_pg_digest(query)
         self.host.digests.record(

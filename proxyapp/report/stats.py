@@ -16,9 +16,10 @@ from typing import Any, Final, NamedTuple
 
 #: The wall clock digests' first_seen and last_seen are reported on (a Final name: one lookup at import).
 _WALL_CLOCK: Final = time.time
-#: What a digest entry's last seen is stamped with (``time.perf_counter``, which a query's duration is measured on
-#: already): the wall clock's time is worked out when the rows are read, not read per query.
-_STAMP_CLOCK: Final = time.perf_counter
+#: What a digest entry's last seen is stamped with (``time.monotonic``, which a query's duration is measured on
+#: already: ``proxyapp.clock.MONOTONIC``): the wall clock's time is worked out when the rows are read, not read per
+#: query.
+_STAMP_CLOCK: Final = time.monotonic
 #: stats_mysql_query_digest's columns, in ProxySQL's order.
 DIGEST_COLUMNS = (
     "hostgroup",
@@ -148,7 +149,7 @@ class DigestStats:
         at: float | None = None,
         memo: DigestMemo | None = None,
     ) -> None:
-        """Count one executed query that took ``elapsed_us`` microseconds and ended ``at`` (``time.perf_counter``'s
+        """Count one executed query that took ``elapsed_us`` microseconds and ended ``at`` (``time.monotonic``'s
         time, which its duration was measured with; by default now). ``memo``: the caller's entries by digest, used
         and kept up to date."""
         if at is None:

@@ -11,7 +11,7 @@ import asyncio
 import logging
 
 from proxyapp.backends.pool import Hostgroup, PoolError, ServerPool, server_tls
-from proxyapp.clock import PERF_COUNTER
+from proxyapp.clock import MONOTONIC
 from proxyapp.config.variables import NO_TIMEOUT_MS
 from proxyapp.mysql.backend import BackendConnection, BackendError
 from proxyapp.mysql.constants import Command, ErrorCode
@@ -47,24 +47,27 @@ class BackendLink:
         self.last_insert_id = 0
         self.in_transaction = False
         self.busy_since = 0.0  # when (the proxy's clock) the current (or last) command arrived
+        self.arrived = 0.0  # the same instant on the monotonic clock (``MONOTONIC``), which durations are measured on
         self.transaction_since = 0.0  # when the command that opened the current transaction arrived
         self.killed = False  # a KILL ended the session: a command still waiting for a connection must not run
         # A BEGIN held back until the transaction's first statement shows which shard it belongs on (``defer``).
         self.opening: bytes | None = None
         self.opening_hostgroup = 0  # where the held-back BEGIN would have run
         self.relay = Relay(client.wire)  # what relays each response to the client (``Relay.start`` per command)
+        self.seen = Situation(0, False, True, False, None, state.pins)  # ``situation``'s, brought up to date each time
 
     def situation(self) -> Situation:
-        """The session's situation as routing sees it."""
+        """The session's situation as routing sees it now: one object per session, brought up to date at each call
+        (routing reads it at once and keeps none; a new one per statement cost an allocation)."""
         client = self.client
-        return Situation(
-            client.default_hostgroup,
-            client.transaction_persistent,
-            self.state.autocommit,
-            self.services.runtime.settings.autocommit_false_is_transaction,
-            self.hostgroup if self.conn is not None else None,
-            self.state.pins,
-        )
+        seen = self.seen
+        seen.default_hostgroup = client.default_hostgroup
+        seen.persistent = client.transaction_persistent
+        seen.autocommit = self.state.autocommit
+        seen.autocommit_false_is_transaction = self.services.runtime.settings.autocommit_false_is_transaction
+        seen.kept = self.hostgroup if self.conn is not None else None
+        seen.pins = self.state.pins
+        return seen
 
     async def execute(
         self,
@@ -123,7 +126,7 @@ class BackendLink:
             if timeout_ms < NO_TIMEOUT_MS:
                 timer = self.client.wire.loop.call_later(timeout_ms / 1000, self.on_query_timeout, conn)
             sent_before = conn.wire.bytes_out
-            began = PERF_COUNTER()
+            began = MONOTONIC()
             self.running = conn
             try:
                 if isinstance(run, Forward):
@@ -170,7 +173,7 @@ class BackendLink:
                 return None
             pool.queries += 1
             # Latency_us: a moving average of the backend's response time (first byte to last), in µs.
-            ended = response.ended = PERF_COUNTER()
+            ended = response.ended = MONOTONIC()
             pool.latency_us += (int((ended - began) * 1_000_000) - pool.latency_us) >> 3
             self.last_pool = pool
             pool.bytes_sent += conn.wire.bytes_out - sent_before
@@ -242,7 +245,7 @@ class BackendLink:
                 self.services.background.add(task)
                 task.add_done_callback(self.services.background.discard)
             else:
-                release(conn)
+                release(conn, now=self.services.clock.at(response.ended))
 
     async def borrow(self, hostgroup: int, schema: str | None = None) -> BackendConnection | None:
         """A connection from ``hostgroup`` brought to the session's state (in default schema ``schema`` instead of
@@ -456,8 +459,9 @@ class BackendLink:
             self.last_insert_id = int(result[1][0])
 
 
-def release(conn: BackendConnection, reusable: bool = True) -> None:
-    """Give ``conn`` back to its pool (``reusable``: another session may use it as it is)."""
+def release(conn: BackendConnection, reusable: bool = True, now: float = 0.0) -> None:
+    """Give ``conn`` back to its pool (``reusable``: another session may use it as it is; ``now``: the proxy's time,
+    when read already)."""
     pool = conn.pool
     assert isinstance(pool, ServerPool)
-    pool.hostgroup.release(conn, pool, reusable)
+    pool.hostgroup.release(conn, pool, reusable, now)

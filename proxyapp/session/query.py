@@ -9,7 +9,7 @@ import asyncio
 import time
 from typing import Final
 
-from proxyapp.clock import PERF_COUNTER
+from proxyapp.clock import MONOTONIC
 from proxyapp.mysql.backend import BackendConnection
 from proxyapp.mysql.constants import ErrorCode, FieldType
 from proxyapp.mysql.resultset import result_set
@@ -70,15 +70,15 @@ class QueryPipeline:
         link = self.link
         rt = services.runtime
         services.counters.Questions += 1
-        started = PERF_COUNTER()
+        started = link.arrived
         raw = payload[1:]
         sql = raw.decode("utf-8", "surrogateescape")
-        statements, digest = analyze(sql, rt.settings.max_digest_length)
+        statements, digest, commented = analyze(sql, rt.settings.max_digest_length)
         if not statements:
             client.send_error(1065, "Query was empty", 1)
             return
         schema = self.state.schema or ""
-        outcome = self.apply_rules(sql, digest)
+        outcome = self.apply_rules(sql, digest, commented)
         if outcome.next_query_flagIN is not None:  # ProxySQL: it stays the session's flagIN until a rule changes it
             self.flag_in = outcome.next_query_flagIN
         if outcome.error_msg is not None:
@@ -219,10 +219,11 @@ class QueryPipeline:
         """The session's server status flags, for the proxy's own answers."""
         return server_status(self.state, self.link.in_transaction)
 
-    def apply_rules(self, sql: str, digest: Digest) -> RuleOutcome:
-        """The query rules' verdict on ``sql`` for this session, from its current flagIN."""
+    def apply_rules(self, sql: str, digest: Digest, commented: bool) -> RuleOutcome:
+        """The query rules' verdict on ``sql`` for this session, from its current flagIN (``commented``: ``sql`` may
+        hold an annotation, ``analyze`` says)."""
         rules = self.services.runtime.rules
-        if not rules.active and "/*" not in sql:  # no rule and no annotation can apply: the shared empty verdict
+        if not rules.active and not commented:  # no rule and no annotation can apply: the shared empty verdict
             return NO_RULES
         client = self.client
         return rules.evaluate(
@@ -353,9 +354,9 @@ class QueryPipeline:
         self, hostgroup: int, digest: Digest, started: float, rows: int, affected: int, ended: float = 0.0
     ) -> int:
         """Count a statement in the digest statistics (and as slow, past ``mysql-long_query_time``); the µs it
-        took, from ``started`` to ``ended`` (``time.perf_counter``; 0: now)."""
+        took, from ``started`` to ``ended`` (``MONOTONIC``; 0: now)."""
         if not ended:
-            ended = PERF_COUNTER()
+            ended = MONOTONIC()
         elapsed_us = int((ended - started) * 1_000_000)
         services = self.services
         if elapsed_us > services.runtime.settings.long_query_time_ms * 1000:
@@ -394,7 +395,7 @@ class QueryPipeline:
                 digest=digest,
                 query=sql,
                 thread_id=self.session_id,
-                started=time.time() - (PERF_COUNTER() - started),
+                started=time.time() - (MONOTONIC() - started),
                 rows_sent=response.rows if response else 0,
                 rows_affected=response.affected_rows if response else 0,
                 last_insert_id=self.link.last_insert_id,

@@ -15,6 +15,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Final
 
 from proxyapp.backends.pool import ServerPool
+from proxyapp.clock import MONOTONIC
 from proxyapp.driver import Driver
 from proxyapp.mysql.constants import MAX_PACKET, Command, ErrorCode, names_for_collation
 from proxyapp.mysql.packets import PacketTooLarge, ProtocolError, eof_packet, ok_packet
@@ -79,6 +80,7 @@ class Session:
         self.gone_since = 0.0  # since when its client is gone with its statement still running on a backend
         self.driver = Driver(wire.loop, self._command_done)  # runs its commands (``_command_loop``)
         self.ending: asyncio.Future[None] = wire.loop.create_future()  # what ends the command loop
+        self.over = False  # its command loop ended, or is ending (``ending`` is done): no command starts any more
         wire.on_close = self._client_gone
 
     def stalled(self, now: float) -> float:
@@ -225,13 +227,14 @@ class Session:
             self._arrived()  # what came right after the login
             await self.ending
         finally:
+            self.over = True
             wire.on_arrival = None
             self.driver.cancel()
 
     def _arrived(self) -> None:
         """The client's bytes arrived, or it left: start its commands that are whole, one after another (while one
         runs, the next stays in the buffer until it ends)."""
-        if self.driver.busy or self.ending.done():
+        if self.driver.busy or self.over:
             return
         try:
             self._serve_buffered()
@@ -281,7 +284,9 @@ class Session:
     def _handler(self, payload: bytes) -> Handler | None:
         """What serves command ``payload``, now that it runs; None when it is answered already (unknown)."""
         self.idle_since = 0.0
-        self.link.busy_since = self.services.clock.now()
+        link = self.link
+        arrived = link.arrived = MONOTONIC()
+        link.busy_since = self.services.clock.at(arrived)
         self.command = payload
         if not payload:
             raise ProtocolError("empty command packet")
@@ -312,6 +317,7 @@ class Session:
 
     def _end(self, failure: BaseException) -> None:
         """End the session with ``failure`` raised in its task (``run`` handles it)."""
+        self.over = True
         if not self.ending.done():
             self.ending.set_exception(failure)
 

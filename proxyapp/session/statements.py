@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import struct
 
-from proxyapp.clock import PERF_COUNTER
 from proxyapp.mysql.backend import BackendConnection
 from proxyapp.mysql.constants import Command, ErrorCode, Status
 from proxyapp.mysql.packets import ErrPacket, ProtocolError, err_packet, frame
@@ -64,14 +63,14 @@ class PreparedStatements:
         rt = self.services.runtime
         self.services.counters.Questions += 1
         sql = payload[1:].decode("utf-8", "surrogateescape")
-        statements, digest = analyze(sql, rt.settings.max_digest_length)
-        outcome = self.queries.apply_rules(sql, digest)
+        statements, digest, commented = analyze(sql, rt.settings.max_digest_length)
+        outcome = self.queries.apply_rules(sql, digest, commented)
         if outcome.error_msg is not None:
             self.client.send_error(ErrorCode.RULE_BLOCKED, outcome.error_msg, 1)
             return
         if outcome.query is not None:
             sql = outcome.query
-            rewritten, digest = analyze(sql, rt.settings.max_digest_length)
+            rewritten, digest, _ = analyze(sql, rt.settings.max_digest_length)
             statements = rewritten or statements
         hostgroup = self.queries.route(statements, outcome) if statements else self.client.default_hostgroup
         stmt = ClientStatement(self.next_id, sql, statements, hostgroup, 0, 0, digest)
@@ -108,7 +107,7 @@ class PreparedStatements:
     async def execute(self, payload: bytes) -> None:
         """COM_STMT_EXECUTE, on whichever connection the statement's route gives (prepared there if need be)."""
         self.services.counters.Questions += 1
-        started = PERF_COUNTER()
+        started = self.link.arrived
         stmt = self._statement(payload)
         if stmt is None:
             return

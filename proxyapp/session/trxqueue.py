@@ -9,6 +9,8 @@ for keys above those it holds. Otherwise it takes a key only if there is room, a
 
 from __future__ import annotations
 
+from typing import Final
+
 from proxyapp.hotrows.marks import MarkError, column_keys, hinted, ordered
 from proxyapp.hotrows.queues import DEADLOCK, GRANTED, REFUSED, TIMED_OUT, UNQUEUED, WITHDRAWN, QueueKey
 from proxyapp.mysql.constants import ErrorCode
@@ -20,7 +22,7 @@ from proxyapp.session.link import BackendLink
 from proxyapp.session.services import SessionServices
 
 #: No keys (shared: never modified).
-NO_KEYS: list[QueueKey] = []
+NO_KEYS: Final[list[QueueKey]] = []
 
 
 class TransactionQueue:

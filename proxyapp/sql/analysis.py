@@ -19,13 +19,14 @@ from proxyapp.sql.digest import CACHE_SIZE, CACHEABLE_LENGTH, Digest, compute_di
 from proxyapp.sql.scan import Statement, fast_statement, scan
 
 
-def analyze(sql: str, max_length: int) -> tuple[list[Statement], Digest]:
-    """``(scan(sql), compute_digest(sql, max_length))``, the work done once per shape of ``sql``."""
+def analyze(sql: str, max_length: int) -> tuple[list[Statement], Digest, bool]:
+    """``(scan(sql), compute_digest(sql, max_length))``, the work done once per shape of ``sql``, and whether ``sql``
+    may hold a comment (``/*``: an annotation the query rules read); a query of a simple shape holds none."""
     shape = simple_shape(sql) if len(sql) <= CACHEABLE_LENGTH else None
     if shape is None:
-        return scan(sql), compute_digest(sql, max_length)
+        return scan(sql), compute_digest(sql, max_length), "/*" in sql
     fast, digest = _of_shape(shape, max_length)
-    return ([fast] if fast is not None else scan(sql)), digest
+    return ([fast] if fast is not None else scan(sql)), digest, False
 
 
 #: Each shape's analysis: (the digest length it was made for, the fast path's Statement or None, the digest).

@@ -34,7 +34,7 @@ from proxyapp.sql.lex import MYSQL, PGSQL, Dialect, TokenKind, tokenize
 
 MAX_QUERY_LENGTH = 65000
 CACHE_SIZE = 4096
-CACHEABLE_LENGTH = 2048
+CACHEABLE_LENGTH: Final = 2048
 
 
 @dataclass(frozen=True, slots=True)

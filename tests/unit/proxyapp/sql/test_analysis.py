@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from proxyapp.sql.analysis import analyze
 from proxyapp.sql.digest import compute_digest, simple_shape
 from proxyapp.sql.scan import Kind, scan
@@ -42,17 +44,19 @@ def test_every_query_of_a_shape_gets_its_own_statements_and_digest() -> None:
         template = _template(rng)
         queries = [_numbers(rng, template) for _ in range(3)]
         for sql in queries:
-            statements, digest = analyze(sql, 2048)
+            statements, digest, commented = analyze(sql, 2048)
             assert statements == scan(sql), sql
             assert digest == compute_digest(sql, 2048), sql
+            assert commented or "/*" not in sql, sql  # a comment is never missed
         shapes = {simple_shape(sql) for sql in queries}
         shared += len(shapes) == 1 and None not in shapes and len(set(queries)) > 1
     assert shared > 200  # many templates made different queries of one shape, which hit the cache
 
 
 def test_the_fast_path_answers_a_repeated_point_select_from_the_cache() -> None:
-    first, first_digest = analyze("SELECT c FROM sbtest1 WHERE id=17", 2048)
-    second, second_digest = analyze("SELECT c FROM sbtest1 WHERE id=4242", 2048)
+    first, first_digest, commented = analyze("SELECT c FROM sbtest1 WHERE id=17", 2048)
+    second, second_digest, _ = analyze("SELECT c FROM sbtest1 WHERE id=4242", 2048)
+    assert not commented
     assert first == second and first[0] is second[0] and first is not second  # one shared Statement, fresh lists
     assert first[0].kind is Kind.SELECT and first[0].is_read
     assert first_digest is second_digest
@@ -61,7 +65,21 @@ def test_the_fast_path_answers_a_repeated_point_select_from_the_cache() -> None:
 
 def test_statements_that_hold_their_numbers_are_scanned_each_time() -> None:
     """SET's values are the statement's own: two queries of one shape keep their own values."""
-    one, _ = analyze("SET wait_timeout = 100", 2048)
-    two, _ = analyze("SET wait_timeout = 200", 2048)
+    one, _, _ = analyze("SET wait_timeout = 100", 2048)
+    two, _, _ = analyze("SET wait_timeout = 200", 2048)
     assert one != two
     assert analyze("", 2048)[0] == []
+
+
+@pytest.mark.parametrize(
+    ("sql", "commented"),
+    [
+        ("SELECT c FROM sbtest1 WHERE id=17", False),
+        ("/* hot_key=17 */ UPDATE t SET v=1 WHERE id=17", True),
+        ("SELECT 1 /* trailing */", True),
+        ("SELECT '/*' AS text", True),  # a quote: no simple shape, so the rules look (and find no annotation)
+        ("SELECT 'plain' AS text", False),
+    ],
+)
+def test_a_comment_the_rules_may_read_is_told(sql: str, commented: bool) -> None:
+    assert analyze(sql, 2048)[2] is commented
