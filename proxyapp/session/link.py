@@ -48,6 +48,7 @@ class BackendLink:
         self.in_transaction = False
         self.busy_since = 0.0  # when (the proxy's clock) the current (or last) command arrived
         self.arrived = 0.0  # the same instant on the monotonic clock (``MONOTONIC``), which durations are measured on
+        self.ended = 0.0  # when the last response a backend gave it was read whole (``MONOTONIC``)
         self.transaction_since = 0.0  # when the command that opened the current transaction arrived
         self.killed = False  # a KILL ended the session: a command still waiting for a connection must not run
         # A BEGIN held back until the transaction's first statement shows which shard it belongs on (``defer``).
@@ -173,7 +174,7 @@ class BackendLink:
                 return None
             pool.queries += 1
             # Latency_us: a moving average of the backend's response time (first byte to last), in µs.
-            ended = response.ended = MONOTONIC()
+            ended = response.ended = self.ended = MONOTONIC()
             pool.latency_us += (int((ended - began) * 1_000_000) - pool.latency_us) >> 3
             self.last_pool = pool
             pool.bytes_sent += conn.wire.bytes_out - sent_before

@@ -290,17 +290,20 @@ class Session:
         self.command = payload
         if not payload:
             raise ProtocolError("empty command packet")
-        handler = _HANDLERS.get(payload[0])
+        handler = _HANDLERS[payload[0]]
         if handler is None:
             self.client.send_error(ErrorCode.UNKNOWN_COM, f"Unknown or unsupported command 0x{payload[0]:02x}", 1)
         return handler
 
     def _finished(self) -> None:
-        """A command ended: a transaction that ended gives its hot-row keys back; the session waits for the next."""
+        """A command ended: a transaction that ended gives its hot-row keys back; the session waits for the next,
+        since its response's end when a backend answered it (read then), else since now."""
         queue = self.queries.queue
         if queue.holding:
             queue.settle()
-        self.idle_since = self.services.clock.now()
+        link = self.link
+        clock = self.services.clock
+        self.idle_since = clock.at(link.ended) if link.ended >= link.arrived else clock.now()
 
     def _command_done(self, failure: BaseException | None) -> None:
         """The driver's command ended after having waited: serve what the client sent meanwhile."""
@@ -463,9 +466,9 @@ class Session:
         }
 
 
-#: What serves each command, keyed by its byte as a plain int: an IntEnum key would make every lookup compare an int
-#: with an enum member through Python's slower rich comparison.
-_HANDLERS: Final[dict[int, Handler]] = {
+#: What serves each command, at its byte (None: not served): indexing a tuple is cheaper than a dict lookup, and an
+#: IntEnum key would make every lookup compare an int with an enum member through Python's slower rich comparison.
+_SERVED: Final[dict[int, Handler]] = {
     int(command): handler
     for command, handler in (
         (Command.QUIT, Session._com_quit),
@@ -486,3 +489,4 @@ _HANDLERS: Final[dict[int, Handler]] = {
         (Command.PROCESS_KILL, Session._com_process_kill),
     )
 }
+_HANDLERS: Final[tuple[Handler | None, ...]] = tuple(_SERVED.get(byte) for byte in range(256))
