@@ -8,46 +8,33 @@ a wire without a socket (``fd`` -1) writes through the transport only.
 
 from __future__ import annotations
 
-import asyncio
 import socket
 from collections.abc import Callable
 from types import ModuleType
 
 import pytest
-import uvloop
 
 from proxyapp.mysql import wire as wire_module
 from proxyapp.mysql.stream import SocketTransport, WireProtocol
 from proxyapp.mysql.wire import PeerClosed, Wire
-from tests.support.native import built
-
-LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
-    "uvloop": uvloop.new_event_loop,
-    "asyncio": asyncio.new_event_loop,
-}
+from tests.support.sockets import LOOPS, read_all
 
 
-@pytest.fixture(scope="module")
-def sendnow() -> ModuleType:
-    """The built direct socket calls."""
-    return built("proxyapp.mysql._sockio")
-
-
-def test_send_now_reports_what_the_kernel_took(sendnow: ModuleType) -> None:
+def test_send_now_reports_what_the_kernel_took(sockio: ModuleType) -> None:
     a, b = socket.socketpair()
     try:
-        assert sendnow.send_now(a.fileno(), b"hello") == 5
+        assert sockio.send_now(a.fileno(), b"hello") == 5
         assert b.recv(16) == b"hello"
         a.setblocking(False)
         taken = 0
-        while (sent := sendnow.send_now(a.fileno(), b"x" * 65536)) > 0:  # until the kernel's buffer is full
+        while (sent := sockio.send_now(a.fileno(), b"x" * 65536)) > 0:  # until the kernel's buffer is full
             taken += sent
         assert sent == 0 and taken > 0  # would block: nothing taken, no exception
-        assert sendnow.send_now(a.fileno(), bytearray(b"not bytes")) == 0  # the transport takes anything else
+        assert sockio.send_now(a.fileno(), bytearray(b"not bytes")) == 0  # the transport takes anything else
     finally:
         a.close()
         b.close()
-    assert sendnow.send_now(a.fileno(), b"closed") == 0  # a failed send: the transport meets and reports it
+    assert sockio.send_now(a.fileno(), b"closed") == 0  # a failed send: the transport meets and reports it
 
 
 #: Each loop, with the wire on a transport of its own and on the loop's.
@@ -77,19 +64,8 @@ def _run(loop_name: str, body: Callable[[Wire, socket.socket], object], own: boo
         loop.close()
 
 
-async def _read_all(peer: socket.socket, count: int) -> bytes:
-    """Read ``count`` bytes from ``peer`` (the loop runs while it waits)."""
-    loop = asyncio.get_running_loop()
-    got = bytearray()
-    while len(got) < count:
-        chunk = await loop.sock_recv(peer, count - len(got))
-        assert chunk, "the peer's connection ended early"
-        got += chunk
-    return bytes(got)
-
-
 @pytest.mark.parametrize(("loop_name", "own"), RUNS)
-def test_writes_go_straight_to_the_socket_while_nothing_is_held(loop_name: str, own: bool, sendnow: ModuleType) -> None:
+def test_writes_go_straight_to_the_socket_while_nothing_is_held(loop_name: str, own: bool, sockio: ModuleType) -> None:
     async def body(wire: Wire, peer: socket.socket) -> None:
         assert wire.fd >= 0
         written = []
@@ -99,13 +75,13 @@ def test_writes_go_straight_to_the_socket_while_nothing_is_held(loop_name: str, 
             written.append(data)
         assert not wire.held and wire.transport.get_write_buffer_size() == 0  # none of it passed through the transport
         assert wire.bytes_out == sum(map(len, written))
-        assert await _read_all(peer, wire.bytes_out) == b"".join(written)
+        assert await read_all(peer, wire.bytes_out) == b"".join(written)
 
     _run(loop_name, body, own)
 
 
 @pytest.mark.parametrize(("loop_name", "own"), RUNS)
-def test_what_the_kernel_does_not_take_keeps_its_order(loop_name: str, own: bool, sendnow: ModuleType) -> None:
+def test_what_the_kernel_does_not_take_keeps_its_order(loop_name: str, own: bool, sockio: ModuleType) -> None:
     async def body(wire: Wire, peer: socket.socket) -> None:
         # Any byte the transport holds pauses the wire's writing, and only an empty buffer resumes it: the wire's
         # ``drain`` then waits for the event of the transport having written everything.
@@ -123,12 +99,12 @@ def test_what_the_kernel_does_not_take_keeps_its_order(loop_name: str, own: bool
             wire.write(data)
             written += data
         assert wire.held and wire.writing_paused
-        assert await _read_all(peer, len(written)) == bytes(written)
+        assert await read_all(peer, len(written)) == bytes(written)
         await wire.drain()  # the transport has written the last of it (``resume_writing`` at an empty buffer)
         assert wire.transport.get_write_buffer_size() == 0
         wire.write(b"direct again")  # drained: the next write goes straight to the socket
         assert not wire.held
-        assert await _read_all(peer, 12) == b"direct again"
+        assert await read_all(peer, 12) == b"direct again"
 
     _run(loop_name, body, own)
 
@@ -139,7 +115,7 @@ def test_a_wire_without_its_socket_writes_through_the_transport(loop_name: str, 
         wire.fd = -1  # as when ``_sockio`` is not built
         wire.write(b"through the transport")
         assert not wire.held
-        assert await _read_all(peer, 21) == b"through the transport"
+        assert await read_all(peer, 21) == b"through the transport"
         wire.transport.close()
         with pytest.raises(PeerClosed):
             wire.write(b"late")
@@ -147,5 +123,5 @@ def test_a_wire_without_its_socket_writes_through_the_transport(loop_name: str, 
     _run(loop_name, body, own)
 
 
-def test_the_wire_sends_directly_when_built(sendnow: ModuleType) -> None:
-    assert wire_module.SEND_NOW is sendnow.send_now
+def test_the_wire_sends_directly_when_built(sockio: ModuleType) -> None:
+    assert wire_module.SEND_NOW is sockio.send_now

@@ -16,24 +16,12 @@ from collections.abc import Awaitable, Callable
 from types import ModuleType
 
 import pytest
-import uvloop
 
 from proxyapp.mysql.compression import Compression
 from proxyapp.mysql.packets import frame
 from proxyapp.mysql.stream import SocketTransport, WireProtocol
 from proxyapp.mysql.wire import PeerClosed, Wire
-from tests.support.native import built
-
-LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
-    "uvloop": uvloop.new_event_loop,
-    "asyncio": asyncio.new_event_loop,
-}
-
-
-@pytest.fixture(scope="module")
-def sockio() -> ModuleType:
-    """The built direct socket calls."""
-    return built("proxyapp.mysql._sockio")
+from tests.support.sockets import LOOPS, read_all
 
 
 def test_recv_append_appends_what_the_socket_holds(sockio: ModuleType) -> None:
@@ -78,13 +66,13 @@ def _tcp_pair() -> tuple[socket.socket, socket.socket]:
     return ours, peer
 
 
-def _run(loop_name: str, body: Body) -> list[Exception | None]:
+def _run(loop_name: str, body: Body) -> list[str | None]:
     """Run ``body(wire, transport, peer)`` on a wire over one end of a TCP connection, in a loop of ``loop_name``;
     why the wire says it closed, once it did."""
     loop = LOOPS[loop_name]()
     ours, peer = _tcp_pair()
     peer.setblocking(False)
-    lost: list[Exception | None] = []
+    lost: list[str | None] = []
 
     async def main() -> None:
         _, protocol = await loop.create_connection(WireProtocol, sock=ours)
@@ -100,7 +88,7 @@ def _run(loop_name: str, body: Body) -> list[Exception | None]:
         finally:
             transport.abort()
         await ended.wait()
-        lost.append(wire.closed)  # type: ignore[arg-type]
+        lost.append(wire.closed)
 
     try:
         loop.run_until_complete(main())
@@ -108,17 +96,6 @@ def _run(loop_name: str, body: Body) -> list[Exception | None]:
         peer.close()
         loop.close()
     return lost
-
-
-async def _read_all(peer: socket.socket, count: int) -> bytes:
-    """Read ``count`` bytes from ``peer`` (the loop runs while it waits)."""
-    loop = asyncio.get_running_loop()
-    got = bytearray()
-    while len(got) < count:
-        chunk = await loop.sock_recv(peer, count - len(got))
-        assert chunk, "the connection ended early"
-        got += chunk
-    return bytes(got)
 
 
 @pytest.mark.parametrize("loop_name", LOOPS)
@@ -131,7 +108,7 @@ def test_packets_arrive_whole_and_in_order(loop_name: str, sockio: ModuleType) -
         for expected in payloads:
             assert await wire.read_payload() == expected
         wire.write(b"answer")
-        assert await _read_all(peer, 6) == b"answer"
+        assert await read_all(peer, 6) == b"answer"
 
     _run(loop_name, body)
 
@@ -176,7 +153,7 @@ def test_close_sends_what_is_queued_first(loop_name: str, sockio: ModuleType) ->
         assert transport.is_closing()
         with pytest.raises(PeerClosed):
             wire.write(b"late")  # nothing is written after a close
-        assert await _read_all(peer, len(written)) == bytes(written)
+        assert await read_all(peer, len(written)) == bytes(written)
         assert await asyncio.get_running_loop().sock_recv(peer, 1) == b""  # then the end
 
     assert _run(loop_name, body) == ["connection closed"]
@@ -205,7 +182,7 @@ def test_drain_waits_for_the_queue_to_go(loop_name: str, sockio: ModuleType) -> 
             wire.write(b"y" * 65536)
             total += 65536
         assert wire.writing_paused
-        reader = asyncio.ensure_future(_read_all(peer, total))
+        reader = asyncio.ensure_future(read_all(peer, total))
         await wire.drain()  # resumed by the transport at an empty queue
         assert transport.get_write_buffer_size() == 0 and not wire.writing_paused
         assert await reader == b"y" * total
