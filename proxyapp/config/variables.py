@@ -571,6 +571,14 @@ _SPECS = (
         maximum=3_600_000,
     ),
     _int(
+        "pgsql-no_writer_wait_ms",
+        5000,
+        "ProxyFleet's own: ms a PostgreSQL client of the writer hostgroup of a pgsql_replication_hostgroups pair "
+        "waits for a writer to appear while it has none ONLINE (failover, the monitor still placing the servers), "
+        "before it is refused with the reason (0: refuse at once)",
+        maximum=3_600_000,
+    ),
+    _int(
         "pgsql-max_prepared_statements",
         200,
         "named prepared statements kept prepared on each server connection under transaction pooling (least "

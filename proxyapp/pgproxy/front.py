@@ -306,6 +306,6 @@ class PgFront:
             "query_cache_entries": cache.Query_Cache_Entries,
             "query_cache_bytes": cache.Query_Cache_Memory_bytes,
             "query_rules": [{"rule_id": k, "hits": v} for k, v in sorted(self.router.hits.items())],
-            "waiting_clients": sum(len(q) for q in self.pools.waiters.values()),
+            "waiting_clients": sum(len(q) for q in self.pools.waiters.values()) + self.pools.writer_waiting,
             "connection_pool": self.pools.rows(),
         }

@@ -5,7 +5,9 @@ A client's queries go to its user's ``default_hostgroup``. A connection is borro
 database is there, opened otherwise. A server's ``max_connections`` bounds its connections of every user and
 database together; each worker process takes its share. When every server is full the client waits, first come
 first served, up to ``pgsql-connection_wait_timeout``. A full server with idle connections of other users makes room
-by closing the oldest of them.
+by closing the oldest of them. A client of a ``pgsql_replication_hostgroups`` writer hostgroup that has no ONLINE
+server (a failover under way, the monitor still placing the servers) waits up to ``pgsql-no_writer_wait_ms`` for the
+monitor to find a writer, as ``mysql-no_writer_wait_ms`` does on the MySQL side.
 
 A connection remembers what the proxy applied on it (``settings``: the SETs a client's session asked for) and the
 prepared statements it holds (``prepared``, least recently used first), so that the next borrower replays only
@@ -140,7 +142,11 @@ class PgPools:
         self.tls: ssl.SSLContext | None = None
         self.wait_timeout_s = 10.0
         self.connect_timeout_s = 1.0
+        self.no_writer_wait_s = 5.0
+        self.writer_hostgroups: frozenset[int] = frozenset()  # of the pgsql_replication_hostgroups pairs
         self.waiters: dict[int, deque[Waiter]] = {}  # by hostgroup, first come first served
+        self.writer_waiting = 0  # clients waiting for a writer hostgroup to have a server
+        self._applied: asyncio.Future[None] | None = None  # resolved by the next apply
         self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
@@ -162,6 +168,8 @@ class PgPools:
         self.tls = tls
         self.wait_timeout_s = v.integer("pgsql-connection_wait_timeout") / 1000
         self.connect_timeout_s = v.integer("pgsql-connect_timeout_server") / 1000
+        self.no_writer_wait_s = v.integer("pgsql-no_writer_wait_ms") / 1000
+        self.writer_hostgroups = frozenset(pair.writer_hostgroup for pair in config.pgsql_replication_hostgroups)
         runtime = {server.key: (server, reason) for server, reason in pgsql_runtime(config, state)}
         for key in list(self.targets):
             if key not in runtime:
@@ -180,18 +188,36 @@ class PgPools:
                         queue.pop().close()
         for hostgroup in list(self.waiters):
             self._room_made(hostgroup)
+        applied, self._applied = self._applied, None
+        if applied is not None and not applied.done():
+            applied.set_result(None)
 
     async def acquire(self, hostgroup: int, key: PoolKey, secret: ServerSecret) -> ServerConn:
         """A connection of ``key`` to a server of ``hostgroup``: an idle one, a new one, or the first to come back
         within the wait timeout; PoolRefused says why not."""
         loop = self.loop
         deadline = loop.time() + self.wait_timeout_s
+        writer_deadline: float | None = None  # pgsql-no_writer_wait_ms, from the first time no server is usable
         errors: list[str] = []
         while True:
             targets = [t for t in self.targets.values() if t.server.hostgroup_id == hostgroup]
             usable = [t for t in targets if t.server.status == ONLINE]
             if not usable:
-                raise PoolRefused(CONNECTION_FAILURE, no_server(hostgroup, [t.server for t in targets]))
+                refused = no_server(hostgroup, [t.server for t in targets])
+                if hostgroup not in self.writer_hostgroups or self.no_writer_wait_s <= 0:
+                    raise PoolRefused(CONNECTION_FAILURE, refused)
+                if writer_deadline is None:
+                    writer_deadline = loop.time() + self.no_writer_wait_s
+                left = writer_deadline - loop.time()
+                if left <= 0:
+                    raise PoolRefused(
+                        CONNECTION_FAILURE,
+                        f"{refused}: no writer came ONLINE within {self.no_writer_wait_s * 1000:.0f} ms "
+                        "(pgsql-no_writer_wait_ms)",
+                    )
+                await self._next_apply(left)
+                deadline = loop.time() + self.wait_timeout_s
+                continue
             for target in weighted_order(usable, lambda t: t.server.weight, self.rng):
                 queue = target.idle.get(key)
                 while queue:
@@ -218,6 +244,19 @@ class PgPools:
             handed = await self._wait(hostgroup, key, left)
             if handed is not None:
                 return handed
+
+    async def _next_apply(self, seconds: float) -> None:
+        """Wait for the next ``apply`` (a config or the monitor's findings), at most ``seconds``."""
+        applied = self._applied
+        if applied is None:
+            applied = self._applied = self.loop.create_future()
+        self.writer_waiting += 1
+        try:
+            await asyncio.wait_for(asyncio.shield(applied), seconds)
+        except TimeoutError:
+            pass
+        finally:
+            self.writer_waiting -= 1
 
     async def _wait(self, hostgroup: int, key: PoolKey, seconds: float) -> ServerConn | None:
         """Wait in line for a connection released for this client (handed over, so that no later client takes it

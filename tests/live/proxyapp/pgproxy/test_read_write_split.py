@@ -6,7 +6,9 @@ through the proxy."""
 from __future__ import annotations
 
 import base64
+import signal
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import psycopg
@@ -130,3 +132,58 @@ def test_users_stored_as_the_servers_hashes_log_in_to_the_servers(
     start_proxy(config)
     with pytest.raises(psycopg.OperationalError, match="salt or iterations differ from pgsql_users' verifier"):
         psycopg.connect(f"postgresql://{APP_USER}:{APP_PASSWORD}@127.0.0.1:{other_port}/app?sslmode=disable")
+
+
+def only_the_replica_as_writer(pg: PgSandbox, port: int, wait_ms: int) -> dict[str, Any]:
+    """The split config with the replica alone in the writer hostgroup: the monitor moves it to the readers, and the
+    writer hostgroup is left without a server."""
+    config = split_config(pg, port)
+    (replica,) = pg.replicas()
+    config["pgsql_servers"] = [{"hostgroup_id": WRITERS, "hostname": replica.host, "port": replica.port}]
+    config["pgsql_query_rules"] = []
+    config["global_variables"].append({"variable_name": "pgsql-no_writer_wait_ms", "variable_value": str(wait_ms)})
+    return config
+
+
+def test_a_client_of_the_writer_hostgroup_waits_for_the_monitor_to_find_a_writer(
+    pg_sandbox: PgSandbox, start_proxy: Callable[[dict[str, Any]], ProxyProcess]
+) -> None:
+    """A login to a writer hostgroup with no ONLINE server waits (pgsql-no_writer_wait_ms) instead of being refused:
+    when a reload adds the primary and the monitor finds it out of recovery, the waiting client is served by it."""
+    port = free_port()
+    config = only_the_replica_as_writer(pg_sandbox, port, 120_000)
+    proxy = start_proxy(config)
+    primary, (replica,) = pg_sandbox.primary(), pg_sandbox.replicas()
+    wait_until(lambda: placed(proxy) == {READERS: {replica.port}}, "the replica moved out of the writers", 30)
+
+    def login_and_ask() -> tuple[Any, ...] | None:
+        dsn = f"postgresql://{APP_USER}:{APP_PASSWORD}@127.0.0.1:{port}/app?sslmode=disable"
+        with psycopg.connect(dsn) as conn:
+            return conn.execute("SELECT current_user, pg_is_in_recovery()").fetchone()
+
+    with ThreadPoolExecutor(1) as pool:
+        answer = pool.submit(login_and_ask)
+        wait_until(lambda: proxy.stats()["pgsql"]["waiting_clients"] == 1, "the client waiting for a writer", 30)
+        assert not answer.done()
+        config["pgsql_servers"].append({"hostgroup_id": READERS, "hostname": primary.host, "port": primary.port})
+        proxy.write_config(config)
+        proxy.signal(signal.SIGHUP)
+        assert answer.result(timeout=60) == (APP_USER, False)  # served by the primary, the writer found
+    assert proxy.stats()["pgsql"]["waiting_clients"] == 0
+
+
+@pytest.mark.parametrize("wait_ms", [0, 300])
+def test_a_writer_hostgroup_without_a_writer_refuses_after_the_wait_with_the_reason(
+    pg_sandbox: PgSandbox, start_proxy: Callable[[dict[str, Any]], ProxyProcess], wait_ms: int
+) -> None:
+    port = free_port()
+    proxy = start_proxy(only_the_replica_as_writer(pg_sandbox, port, wait_ms))
+    (replica,) = pg_sandbox.replicas()
+    wait_until(lambda: placed(proxy) == {READERS: {replica.port}}, "the replica moved out of the writers", 30)
+    with pytest.raises(psycopg.OperationalError) as refused:
+        psycopg.connect(f"postgresql://{APP_USER}:{APP_PASSWORD}@127.0.0.1:{port}/app?sslmode=disable")
+    expected = f"ProxyFleet: pgsql hostgroup {WRITERS} has no server"
+    if wait_ms:
+        expected += f": no writer came ONLINE within {wait_ms} ms (pgsql-no_writer_wait_ms)"
+    assert str(refused.value).endswith(f"FATAL:  {expected}")
+    assert proxy.stats()["pgsql"]["waiting_clients"] == 0
