@@ -1,5 +1,5 @@
 /* The wire's byte work in C: copy a span of a read buffer out as bytes, drop the bytes already read, read a packet's
- * header, frame a payload as one packet.
+ * header, frame a payload as one packet, address a prepared statement's packet to a statement id.
  *
  * ``proxyapp.mysql.wire.Wire`` keeps what a connection received in one bytearray. Every query copies a command or a
  * response out of it and, once that is read, drops it from the front. In Python the copy is ``bytes(buf[a:b])``
@@ -11,7 +11,9 @@
  * ``cut`` makes the bytes object straight from the buffer's memory. ``compact`` moves what is left to the front and
  * keeps the allocation, up to ``KEEP`` bytes: a buffer once grown larger than that by a large packet is shrunk as
  * Python shrinks it, so an idle connection does not hold a large allocation. ``header`` reads the four header bytes
- * as one int. ``frame`` makes the framed packet in one allocation.
+ * as one int. ``frame`` makes the framed packet in one allocation. ``stamp`` writes a statement id into a copy of an
+ * execute (or a prepare response) and, for an execute sent without its parameter types, sets the new-params-bound
+ * flag and puts the types after it: in Python that is four slices, a struct call and five concatenations a query.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -156,6 +158,61 @@ static PyObject *frame(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ss
     return out;
 }
 
+static PyObject *stamp(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "stamp(data, at, stmt_id, flag_at, types) takes 5 arguments");
+        return NULL;
+    }
+    if (!PyBytes_Check(args[0]) || !PyBytes_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "stamp() takes bytes data and bytes types");
+        return NULL;
+    }
+    const char *data = PyBytes_AS_STRING(args[0]);
+    Py_ssize_t length = PyBytes_GET_SIZE(args[0]);
+    const char *types = PyBytes_AS_STRING(args[4]);
+    Py_ssize_t count = PyBytes_GET_SIZE(args[4]);
+    Py_ssize_t at = PyLong_AsSsize_t(args[1]);
+    if (at == -1 && PyErr_Occurred())
+        return NULL;
+    unsigned long stmt_id = PyLong_AsUnsignedLong(args[2]);
+    if (stmt_id == (unsigned long)-1 && PyErr_Occurred())
+        return NULL;
+    if (stmt_id > 0xFFFFFFFFUL) {
+        PyErr_SetString(PyExc_OverflowError, "a statement id takes 4 bytes");
+        return NULL;
+    }
+    Py_ssize_t flag_at = PyLong_AsSsize_t(args[3]);
+    if (flag_at == -1 && PyErr_Occurred())
+        return NULL;
+    if (at < 0 || at > length - 4) {
+        PyErr_Format(PyExc_ValueError, "no 4-byte statement id at %zd of %zd bytes", at, length);
+        return NULL;
+    }
+    if (count && (flag_at < at + 4 || flag_at >= length)) {
+        PyErr_Format(PyExc_ValueError, "no bound flag at %zd of %zd bytes", flag_at, length);
+        return NULL;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, length + count);
+    if (out == NULL)
+        return NULL;
+    unsigned char *p = (unsigned char *)PyBytes_AS_STRING(out);
+    if (count == 0) {
+        memcpy(p, data, (size_t)length);
+    }
+    else {
+        memcpy(p, data, (size_t)flag_at);
+        p[flag_at] = 1;
+        memcpy(p + flag_at + 1, types, (size_t)count);
+        memcpy(p + flag_at + 1 + count, data + flag_at + 1, (size_t)(length - flag_at - 1));
+    }
+    p[at] = (unsigned char)(stmt_id & 0xFF);
+    p[at + 1] = (unsigned char)((stmt_id >> 8) & 0xFF);
+    p[at + 2] = (unsigned char)((stmt_id >> 16) & 0xFF);
+    p[at + 3] = (unsigned char)((stmt_id >> 24) & 0xFF);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"cut", (PyCFunction)(void (*)(void))cut, METH_FASTCALL,
      "cut(buf, start, end): a copy of buf[start:end] as bytes; ValueError unless 0 <= start <= end <= len(buf)."},
@@ -167,11 +224,14 @@ static PyMethodDef methods[] = {
     {"frame", (PyCFunction)(void (*)(void))frame, METH_FASTCALL,
      "frame(payload, seq): ``payload`` framed as one packet with sequence id ``seq`` (the low byte); ValueError for a "
      "payload of 16 MiB - 1 bytes or more."},
+    {"stamp", (PyCFunction)(void (*)(void))stamp, METH_FASTCALL,
+     "stamp(data, at, stmt_id, flag_at, types): ``data`` with the 4-byte statement id at ``at`` set to ``stmt_id``; "
+     "with ``types``, the byte at ``flag_at`` set to 1 and ``types`` put after it."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_bytes", "The wire's byte work: copy out, drop what was read, read a header, frame.", -1,
+    PyModuleDef_HEAD_INIT, "_bytes", "The wire's byte work: copy out, drop what was read, read a header, frame, stamp a statement id.", -1,
     methods, NULL, NULL, NULL, NULL,
 };
 

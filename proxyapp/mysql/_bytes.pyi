@@ -14,3 +14,8 @@ def header(buf: bytearray, pos: int, /) -> int:
 def frame(payload: bytes | bytearray, seq: int, /) -> bytes:
     """``payload`` framed as one packet with sequence id ``seq`` (its low byte); ValueError for a payload of
     16 MiB - 1 bytes or more."""
+
+def stamp(data: bytes, at: int, stmt_id: int, flag_at: int, types: bytes, /) -> bytes:
+    """``data`` with the 4-byte little-endian statement id at ``at`` set to ``stmt_id`` (OverflowError past 4
+    bytes); with ``types``, the byte at ``flag_at`` (an execute's new-params-bound flag) set to 1 and ``types`` put
+    after it. ValueError when either position is out of the data."""

@@ -44,12 +44,28 @@ def python_frame_one(payload: bytes, seq: int) -> bytes:
     return _HEADER.pack(len(payload) | (seq & 0xFF) << 24) + payload
 
 
-#: The wire's byte work: (cut, compact, header, frame one packet).
+def python_stamp(data: bytes, at: int, stmt_id: int, flag_at: int, types: bytes) -> bytes:
+    """``data`` with the 4-byte statement id at ``at`` set to ``stmt_id``; with ``types``, the byte at ``flag_at``
+    (an execute's new-params-bound flag) set to 1 and ``types`` put after it (``_bytes.stamp``'s Python twin)."""
+    if not 0 <= stmt_id <= 0xFFFFFFFF:
+        raise OverflowError("a statement id takes 4 bytes")
+    if at < 0 or at > len(data) - 4:
+        raise ValueError(f"no 4-byte statement id at {at} of {len(data)} bytes")
+    if types and (flag_at < at + 4 or flag_at >= len(data)):
+        raise ValueError(f"no bound flag at {flag_at} of {len(data)} bytes")
+    out = data[:at] + stmt_id.to_bytes(4, "little") + data[at + 4 :]
+    if types:
+        out = out[:flag_at] + b"\x01" + types + out[flag_at + 1 :]
+    return out
+
+
+#: The wire's byte work: (cut, compact, header, frame one packet, stamp a statement id).
 ByteWork = tuple[
     Callable[[bytearray, int, int], bytes],
     Callable[[bytearray, int], None],
     Callable[[bytearray, int], int],
     Callable[[bytes, int], bytes],
+    Callable[[bytes, int, int, int, bytes], bytes],
 ]
 
 
@@ -59,8 +75,8 @@ def load_byte_work() -> ByteWork:
     try:
         from proxyapp.mysql import _bytes
     except ImportError:  # not built (``make build``), or PROXYFLEET_NATIVE=0
-        return python_cut, python_compact, python_header, python_frame_one
-    return _bytes.cut, _bytes.compact, _bytes.header, _bytes.frame
+        return python_cut, python_compact, python_header, python_frame_one, python_stamp
+    return _bytes.cut, _bytes.compact, _bytes.header, _bytes.frame, _bytes.stamp
 
 
 _FRAME_ONE: Final = load_byte_work()[3]

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from typing import Final
 
 from proxyapp.mysql.backend import BackendConnection, PreparedOnBackend
 from proxyapp.mysql.constants import Command
-from proxyapp.mysql.packets import ErrPacket, ProtocolError, parse_err
+from proxyapp.mysql.packets import ErrPacket, ProtocolError, load_byte_work, parse_err
 from proxyapp.mysql.wire import Wire
 from proxyapp.rules.engine import RuleOutcome
 from proxyapp.session.state import SessionState
@@ -21,6 +22,9 @@ from proxyapp.sql.digest import Digest
 from proxyapp.sql.scan import Statement
 
 MAX_STATEMENTS_PER_CONNECTION = 256
+
+#: A packet addressed to a statement id (``_bytes.stamp``, or its Python twin ``packets.python_stamp``).
+_STAMP: Final = load_byte_work()[4]
 
 
 @dataclass(slots=True)
@@ -78,18 +82,13 @@ async def prepare_anew(conn: BackendConnection, sql: str) -> tuple[PreparedOnBac
 
 def with_client_id(raw: bytes, client_id: int) -> bytes:
     """A prepare response with the backend's statement id replaced by the client's."""
-    return _with_id(raw, 5, client_id)
+    return _STAMP(raw, 5, client_id, 0, b"")
 
 
 def for_statement(execute: bytes, stmt_id: int) -> bytes:
     """A COM_STMT_EXECUTE (as ``rewrite_execute`` made it) or COM_STMT_SEND_LONG_DATA payload, addressed to statement
     ``stmt_id``."""
-    return _with_id(execute, 1, stmt_id)
-
-
-def _with_id(data: bytes, at: int, stmt_id: int) -> bytes:
-    """``data`` with the 4-byte statement id at offset ``at`` replaced by ``stmt_id``."""
-    return data[:at] + stmt_id.to_bytes(4, "little") + data[at + 4 :]
+    return _STAMP(execute, 1, stmt_id, 0, b"")
 
 
 async def prepare_on(conn: BackendConnection, sql: str) -> PreparedOnBackend | ErrPacket:
@@ -109,22 +108,20 @@ def rewrite_execute(payload: bytes, backend_id: int, stmt: ClientStatement) -> b
     n = stmt.num_params
     if len(payload) < 10:
         raise ProtocolError("truncated COM_STMT_EXECUTE")
-    head = payload[:1] + struct.pack("<I", backend_id) + payload[5:10]
     if n == 0:
-        return head + payload[10:]
+        return _STAMP(payload, 1, backend_id, 0, b"")
     bitmap_end = 10 + (n + 7) // 8
     if len(payload) < bitmap_end + 1:
         raise ProtocolError("truncated COM_STMT_EXECUTE parameter block")
-    bound = payload[bitmap_end]
-    if bound == 1:
+    if payload[bitmap_end] == 1:
         types_end = bitmap_end + 1 + 2 * n
         if len(payload) < types_end:
             raise ProtocolError("truncated COM_STMT_EXECUTE parameter types")
         stmt.param_types = payload[bitmap_end + 1 : types_end]
-        return head + payload[10:]
+        return _STAMP(payload, 1, backend_id, 0, b"")
     if stmt.param_types is None:
         raise ProtocolError("COM_STMT_EXECUTE without parameter types on its first execution")
-    return head + payload[10:bitmap_end] + b"\x01" + stmt.param_types + payload[bitmap_end + 1 :]
+    return _STAMP(payload, 1, backend_id, bitmap_end, stmt.param_types)
 
 
 def rendered(stmt: ClientStatement, execute: bytes, state: SessionState) -> str:

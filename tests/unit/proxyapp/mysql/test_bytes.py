@@ -1,6 +1,6 @@
 """The wire's byte work: the C ``_bytes`` and its Python twins (``packets.python_cut``, ``python_compact``,
-``python_header``, ``python_frame_one``) do the same to every buffer and payload, and the C compaction keeps a small
-buffer's allocation."""
+``python_header``, ``python_frame_one``, ``python_stamp``) do the same to every buffer and payload, and the C
+compaction keeps a small buffer's allocation."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from types import ModuleType
 
 import pytest
 
-from proxyapp.mysql.packets import python_compact, python_cut, python_frame_one, python_header
+from proxyapp.mysql.packets import python_compact, python_cut, python_frame_one, python_header, python_stamp
 from tests.support.native import built
 
 
@@ -24,7 +24,7 @@ def _outcome(call: Callable[..., object], *args: object) -> object:
     """What a call returned, or the type of what it raised."""
     try:
         return call(*args)
-    except (ValueError, TypeError, BufferError) as exc:
+    except (ValueError, TypeError, BufferError, OverflowError) as exc:
         return type(exc)
 
 
@@ -87,6 +87,36 @@ def test_compact_keeps_a_small_allocation_and_gives_back_a_large_one(buffer: Mod
     large = bytearray(1 << 20)
     buffer.compact(large, (1 << 20) - 10)
     assert len(large) == 10 and large.__alloc__() < 1000
+
+
+def test_stamp_agrees_with_python(buffer: ModuleType) -> None:
+    """3,000 random packets, statement ids (up to 2**32 and past it, negative), id and flag positions (in range and
+    out of it), with and without parameter types: the same bytes or the same error."""
+    rng = random.Random(29)
+    for _ in range(3000):
+        data = bytes(rng.randrange(256) for _ in range(rng.choice((0, 3, 4, 5, 10, 14, 40))))
+        at = rng.randrange(-2, len(data) + 2)
+        flag_at = rng.randrange(-2, len(data) + 3)
+        stmt_id = rng.choice((0, 1, 0xFFFFFFFF, 1 << 32, -1, rng.randrange(1 << 32)))
+        types = bytes(rng.randrange(256) for _ in range(rng.choice((0, 0, 2, 6))))
+        args = (data, at, stmt_id, flag_at, types)
+        assert _outcome(buffer.stamp, *args) == _outcome(python_stamp, *args)
+
+
+def test_stamp_addresses_an_execute_and_binds_its_types(buffer: ModuleType) -> None:
+    """An execute of two parameters sent without its types (flag 0 after a one-byte null bitmap): the id is set and
+    the flag becomes 1 followed by the types; without types only the id changes."""
+    execute = b"\x17" + (7).to_bytes(4, "little") + b"\x00\x01\x00\x00\x00" + b"\x00" + b"\x00" + b"v1v2"
+    types = b"\x08\x00\xfe\x00"
+    for stamp in (buffer.stamp, python_stamp):
+        assert stamp(execute, 1, 0x01020304, 11, types) == (
+            b"\x17\x04\x03\x02\x01\x00\x01\x00\x00\x00\x00\x01" + types + b"v1v2"
+        )
+        assert stamp(execute, 1, 9, 0, b"") == b"\x17\x09\x00\x00\x00" + execute[5:]
+    with pytest.raises(TypeError):
+        buffer.stamp(bytearray(execute), 1, 9, 0, b"")
+    with pytest.raises(TypeError):
+        buffer.stamp(execute, 1, 9, 0)
 
 
 def test_types_and_exports_are_refused(buffer: ModuleType) -> None:
