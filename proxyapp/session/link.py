@@ -131,15 +131,23 @@ class BackendLink:
             self.running = conn
             try:
                 if isinstance(run, Forward):
-                    wire = conn.wire
-                    wire.send(run.payload, 0)
-                    while not wire.unread():
-                        await wire.fill()
-                    whole = walked_response(wire, relay, run.binary)
-                    if whole is not None:
-                        response = whole
+                    payload = run.addressed(conn)
+                    if payload is None:  # an execute on a connection that does not hold its statement yet
+                        first = run.first
+                        assert first is not None, "a prepared statement's Forward prepares it first"
+                        response = await first(conn, relay)
                     else:
-                        response = await read_response(wire, relay, relay_infile=run.relay_infile, binary=run.binary)
+                        wire = conn.wire
+                        wire.send(payload, 0)
+                        while not wire.unread():
+                            await wire.fill()
+                        whole = walked_response(wire, relay, run.binary)
+                        if whole is not None:
+                            response = whole
+                        else:
+                            response = await read_response(
+                                wire, relay, relay_infile=run.relay_infile, binary=run.binary
+                            )
                 else:
                     response = await run(conn, relay)
             except (PeerClosed, ProtocolError, OSError) as exc:

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from proxyapp.mysql.backend import BackendConnection
 from proxyapp.mysql.packets import ErrPacket, parse_err, parse_ok
 from proxyapp.mysql.wire import STATUS_UNKNOWN, InfileRelay, Relay, Response, Sink, Wire
+from proxyapp.session.prepared import for_statement
 
 
 class InfileAbandoned(Exception):
@@ -26,14 +27,37 @@ class Forward:
     """The common runner: send ``payload`` (a client's command, as the backend is to run it) and relay the query or
     execute (``binary``) response; ``relay_infile`` answers a LOCAL INFILE request. The link runs it itself
     (``BackendLink.execute``), with no closure and no reading coroutine of its own when the whole response arrives
-    in one read."""
+    in one read.
 
-    __slots__ = ("binary", "payload", "relay_infile")
+    A prepared statement's execute names the statement's text (``statement``): ``addressed`` sends it to the
+    statement the drawn connection holds, and on a connection that does not hold it the link runs ``first``
+    instead, which prepares it there and then executes it."""
 
-    def __init__(self, payload: bytes, binary: bool = False, relay_infile: InfileRelay | None = None) -> None:
+    __slots__ = ("binary", "first", "payload", "relay_infile", "statement")
+
+    def __init__(
+        self,
+        payload: bytes,
+        binary: bool = False,
+        relay_infile: InfileRelay | None = None,
+        first: Callable[[BackendConnection, Relay], Awaitable[Response]] | None = None,
+    ) -> None:
         self.payload = payload
         self.binary = binary
         self.relay_infile = relay_infile
+        self.statement: str | None = None
+        self.first = first
+
+    def addressed(self, conn: BackendConnection) -> bytes | None:
+        """What to send on ``conn``: ``payload`` as it is, or the execute addressed to ``conn``'s statement of the
+        text ``statement``; None when ``conn`` holds no such statement (``first`` runs then)."""
+        text = self.statement
+        if text is None:
+            return self.payload
+        known = conn.prepared.get(text)
+        if known is None:
+            return None
+        return for_statement(self.payload, known.stmt_id)
 
 
 #: What runs a command on a backend connection: a ``Forward``, or a function that sends it and reads the response.

@@ -25,7 +25,7 @@ from proxyapp.session.prepared import (
     with_client_id,
 )
 from proxyapp.session.query import NO_RULES, QueryPipeline
-from proxyapp.session.relay import relay_until_eof
+from proxyapp.session.relay import Forward, Runner, relay_until_eof
 from proxyapp.session.services import SessionServices
 from proxyapp.session.sharded_statements import ShardedStatements
 from proxyapp.session.state import Pin, SessionState
@@ -53,6 +53,9 @@ class PreparedStatements:
         self.statements: dict[int, ClientStatement] = {}
         self.next_id = 1
         self.sharded = ShardedStatements(client, state, link, queries)
+        #: The execute running now: its statement, and the Forward the link runs it with.
+        self.executing: ClientStatement | None = None
+        self.forward = Forward(b"", binary=True, first=self._prepare_first)
 
     def clear(self) -> None:
         """Forget every statement (COM_RESET_CONNECTION, COM_CHANGE_USER)."""
@@ -151,16 +154,13 @@ class PreparedStatements:
         if len(payload) > 5 and payload[5] and stmt.num_columns:
             stmt.cursor = True
 
-        async def run(conn: BackendConnection, relay: Relay) -> Response:
-            prepared = await prepare_on(conn, prepared_text)
-            if isinstance(prepared, ErrPacket):
-                relay.write(frame(err_packet(prepared.code, prepared.message, prepared.sqlstate), 1))
-                return Response(status=conn.status, error=prepared)
-            for chunk in stmt.long_data:
-                conn.wire.send(for_statement(chunk, prepared.stmt_id), 0)
-            conn.wire.send(for_statement(bound, prepared.stmt_id), 0)
-            return await read_response(conn.wire, relay, binary=True)
-
+        forward = self.forward
+        forward.payload = bound
+        forward.statement = prepared_text
+        self.executing = stmt
+        run: Runner = forward
+        if stmt.long_data:
+            run = self._prepare_first
         try:
             response = await self.link.execute(hostgroup, run, stmt.statements, None, None, branch, schema)
             if queries.spanning.current is not None:
@@ -175,6 +175,21 @@ class PreparedStatements:
             )
             if not queued and stmt.statements and not stmt.statements[0].is_read:
                 self._look_for_heat(stmt, bound, elapsed_us, response)
+
+    async def _prepare_first(self, conn: BackendConnection, relay: Relay) -> Response:
+        """The execute in ``forward`` on a connection that does not hold its statement yet, or with long data to send
+        first: the statement prepared there (or found), its long data sent, then the execute."""
+        forward = self.forward
+        stmt, text = self.executing, forward.statement
+        assert stmt is not None and text is not None, "an execute is running"
+        prepared = await prepare_on(conn, text)
+        if isinstance(prepared, ErrPacket):
+            relay.write(frame(err_packet(prepared.code, prepared.message, prepared.sqlstate), 1))
+            return Response(status=conn.status, error=prepared)
+        for chunk in stmt.long_data:
+            conn.wire.send(for_statement(chunk, prepared.stmt_id), 0)
+        conn.wire.send(for_statement(forward.payload, prepared.stmt_id), 0)
+        return await read_response(conn.wire, relay, binary=True)
 
     def _look_for_heat(self, stmt: ClientStatement, execute: bytes, elapsed_us: int, response: Response) -> None:
         """An execute that was not queued, as ``QueryPipeline.look_for_heat`` sees a statement: with its

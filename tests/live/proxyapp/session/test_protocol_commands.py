@@ -26,6 +26,7 @@ from tests.support.rawclient import (
     RawClient,
     ResultSet,
     ServerError,
+    encode_params,
     ensure_backend_users,
     execute_payload,
     is_eof,
@@ -234,10 +235,34 @@ def test_a_wrong_password_after_an_auth_switch_is_1045(proxy: ProxyProcess) -> N
         client.close()
 
 
-def _prepared_count(sandbox: Sandbox) -> int:
+def _global_status(sandbox: Sandbox, name: str) -> int:
     with sandbox.primary().connect() as conn, conn.cursor() as cur:
-        cur.execute("SHOW GLOBAL STATUS LIKE 'Prepared_stmt_count'")
+        cur.execute("SHOW GLOBAL STATUS LIKE %s", (name,))
         return int(cur.fetchone()[1])
+
+
+def _prepared_count(sandbox: Sandbox) -> int:
+    return _global_status(sandbox, "Prepared_stmt_count")
+
+
+def test_executes_without_types_reuse_the_statement_each_backend_connection_holds(
+    raw: RawClient, sandbox: Sandbox
+) -> None:
+    """The first execute binds the types and the next 40 send only values, as libmysqlclient does: each answers its
+    own values (the proxy sends the types it kept to whichever pooled connection runs it), and the statement is
+    prepared once per backend connection, not once per execute (the server's Com_stmt_prepare)."""
+    stmt = raw.prepare("SELECT ? * 2, ?")
+    prepares = _global_status(sandbox, "Com_stmt_prepare")
+    first = raw.execute(stmt.stmt_id, [0, "first"])
+    assert isinstance(first, ResultSet) and first.rows == [[0, b"first"]], first
+    head = bytes((Command.STMT_EXECUTE,)) + struct.pack("<IBI", stmt.stmt_id, 0, 1)
+    for n in range(1, 41):
+        block = encode_params([n, f"v{n}"])  # null bitmap (1 byte), bound flag 1, two 2-byte types, the values
+        untyped = block[:1] + b"\x00" + block[6:]
+        (result,) = raw.read_results(raw.command(head + untyped), binary=True)
+        assert isinstance(result, ResultSet) and result.rows == [[2 * n, f"v{n}".encode()]], result
+    assert _global_status(sandbox, "Com_stmt_prepare") - prepares <= 8
+    assert_alive(raw)
 
 
 def test_preparing_one_statement_again_and_again_does_not_leak_backend_statements(
