@@ -96,6 +96,25 @@ class Transport(Protocol):
         """The socket, its addresses."""
 
 
+#: What the C walk (``_walk.walk``) says of a whole response: (end, the last packet's sequence id, status, cursor,
+#: affected rows, last insert id, rows, warnings, result sets, the ERR payload's start and length or -1).
+Walked = tuple[int, int, int, int, int, int, int, int, int, int, int]
+ResponseWalk = Callable[[bytearray, int, bool, int], "Walked | None"]
+
+
+def _load_walk() -> ResponseWalk | None:
+    try:
+        from proxyapp.mysql import _walk
+    except ImportError:  # not built (``make build``), or PROXYFLEET_NATIVE=0: the Python reader reads every response
+        return None
+    return _walk.walk
+
+
+#: The C walk over a response that is all in the buffer, when it is built; None: the Python reader reads every one.
+#: Each wire keeps it (``Wire.walk``), so a test can turn it off for one wire.
+WALK: Final = _load_walk()
+
+
 class Wire:
     """One side of a MySQL connection: a read buffer of whole packets, and the transport to write to."""
 
@@ -122,6 +141,7 @@ class Wire:
         "told",
         "transport",
         "waiter",
+        "walk",
         "write_out",
         "writing_paused",
     )
@@ -154,6 +174,7 @@ class Wire:
         self.compression: Compression | None = None  # the compressed protocol, once the client's login enabled it
         self.tls: TlsLayer | None = None  # TLS, once the connection was upgraded (``start_tls``)
         self.on_close: Callable[[], None] | None = None  # told once when the peer closes or the connection breaks
+        self.walk = WALK  # reads a whole response in one call (None: the Python reader reads every one)
 
     def peer_gone(self) -> None:
         """Tell ``on_close``, once, that the connection is over."""
@@ -461,28 +482,11 @@ class Response:
         self.rows = 0
         self.result_sets = 0
         self.cursor = False
-        self.ended = 0.0  # when it was read whole (``time.perf_counter``; 0: not told)
+        self.ended = 0.0  # when it was read whole (``clock.MONOTONIC``; 0: not told)
 
 
 #: Relays a LOCAL INFILE exchange: given the backend wire, sends the client's file to it.
 InfileRelay = Callable[["Wire"], Awaitable[None]]
-
-#: What the C walk (``_walk.walk``) says of a whole response: (end, the last packet's sequence id, status, cursor,
-#: affected rows, last insert id, rows, warnings, result sets, the ERR payload's start and length or -1).
-Walked = tuple[int, int, int, int, int, int, int, int, int, int, int]
-ResponseWalk = Callable[[bytearray, int, bool, int], "Walked | None"]
-
-
-def _load_walk() -> ResponseWalk | None:
-    try:
-        from proxyapp.mysql import _walk
-    except ImportError:  # not built (``make build``), or PROXYFLEET_NATIVE=0: the Python reader reads every response
-        return None
-    return _walk.walk
-
-
-#: The C walk over a response that is all in the buffer, when it is built; None: the Python reader reads every one.
-WALK = _load_walk()
 
 
 async def read_response(
@@ -497,11 +501,11 @@ async def read_response(
     With a ``client`` the raw packets are relayed to it (in large writes); without, they are discarded.
     ``relay_infile`` answers a LOCAL INFILE request; without it the request is refused with an empty file.
 
-    A response that is all in the buffer once its first bytes are is read by the C walk (``WALK``) in one call; the
+    A response that is all in the buffer once its first bytes are is read by the C walk (``Wire.walk``) in one call; the
     rest (one that arrives in several reads, is over ``FLUSH_AT``, holds a LOCAL INFILE request or a malformed
     packet) by the Python reader below, from the same place.
     """
-    if WALK is not None:
+    if backend.walk is not None:
         while backend.pos >= len(backend.buf):
             await backend.fill()
         whole = walked_response(backend, client, binary)
@@ -551,9 +555,9 @@ async def read_response(
 
 def walked_response(backend: Wire, client: Relay | None, binary: bool = False) -> Response | None:
     """The response to a query or execute (``binary``) command, relayed to ``client``, when it is all in
-    ``backend``'s buffer and the C walk (``WALK``) reads it in one call; else None, and ``read_response`` reads it from
-    the same place."""
-    walk = WALK
+    ``backend``'s buffer and the C walk (``Wire.walk``) reads it in one call; else None, and ``read_response`` reads it
+    from the same place."""
+    walk = backend.walk
     if walk is None:
         return None
     walked = walk(backend.buf, backend.pos, binary, FLUSH_AT)

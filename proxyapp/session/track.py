@@ -42,7 +42,7 @@ def track(
     ``in_transaction`` or not (``multiplex``: the rules' verdict, None if they
     said nothing; ``user_variables_captured``: the values they assigned were read back; ``multiplexing``:
     ``mysql-multiplexing``); returns ``KEEP | DIRTY | APPLIED`` flags."""
-    pins = state.pins
+    pins = state.pins  # its size tested with len(): a set's truth is a generic call in compiled code
     ok = response.error is None
     flags = 0
     for s in statements:
@@ -78,20 +78,20 @@ def track(
             pins.add(Pin.LOCKED_SET)
     if not ok and len(statements) > 1 and not all(s.plain for s in statements):
         pins.add(Pin.FAILED_BATCH)  # which of its SETs, USEs, variables... ran before the error is unknown
-    if pins or state.temp_tables or state.locks_held:  # else there is nothing to add or remove
+    if len(pins) or len(state.temp_tables) or state.locks_held:  # else there is nothing to add or remove
         _toggle(pins, Pin.TEMPORARY_TABLES, bool(state.temp_tables))
         _toggle(pins, Pin.GET_LOCK, state.locks_held > 0)
     if multiplex is not None:
         _toggle(pins, Pin.RULE, multiplex == 0)
     if response.cursor:
         pins.add(Pin.CURSOR)
-    if response.warnings and not pins:
+    if response.warnings and not len(pins):
         pins.add(Pin.WARNINGS)
-    if in_transaction or pins:
+    if in_transaction or len(pins):
         _toggle(pins, Pin.TRANSACTION, in_transaction)
-    if pins and not pins.isdisjoint(DIRTY_PINS):
+    if len(pins) and not pins.isdisjoint(DIRTY_PINS):
         flags |= DIRTY
-    if pins or not multiplexing:
+    if len(pins) or not multiplexing:
         flags |= KEEP
     return flags
 

@@ -2,7 +2,7 @@
 
 ``read_response`` hands a response that is all in the buffer to the C walk and everything else to the Python reader.
 Each response here, well-formed or broken, is read three ways: with the C walk, arriving all at once; with the Python
-reader alone (``WALK`` off), all at once; and with the C walk, arriving a few bytes at a time (so the Python reader
+reader alone (``Wire.walk`` off), all at once; and with the C walk, arriving a few bytes at a time (so the Python reader
 takes over mid-response). All three must return the same response, relay the same bytes and leave the wire at the
 same place, or raise the same error; the expected counts are also checked against the model that built the bytes.
 """
@@ -169,51 +169,50 @@ def _summary(response: Response) -> tuple[object, ...]:
     )
 
 
-def _read(data: bytes, *, use_walk: bool, chunk: int | None, binary: bool, monkeypatch: pytest.MonkeyPatch) -> Read:
+def _read(data: bytes, *, use_walk: bool, chunk: int | None, binary: bool) -> Read:
     """Read ``data`` (followed by the peer's close) as one response."""
-    with monkeypatch.context() as patch:
+
+    async def go() -> Read:
+        backend = Wire(MemoryTransport())  # type: ignore[arg-type]
         if not use_walk:
-            patch.setattr(wire, "WALK", None)
+            backend.walk = None  # the Python reader alone
+        client_transport = MemoryTransport()
+        client = Wire(client_transport)  # type: ignore[arg-type]
+        responses: list[Response] = []
+        ends: list[BaseException | None] = []
 
-        async def go() -> Read:
-            backend = Wire(MemoryTransport())  # type: ignore[arg-type]
-            client_transport = MemoryTransport()
-            client = Wire(client_transport)  # type: ignore[arg-type]
-            responses: list[Response] = []
-            ends: list[BaseException | None] = []
+        async def reading() -> None:
+            responses.append(await read_response(backend, Relay(client), binary=binary))
 
-            async def reading() -> None:
-                responses.append(await read_response(backend, Relay(client), binary=binary))
-
-            # Read on a driver, as a session does: each piece's arrival resumes the reader before ``wake`` returns.
-            driver = Driver(asyncio.get_running_loop(), ends.append)
-            if chunk is None:
-                backend.buf += data
-                backend.closed = "connection closed by peer"
-            if driver.run(reading()):
-                ends.append(driver.failure)
-            if chunk is not None:
-                for at in range(0, len(data), chunk):
-                    backend.buf += data[at : at + chunk]
-                    backend.wake()
-                backend.closed = "connection closed by peer"
+        # Read on a driver, as a session does: each piece's arrival resumes the reader before ``wake`` returns.
+        driver = Driver(asyncio.get_running_loop(), ends.append)
+        if chunk is None:
+            backend.buf += data
+            backend.closed = "connection closed by peer"
+        if driver.run(reading()):
+            ends.append(driver.failure)
+        if chunk is not None:
+            for at in range(0, len(data), chunk):
+                backend.buf += data[at : at + chunk]
                 backend.wake()
-            assert len(ends) == 1 and not driver.busy  # the reader ended: the response was read, or it failed
-            failure = ends[0]
-            if failure is not None:
-                if not isinstance(failure, (ProtocolError, ConnectionError)):
-                    raise failure
-                return Read(None, f"{type(failure).__name__}: {failure}", bytes(client_transport.written), -1, -1)
-            return Read(_summary(responses[0]), None, bytes(client_transport.written), backend.pos, backend.seq)
+            backend.closed = "connection closed by peer"
+            backend.wake()
+        assert len(ends) == 1 and not driver.busy  # the reader ended: the response was read, or it failed
+        failure = ends[0]
+        if failure is not None:
+            if not isinstance(failure, (ProtocolError, ConnectionError)):
+                raise failure
+            return Read(None, f"{type(failure).__name__}: {failure}", bytes(client_transport.written), -1, -1)
+        return Read(_summary(responses[0]), None, bytes(client_transport.written), backend.pos, backend.seq)
 
-        return asyncio.run(go())
+    return asyncio.run(go())
 
 
-def _three_ways(data: bytes, binary: bool, monkeypatch: pytest.MonkeyPatch) -> Read:
+def _three_ways(data: bytes, binary: bool) -> Read:
     """Read ``data`` the three ways; they must agree. Returns the C walk's reading."""
-    walked = _read(data, use_walk=True, chunk=None, binary=binary, monkeypatch=monkeypatch)
-    python = _read(data, use_walk=False, chunk=None, binary=binary, monkeypatch=monkeypatch)
-    trickled = _read(data, use_walk=True, chunk=max(7, len(data) // 5), binary=binary, monkeypatch=monkeypatch)
+    walked = _read(data, use_walk=True, chunk=None, binary=binary)
+    python = _read(data, use_walk=False, chunk=None, binary=binary)
+    trickled = _read(data, use_walk=True, chunk=max(7, len(data) // 5), binary=binary)
     assert walked == python
     assert trickled.response == walked.response
     assert trickled.raised == walked.raised
@@ -231,14 +230,12 @@ def _responses(seed: int, count: int) -> Iterator[tuple[bytes, Expected, bool]]:
         yield data, expected, binary
 
 
-def test_random_responses_read_the_same_by_the_c_walk_and_the_python_reader(
-    walk: ModuleType, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_random_responses_read_the_same_by_the_c_walk_and_the_python_reader(walk: ModuleType) -> None:
     """300 random responses (OKs, result sets with empty, long and 0xFE-led rows, several results, errors at the end
     or mid-rows): the same reading three ways, matching what the model built; the whole response is relayed."""
     assert wire.WALK is walk.walk
     for data, expected, binary in _responses(seed=17, count=300):
-        read = _three_ways(data, binary, monkeypatch)
+        read = _three_ways(data, binary)
         assert read.raised is None
         assert read.response is not None
         status, error, affected, _, _, rows, result_sets, cursor = read.response
@@ -254,20 +251,18 @@ def test_random_responses_read_the_same_by_the_c_walk_and_the_python_reader(
         assert read.pos == len(data)
 
 
-def test_a_response_followed_by_the_next_stops_at_its_own_end(
-    walk: ModuleType, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_response_followed_by_the_next_stops_at_its_own_end(walk: ModuleType) -> None:
     """Bytes after the response (a pipelined command's answer) stay in the buffer, unrelayed."""
     first = _Packets().add(_ok(3, 0, AUTOCOMMIT)).out
     data = bytes(first) + bytes(_Packets().add(_ok(1)).out)
-    read = _three_ways(data, False, monkeypatch)
+    read = _three_ways(data, False)
     assert read.response is not None and read.response[2] == 3
     assert read.relayed == first
     assert read.pos == len(first)
     assert walk.walk(bytearray(data), 0, False, 1 << 20)[0] == len(first)
 
 
-def test_broken_responses_fail_alike(walk: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_broken_responses_fail_alike(walk: ModuleType) -> None:
     """Truncated responses, and every response with a byte changed, read the same three ways: the same error or the
     same response."""
     rng = random.Random(5)
@@ -277,7 +272,7 @@ def test_broken_responses_fail_alike(walk: ModuleType, monkeypatch: pytest.Monke
         mutated = bytearray(data)
         mutated[rng.randrange(len(data))] = rng.choice((0x00, 0xFB, 0xFC, 0xFE, 0xFF, rng.randrange(256)))
         for sample in (cut, bytes(mutated)):
-            read = _three_ways(sample, binary, monkeypatch)
+            read = _three_ways(sample, binary)
             broken += read.raised is not None
     assert broken >= 120  # every truncation raises (the peer closed mid-response), and some mutations
 
@@ -295,7 +290,6 @@ def test_broken_responses_fail_alike(walk: ModuleType, monkeypatch: pytest.Monke
 )
 def test_malformed_responses_are_left_to_the_python_reader(
     walk: ModuleType,
-    monkeypatch: pytest.MonkeyPatch,
     name: str,
     payloads: list[bytes],
     binary: bool,
@@ -307,16 +301,16 @@ def test_malformed_responses_are_left_to_the_python_reader(
         packets.add(payload)
     data = bytes(packets.out)
     assert walk.walk(bytearray(data), 0, binary, 1 << 20) is None or raised is None, name
-    read = _three_ways(data, binary, monkeypatch)
+    read = _three_ways(data, binary)
     if raised is not None:
         assert read.raised is not None and read.raised.startswith(raised), read.raised
 
 
-def test_a_cursor_ends_the_response_after_the_definitions(walk: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_cursor_ends_the_response_after_the_definitions(walk: ModuleType) -> None:
     """CURSOR_EXISTS on the EOF after the definitions: no rows follow, the response is over."""
     packets = _Packets().add(b"\x02")
     packets.add(b"\x03def").add(b"\x03def").add(_eof(AUTOCOMMIT | CURSOR))
-    read = _three_ways(bytes(packets.out), True, monkeypatch)
+    read = _three_ways(bytes(packets.out), True)
     assert read.response is not None
     assert read.response[0] == AUTOCOMMIT | CURSOR
     assert read.response[7] is True
@@ -335,7 +329,7 @@ def test_local_infile_and_long_responses_go_to_the_python_reader(walk: ModuleTyp
     assert walked is not None and walked[0] == len(data) and walked[6] == 1000
 
 
-def test_sixteen_mebibyte_rows_continue_in_the_next_packet(walk: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sixteen_mebibyte_rows_continue_in_the_next_packet(walk: ModuleType) -> None:
     """A row of MAX_PACKET bytes or more spans packets: counted once, in C (given the limit) and in Python."""
     packets = _Packets()
     _result_set(packets, [b"\xfe" + bytes(MAX_PACKET - 1), b"\x01a", b"\x01" + bytes(MAX_PACKET + 5)], AUTOCOMMIT)
@@ -343,7 +337,7 @@ def test_sixteen_mebibyte_rows_continue_in_the_next_packet(walk: ModuleType, mon
     walked = walk.walk(bytearray(data), 0, False, len(data))
     assert walked is not None
     assert (walked[0], walked[1], walked[6]) == (len(data), (packets.seq - 1) & 0xFF, 3)
-    read = _read(data, use_walk=False, chunk=None, binary=False, monkeypatch=monkeypatch)
+    read = _read(data, use_walk=False, chunk=None, binary=False)
     assert read.response is not None and read.response[5] == 3
     assert read.pos == len(data)
 
