@@ -447,21 +447,33 @@ class Sandbox:
             )
 
     def _wait_ready(self, server: SandboxServer, proc: subprocess.Popen[bytes]) -> bool:
-        """True once root can log in, False if mariadbd exited first; kills it and raises on a timeout."""
+        """True once root can log in to this server (``_is_ours``), False if mariadbd exited first; kills it and
+        raises on a timeout."""
         deadline = time.monotonic() + _START_TIMEOUT
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 return False
             try:
-                server.connect().close()
-                return True
+                if self._is_ours(server):
+                    return True
             except pymysql.err.MySQLError:
-                time.sleep(0.05)
+                pass
+            time.sleep(0.05)
         _stop([server], signal.SIGKILL)
         raise SandboxError(
             f"{server.name} did not accept a root login on port {server.port} within {_START_TIMEOUT:.0f} s; "
             f"the end of {server.error_log}:\n{self._log_tail(server)}"
         )
+
+    @staticmethod
+    def _is_ours(server: SandboxServer) -> bool:
+        """Whether the server answering on ``server``'s port is this one (by its data directory). Another sandbox's
+        server that took the port first answers too while this one, still starting, has yet to fail to bind it: taken
+        for this one, it was made a replica of a server with its own server id."""
+        with server.connect() as conn, conn.cursor() as cur:
+            cur.execute("SELECT @@datadir")
+            row = cur.fetchone()
+        return row is not None and Path(row[0]).resolve() == Path(server.datadir).resolve()
 
     @staticmethod
     def _log_since(server: SandboxServer, offset: int) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from pathlib import Path
@@ -48,6 +49,15 @@ def test_shape_and_replication(sandbox: Sandbox) -> None:
         assert cur.fetchall() == (("one",), ("two",))
         cur.execute("SELECT @@read_only")
         assert cur.fetchone() == (1,)
+
+
+def test_a_server_is_known_by_its_data_directory_not_by_the_port_it_asked_for(sandbox: Sandbox) -> None:
+    """A server still starting, whose port another sandbox's server took first, is not taken for that one (it was
+    made a replica of a server with its own server id): only the server with its data directory counts as up."""
+    primary = sandbox.primary()
+    assert Sandbox._is_ours(primary)
+    starting = dataclasses.replace(primary, name="replica9", datadir=str(Path(primary.datadir).parent / "other"))
+    assert not Sandbox._is_ours(starting)
 
 
 def test_replica_refuses_writes_from_ordinary_users(sandbox: Sandbox) -> None:
