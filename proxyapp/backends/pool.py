@@ -24,6 +24,7 @@ import random
 import ssl
 import time
 from collections import deque
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Final
 
@@ -333,7 +334,7 @@ class Hostgroup:
         time; which servers are usable (shunning, recovery) is decided on the proxy's clock.
         """
         settings = self.manager.settings
-        deadline = MONOTONIC() + settings.connection_wait_timeout_ms / 1000
+        deadline = 0.0  # where mysql-connection_wait_timeout ends it: set at its first wait or connect (0: not yet)
         last_error: BackendError | None = None
         attempts = 0
         connect_deadline: float | None = None  # mysql-connect_timeout_server_max, from the first connect attempt
@@ -360,7 +361,7 @@ class Hostgroup:
                         f"(mysql-no_writer_wait_ms){self._states()}{cause}"
                     )
                 await self._await_writer(min(writer_deadline - real, self._until_recovery()))
-                deadline = MONOTONIC() + settings.connection_wait_timeout_ms / 1000
+                deadline = 0.0  # the wait for a connection starts anew
                 woken = True
                 continue
             if pool is not None:
@@ -369,7 +370,10 @@ class Hostgroup:
                     self.manager.counters.ConnPool_get_conn_immediate += 1
                     return conn
                 if connect_deadline is None:
-                    connect_deadline = MONOTONIC() + settings.connect_timeout_max_ms / 1000
+                    now = MONOTONIC()
+                    connect_deadline = now + settings.connect_timeout_max_ms / 1000
+                    if not deadline:
+                        deadline = now + settings.connection_wait_timeout_ms / 1000
                 try:
                     return await self._open(pool, credentials, schema)
                 except BackendError as exc:
@@ -388,15 +392,26 @@ class Hostgroup:
                         ) from None
                     await asyncio.sleep(settings.connect_retries_delay_ms / 1000)
                     continue
-            remaining = deadline - MONOTONIC()
-            if remaining <= 0:
+            now = MONOTONIC()
+            if not deadline:
+                deadline = now + settings.connection_wait_timeout_ms / 1000
+            elif now >= deadline:
                 raise PoolError(
                     f"hostgroup {self.id}: no free backend connection within "
                     f"{settings.connection_wait_timeout_ms} ms (all {self._capacity()} connections in use)"
                 )
-            conn = await self._wait(credentials.username, schema, remaining)
-            if conn is not None:
-                return conn
+            # Queued until a connection is handed over, or the wait ends with none (try again, or the time is up).
+            # Awaited here, not in a coroutine of its own: most queries wait when sessions outnumber connections.
+            waiter, wait = self._queue(credentials.username, schema, deadline)
+            try:
+                await wait
+            except BaseException:
+                self._abandon(waiter)
+                raise
+            handed = waiter.conn
+            if handed is not None:
+                return handed
+            deadline = waiter.deadline
             woken = True
 
     async def _await_writer(self, timeout: float) -> None:
@@ -486,34 +501,32 @@ class Hostgroup:
         self._mark_used(pool, conn)
         return conn
 
-    async def _wait(self, username: str, schema: str | None, timeout: float) -> BackendConnection | None:
-        deadline = MONOTONIC() + timeout
+    def _queue(self, username: str, schema: str | None, deadline: float) -> tuple[_Waiter, Awaitable[None]]:
+        """Queue a session for a connection until ``deadline`` (the monotonic clock): its waiter, and what it awaits
+        until the wait ends (``_end``): its driver's park, or else a future."""
         waiter = _Waiter(username, schema, deadline)
         self.waiters.append(waiter)
         if self.expiry is None or deadline < self.expiry_at:
             self._expire_at(deadline)
         driver = RUNNING.driver
-        try:
-            if driver is not None:
-                waiter.driver = driver
-                wait = waiter.wait = driver.park()
-                await wait
-            else:
-                future: asyncio.Future[None] = self.manager.loop().create_future()
-                waiter.future = future
-                await future
-        except BaseException:
-            handed = waiter.conn
-            if handed is not None:  # a connection arrived just as the session was cancelled: give it back
-                waiter.conn = None
-                assert isinstance(handed.pool, ServerPool)
-                self.release(handed, handed.pool, reusable=True)
-            raise
-        finally:
-            if not waiter.ended:  # cancelled: still queued
-                with contextlib.suppress(ValueError):
-                    self.waiters.remove(waiter)
-        return waiter.conn
+        if driver is not None:
+            waiter.driver = driver
+            wait = waiter.wait = driver.park()
+            return waiter, wait
+        future: asyncio.Future[None] = self.manager.loop().create_future()
+        waiter.future = future
+        return waiter, future
+
+    def _abandon(self, waiter: _Waiter) -> None:
+        """A queued session was cancelled: it leaves the queue, or gives back the connection handed to it meanwhile."""
+        handed = waiter.conn
+        if handed is not None:
+            waiter.conn = None
+            assert isinstance(handed.pool, ServerPool)
+            self.release(handed, handed.pool, reusable=True)
+        if not waiter.ended:
+            with contextlib.suppress(ValueError):
+                self.waiters.remove(waiter)
 
     def _expire_at(self, when: float) -> None:
         """Have ``_expire`` run at ``when`` (the monotonic clock), instead of when it was due."""
@@ -547,7 +560,7 @@ class Hostgroup:
         if not now:
             now = self.manager.clock.now()
         conn.last_used = now
-        too_old = settings.connection_max_age_ms and (now - conn.created_at) * 1000 > settings.connection_max_age_ms
+        too_old = settings.connection_max_age_ms > 0 and (now - conn.created_at) * 1000 > settings.connection_max_age_ms
         if reusable and conn.in_transaction:  # the invariant: another session must never inherit a transaction
             log.error(
                 "a connection to %s:%d was released inside a transaction (or in an unknown state): closed, not reused",

@@ -25,8 +25,9 @@ Value = int | bool | str
 _DECIMAL = re.compile(r"-?[0-9]+")
 _TRUE_TEXTS = ("true", "1")
 _FALSE_TEXTS = ("false", "0")
-_DAY_MS = 24 * 3600 * 1000
-#: A query timeout this long (a day, in ms) means none: the default of mysql- and pgsql-default_query_timeout.
+_DAY_MS: Final = 24 * 3600 * 1000
+#: A query timeout this long (a day, in ms) means none: the default of mysql- and pgsql-default_query_timeout. A
+#: constant mypy can fold, so that compiled modules have its value, not a lookup in this interpreted module.
 NO_TIMEOUT_MS: Final = _DAY_MS
 
 

@@ -60,7 +60,7 @@ from proxyapp.mysql.wire import PeerClosed, Response, read_response
 from proxyapp.report.stats import GlobalCounters
 from proxyapp.rules.engine import QueryContext, RuleEngine, RuleOutcome
 from proxyapp.session.events import QueryDone, SessionListener
-from proxyapp.session.prepared import ClientStatement, prepare_on, rewrite_execute
+from proxyapp.session.prepared import ClientStatement, bind_types, for_statement, prepare_on
 from proxyapp.session.state import SessionState, bring
 from proxyapp.sql.digest import compute_digest
 from proxyapp.sql.lex import tokenize, unquote
@@ -581,7 +581,7 @@ class Mirror(SessionListener):
         response = event.response
         op = None
         if response is not None and response.error is None:
-            execute = rewrite_execute(event.payload, 0, stmt)
+            execute = bind_types(event.payload, stmt)
             if len(execute) > 5 and execute[5]:
                 execute = execute[:5] + b"\x00" + execute[6:]  # no cursor: the mirror never fetches
             op = MirrorOp(
@@ -1045,12 +1045,11 @@ class Mirror(SessionListener):
             prepared = await prepare_on(conn, op.sql)
             if isinstance(prepared, ErrPacket):
                 return prepared.code
-            stmt_id = struct.pack("<I", prepared.stmt_id)
             for chunk in op.long_data:
-                wire.send(chunk[:1] + stmt_id + chunk[5:], 0)
+                wire.send(for_statement(chunk, prepared.stmt_id), 0)
             if op.insert_id:
                 wire.send(b"\x03SET insert_id = " + str(op.insert_id).encode(), 0)
-            wire.send(op.payload[:1] + stmt_id + op.payload[5:], 0)
+            wire.send(for_statement(op.payload, prepared.stmt_id), 0)
         else:
             if op.insert_id:
                 wire.send(b"\x03SET insert_id = " + str(op.insert_id).encode(), 0)

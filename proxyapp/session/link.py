@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Final
 
 from proxyapp.backends.pool import Hostgroup, PoolError, ServerPool, server_tls
 from proxyapp.clock import MONOTONIC
@@ -28,10 +27,6 @@ from proxyapp.session.track import APPLIED, DIRTY, KEEP, track
 from proxyapp.sql.scan import Statement
 
 log = logging.getLogger("proxyapp.session.link")
-
-#: ``NO_TIMEOUT_MS`` kept in this compiled module: a name imported from an interpreted one (``config.variables``) is
-#: looked up in its module's dict on every use.
-_NO_TIMEOUT_MS: Final = NO_TIMEOUT_MS
 
 #: The query cache's key: user, schema, statement bytes.
 CacheKey = tuple[str, str, bytes]
@@ -129,7 +124,7 @@ class BackendLink:
             relay = self.relay
             relay.start(cache_key is not None)
             timer = None
-            if timeout_ms < _NO_TIMEOUT_MS:
+            if timeout_ms < NO_TIMEOUT_MS:
                 timer = self.client.wire.loop.call_later(timeout_ms / 1000, self.on_query_timeout, conn)
             sent_before = conn.wire.bytes_out
             began = MONOTONIC()

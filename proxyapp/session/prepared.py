@@ -86,7 +86,7 @@ def with_client_id(raw: bytes, client_id: int) -> bytes:
 
 
 def for_statement(execute: bytes, stmt_id: int) -> bytes:
-    """A COM_STMT_EXECUTE (as ``rewrite_execute`` made it) or COM_STMT_SEND_LONG_DATA payload, addressed to statement
+    """A COM_STMT_EXECUTE (as ``bind_types`` made it) or COM_STMT_SEND_LONG_DATA payload, addressed to statement
     ``stmt_id``."""
     return _STAMP(execute, 1, stmt_id, 0, b"")
 
@@ -100,8 +100,10 @@ async def prepare_on(conn: BackendConnection, sql: str) -> PreparedOnBackend | E
     return result
 
 
-def rewrite_execute(payload: bytes, backend_id: int, stmt: ClientStatement) -> bytes:
-    """An execute for the backend statement ``backend_id``, with the parameter types always bound.
+def bind_types(payload: bytes, stmt: ClientStatement) -> bytes:
+    """The COM_STMT_EXECUTE ``payload`` of ``stmt`` with its parameter types bound: ``payload`` itself when it binds
+    them (or has no parameters), else a copy with the types the client last bound. Its statement id is still the
+    client's: whoever sends it addresses it (``for_statement``).
 
     Remembers the types when the client binds new ones; raises ProtocolError on a malformed packet.
     """
@@ -109,7 +111,7 @@ def rewrite_execute(payload: bytes, backend_id: int, stmt: ClientStatement) -> b
     if len(payload) < 10:
         raise ProtocolError("truncated COM_STMT_EXECUTE")
     if n == 0:
-        return _STAMP(payload, 1, backend_id, 0, b"")
+        return payload
     bitmap_end = 10 + (n + 7) // 8
     if len(payload) < bitmap_end + 1:
         raise ProtocolError("truncated COM_STMT_EXECUTE parameter block")
@@ -118,15 +120,15 @@ def rewrite_execute(payload: bytes, backend_id: int, stmt: ClientStatement) -> b
         if len(payload) < types_end:
             raise ProtocolError("truncated COM_STMT_EXECUTE parameter types")
         stmt.param_types = payload[bitmap_end + 1 : types_end]
-        return _STAMP(payload, 1, backend_id, 0, b"")
+        return payload
     if stmt.param_types is None:
         raise ProtocolError("COM_STMT_EXECUTE without parameter types on its first execution")
-    return _STAMP(payload, 1, backend_id, bitmap_end, stmt.param_types)
+    return _STAMP(payload, 1, stmt.client_id, bitmap_end, stmt.param_types)
 
 
 def rendered(stmt: ClientStatement, execute: bytes, state: SessionState) -> str:
     """The text of ``stmt`` with the parameter values of ``execute`` (a COM_STMT_EXECUTE payload that binds its
-    types: ``rewrite_execute``) as literals, in the session's ``character_set_client``; ParamError when the packet
+    types: ``bind_types``) as literals, in the session's ``character_set_client``; ParamError when the packet
     does not hold them."""
     values = literals(execute, stmt.num_params, long_data_values(stmt.long_data), client_charset(state))
     return render(stmt.sql, values)

@@ -98,7 +98,7 @@ class QueryPipeline:
         if delay:
             await asyncio.sleep(delay / 1000)
         pins = self.state.pins
-        if pins and Pin.WARNINGS in pins and not sql.lstrip().upper().startswith(_WARNING_QUERIES):
+        if len(pins) and Pin.WARNINGS in pins and not sql.lstrip().upper().startswith(_WARNING_QUERIES):
             pins.discard(Pin.WARNINGS)
             await link.maybe_release()
         first = statements[0]

@@ -288,7 +288,7 @@ class Session:
         arrived = link.arrived = MONOTONIC()
         link.busy_since = self.services.clock.at(arrived)
         self.command = payload
-        if not payload:
+        if len(payload) == 0:  # compiled, a length test; a bytes object's truth is a generic call
             raise ProtocolError("empty command packet")
         handler = _HANDLERS[payload[0]]
         if handler is None:

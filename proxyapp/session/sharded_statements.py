@@ -64,7 +64,7 @@ class ShardedStatements:
         return True
 
     async def place(self, stmt: ClientStatement, execute: bytes, hostgroup: int, started: float) -> OnShard | None:
-        """Where the execute ``execute`` (its parameter types bound: ``prepared.rewrite_execute``) of ``stmt`` runs:
+        """Where the execute ``execute`` (its parameter types bound: ``prepared.bind_types``) of ``stmt`` runs:
         on its one shard (``hostgroup`` when its values name no sharded table); None when it was answered here (a
         scatter, a refusal, parameters that cannot be read)."""
         queries = self.queries

@@ -75,8 +75,8 @@ class SessionState:
             and applied.names == self.names
             and applied.autocommit == self.autocommit
             and applied.multi_statements == self.multi_statements
-            and applied.variables == self.variables
-            and applied.user_variables == self.user_variables
+            and _same(applied.variables, self.variables)
+            and _same(applied.user_variables, self.user_variables)
         )
 
     def set_statement(self, applied: AppliedState) -> str | None:
@@ -144,6 +144,14 @@ async def bring(conn: BackendConnection, state: SessionState, schema: str | None
             return err
         applied.multi_statements = state.multi_statements
     return None
+
+
+def _same(ours: dict[str, str], theirs: dict[str, str]) -> bool:
+    """Whether two variable maps are equal; compiled, two empty ones (the common case) are told apart by their sizes
+    alone, where ``==`` is a generic comparison."""
+    if len(ours) == 0 and len(theirs) == 0:
+        return True
+    return ours == theirs
 
 
 def user_variable(name: str) -> str:

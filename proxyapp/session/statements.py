@@ -17,11 +17,11 @@ from proxyapp.session.client import Client
 from proxyapp.session.link import BackendLink
 from proxyapp.session.prepared import (
     ClientStatement,
+    bind_types,
     for_statement,
     prepare_anew,
     prepare_on,
     rendered,
-    rewrite_execute,
     with_client_id,
 )
 from proxyapp.session.query import NO_RULES, QueryPipeline
@@ -125,7 +125,7 @@ class PreparedStatements:
             )
             return
         try:  # a malformed execute is the client's error: not a lost backend (and its transaction)
-            bound = rewrite_execute(payload, 0, stmt)
+            bound = bind_types(payload, stmt)
         except ProtocolError as exc:
             self.client.send_error(1835, f"Malformed communication packet: {exc}", 1)  # ER_MALFORMED_PACKET
             return

@@ -53,7 +53,7 @@ def long_data_values(chunks: Iterable[bytes]) -> dict[int, bytes]:
 
 def literals(execute: bytes, num_params: int, long_data: Mapping[int, bytes], charset: str) -> list[str]:
     """The SQL literal of each parameter of ``execute``, a COM_STMT_EXECUTE payload that binds its types (as
-    ``prepared.rewrite_execute`` makes it); ``long_data`` the values sent apart, strings in ``charset`` (the
+    ``prepared.bind_types`` makes it); ``long_data`` the values sent apart, strings in ``charset`` (the
     connection's ``character_set_client``). Raises ParamError on a packet that does not hold them."""
     if num_params == 0:
         return []

@@ -1,4 +1,5 @@
-"""Sessions waiting for a connection of a hostgroup: one timer for all their deadlines, due at the earliest.
+"""Sessions waiting for a connection of a hostgroup whose connections are all in use: one timer for all their
+deadlines, due at the earliest.
 
 Each wait is stepped by hand (``coro.send``), so a test neither gives the loop turns nor waits for a deadline to pass:
 a deadline is made due by setting it, and the timer's work is run by calling ``_expire``. A wait run by a session's
@@ -14,19 +15,40 @@ from typing import Any
 
 import pytest
 
-from proxyapp.backends.pool import Hostgroup, PoolManager, ServerPool
+from proxyapp.backends.pool import Hostgroup, PoolError, PoolManager, ServerPool
 from proxyapp.config.tables import MysqlServer
 from proxyapp.driver import Driver
-from proxyapp.mysql.backend import BackendConnection
+from proxyapp.mysql.backend import BackendConnection, Credentials
 from proxyapp.mysql.handshake import ServerGreeting
 from proxyapp.mysql.wire import Wire
 from proxyapp.report.stats import GlobalCounters
 from tests.support.loop import scheduled_so_far
 from tests.support.transport import MemoryTransport
 
+_TIMED_OUT = "hostgroup 1: no free backend connection within"
 
-def _hostgroup() -> Hostgroup:
-    return Hostgroup(1, PoolManager(GlobalCounters()))
+
+def _full(connections: int = 1, username: str = "app") -> tuple[Hostgroup, list[BackendConnection]]:
+    """A hostgroup of one server whose ``connections`` connections (its max_connections) are all in use, by
+    ``username``: a session asking for one waits."""
+    hg = Hostgroup(1, PoolManager(GlobalCounters()))
+    pool = ServerPool(MysqlServer(hostname="db", hostgroup_id=1, max_connections=connections), hg)
+    hg.pools.append(pool)
+    conns = []
+    for _ in range(connections):
+        wire = Wire(MemoryTransport())  # type: ignore[arg-type]
+        conn = BackendConnection(wire, ServerGreeting("10.11.0", 7, b"s" * 20, 0, 45), username, None)
+        conn.pool = pool
+        hg._mark_used(pool, conn)
+        conns.append(conn)
+    return hg, conns
+
+
+def _acquire(hg: Hostgroup, timeout_ms: int = 60_000, username: str = "app") -> Coroutine[Any, Any, Any]:
+    """A session's request for a connection of ``hg``, waiting at most ``timeout_ms``
+    (mysql-connection_wait_timeout)."""
+    hg.manager.settings.connection_wait_timeout_ms = timeout_ms
+    return hg.acquire(Credentials(username), None)
 
 
 def _start(coro: Coroutine[Any, Any, Any]) -> None:
@@ -34,59 +56,63 @@ def _start(coro: Coroutine[Any, Any, Any]) -> None:
     assert isinstance(coro.send(None), asyncio.Future)
 
 
-def _result(coro: Coroutine[Any, Any, Any]) -> Any:
-    """Resume ``coro`` once its future is done; what it returned."""
-    with pytest.raises(StopIteration) as returned:
+def _timed_out(coro: Coroutine[Any, Any, Any]) -> None:
+    """Resume ``coro`` once its future is done: its time is up."""
+    with pytest.raises(PoolError, match=_TIMED_OUT):
         coro.send(None)
-    return returned.value.value
 
 
 def test_the_timer_is_due_at_the_earliest_deadline_and_ends_every_wait_past_its_own() -> None:
     async def main() -> None:
-        hg = _hostgroup()
+        hg, _ = _full()
         loop = asyncio.get_running_loop()
-        late = hg._wait("app", None, 60.0)
+        late = _acquire(hg, 60_000)
         _start(late)
         assert hg.expiry is not None and len(hg.waiters) == 1
         first_due = hg.expiry_at
-        later = hg._wait("app", None, 120.0)  # later than the timer: no new timer
+        later = _acquire(hg, 120_000)  # later than the timer: no new timer
         _start(later)
         assert hg.expiry_at == first_due
-        soon = hg._wait("app", None, 0.02)  # earlier: the timer moves up
+        soon = _acquire(hg, 20)  # earlier: the timer moves up
         _start(soon)
         assert hg.expiry_at < first_due and hg.expiry_at <= loop.time() + 0.02
         hg.waiters[2].deadline = loop.time()  # its time is up, as when the timer fires
         hg._expire()
-        assert _result(soon) is None  # None, as acquire expects
+        _timed_out(soon)
         assert not hg.waiters[0].future.done() and not hg.waiters[1].future.done()
         assert hg.expiry is not None and hg.expiry_at == first_due  # due again at the earliest deadline left
         assert len(hg.waiters) == 2
         hg.waiters[0].deadline = hg.waiters[1].deadline = loop.time()  # both due now
         hg._expire()
-        assert _result(late) is None and _result(later) is None
+        _timed_out(late)
+        _timed_out(later)
         assert not hg.waiters and hg.expiry is None
 
     asyncio.run(main())
 
 
-def test_a_wait_woken_early_leaves_the_queue_and_the_timer_finds_nothing_to_end() -> None:
+def test_a_wait_woken_without_a_connection_queues_again_until_its_own_deadline() -> None:
     async def main() -> None:
-        hg = _hostgroup()
-        wait = hg._wait("app", None, 60.0)
+        hg, _ = _full()
+        wait = _acquire(hg)
         _start(wait)
+        deadline = hg.waiters[0].deadline
         hg._wake_one()  # what ``release`` does when a connection goes idle: the first waiter tries again
-        assert _result(wait) is None
         assert not hg.waiters
-        hg._expire()  # fires with no waiter left: nothing to end, no timer left
-        assert hg.expiry is None
+        _start(wait)  # nothing free: it queues again, with the deadline it had
+        assert len(hg.waiters) == 1 and hg.waiters[0].deadline == deadline
+        hg.waiters[0].deadline = asyncio.get_running_loop().time()
+        hg._expire()
+        _timed_out(wait)
+        assert not hg.waiters and hg.expiry is None  # nothing left to end: no timer left
 
     asyncio.run(main())
 
 
 def test_a_cancelled_wait_leaves_the_queue() -> None:
     async def main() -> None:
-        hg = _hostgroup()
-        wait = hg._wait("app", None, 60.0)
+        hg, _ = _full()
+        wait = _acquire(hg)
         _start(wait)
         with pytest.raises(asyncio.CancelledError):
             wait.throw(asyncio.CancelledError())
@@ -95,34 +121,22 @@ def test_a_cancelled_wait_leaves_the_queue() -> None:
     asyncio.run(main())
 
 
-def _in_use(hg: Hostgroup, username: str = "app") -> BackendConnection:
-    """A connection of ``username`` to a server of ``hg``, handed out (as ``release`` expects)."""
-    if not hg.pools:
-        hg.pools.append(ServerPool(MysqlServer(hostname="db", hostgroup_id=hg.id), hg))
-    pool = hg.pools[0]
-    conn = BackendConnection(Wire(MemoryTransport()), ServerGreeting("10.11.0", 7, b"s" * 20, 0, 45), username, None)  # type: ignore[arg-type]
-    conn.pool = pool
-    hg._mark_used(pool, conn)
-    return conn
-
-
 class _Waiting:
     """A session's wait for a connection, run by a driver as the session runs its commands."""
 
     def __init__(self, hg: Hostgroup, username: str = "app") -> None:
-        self.got: list[BackendConnection | None] = []
+        self.got: list[BackendConnection] = []
         self.ended: list[BaseException | None] = []
         self.driver = Driver(asyncio.get_running_loop(), self.ended.append)
         assert not self.driver.run(self._wait(hg, username))  # parked: it waits
 
     async def _wait(self, hg: Hostgroup, username: str) -> None:
-        self.got.append(await hg._wait(username, None, 60.0))
+        self.got.append(await _acquire(hg, username=username))
 
 
 def test_a_parked_session_is_handed_the_released_connection_on_the_next_turn_without_a_future() -> None:
     async def main() -> None:
-        hg = _hostgroup()
-        conn = _in_use(hg)
+        hg, (conn,) = _full()
         first, second = _Waiting(hg), _Waiting(hg)
         assert [w.future for w in hg.waiters] == [None, None]  # parked on their drivers
         assert hg.waiters[0].driver is first.driver and first.driver.direct is hg.waiters[0].wait
@@ -138,8 +152,7 @@ def test_a_parked_session_is_handed_the_released_connection_on_the_next_turn_wit
 
 def test_a_released_connection_goes_to_the_first_waiter_of_its_user() -> None:
     async def main() -> None:
-        hg = _hostgroup()
-        conn = _in_use(hg, "reports")
+        hg, (conn,) = _full(1, "reports")
         other, same = _Waiting(hg, "app"), _Waiting(hg, "reports")
         hg.release(conn, hg.pools[0], reusable=True)
         await scheduled_so_far()
@@ -151,8 +164,7 @@ def test_a_released_connection_goes_to_the_first_waiter_of_its_user() -> None:
 
 def test_a_session_cancelled_after_the_hand_off_gives_the_connection_back_and_is_not_resumed() -> None:
     async def main() -> None:
-        hg = _hostgroup()
-        conn = _in_use(hg)
+        hg, (conn,) = _full()
         waiting = _Waiting(hg)
         hg.release(conn, hg.pools[0], reusable=True)  # handed over, the resume scheduled
         waiting.driver.cancel()  # the session ends before its turn comes
@@ -166,8 +178,7 @@ def test_a_session_cancelled_after_the_hand_off_gives_the_connection_back_and_is
 
 def test_a_cancelled_parked_session_leaves_the_queue_and_the_next_release_keeps_the_connection_idle() -> None:
     async def main() -> None:
-        hg = _hostgroup()
-        conn = _in_use(hg)
+        hg, (conn,) = _full()
         waiting = _Waiting(hg)
         waiting.driver.cancel()
         assert not hg.waiters
@@ -177,15 +188,17 @@ def test_a_cancelled_parked_session_leaves_the_queue_and_the_next_release_keeps_
     asyncio.run(main())
 
 
-def test_the_timer_ends_a_parked_wait_with_none_and_keeps_only_live_waits_queued() -> None:
+def test_the_timer_ends_a_parked_wait_past_its_deadline_and_keeps_only_live_waits_queued() -> None:
     async def main() -> None:
-        hg = _hostgroup()
+        hg, _ = _full()
         due, later = _Waiting(hg), _Waiting(hg)
-        hg.waiters[0].deadline = 0.0  # its time is up
+        hg.waiters[0].deadline = asyncio.get_running_loop().time()  # its time is up
         hg._expire()
         assert len(hg.waiters) == 1 and hg.waiters[0].driver is later.driver
         await scheduled_so_far()
-        assert due.got == [None] and later.got == []
+        assert due.got == [] and len(due.ended) == 1 and isinstance(due.ended[0], PoolError)
+        assert _TIMED_OUT in str(due.ended[0])
+        assert later.got == [] and later.ended == []
 
     asyncio.run(main())
 
@@ -198,8 +211,7 @@ def test_sessions_handed_connections_in_one_turn_resume_in_that_order_from_one_s
         loop = asyncio.get_running_loop()
         reported: list[dict[str, Any]] = []
         loop.set_exception_handler(lambda _loop, context: reported.append(context))
-        hg = _hostgroup()
-        conns = [_in_use(hg) for _ in range(3)]
+        hg, conns = _full(3)
         waiting = [_Waiting(hg) for _ in range(3)]
         order: list[int] = []
 
