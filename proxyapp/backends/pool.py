@@ -136,10 +136,13 @@ class ServerPool:
         "status",
         "status_reason",
         "used",
+        "weight",
     )
 
     def __init__(self, server: MysqlServer, hostgroup: Hostgroup, reason: str = "configured") -> None:
         self.server = server  # its runtime row: the runtime hostgroup, and the status the config and monitor want
+        # The row's weight, kept here: the row is an interpreted class, whose attributes are generic lookups.
+        self.weight = server.weight
         self.hostgroup = hostgroup
         self.cap = hostgroup.manager.share_of(server.max_connections)
         self.status = server.status
@@ -147,7 +150,9 @@ class ServerPool:
         # Least recently used first. A list: mypyc indexes, appends and pops it inline, where a deque's every
         # operation is a generic method call (the pool is small: taking the oldest out is rare and cheap).
         self.idle: list[BackendConnection] = []
-        self.busy: set[BackendConnection] = set()  # the connections handed out (``used`` of them)
+        # The connections handed out (``used`` of them), each knowing its place (``busy_at``): a list, which mypyc
+        # appends to and indexes inline, where a set's add and discard hash the connection every query.
+        self.busy: list[BackendConnection] = []
         self.used = 0
         self.connecting = 0
         self.max_used = 0
@@ -165,6 +170,18 @@ class ServerPool:
     def has_room(self) -> bool:
         """Whether a connection can be handed out without waiting."""
         return bool(self.idle) or self.used + self.connecting < self.cap
+
+    def unmark_used(self, conn: BackendConnection) -> None:
+        """Take ``conn`` out of the connections handed out (the last one takes its place); nothing if it is not one."""
+        at = conn.busy_at
+        if at < 0:
+            return
+        busy = self.busy
+        last = busy.pop()
+        if last is not conn:
+            busy[at] = last
+            last.busy_at = at
+        conn.busy_at = -1
 
     def usable(self, recovery_s: float) -> bool:
         """Whether new work may go to this server; a server this pool shunned for its connect errors (while the
@@ -295,10 +312,10 @@ class Hostgroup:
         pools = self.pools
         if len(pools) == 1:
             only = pools[0]
-            if only.server.weight > 0 and only.usable(recovery):
+            if only.weight > 0 and only.usable(recovery):
                 return (only if only.has_room else None), True
             return None, False
-        usable = [p for p in pools if p.server.weight > 0 and p.usable(recovery)]
+        usable = [p for p in pools if p.weight > 0 and p.usable(recovery)]
         if not usable:
             return None, False
         roomy = [p for p in usable if p.has_room]
@@ -306,7 +323,7 @@ class Hostgroup:
             return None, True
         if len(roomy) == 1:
             return roomy[0], True
-        return random.choices(roomy, weights=[p.server.weight for p in roomy])[0], True
+        return random.choices(roomy, weights=[p.weight for p in roomy])[0], True
 
     def take_idle(self, username: str, schema: str | None) -> BackendConnection | ServerPool | None:
         """Without waiting: an idle connection of the server chosen by weight, when it has one and nobody queues.
@@ -461,7 +478,8 @@ class Hostgroup:
 
     def _mark_used(self, pool: ServerPool, conn: BackendConnection) -> None:
         pool.used += 1
-        pool.busy.add(conn)
+        conn.busy_at = len(pool.busy)
+        pool.busy.append(conn)
         if pool.used > pool.max_used:
             pool.max_used = pool.used
 
@@ -570,7 +588,7 @@ class Hostgroup:
             reusable = False
         if not reusable or pool.removed or pool.status != ONLINE or too_old:
             pool.used -= 1
-            pool.busy.discard(conn)
+            pool.unmark_used(conn)
             conn.close()
             self._wake_one()
             return
@@ -587,7 +605,7 @@ class Hostgroup:
                     self._end(waiter, conn)
                     return
         pool.used -= 1
-        pool.busy.discard(conn)
+        pool.unmark_used(conn)
         pool.idle.append(conn)  # the excess over free_connections_pct is trimmed by ``tidy``, not on the spot
         self._wake_one()
 
@@ -734,6 +752,7 @@ class PoolManager:
             else:
                 wanted = pool.server.status != server.status
                 pool.server = server
+                pool.weight = server.weight
                 if wanted:
                     pool.set_status(server.status, reasons.get(key) or f"set to {server.status} in the config")
                 pool.cap = self.share_of(server.max_connections)
@@ -782,7 +801,7 @@ class PoolManager:
             return hostgroup_id
         hg = self.hostgroups.get(hostgroup_id)
         recovery = self.settings.shun_recovery_time_sec
-        if hg is not None and any(p.server.weight > 0 and p.usable(recovery) for p in hg.pools):
+        if hg is not None and any(p.weight > 0 and p.usable(recovery) for p in hg.pools):
             return hostgroup_id
         return reader
 
@@ -793,7 +812,8 @@ class PoolManager:
         return max(1, max_connections // self.workers)
 
     def hostgroup(self, hostgroup_id: int) -> Hostgroup:
-        """The hostgroup with this id (an empty one if the config has no servers in it)."""
+        """The hostgroup with this id (an empty one if the config has no servers in it): the same object for good
+        (``apply`` keeps each hostgroup's, emptied when the config drops it), so a caller may keep it."""
         hg = self.hostgroups.get(hostgroup_id)
         if hg is None:
             hg = self.hostgroups[hostgroup_id] = Hostgroup(hostgroup_id, self)

@@ -14,6 +14,7 @@
  * as one int. ``frame`` makes the framed packet in one allocation. ``stamp`` writes a statement id into a copy of an
  * execute (or a prepare response) and, for an execute sent without its parameter types, sets the new-params-bound
  * flag and puts the types after it: in Python that is four slices, a struct call and five concatenations a query.
+ * ``text`` decodes a command's text from its payload where Python would slice the payload first.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -213,6 +214,23 @@ static PyObject *stamp(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ss
     return out;
 }
 
+static PyObject *text(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "text(data, start) takes bytes and an int");
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    if (start == -1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t length = PyBytes_GET_SIZE(args[0]);
+    if (start < 0 || start > length) {
+        PyErr_Format(PyExc_ValueError, "no text at %zd of %zd bytes", start, length);
+        return NULL;
+    }
+    return PyUnicode_DecodeUTF8(PyBytes_AS_STRING(args[0]) + start, length - start, "surrogateescape");
+}
+
 static PyMethodDef methods[] = {
     {"cut", (PyCFunction)(void (*)(void))cut, METH_FASTCALL,
      "cut(buf, start, end): a copy of buf[start:end] as bytes; ValueError unless 0 <= start <= end <= len(buf)."},
@@ -227,11 +245,14 @@ static PyMethodDef methods[] = {
     {"stamp", (PyCFunction)(void (*)(void))stamp, METH_FASTCALL,
      "stamp(data, at, stmt_id, flag_at, types): ``data`` with the 4-byte statement id at ``at`` set to ``stmt_id``; "
      "with ``types``, the byte at ``flag_at`` set to 1 and ``types`` put after it."},
+    {"text", (PyCFunction)(void (*)(void))text, METH_FASTCALL,
+     "text(data, start): ``data[start:]`` decoded as UTF-8, a byte that is not as a lone surrogate "
+     "(surrogateescape), with no copy of the bytes made first."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_bytes", "The wire's byte work: copy out, drop what was read, read a header, frame, stamp a statement id.", -1,
+    PyModuleDef_HEAD_INIT, "_bytes", "The wire's byte work: copy out, drop what was read, read a header, frame, stamp a statement id, decode a command's text.", -1,
     methods, NULL, NULL, NULL, NULL,
 };
 

@@ -19,3 +19,7 @@ def stamp(data: bytes, at: int, stmt_id: int, flag_at: int, types: bytes, /) -> 
     """``data`` with the 4-byte little-endian statement id at ``at`` set to ``stmt_id`` (OverflowError past 4
     bytes); with ``types``, the byte at ``flag_at`` (an execute's new-params-bound flag) set to 1 and ``types`` put
     after it. ValueError when either position is out of the data."""
+
+def text(data: bytes, start: int, /) -> str:
+    """``data[start:]`` decoded as UTF-8, each byte that is not part of a character as a lone surrogate
+    (surrogateescape); ValueError unless 0 <= ``start`` <= ``len(data)``."""

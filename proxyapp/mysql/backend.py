@@ -76,6 +76,7 @@ class BackendConnection:
     """One authenticated connection to a backend server."""
 
     __slots__ = (
+        "busy_at",
         "created_at",
         "dirty",
         "handshake_names",
@@ -110,6 +111,7 @@ class BackendConnection:
         self.last_used = 0.0
         self.dirty = False  # holds state no SET can undo (user variables, temp tables...): reset before reuse
         self.pool: object | None = None
+        self.busy_at = -1  # its place in its pool's list of connections handed out (``ServerPool.busy``); -1: none
 
     @property
     def in_transaction(self) -> bool:

@@ -59,13 +59,21 @@ def python_stamp(data: bytes, at: int, stmt_id: int, flag_at: int, types: bytes)
     return out
 
 
-#: The wire's byte work: (cut, compact, header, frame one packet, stamp a statement id).
+def python_text(data: bytes, start: int) -> str:
+    """``data[start:]`` decoded as UTF-8 with surrogateescape (``_bytes.text``'s Python twin)."""
+    if not 0 <= start <= len(data):
+        raise ValueError(f"no text at {start} of {len(data)} bytes")
+    return data[start:].decode("utf-8", "surrogateescape")
+
+
+#: The wire's byte work: (cut, compact, header, frame one packet, stamp a statement id, decode a command's text).
 ByteWork = tuple[
     Callable[[bytearray, int, int], bytes],
     Callable[[bytearray, int], None],
     Callable[[bytearray, int], int],
     Callable[[bytes, int], bytes],
     Callable[[bytes, int, int, int, bytes], bytes],
+    Callable[[bytes, int], str],
 ]
 
 
@@ -75,8 +83,8 @@ def load_byte_work() -> ByteWork:
     try:
         from proxyapp.mysql import _bytes
     except ImportError:  # not built (``make build``), or PROXYFLEET_NATIVE=0
-        return python_cut, python_compact, python_header, python_frame_one, python_stamp
-    return _bytes.cut, _bytes.compact, _bytes.header, _bytes.frame, _bytes.stamp
+        return python_cut, python_compact, python_header, python_frame_one, python_stamp, python_text
+    return _bytes.cut, _bytes.compact, _bytes.header, _bytes.frame, _bytes.stamp, _bytes.text
 
 
 _FRAME_ONE: Final = load_byte_work()[3]

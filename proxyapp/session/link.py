@@ -44,6 +44,9 @@ class BackendLink:
         self.hostgroup = 0  # the hostgroup of ``conn``
         self.running: BackendConnection | None = None  # the connection a command runs on right now
         self.last_pool: ServerPool | None = None  # the server the last command ran on
+        # The hostgroup the last command drew a connection from: kept, as the pools keep each hostgroup's object for
+        # good (``PoolManager.hostgroup``), and asking them is a dict lookup.
+        self.drew_from: Hostgroup | None = None
         self.last_insert_id = 0
         self.in_transaction = False
         self.busy_since = 0.0  # when (the proxy's clock) the current (or last) command arrived
@@ -99,7 +102,9 @@ class BackendLink:
             kept = branch is not None or (self.conn is not None and not beside)
             conn = branch if branch is not None else self.conn if kept else None
             if conn is None:
-                hg = self.services.pools.hostgroup(hostgroup)
+                hg = self.drew_from
+                if hg is None or hg.id != hostgroup:
+                    hg = self.drew_from = self.services.pools.hostgroup(hostgroup)
                 drawn = self.draw(hg, schema)
                 if isinstance(drawn, BackendConnection) and self.state.matches(drawn.state, schema):
                     conn = drawn  # the common case, without a coroutine

@@ -12,6 +12,7 @@ from typing import Final
 from proxyapp.clock import MONOTONIC
 from proxyapp.mysql.backend import BackendConnection
 from proxyapp.mysql.constants import ErrorCode, FieldType
+from proxyapp.mysql.packets import load_byte_work
 from proxyapp.mysql.resultset import result_set
 from proxyapp.mysql.wire import Response, Wire
 from proxyapp.report.eventslog import query_event
@@ -38,6 +39,8 @@ from proxyapp.sql.digest import Digest
 from proxyapp.sql.scan import Kind, Statement, scan
 
 _WARNING_QUERIES = ("SHOW WARNINGS", "SHOW ERRORS", "SHOW COUNT")
+#: A command's text, decoded from its payload with no slice made first (``_bytes.text``, or its Python twin).
+_TEXT: Final = load_byte_work()[5]
 #: The verdict when no rule can apply (shared: never modified).
 NO_RULES: Final = RuleOutcome()
 
@@ -71,8 +74,7 @@ class QueryPipeline:
         rt = services.runtime
         services.counters.Questions += 1
         started = link.arrived
-        raw = payload[1:]
-        sql = raw.decode("utf-8", "surrogateescape")
+        sql = _TEXT(payload, 1)
         statements, digest, commented = analyze(sql, rt.settings.max_digest_length)
         if not statements:
             client.send_error(1065, "Query was empty", 1)
@@ -91,8 +93,7 @@ class QueryPipeline:
             return
         if outcome.query is not None:
             sql = outcome.query
-            raw = sql.encode("utf-8", "surrogateescape")
-            payload = b"\x03" + raw
+            payload = b"\x03" + sql.encode("utf-8", "surrogateescape")
             statements = scan(sql) or statements
         delay = outcome.delay if outcome.delay is not None else rt.settings.default_query_delay_ms
         if delay:
@@ -131,7 +132,7 @@ class QueryPipeline:
             return
         cache_key: CacheKey | None = None
         if outcome.cache_ttl and link.conn is None and all(s.is_read for s in statements):
-            cache_key = (client.username, schema, raw)
+            cache_key = (client.username, schema, payload[1:])
             hit = services.cache.get(cache_key)
             if hit is not None:
                 client.wire.write(hit)

@@ -6,11 +6,15 @@
  * digits, with an optional fraction, that does not follow a word character, '.', '$' or '?' and is not followed by a
  * word character or '.'. The Python function stays the reference, and reads every text that is not ASCII (``shape`` calls it, the
  * ``other`` it is given, for those).
+ *
+ * ``known`` and ``keep`` hold what ``proxyapp.sql.analysis`` works out once per shape, in a table of this module's
+ * looked up by the shape's bytes (see ``Slot``): Python's twin is a dict keyed by the shape's str.
  */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <stdint.h>
 #include <string.h>
 
 enum { C_OTHER, C_DIGIT, C_REFUSED, C_PREFIX, C_DOT, C_EXPONENT, C_WORD };
@@ -47,6 +51,73 @@ static Py_ssize_t digits_end(const unsigned char *s, Py_ssize_t i, Py_ssize_t n)
     return i;
 }
 
+/* The bare numbers of the ASCII text ``s[0:n]``: (start, end) pairs into ``*spans`` (``stack``, of ``STACK_SPANS``
+ * entries, until it is outgrown: then memory of PyMem_Malloc's, which the caller frees); their number of entries, and
+ * the characters they hold in ``*removed``. -1 when the text is not simple, -2 with an exception set. */
+#define STACK_SPANS 64
+static Py_ssize_t find_numbers(const unsigned char *s, Py_ssize_t n, Py_ssize_t *stack, Py_ssize_t **spans,
+                               Py_ssize_t *removed)
+{
+    Py_ssize_t cap = STACK_SPANS, count = 0;
+    int glued = 0;
+    Py_ssize_t i = 0;
+    *spans = stack;
+    *removed = 0;
+    while (i < n) {
+        unsigned char k = classes[s[i]];
+        if (k != C_DIGIT) {
+            if (k == C_REFUSED)
+                return -1;
+            glued = k >= C_PREFIX;
+            i++;
+            continue;
+        }
+        Py_ssize_t end = digits_end(s, i + 1, n);
+        if (end < 0)
+            return -1;
+        if (!glued && end + 1 < n && classes[s[end]] == C_DOT && classes[s[end + 1]] == C_DIGIT) {
+            end = digits_end(s, end + 1, n);
+            if (end < 0)
+                return -1;
+        }
+        if (!glued && (end >= n || classes[s[end]] < C_DOT)) {
+            if (count + 2 > cap) {
+                Py_ssize_t *grown = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)cap * 2);
+                if (grown == NULL) {
+                    PyErr_NoMemory();
+                    return -2;
+                }
+                memcpy(grown, *spans, sizeof(Py_ssize_t) * (size_t)count);
+                if (*spans != stack)
+                    PyMem_Free(*spans);
+                *spans = grown;
+                cap *= 2;
+            }
+            (*spans)[count++] = i;
+            (*spans)[count++] = end;
+            *removed += end - i;
+        }
+        glued = 1; /* a digit is a word character */
+        i = end;
+    }
+    return count;
+}
+
+/* The text ``s[0:n]`` with the numbers of ``spans`` (``count`` entries) replaced by ``lit``, written at ``out``. */
+static void write_shape(unsigned char *out, const unsigned char *s, Py_ssize_t n, const Py_ssize_t *spans,
+                        Py_ssize_t count, const unsigned char *lit, Py_ssize_t lit_len)
+{
+    Py_ssize_t copied = 0;
+    for (Py_ssize_t j = 0; j < count; j += 2) {
+        memcpy(out, s + copied, (size_t)(spans[j] - copied));
+        out += spans[j] - copied;
+        memcpy(out, lit, (size_t)lit_len);
+        out += lit_len;
+        copied = spans[j + 1];
+    }
+    memcpy(out, s + copied, (size_t)(n - copied));
+}
+
 static PyObject *shape(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
@@ -63,86 +134,190 @@ static PyObject *shape(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     const Py_ssize_t n = PyUnicode_GET_LENGTH(sql);
     const unsigned char *lit = PyUnicode_1BYTE_DATA(literal);
     const Py_ssize_t lit_len = PyUnicode_GET_LENGTH(literal);
-    /* First pass: where the bare numbers are (their starts and ends, in a buffer grown as needed). */
-    Py_ssize_t stack[64], *spans = stack, cap = 64, count = 0, removed = 0;
-    int glued = 0;
-    Py_ssize_t i = 0;
+    Py_ssize_t stack[STACK_SPANS], *spans, removed;
+    Py_ssize_t count = find_numbers(s, n, stack, &spans, &removed);
     PyObject *result = NULL;
-    while (i < n) {
-        unsigned char k = classes[s[i]];
-        if (k != C_DIGIT) {
-            if (k == C_REFUSED)
-                goto none;
-            glued = k >= C_PREFIX;
-            i++;
-            continue;
-        }
-        Py_ssize_t end = digits_end(s, i + 1, n);
-        if (end < 0)
-            goto none;
-        if (!glued && end + 1 < n && classes[s[end]] == C_DOT && classes[s[end + 1]] == C_DIGIT) {
-            end = digits_end(s, end + 1, n);
-            if (end < 0)
-                goto none;
-        }
-        if (!glued && (end >= n || classes[s[end]] < C_DOT)) {
-            if (count + 2 > cap) {
-                Py_ssize_t *grown = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)cap * 2);
-                if (grown == NULL) {
-                    PyErr_NoMemory();
-                    goto done;
-                }
-                memcpy(grown, spans, sizeof(Py_ssize_t) * (size_t)count);
-                if (spans != stack)
-                    PyMem_Free(spans);
-                spans = grown;
-                cap *= 2;
-            }
-            spans[count++] = i;
-            spans[count++] = end;
-            removed += end - i;
-        }
-        glued = 1; /* a digit is a word character */
-        i = end;
+    if (count == -1) {
+        result = Py_NewRef(Py_None);
+    } else if (count == 0) {
+        result = Py_NewRef(sql);
+    } else if (count > 0) {
+        result = PyUnicode_New(n - removed + (count / 2) * lit_len, 127);
+        if (result != NULL)
+            write_shape(PyUnicode_1BYTE_DATA(result), s, n, spans, count, lit, lit_len);
     }
-    if (count == 0) {
-        Py_INCREF(sql);
-        result = sql;
-        goto done;
-    }
-    /* Second pass: the text between the numbers, and the literal in place of each. */
-    result = PyUnicode_New(n - removed + (count / 2) * lit_len, 127);
-    if (result == NULL)
-        goto done;
-    unsigned char *out = PyUnicode_1BYTE_DATA(result);
-    Py_ssize_t copied = 0;
-    for (Py_ssize_t j = 0; j < count; j += 2) {
-        memcpy(out, s + copied, (size_t)(spans[j] - copied));
-        out += spans[j] - copied;
-        memcpy(out, lit, (size_t)lit_len);
-        out += lit_len;
-        copied = spans[j + 1];
-    }
-    memcpy(out, s + copied, (size_t)(n - copied));
-    goto done;
-none:
-    Py_INCREF(Py_None);
-    result = Py_None;
-done:
     if (spans != stack)
         PyMem_Free(spans);
     return result;
+}
+
+/* The shapes seen, each with what the caller keeps for it (``known``, ``keep``), found by the shape's UTF-8 bytes:
+ * a query whose shape was seen is answered without its shape made as a str, hashed and looked up in a dict. An
+ * open-addressing table: a shape is looked for in the ``PROBES`` slots from its hash's (FNV-1a), a free slot ending
+ * the search (slots are never freed, only reused); when all of them hold other shapes, ``keep`` replaces the first.
+ * A search compares at most ``PROBES`` shapes, whatever texts clients send. */
+#define SLOTS 8192
+#define PROBES 8
+#define SHAPE_ON_STACK 2048
+
+typedef struct {
+    uint64_t hash;
+    Py_ssize_t length;
+    char *text; /* the shape's UTF-8 bytes (PyMem_Malloc's); NULL: a free slot */
+    PyObject *value;
+} Slot;
+
+static Slot slots[SLOTS];
+
+static uint64_t fnv1a(const unsigned char *s, Py_ssize_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        h ^= s[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+/* The slot holding the shape ``text[0:length]`` of hash ``hash``; else NULL, with ``*free`` the first free slot of its
+ * probes (or NULL: all taken). */
+static Slot *find(uint64_t hash, const char *text, Py_ssize_t length, Slot **free)
+{
+    size_t at = (size_t)hash;
+    *free = NULL;
+    for (int p = 0; p < PROBES; p++) {
+        Slot *slot = &slots[(at + (size_t)p) & (SLOTS - 1)];
+        if (slot->text == NULL) {
+            *free = slot;
+            return NULL;
+        }
+        if (slot->hash == hash && slot->length == length && memcmp(slot->text, text, (size_t)length) == 0)
+            return slot;
+    }
+    return NULL;
+}
+
+/* What ``keep`` kept for ``shape`` (a str) if anything, else ``shape`` itself (a new reference either way). */
+static PyObject *kept_or(PyObject *shape)
+{
+    Py_ssize_t length;
+    const char *text = PyUnicode_AsUTF8AndSize(shape, &length);
+    if (text == NULL) {
+        Py_DECREF(shape);
+        return NULL;
+    }
+    Slot *free;
+    Slot *slot = find(fnv1a((const unsigned char *)text, length), text, length, &free);
+    if (slot == NULL)
+        return shape;
+    Py_DECREF(shape);
+    return Py_NewRef(slot->value);
+}
+
+static PyObject *known(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 2 || !PyUnicode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "known(sql, other) takes a str and a callable");
+        return NULL;
+    }
+    PyObject *sql = args[0];
+    if (PyUnicode_READY(sql) < 0)
+        return NULL;
+    if (!PyUnicode_IS_ASCII(sql)) { /* the Python rules shape it; the table is looked up by the shape they give */
+        PyObject *other = PyObject_Vectorcall(args[1], args, 1, NULL);
+        if (other == NULL || other == Py_None)
+            return other;
+        if (!PyUnicode_Check(other)) {
+            Py_DECREF(other);
+            PyErr_SetString(PyExc_TypeError, "other(sql) must return a str or None");
+            return NULL;
+        }
+        return kept_or(other);
+    }
+    const unsigned char *s = PyUnicode_1BYTE_DATA(sql);
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(sql);
+    Py_ssize_t stack[STACK_SPANS], *spans, removed;
+    Py_ssize_t count = find_numbers(s, n, stack, &spans, &removed);
+    PyObject *result = NULL;
+    if (count == -1) {
+        result = Py_NewRef(Py_None);
+    } else if (count == 0) {
+        result = kept_or(Py_NewRef(sql));
+    } else if (count > 0) {
+        Py_ssize_t length = n - removed + count / 2;
+        unsigned char on_stack[SHAPE_ON_STACK];
+        unsigned char *text = length <= SHAPE_ON_STACK ? on_stack : PyMem_Malloc((size_t)length);
+        if (text == NULL) {
+            PyErr_NoMemory();
+        } else {
+            write_shape(text, s, n, spans, count, (const unsigned char *)"?", 1);
+            Slot *free;
+            Slot *slot = find(fnv1a(text, length), (const char *)text, length, &free);
+            if (slot != NULL) {
+                result = Py_NewRef(slot->value);
+            } else {
+                result = PyUnicode_New(length, 127);
+                if (result != NULL)
+                    memcpy(PyUnicode_1BYTE_DATA(result), text, (size_t)length);
+            }
+            if (text != on_stack)
+                PyMem_Free(text);
+        }
+    }
+    if (spans != stack)
+        PyMem_Free(spans);
+    return result;
+}
+
+static PyObject *keep(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 2 || !PyUnicode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "keep(shape, value) takes a str and an object");
+        return NULL;
+    }
+    Py_ssize_t length;
+    const char *text = PyUnicode_AsUTF8AndSize(args[0], &length);
+    if (text == NULL)
+        return NULL;
+    uint64_t hash = fnv1a((const unsigned char *)text, length);
+    Slot *free;
+    Slot *slot = find(hash, text, length, &free);
+    PyObject *old = NULL;
+    if (slot == NULL) {
+        slot = free != NULL ? free : &slots[(size_t)hash & (SLOTS - 1)];
+        char *copy = PyMem_Malloc(length > 0 ? (size_t)length : 1);
+        if (copy == NULL)
+            return PyErr_NoMemory();
+        memcpy(copy, text, (size_t)length);
+        if (slot->text != NULL)
+            PyMem_Free(slot->text);
+        slot->text = copy;
+        slot->length = length;
+        slot->hash = hash;
+    }
+    old = slot->value;
+    slot->value = Py_NewRef(args[1]);
+    Py_XDECREF(old); /* last: the table is whole again whatever its release runs */
+    Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
     {"shape", (PyCFunction)(void (*)(void))shape, METH_FASTCALL,
      "shape(sql, literal, other): ``simple_shape`` of ``sql``: its bare numbers replaced by ``literal``, or None; "
      "``other(sql, literal)`` when either is not ASCII."},
+    {"known", (PyCFunction)(void (*)(void))known, METH_FASTCALL,
+     "known(sql, other): None when ``sql`` has no simple shape (``other(sql)`` shapes a text that is not ASCII); else "
+     "what ``keep`` kept for its shape, or the shape (a str) when nothing is kept for it."},
+    {"keep", (PyCFunction)(void (*)(void))keep, METH_FASTCALL,
+     "keep(shape, value): keep ``value`` for ``shape`` (replacing what was kept for it, or for another shape when "
+     "its slots are taken)."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_shape", "A query's shape in C.", -1, methods, NULL, NULL, NULL, NULL,
+    PyModuleDef_HEAD_INIT, "_shape", "A query's shape in C, and the shapes seen.", -1, methods, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__shape(void)

@@ -15,33 +15,13 @@ from typing import Any
 
 import pytest
 
-from proxyapp.backends.pool import Hostgroup, PoolError, PoolManager, ServerPool
-from proxyapp.config.tables import MysqlServer
+from proxyapp.backends.pool import Hostgroup, PoolError
 from proxyapp.driver import Driver
 from proxyapp.mysql.backend import BackendConnection, Credentials
-from proxyapp.mysql.handshake import ServerGreeting
-from proxyapp.mysql.wire import Wire
-from proxyapp.report.stats import GlobalCounters
 from tests.support.loop import scheduled_so_far
-from tests.support.transport import MemoryTransport
+from tests.support.pools import full_hostgroup
 
 _TIMED_OUT = "hostgroup 1: no free backend connection within"
-
-
-def _full(connections: int = 1, username: str = "app") -> tuple[Hostgroup, list[BackendConnection]]:
-    """A hostgroup of one server whose ``connections`` connections (its max_connections) are all in use, by
-    ``username``: a session asking for one waits."""
-    hg = Hostgroup(1, PoolManager(GlobalCounters()))
-    pool = ServerPool(MysqlServer(hostname="db", hostgroup_id=1, max_connections=connections), hg)
-    hg.pools.append(pool)
-    conns = []
-    for _ in range(connections):
-        wire = Wire(MemoryTransport())  # type: ignore[arg-type]
-        conn = BackendConnection(wire, ServerGreeting("10.11.0", 7, b"s" * 20, 0, 45), username, None)
-        conn.pool = pool
-        hg._mark_used(pool, conn)
-        conns.append(conn)
-    return hg, conns
 
 
 def _acquire(hg: Hostgroup, timeout_ms: int = 60_000, username: str = "app") -> Coroutine[Any, Any, Any]:
@@ -64,7 +44,7 @@ def _timed_out(coro: Coroutine[Any, Any, Any]) -> None:
 
 def test_the_timer_is_due_at_the_earliest_deadline_and_ends_every_wait_past_its_own() -> None:
     async def main() -> None:
-        hg, _ = _full()
+        hg, _ = full_hostgroup()
         loop = asyncio.get_running_loop()
         late = _acquire(hg, 60_000)
         _start(late)
@@ -93,7 +73,7 @@ def test_the_timer_is_due_at_the_earliest_deadline_and_ends_every_wait_past_its_
 
 def test_a_wait_woken_without_a_connection_queues_again_until_its_own_deadline() -> None:
     async def main() -> None:
-        hg, _ = _full()
+        hg, _ = full_hostgroup()
         wait = _acquire(hg)
         _start(wait)
         deadline = hg.waiters[0].deadline
@@ -111,7 +91,7 @@ def test_a_wait_woken_without_a_connection_queues_again_until_its_own_deadline()
 
 def test_a_cancelled_wait_leaves_the_queue() -> None:
     async def main() -> None:
-        hg, _ = _full()
+        hg, _ = full_hostgroup()
         wait = _acquire(hg)
         _start(wait)
         with pytest.raises(asyncio.CancelledError):
@@ -136,7 +116,7 @@ class _Waiting:
 
 def test_a_parked_session_is_handed_the_released_connection_on_the_next_turn_without_a_future() -> None:
     async def main() -> None:
-        hg, (conn,) = _full()
+        hg, (conn,) = full_hostgroup()
         first, second = _Waiting(hg), _Waiting(hg)
         assert [w.future for w in hg.waiters] == [None, None]  # parked on their drivers
         assert hg.waiters[0].driver is first.driver and first.driver.direct is hg.waiters[0].wait
@@ -152,7 +132,7 @@ def test_a_parked_session_is_handed_the_released_connection_on_the_next_turn_wit
 
 def test_a_released_connection_goes_to_the_first_waiter_of_its_user() -> None:
     async def main() -> None:
-        hg, (conn,) = _full(1, "reports")
+        hg, (conn,) = full_hostgroup(1, "reports")
         other, same = _Waiting(hg, "app"), _Waiting(hg, "reports")
         hg.release(conn, hg.pools[0], reusable=True)
         await scheduled_so_far()
@@ -164,7 +144,7 @@ def test_a_released_connection_goes_to_the_first_waiter_of_its_user() -> None:
 
 def test_a_session_cancelled_after_the_hand_off_gives_the_connection_back_and_is_not_resumed() -> None:
     async def main() -> None:
-        hg, (conn,) = _full()
+        hg, (conn,) = full_hostgroup()
         waiting = _Waiting(hg)
         hg.release(conn, hg.pools[0], reusable=True)  # handed over, the resume scheduled
         waiting.driver.cancel()  # the session ends before its turn comes
@@ -178,7 +158,7 @@ def test_a_session_cancelled_after_the_hand_off_gives_the_connection_back_and_is
 
 def test_a_cancelled_parked_session_leaves_the_queue_and_the_next_release_keeps_the_connection_idle() -> None:
     async def main() -> None:
-        hg, (conn,) = _full()
+        hg, (conn,) = full_hostgroup()
         waiting = _Waiting(hg)
         waiting.driver.cancel()
         assert not hg.waiters
@@ -190,7 +170,7 @@ def test_a_cancelled_parked_session_leaves_the_queue_and_the_next_release_keeps_
 
 def test_the_timer_ends_a_parked_wait_past_its_deadline_and_keeps_only_live_waits_queued() -> None:
     async def main() -> None:
-        hg, _ = _full()
+        hg, _ = full_hostgroup()
         due, later = _Waiting(hg), _Waiting(hg)
         hg.waiters[0].deadline = asyncio.get_running_loop().time()  # its time is up
         hg._expire()
@@ -211,7 +191,7 @@ def test_sessions_handed_connections_in_one_turn_resume_in_that_order_from_one_s
         loop = asyncio.get_running_loop()
         reported: list[dict[str, Any]] = []
         loop.set_exception_handler(lambda _loop, context: reported.append(context))
-        hg, conns = _full(3)
+        hg, conns = full_hostgroup(3)
         waiting = [_Waiting(hg) for _ in range(3)]
         order: list[int] = []
 

@@ -10,7 +10,14 @@ from types import ModuleType
 
 import pytest
 
-from proxyapp.mysql.packets import python_compact, python_cut, python_frame_one, python_header, python_stamp
+from proxyapp.mysql.packets import (
+    python_compact,
+    python_cut,
+    python_frame_one,
+    python_header,
+    python_stamp,
+    python_text,
+)
 from tests.support.native import built
 
 
@@ -117,6 +124,20 @@ def test_stamp_addresses_an_execute_and_binds_its_types(buffer: ModuleType) -> N
         buffer.stamp(bytearray(execute), 1, 9, 0, b"")
     with pytest.raises(TypeError):
         buffer.stamp(execute, 1, 9, 0)
+
+
+def test_text_agrees_with_python(buffer: ModuleType) -> None:
+    """3,000 random payloads (valid UTF-8 and not, ASCII and not) from every start, in range and out of it: the same
+    text (surrogates for the bytes that are no character) or the same error."""
+    rng = random.Random(31)
+    pieces = (b"SELECT ", b"\xc3\xa9", b"\xe5\x90\x8d", b"\xff", b"\xc3", b"\x00", b"1", b"\x80\x80")
+    for _ in range(3000):
+        data = b"\x03" + b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 8)))
+        start = rng.randrange(-1, len(data) + 2)
+        assert _outcome(buffer.text, data, start) == _outcome(python_text, data, start)
+    assert buffer.text(b"\x03SELECT \xc3\xa9\xff", 1) == "SELECT \xe9\udcff"
+    with pytest.raises(TypeError):
+        buffer.text(bytearray(b"\x03SELECT 1"), 1)
 
 
 def test_types_and_exports_are_refused(buffer: ModuleType) -> None:

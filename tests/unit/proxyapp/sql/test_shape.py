@@ -1,4 +1,6 @@
-"""The C shape (``proxyapp.sql._shape``) is ``python_shape`` over every ASCII text: the same string or None."""
+"""The C shape (``proxyapp.sql._shape``) is ``python_shape`` over every ASCII text: the same string or None. Its table
+of shapes seen (``known``, ``keep``) answers as its Python twins (``analysis.python_known``, ``python_keep``) do, and
+never with what was kept for another shape."""
 
 from __future__ import annotations
 
@@ -7,7 +9,8 @@ from types import ModuleType
 
 import pytest
 
-from proxyapp.sql import digest
+from proxyapp.sql import analysis, digest
+from proxyapp.sql.analysis import python_keep, python_known
 from proxyapp.sql.digest import python_shape, simple_shape
 from tests.support.native import built
 
@@ -58,3 +61,62 @@ def test_simple_shape_takes_the_c_path_for_ascii_only(shape: ModuleType, monkeyp
     assert simple_shape("SELECT ١٢, 3 FROM t") == "SELECT ?, ? FROM t"
     monkeypatch.setattr(digest, "SHAPE", None)
     assert simple_shape("SELECT 1, x2 FROM t") == "SELECT ?, x2 FROM t"
+
+
+def test_known_and_keep_answer_as_their_python_twins(shape: ModuleType) -> None:
+    """5,000 random texts: the shape or None, as the Python twin says; once a value is kept for a shape, every text of
+    that shape (other numbers) is answered with it, by both."""
+    rng = random.Random(5)
+    kept = 0
+    for i in range(5000):
+        text = "tag" + str(i) + " " + "".join(rng.choice(ALPHABET) for _ in range(rng.randint(0, 40)))
+        expected = python_shape(text)
+        assert shape.known(text, python_shape) == expected == python_known(text, python_shape), repr(text)
+        if expected is None:
+            continue
+        value = object()
+        shape.keep(expected, value)
+        python_keep(expected, value)
+        again = expected.replace("?", "5")  # other numbers: the same shape, unless the text held a '?' of its own
+        if python_shape(again) == expected:
+            assert shape.known(again, python_shape) is value, repr(again)
+            assert python_known(again, python_shape) is value
+            kept += 1
+    assert kept > 500
+
+
+def test_a_full_table_answers_each_text_with_its_own_value_or_its_shape(shape: ModuleType) -> None:
+    """Far more shapes than the table holds (8,192): each text is answered with the value kept for its own shape or,
+    once that was dropped, with its shape; the shape kept last is always there."""
+    values = {}
+    for i in range(30000):
+        text = f"SELECT c_{i}x FROM fill WHERE id = {i}"
+        own = f"SELECT c_{i}x FROM fill WHERE id = ?"
+        values[own] = i
+        shape.keep(own, i)
+        assert shape.known(text, python_shape) == i  # the last kept
+    found = 0
+    for own, i in values.items():
+        answer = shape.known(own.replace("?", "1"), python_shape)
+        assert answer in (i, own), (own, answer)
+        found += answer == i
+    assert 4000 < found <= 8192
+
+
+def test_a_text_that_is_not_ascii_is_looked_up_by_the_shape_the_python_rules_give(shape: ModuleType) -> None:
+    value = object()
+    shape.keep("SELECT ?, ? FROM not_ascii", value)
+    assert shape.known("SELECT 12, 3 FROM not_ascii", python_shape) is value
+    assert shape.known("SELECT ١٢, 3 FROM not_ascii", python_shape) is value  # Arabic-Indic digits: a bare number
+    assert shape.known("SELECT 'é', 3 FROM not_ascii", python_shape) is None  # a quote: no simple shape
+    assert shape.known("SELECT é, 3 FROM not_ascii", python_shape) == "SELECT é, ? FROM not_ascii"
+    with pytest.raises(TypeError):
+        shape.known("SELECT é", lambda sql: 1)
+    with pytest.raises(TypeError):
+        shape.known(b"SELECT 1", python_shape)
+    with pytest.raises(TypeError):
+        shape.keep(b"SELECT ?", value)
+
+
+def test_analyze_uses_the_c_table(shape: ModuleType) -> None:
+    assert analysis.KNOWN is shape.known and analysis.KEEP is shape.keep
