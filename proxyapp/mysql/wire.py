@@ -51,16 +51,26 @@ COMPACT: Final = _BYTE_WORK[1]
 HEADER: Final = _BYTE_WORK[2]
 
 
-def _load_send_now() -> Callable[[int, bytes], int] | None:
+SendNow = Callable[[int, bytes], int]
+SendSpan = Callable[[int, bytearray, int, int], int]
+SendFramed = Callable[[int, bytes, int], int]
+
+
+def _load_sends() -> tuple[SendNow, SendSpan, SendFramed] | tuple[None, None, None]:
     try:
         from proxyapp.mysql import _sockio
     except ImportError:  # not built (``make build``), or PROXYFLEET_NATIVE=0: every write goes through the transport
-        return None
-    return _sockio.send_now
+        return None, None, None
+    return _sockio.send_now, _sockio.send_span, _sockio.send_framed
 
 
-#: Sends bytes straight to a socket without blocking and says how many the kernel took (``_sockio.c``), when built.
-SEND_NOW: Final = _load_send_now()
+_SENDS: Final = _load_sends()
+#: The writes straight to a socket without blocking, each saying how many bytes the kernel took (``_sockio.c``), when
+#: built: bytes as they are; a span of a read buffer, with no copy made first; a payload with its packet header, in
+#: one system call.
+SEND_NOW: Final = _SENDS[0]
+SEND_SPAN: Final = _SENDS[1]
+SEND_FRAMED: Final = _SENDS[2]
 
 
 @mypyc_attr(native_class=False)  # mypyc cannot compile a subclass of a built-in exception other than Exception
@@ -149,7 +159,7 @@ class Wire:
     def __init__(self, transport: Transport, max_packet: int = 1 << 30) -> None:
         self.transport = transport
         self.write_out = transport.write  # kept bound: a call through it looks no method up
-        self.fd = -1  # the socket ``put`` sends to directly (``SEND_NOW``); -1: every write goes through the transport
+        self.fd = -1  # the socket the wire sends to directly (``SEND_NOW``); -1: every write goes through the transport
         self.held = False  # the transport was handed bytes: it may still hold some, which go out before any more
         self.told = False  # the transport tells the wire when it closes (``shut``), so ``write`` need not ask it
         self.shut = False  # the transport is closing or closed, as it told (``told``)
@@ -354,8 +364,39 @@ class Wire:
         self.mark = self.pos
 
     def send(self, payload: bytes, seq: int) -> None:
-        """Frame and write one payload; PeerClosed if the connection is closed (uvloop raises RuntimeError)."""
+        """Frame and write one payload; PeerClosed if the connection is closed (uvloop raises RuntimeError). Straight to
+        the socket when it can be (``_straight``): the header and the payload in one system call, no framed copy."""
+        if self._straight() and len(payload) < MAX_PACKET:
+            total = len(payload) + 4
+            self.bytes_out += total
+            assert SEND_FRAMED is not None
+            sent = SEND_FRAMED(self.fd, payload, seq)
+            if sent < total:  # the rest waits in the transport, which reports a failed send
+                self.held = True
+                self.write_out(frame(payload, seq)[sent:])
+            return
         self.write(frame(payload, seq))
+
+    def write_span(self, buf: bytearray, start: int, end: int) -> None:
+        """Write ``buf[start:end]``, framed bytes read on another wire; PeerClosed if the connection is closed. Straight
+        from that buffer to the socket when it can be (``_straight``), with no copy made first."""
+        if self._straight():
+            self.bytes_out += end - start
+            assert SEND_SPAN is not None
+            sent = SEND_SPAN(self.fd, buf, start, end)
+            if sent < end - start:  # the rest waits in the transport, which reports a failed send
+                self.held = True
+                self.write_out(CUT(buf, start + sent, end))
+            return
+        self.write(CUT(buf, start, end))
+
+    def _straight(self) -> bool:
+        """Whether bytes written now may go straight to the socket as they are: the wire sends to it itself
+        (``fd``), nothing is held back in the transport, and they are neither compressed nor encrypted. PeerClosed if
+        the connection is closed."""
+        if self.shut or (not self.told and self.transport.is_closing()):
+            raise PeerClosed(self.closed or "connection closed")
+        return self.fd >= 0 and not self.held and self.compression is None and self.tls is None
 
     def write(self, raw: bytes) -> None:
         """Write already framed bytes; PeerClosed if the connection is closed."""
@@ -447,6 +488,18 @@ class Relay:
         self.written += len(raw)
         self.client.write(raw)
 
+    def relay(self, backend: Wire) -> None:
+        """Relay what ``backend`` read since its mark, and move the mark: from its buffer to the client's socket with
+        no copy made first (``Wire.write_span``), unless capturing."""
+        start = backend.mark
+        end = backend.pos
+        backend.mark = end
+        if self.capture:
+            self.write(backend.cut(start, end))
+            return
+        self.written += end - start
+        self.client.write_span(backend.buf, start, end)
+
     async def drain(self) -> None:
         """Wait for the client to take what was written."""
         await self.client.drain()
@@ -532,7 +585,7 @@ async def read_response(
             break
         elif first == 0xFB and not binary:
             if client is not None:
-                client.write(backend.take())
+                client.relay(backend)
             if relay_infile is not None:
                 await relay_infile(backend)
             else:
@@ -544,10 +597,10 @@ async def read_response(
         if not result.status & _MORE_RESULTS or result.error is not None or result.cursor:
             break
         if client is not None and backend.pos - backend.mark > FLUSH_AT:
-            client.write(backend.take())
+            client.relay(backend)
             await client.drain()
     if client is not None:
-        client.write(backend.take())
+        client.relay(backend)
     else:
         backend.discard()
     return result
@@ -578,7 +631,7 @@ def _walked(backend: Wire, client: Relay | None, walked: Walked) -> Response:
     backend.pos = end
     backend.seq = seq
     if client is not None:
-        client.write(backend.take())
+        client.relay(backend)
     else:
         backend.discard()
     return result
@@ -632,6 +685,6 @@ async def _read_result_set(backend: Wire, client: Relay | None, result: Response
             if length < 0:
                 start, length = await backend.next_part()
         if client is not None and backend.pos - backend.mark > FLUSH_AT:
-            client.write(backend.take())
+            client.relay(backend)
             await client.drain()
     result.rows += rows

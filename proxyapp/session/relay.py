@@ -78,7 +78,7 @@ async def read_single(backend: Wire, client: Relay) -> Response:
     """The one-packet response of COM_INIT_DB and similar commands, relayed."""
     start, length = await backend.next_part()
     payload = backend.cut(start, start + length)
-    client.write(backend.take())
+    client.relay(backend)
     if payload[:1] == b"\xff":
         return Response(error=parse_err(payload))
     if payload[:1] == b"\x00":
