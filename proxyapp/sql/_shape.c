@@ -59,19 +59,19 @@ static Py_ssize_t find_numbers(const unsigned char *s, Py_ssize_t n, Py_ssize_t 
                                Py_ssize_t *removed)
 {
     Py_ssize_t cap = STACK_SPANS, count = 0;
-    int glued = 0;
     Py_ssize_t i = 0;
     *spans = stack;
     *removed = 0;
     while (i < n) {
         unsigned char k = classes[s[i]];
-        if (k != C_DIGIT) {
-            if (k == C_REFUSED)
-                return -1;
-            glued = k >= C_PREFIX;
+        if ((unsigned char)(k - C_DIGIT) > C_REFUSED - C_DIGIT) { /* neither a digit nor refused: most characters */
             i++;
             continue;
         }
+        if (k == C_REFUSED)
+            return -1;
+        /* glued to what is before it (a word, a prefix, a dot); never a digit, whose whole run was read */
+        int glued = i > 0 && classes[s[i - 1]] >= C_PREFIX;
         Py_ssize_t end = digits_end(s, i + 1, n);
         if (end < 0)
             return -1;
@@ -97,7 +97,6 @@ static Py_ssize_t find_numbers(const unsigned char *s, Py_ssize_t n, Py_ssize_t 
             (*spans)[count++] = end;
             *removed += end - i;
         }
-        glued = 1; /* a digit is a word character */
         i = end;
     }
     return count;
@@ -153,8 +152,8 @@ static PyObject *shape(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 
 /* The shapes seen, each with what the caller keeps for it (``known``, ``keep``), found by the shape's UTF-8 bytes:
  * a query whose shape was seen is answered without its shape made as a str, hashed and looked up in a dict. An
- * open-addressing table: a shape is looked for in the ``PROBES`` slots from its hash's (FNV-1a), a free slot ending
- * the search (slots are never freed, only reused); when all of them hold other shapes, ``keep`` replaces the first.
+ * open-addressing table: a shape is looked for in the ``PROBES`` slots from its hash's (``shape_hash``), a free slot
+ * ending the search (slots are never freed, only reused); when all of them hold other shapes, ``keep`` replaces the first.
  * A search compares at most ``PROBES`` shapes, whatever texts clients send. */
 #define SLOTS 8192
 #define PROBES 8
@@ -169,14 +168,21 @@ typedef struct {
 
 static Slot slots[SLOTS];
 
-static uint64_t fnv1a(const unsigned char *s, Py_ssize_t n)
+/* A hash of ``s[0:n]`` read eight bytes at a time, each word mixed in with a multiplication (as FNV-1a does a byte). */
+static uint64_t shape_hash(const unsigned char *s, Py_ssize_t n)
 {
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        h ^= s[i];
-        h *= 0x100000001b3ULL;
+    uint64_t h = 0xcbf29ce484222325ULL ^ (uint64_t)n;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t word;
+        memcpy(&word, s + i, 8);
+        h = (h ^ word) * 0x9e3779b97f4a7c15ULL;
+        h ^= h >> 29;
     }
-    return h;
+    uint64_t tail = 0;
+    memcpy(&tail, s + i, (size_t)(n - i));
+    h = (h ^ tail) * 0x9e3779b97f4a7c15ULL;
+    return h ^ (h >> 32);
 }
 
 /* The slot holding the shape ``text[0:length]`` of hash ``hash``; else NULL, with ``*free`` the first free slot of its
@@ -207,7 +213,7 @@ static PyObject *kept_or(PyObject *shape)
         return NULL;
     }
     Slot *free;
-    Slot *slot = find(fnv1a((const unsigned char *)text, length), text, length, &free);
+    Slot *slot = find(shape_hash((const unsigned char *)text, length), text, length, &free);
     if (slot == NULL)
         return shape;
     Py_DECREF(shape);
@@ -253,7 +259,7 @@ static PyObject *known(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         } else {
             write_shape(text, s, n, spans, count, (const unsigned char *)"?", 1);
             Slot *free;
-            Slot *slot = find(fnv1a(text, length), (const char *)text, length, &free);
+            Slot *slot = find(shape_hash(text, length), (const char *)text, length, &free);
             if (slot != NULL) {
                 result = Py_NewRef(slot->value);
             } else {
@@ -281,7 +287,7 @@ static PyObject *keep(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     const char *text = PyUnicode_AsUTF8AndSize(args[0], &length);
     if (text == NULL)
         return NULL;
-    uint64_t hash = fnv1a((const unsigned char *)text, length);
+    uint64_t hash = shape_hash((const unsigned char *)text, length);
     Slot *free;
     Slot *slot = find(hash, text, length, &free);
     PyObject *old = NULL;
