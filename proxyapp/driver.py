@@ -60,7 +60,7 @@ class Driver:
     """Runs one coroutine at a time, resumed by the wires it waits on (``wire_ready``) or by the futures it awaits;
     ``done`` is told of its end (None, or the exception it raised) when it ends after having waited."""
 
-    __slots__ = ("coro", "direct", "done", "failure", "loop", "make_wait", "step_with")
+    __slots__ = ("coro", "direct", "done", "failure", "loop", "parking", "parks", "step_with")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, done: Callable[[BaseException | None], None]) -> None:
         self.loop = loop
@@ -69,7 +69,8 @@ class Driver:
         self.direct: object | None = None  # the wait a wire will resume it from (``Wire.fill``)
         self.failure: BaseException | None = None  # what a coroutine that ended in ``run`` raised
         self.step_with = SEND  # kept: a module global not Final (tests choose it) is a dict lookup per step
-        self.make_wait = DIRECT_WAIT  # what ``park`` makes (kept for the same reason)
+        self.parking = DIRECT_WAIT()  # what ``park`` hands out: one wait, made once (parks are told apart by number)
+        self.parks = 0  # the number of the latest park
 
     @property
     def busy(self) -> bool:
@@ -87,16 +88,20 @@ class Driver:
         self.direct = None
         self._resume()
 
-    def park(self) -> Awaitable[None]:
-        """What the running coroutine awaits to wait until ``unpark`` (a pool handing it a connection,
-        ``proxyapp.backends.pool``): a wait of its own, without a future or a done callback."""
-        wait = self.direct = self.make_wait()
-        return wait
+    def park(self) -> tuple[int, Awaitable[None]]:
+        """Park the running coroutine: the park's number, and what the coroutine awaits to wait until ``unpark`` is
+        called with that number (a pool handing it a connection, ``proxyapp.backends.pool``). No future, no done
+        callback and no object made: the wait is the driver's own, and a resume meant for an earlier park finds the
+        number changed."""
+        self.parks += 1
+        wait = self.direct = self.parking
+        return self.parks, wait
 
-    def unpark(self, wait: object) -> None:
-        """Resume the coroutine parked on ``wait`` now, unless it no longer waits on it (cancelled, or waiting on
-        something else). Called from a callback of the loop's own, never inside another driver's step."""
-        if self.direct is wait:
+    def unpark(self, park: int) -> None:
+        """Resume the coroutine parked with number ``park`` now, unless it no longer waits on that park (cancelled,
+        waiting on something else, or parked again since). Called from a callback of the loop's own, never inside
+        another driver's step."""
+        if self.direct is self.parking and self.parks == park:
             self.wire_ready()
 
     def cancel(self) -> None:

@@ -150,22 +150,25 @@ def test_a_parked_coroutine_resumes_only_from_its_own_wait() -> None:
     async def main() -> None:
         ends = _Ends()
         driver = Driver(asyncio.get_running_loop(), ends)
-        parked: list[object] = []
+        parked: list[int] = []
         resumed: list[int] = []
 
         async def command() -> None:
             for i in range(2):
-                wait = driver.park()
-                parked.append(wait)
+                number, wait = driver.park()
+                parked.append(number)
+                assert wait is driver.parking  # the driver's one wait, not a new object
                 await wait
                 resumed.append(i)
 
         assert driver.run(command()) is False
         first = parked[0]
-        assert driver.direct is first and resumed == []
+        assert driver.direct is driver.parking and resumed == []
+        driver.unpark(first + 1)  # a park that never was
+        assert resumed == []
         driver.unpark(first)
-        assert resumed == [0] and driver.direct is parked[1]  # resumed at once, and parked again on a new wait
-        driver.unpark(first)  # a stale resume: the coroutine no longer waits on it
+        assert resumed == [0] and parked == [first, first + 1]  # resumed at once, and parked again with a new number
+        driver.unpark(first)  # a stale resume: the coroutine no longer waits in that park
         assert resumed == [0] and driver.busy
         driver.cancel()
         driver.unpark(parked[1])  # cancelled: the resume finds nothing parked

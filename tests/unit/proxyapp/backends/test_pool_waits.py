@@ -56,13 +56,13 @@ def test_the_timer_is_due_at_the_earliest_deadline_and_ends_every_wait_past_its_
         soon = _acquire(hg, 20)  # earlier: the timer moves up
         _start(soon)
         assert hg.expiry_at < first_due and hg.expiry_at <= loop.time() + 0.02
-        hg.waiters[2].deadline = loop.time()  # its time is up, as when the timer fires
+        hg.waiters.waiters()[2].deadline = loop.time()  # its time is up, as when the timer fires
         hg._expire()
         _timed_out(soon)
-        assert not hg.waiters[0].future.done() and not hg.waiters[1].future.done()
+        assert not hg.waiters.waiters()[0].future.done() and not hg.waiters.waiters()[1].future.done()
         assert hg.expiry is not None and hg.expiry_at == first_due  # due again at the earliest deadline left
         assert len(hg.waiters) == 2
-        hg.waiters[0].deadline = hg.waiters[1].deadline = loop.time()  # both due now
+        hg.waiters.waiters()[0].deadline = hg.waiters.waiters()[1].deadline = loop.time()  # both due now
         hg._expire()
         _timed_out(late)
         _timed_out(later)
@@ -76,12 +76,12 @@ def test_a_wait_woken_without_a_connection_queues_again_until_its_own_deadline()
         hg, _ = full_hostgroup()
         wait = _acquire(hg)
         _start(wait)
-        deadline = hg.waiters[0].deadline
+        deadline = hg.waiters.waiters()[0].deadline
         hg._wake_one()  # what ``release`` does when a connection goes idle: the first waiter tries again
         assert not hg.waiters
         _start(wait)  # nothing free: it queues again, with the deadline it had
-        assert len(hg.waiters) == 1 and hg.waiters[0].deadline == deadline
-        hg.waiters[0].deadline = asyncio.get_running_loop().time()
+        assert len(hg.waiters) == 1 and hg.waiters.waiters()[0].deadline == deadline
+        hg.waiters.waiters()[0].deadline = asyncio.get_running_loop().time()
         hg._expire()
         _timed_out(wait)
         assert not hg.waiters and hg.expiry is None  # nothing left to end: no timer left
@@ -118,8 +118,10 @@ def test_a_parked_session_is_handed_the_released_connection_on_the_next_turn_wit
     async def main() -> None:
         hg, (conn,) = full_hostgroup()
         first, second = _Waiting(hg), _Waiting(hg)
-        assert [w.future for w in hg.waiters] == [None, None]  # parked on their drivers
-        assert hg.waiters[0].driver is first.driver and first.driver.direct is hg.waiters[0].wait
+        assert [w.future for w in hg.waiters.waiters()] == [None, None]  # parked on their drivers
+        queued = hg.waiters.waiters()[0]
+        assert queued.driver is first.driver and first.driver.direct is first.driver.parking
+        assert queued.park == first.driver.parks  # its driver's latest park
         hg.release(conn, hg.pools[0], reusable=True)
         assert len(hg.waiters) == 1 and first.got == []  # taken off the queue; resumed later, not inside release
         await scheduled_so_far()
@@ -137,7 +139,7 @@ def test_a_released_connection_goes_to_the_first_waiter_of_its_user() -> None:
         hg.release(conn, hg.pools[0], reusable=True)
         await scheduled_so_far()
         assert same.got == [conn] and other.got == []
-        assert [w.username for w in hg.waiters] == ["app"]
+        assert [w.username for w in hg.waiters.waiters()] == ["app"]
 
     asyncio.run(main())
 
@@ -172,9 +174,9 @@ def test_the_timer_ends_a_parked_wait_past_its_deadline_and_keeps_only_live_wait
     async def main() -> None:
         hg, _ = full_hostgroup()
         due, later = _Waiting(hg), _Waiting(hg)
-        hg.waiters[0].deadline = asyncio.get_running_loop().time()  # its time is up
+        hg.waiters.waiters()[0].deadline = asyncio.get_running_loop().time()  # its time is up
         hg._expire()
-        assert len(hg.waiters) == 1 and hg.waiters[0].driver is later.driver
+        assert len(hg.waiters) == 1 and hg.waiters.waiters()[0].driver is later.driver
         await scheduled_so_far()
         assert due.got == [] and len(due.ended) == 1 and isinstance(due.ended[0], PoolError)
         assert _TIMED_OUT in str(due.ended[0])
