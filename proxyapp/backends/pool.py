@@ -352,7 +352,7 @@ class Hostgroup:
         self.pools: list[ServerPool] = []
         self.waiters = _Line()
         self.change_waiters: list[asyncio.Future[None]] = []
-        # One timer for all the waiters' deadlines, due at the earliest it knows of (``_wait``, ``_expire``): a timer
+        # One timer for all the waiters' deadlines, due at the earliest it knows of (``_queue``, ``_expire``): a timer
         # per wait cost a tenth of a query's instructions when most queries wait (1,000 sessions on 200 connections).
         self.expiry: asyncio.TimerHandle | None = None
         self.expiry_at = 0.0
@@ -404,14 +404,39 @@ class Hostgroup:
 
         ``chosen`` is the server ``take_idle`` just drew; it is tried first. Its waits are the event loop's, on real
         time; which servers are usable (shunning, recovery) is decided on the proxy's clock.
+
+        When others wait already, or no usable server has room, the session queues at once, in this small frame:
+        the common wait when sessions outnumber connections. The search over the servers (``_search``: opening a
+        connection, waiting for a writer, retrying) runs in a frame of its own, far larger, only when it may find one.
         """
+        if chosen is None or not chosen.has_room:
+            pool, any_usable = (None, True) if len(self.waiters) else self._choose()
+            if pool is None and any_usable:
+                deadline = MONOTONIC() + self.manager.settings.connection_wait_timeout_ms / 1000
+                waiter, wait = self._queue(credentials.username, schema, deadline)
+                try:  # as in ``_search``
+                    await wait
+                except BaseException:
+                    self._abandon(waiter)
+                    raise
+                handed = waiter.conn
+                if handed is not None:
+                    return handed
+                return await self._search(credentials, schema, None, waiter.deadline, True)
+            chosen = pool
+        return await self._search(credentials, schema, chosen, 0.0, False)
+
+    async def _search(
+        self, credentials: Credentials, schema: str | None, chosen: ServerPool | None, deadline: float, woken: bool
+    ) -> BackendConnection:
+        """``acquire``'s search for a connection: ``chosen`` tried first; ``deadline`` where
+        mysql-connection_wait_timeout ends it (0: not set yet; it is set at the first wait or connect); ``woken``: the
+        session waited in line already and was woken with no connection."""
         settings = self.manager.settings
-        deadline = 0.0  # where mysql-connection_wait_timeout ends it: set at its first wait or connect (0: not yet)
         last_error: BackendError | None = None
         attempts = 0
         connect_deadline: float | None = None  # mysql-connect_timeout_server_max, from the first connect attempt
         writer_deadline: float | None = None  # mysql-no_writer_wait_ms, from the first time no server is usable
-        woken = False
         while True:
             pool: ServerPool | None
             if chosen is not None and chosen.has_room:
@@ -473,9 +498,8 @@ class Hostgroup:
                     f"{settings.connection_wait_timeout_ms} ms (all {self._capacity()} connections in use)"
                 )
             # Queued until a connection is handed over, or the wait ends with none (try again, or the time is up).
-            # Awaited here, not in a coroutine of its own: most queries wait when sessions outnumber connections.
             waiter, wait = self._queue(credentials.username, schema, deadline)
-            try:
+            try:  # as in ``acquire``
                 await wait
             except BaseException:
                 self._abandon(waiter)
