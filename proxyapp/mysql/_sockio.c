@@ -12,7 +12,8 @@
  * A uvloop stream read takes and gives back the GIL twice (once to lend libuv a buffer, once to hand the bytes
  * over), makes a bytes object and calls the protocol, which copies it onto the wire's buffer. ``recv_append`` is what
  * ``proxyapp.mysql.stream.SocketTransport`` does instead, from the loop's readiness callback: one ``recv`` into a
- * buffer of its own, appended to the wire's bytearray.
+ * buffer of its own, appended to the wire's bytearray; or, when the bytearray's allocation has room past its bytes
+ * (one a large response grew keeps it), straight into that room, with no copy.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -137,6 +138,20 @@ static PyObject *send_framed(PyObject *self, PyObject *const *args, Py_ssize_t n
     return sent_count(sent);
 }
 
+/* A read buffer's room past its bytes that is worth reading into directly. */
+#define DIRECT_MIN 4096
+
+/* What ``recv_append`` says of a read that took no byte (``got`` <= 0): 0 at the end of the stream, -1 when there is
+ * nothing to read, OSError when the read failed. */
+static PyObject *recv_outcome(ssize_t got)
+{
+    if (got == 0)
+        return PyLong_FromLong(0);
+    if (errno == EAGAIN || errno == EWOULDBLOCK)
+        return PyLong_FromLong(-1);
+    return PyErr_SetFromErrno(PyExc_OSError);
+}
+
 static PyObject *recv_append(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
@@ -152,22 +167,37 @@ static PyObject *recv_append(PyObject *self, PyObject *const *args, Py_ssize_t n
         PyErr_SetString(PyExc_TypeError, "recv_append: the buffer must be a bytearray");
         return NULL;
     }
+    /* Straight into the buffer when its allocation has room enough past its bytes (a buffer a large response grew
+     * keeps its allocation, ``_bytes.compact``): no copy from ``chunk``. One byte stays for the NUL that follows a
+     * bytearray's bytes. When that room is filled, what else the socket holds is read as below, onto the end. */
+    PyByteArrayObject *buf = (PyByteArrayObject *)buffer;
+    Py_ssize_t had = Py_SIZE(buf);
+    Py_ssize_t room = 0;
+    if (buf->ob_bytes != NULL && buf->ob_exports == 0)
+        room = buf->ob_alloc - (buf->ob_start - buf->ob_bytes) - had - 1;
+    ssize_t direct = 0;
+    if (room >= DIRECT_MIN) {
+        do {
+            direct = recv(fd, buf->ob_start + had, (size_t)room, MSG_DONTWAIT);
+        } while (direct < 0 && errno == EINTR);
+        if (direct <= 0)
+            return recv_outcome(direct);
+        had += direct;
+        Py_SET_SIZE(buf, had);
+        buf->ob_start[had] = '\0';
+        if (direct < room)
+            return PyLong_FromSsize_t(direct);
+    }
     ssize_t got;
     do {
         got = recv(fd, chunk, CHUNK, MSG_DONTWAIT);
     } while (got < 0 && errno == EINTR);
-    if (got < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK)
-            return PyLong_FromLong(-1);
-        return PyErr_SetFromErrno(PyExc_OSError);
-    }
-    if (got > 0) {
-        Py_ssize_t had = PyByteArray_GET_SIZE(buffer);
-        if (PyByteArray_Resize(buffer, had + got) < 0)
-            return NULL;
-        memcpy(PyByteArray_AS_STRING(buffer) + had, chunk, (size_t)got);
-    }
-    return PyLong_FromSsize_t(got);
+    if (got <= 0) /* after bytes read into the room, an end or a failure is met at the next read */
+        return direct > 0 ? PyLong_FromSsize_t(direct) : recv_outcome(got);
+    if (PyByteArray_Resize(buffer, had + got) < 0)
+        return NULL;
+    memcpy(PyByteArray_AS_STRING(buffer) + had, chunk, (size_t)got);
+    return PyLong_FromSsize_t(direct + got);
 }
 
 static PyMethodDef methods[] = {
@@ -182,9 +212,10 @@ static PyMethodDef methods[] = {
      "(its low byte) on socket ``fd`` without blocking: its header and it in one system call, with no framed copy "
      "made; how many of the 4 + len(payload) bytes the kernel took (0 when it would block or the send failed)."},
     {"recv_append", (PyCFunction)(void (*)(void))recv_append, METH_FASTCALL,
-     "recv_append(fd, buffer): read what socket ``fd`` holds (up to 256 KiB) without blocking and append it to the "
-     "bytearray ``buffer``; the bytes read, 0 at the end of the stream, -1 when there is nothing to read. OSError "
-     "when the read fails."},
+     "recv_append(fd, buffer): read what socket ``fd`` holds (up to 256 KiB more than the room left in the "
+     "bytearray ``buffer``'s allocation, read into directly when there is enough of it) without blocking and append "
+     "it to ``buffer``; the bytes read, 0 at the end of the stream, -1 when there is nothing to read. OSError when "
+     "the read fails."},
     {NULL, NULL, 0, NULL},
 };
 

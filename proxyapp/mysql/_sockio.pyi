@@ -15,5 +15,6 @@ def send_framed(fd: int, payload: bytes, seq: int, /) -> int:
     of 16 MiB or more."""
 
 def recv_append(fd: int, buffer: bytearray, /) -> int:
-    """Read what socket ``fd`` holds (up to 256 KiB) without blocking and append it to ``buffer``; the bytes read, 0
-    at the end of the stream, -1 when there is nothing to read. OSError when the read fails."""
+    """Read what socket ``fd`` holds (up to 256 KiB more than the room left in ``buffer``'s allocation, which is read
+    into directly when there is enough of it) without blocking and append it to ``buffer``; the bytes read, 0 at the
+    end of the stream, -1 when there is nothing to read. OSError when the read fails."""

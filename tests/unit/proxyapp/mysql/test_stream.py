@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import random
 import socket
 import struct
 from collections.abc import Awaitable, Callable
@@ -18,10 +19,13 @@ from types import ModuleType
 import pytest
 
 from proxyapp.mysql.compression import Compression
-from proxyapp.mysql.packets import frame
+from proxyapp.mysql.packets import frame, load_byte_work
 from proxyapp.mysql.stream import SocketTransport, WireProtocol
 from proxyapp.mysql.wire import PeerClosed, Wire
 from tests.support.sockets import LOOPS, read_all
+
+#: Drops the bytes read from the front of a buffer and keeps its allocation, as a wire does (``_bytes.compact``).
+compact = load_byte_work()[1]
 
 
 def test_recv_append_appends_what_the_socket_holds(sockio: ModuleType) -> None:
@@ -39,8 +43,9 @@ def test_recv_append_appends_what_the_socket_holds(sockio: ModuleType) -> None:
         assert sent > 256 * 1024
         got = 0
         while got < sent:
+            room = buf.__alloc__() - len(buf) - 1  # read into directly, then up to 256 KiB more
             n = sockio.recv_append(a.fileno(), buf)
-            assert 0 < n <= 256 * 1024
+            assert 0 < n <= max(room, 0) + 256 * 1024
             got += n
         assert buf == b"kept:onetwo" + b"x" * sent
         b.close()
@@ -53,6 +58,62 @@ def test_recv_append_appends_what_the_socket_holds(sockio: ModuleType) -> None:
     with pytest.raises(OSError) as failed:
         sockio.recv_append(a.fileno(), bytearray())
     assert failed.value.errno == errno.EBADF
+
+
+def test_recv_append_reads_into_the_room_a_buffer_kept(sockio: ModuleType) -> None:
+    a, b = socket.socketpair()
+    try:
+        buf = bytearray(60_000)
+        compact(buf, 60_000)  # emptied, its allocation kept (as a wire's buffer after a large response)
+        allocated = buf.__alloc__()
+        assert len(buf) == 0 and allocated > 60_000
+        b.sendall(b"a" * 10_000)
+        assert sockio.recv_append(a.fileno(), buf) == 10_000
+        assert buf == b"a" * 10_000 and buf.__alloc__() == allocated  # read in place: nothing reallocated
+        b.sendall(b"b" * 100_000)  # more than the room left: the room first, then the rest onto the end
+        assert sockio.recv_append(a.fileno(), buf) == 100_000
+        assert buf == b"a" * 10_000 + b"b" * 100_000
+        b.sendall(b"last")
+        b.close()
+        compact(buf, len(buf))
+        assert sockio.recv_append(a.fileno(), buf) == 4  # the end comes at the next read
+        assert sockio.recv_append(a.fileno(), buf) == 0
+        assert buf == b"last"
+    finally:
+        a.close()
+        b.close()
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_random_reads_and_drops_keep_the_bytes_in_order(sockio: ModuleType, seed: int) -> None:
+    """Random sends of random sizes, reads and drops of what was read, against a model: the buffer always holds the
+    model's bytes, whether a read went into the room the buffer kept, onto its end, or both."""
+    rng = random.Random(seed)
+    a, b = socket.socketpair()
+    b.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
+    try:
+        buf = bytearray()
+        model = bytearray()
+        in_flight = 0
+        for _ in range(300):
+            step = rng.random()
+            if step < 0.4 and in_flight < 400_000:
+                data = rng.randbytes(rng.choice((1, 100, 5000, 20_000, 70_000)))
+                b.sendall(data)
+                model += data
+                in_flight += len(data)
+            elif step < 0.8:
+                n = sockio.recv_append(a.fileno(), buf)
+                in_flight -= max(n, 0)
+                assert n != 0 and (n > 0 or in_flight == 0)
+            else:
+                drop = rng.randrange(len(buf) + 1)
+                compact(buf, drop)
+                del model[:drop]
+            assert buf == model[: len(buf)] and len(model) - len(buf) == in_flight
+    finally:
+        a.close()
+        b.close()
 
 
 Body = Callable[[Wire, SocketTransport, socket.socket], Awaitable[None]]
