@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import sys
 from typing import Final
 
 MAX_PACKET: Final = 0xFFFFFF  # a payload of this length continues in the next packet
@@ -217,4 +218,4 @@ def names_for_collation(collation_id: int) -> str:
     """The ``SET NAMES`` argument matching a handshake's collation id."""
     collation_id = _COLLATION_FALLBACK.get(collation_id, collation_id)
     charset, collation = COLLATIONS.get(collation_id, COLLATIONS[DEFAULT_COLLATION_ID])
-    return f"{charset} COLLATE {collation}"
+    return sys.intern(f"{charset} COLLATE {collation}")  # one object per collation, as ``packets.schema_name``

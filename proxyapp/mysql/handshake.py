@@ -13,6 +13,7 @@ from proxyapp.mysql.packets import (
     read_lenenc_int,
     read_lenenc_str,
     read_nul_str,
+    schema_name,
 )
 
 
@@ -134,7 +135,7 @@ class ClientLogin:
         database = None
         if caps & Cap.CONNECT_WITH_DB and pos < len(payload):
             db, pos = read_nul_str(payload, pos)
-            database = db.decode("utf-8", "surrogateescape") or None
+            database = schema_name(db) or None
         plugin = ""
         if caps & Cap.PLUGIN_AUTH and pos < len(payload):
             raw, pos = read_nul_str(payload, pos)

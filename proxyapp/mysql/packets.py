@@ -4,6 +4,7 @@ work (``load_byte_work``: C from ``_bytes.c`` when it is built, else the Python 
 from __future__ import annotations
 
 import struct
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
@@ -153,6 +154,14 @@ def read_nul_str(data: bytes | memoryview, pos: int) -> tuple[bytes, int]:
     if end < 0:
         return raw, len(data)
     return raw[:end], pos + end + 1
+
+
+def schema_name(raw: bytes) -> str:
+    """A schema name a client sent (a login's, COM_CHANGE_USER's, COM_INIT_DB's), kept as sent (undecodable bytes
+    escaped) and interned: the sessions naming a schema share one object, so that checking whether a pooled
+    connection is in a session's schema compares two references to it, not two copies of it (with 1,000 sessions,
+    each copy read missed the CPU's cache)."""
+    return sys.intern(raw.decode("utf-8", "surrogateescape"))
 
 
 def frame(payload: bytes, seq: int) -> bytes:

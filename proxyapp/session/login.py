@@ -14,7 +14,7 @@ import ssl
 from proxyapp.mysql import auth
 from proxyapp.mysql.constants import PROXY_CAPABILITIES, Cap, ErrorCode, names_for_collation
 from proxyapp.mysql.handshake import ClientLogin, ServerGreeting, auth_switch_request, is_ssl_request
-from proxyapp.mysql.packets import ProtocolError, ok_packet, read_nul_str
+from proxyapp.mysql.packets import ProtocolError, ok_packet, read_nul_str, schema_name
 from proxyapp.session.client import Client, SessionEnd
 from proxyapp.session.services import SessionServices
 from proxyapp.session.state import SessionState
@@ -177,5 +177,5 @@ async def authenticate_change(client: Client, services: SessionServices, payload
     if plugin == auth.CACHING_SHA2 and user.password:
         client.wire.send(b"\x01" + auth.SHA2_FAST_AUTH_OK, seq)
         seq += 1
-    schema = schema_raw.decode("utf-8", "surrogateescape")  # a name in the client's character set: kept as sent
+    schema = schema_name(schema_raw)  # a name in the client's character set: kept as sent
     return ChangeUser(user.username, verdict.stage1, schema or user.default_schema, charset, seq)

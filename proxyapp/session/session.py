@@ -18,7 +18,7 @@ from proxyapp.backends.pool import ServerPool
 from proxyapp.clock import MONOTONIC
 from proxyapp.driver import Driver
 from proxyapp.mysql.constants import MAX_PACKET, Command, ErrorCode, names_for_collation
-from proxyapp.mysql.packets import PacketTooLarge, ProtocolError, eof_packet, ok_packet
+from proxyapp.mysql.packets import PacketTooLarge, ProtocolError, eof_packet, ok_packet, schema_name
 from proxyapp.mysql.wire import PeerClosed, Wire
 from proxyapp.session.client import Client, SessionEnd
 from proxyapp.session.kill import KillRequest, carry_out
@@ -400,7 +400,7 @@ class Session:
         self.wire.send(ok_packet(status=self.queries.status()), change.seq)
 
     async def _com_init_db(self, payload: bytes) -> None:
-        schema = payload[1:].decode("utf-8", "surrogateescape")
+        schema = schema_name(payload[1:])
         response = await self.link.execute(self._idle_hostgroup(), simple_runner(payload, read_single), [], None)
         if response is not None and response.error is None:
             self.state.schema = schema
