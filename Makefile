@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
 
-.PHONY: deps sysdeps lint build test test-unit run bench bench-pinned bench-instructions bench-failover bench-sharding bench-hot-rows bench-pgsql txmodel test-sharding-long clean
+.PHONY: deps sysdeps lint build test test-unit run bench bench-pinned bench-instructions bench-kernel-calls bench-failover bench-sharding bench-hot-rows bench-pgsql txmodel test-sharding-long clean
 
 # The virtualenv with requirements.txt installed, and the Debian packages.
 deps: sysdeps $(STAMP)
@@ -45,9 +45,14 @@ bench-pinned: deps build
 	$(PY) -m devstack.bench.run_bench --pin $(BENCH_ARGS)
 
 # Instructions per point select in the proxy, counted by callgrind (the regression check that machine noise does
-# not move); a minute or two (BENCH_ARGS='--queries N --threads N').
+# not move); a minute or two (BENCH_ARGS='--queries N --threads N', '--cache' for the simulated caches' misses).
 bench-instructions: deps build
 	$(PY) -m devstack.bench.instructions $(BENCH_ARGS)
+
+# System calls and context switches per point select, ProxyFleet beside haproxy (perf, /proc); a minute or two
+# (BENCH_ARGS='--threads N').
+bench-kernel-calls: deps build
+	$(PY) -m devstack.bench.kernel_calls $(BENCH_ARGS)
 
 # Failover timings with default settings (kill -9 of the primary under writes): the "Failover" section of
 # docs/benchmarks.md; about 40 s a run (BENCH_ARGS='--runs N', default 3).
