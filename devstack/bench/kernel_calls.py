@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from devstack.bench.run_bench import REPO, Bench, descendants, parse_args, sysbench_connection_args
+from devstack.bench.run_bench import REPO, Bench, Workload, descendants, parse_args
 
 #: The system calls counted by name (a proxy's per-query ones; the rest are in ``raw_syscalls:sys_enter``).
 SYSCALLS = ("recvfrom", "read", "sendto", "sendmsg", "write", "writev", "epoll_wait", "epoll_pwait", "clock_gettime")
@@ -70,14 +70,10 @@ def context_switches(pids: Iterable[int]) -> tuple[int, int]:
     return voluntary, involuntary
 
 
-def measure(bench: Bench, target: str, pids: list[int], threads: int, ps_mode: str, window: int) -> dict[str, float]:
-    """Per query of one sysbench run through ``target`` (whose processes are ``pids``): its counts over the window."""
-    host, port = bench.targets[target]
-    command = [
-        "sysbench", "oltp_point_select", f"--threads={threads}", f"--db-ps-mode={ps_mode}",
-        *sysbench_connection_args(host, port), *bench._common_args(), f"--time={SETTLE_S + window + 1}",
-        "--report-interval=1", "run",
-    ]  # fmt: skip
+def measure(bench: Bench, target: str, pids: list[int], workload: Workload, window: int) -> dict[str, float]:
+    """Per query of one sysbench run of ``workload`` through ``target`` (whose processes are ``pids``): its counts
+    over the window."""
+    command = bench.sysbench_command(workload, target, f"--time={SETTLE_S + window + 1}", "--report-interval=1")
     load = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     time.sleep(SETTLE_S)
     before = context_switches(pids)
@@ -115,10 +111,11 @@ def main(argv: list[str] | None = None) -> int:
             "haproxy": [bench.haproxy.proc.pid],
             "ProxyFleet": [bench.proxy.proc.pid, *descendants(bench.proxy.proc.pid)],
         }
+        workload = Workload("kernel_calls", "", "oltp_point_select", args.threads, args.ps_mode)
         results = {}
         for label, pids in processes.items():
             target = "haproxy" if label == "haproxy" else "proxyfleet"
-            results[label] = measure(bench, target, pids, args.threads, args.ps_mode, args.window)
+            results[label] = measure(bench, target, pids, workload, args.window)
     finally:
         bench.teardown()
     names = sorted({name for counts in results.values() for name in counts if name != "queries"})

@@ -541,18 +541,21 @@ class Bench:
             raise RuntimeError(f"sysbench {name} failed ({result.returncode}):\n{result.stdout}{result.stderr}")
         return result.stdout
 
+    def sysbench_command(self, workload: Workload, target: str, *options: str) -> list[str]:
+        """The sysbench command that runs ``workload`` through ``target``, with ``options`` (its time, its reports)."""
+        host, port = self.targets[target]
+        return [
+            "sysbench", *workload.args(), *sysbench_connection_args(host, port), *self._common_args(), *options, "run",
+        ]  # fmt: skip
+
     def run_one(self, workload: Workload, target: str, round_no: int, seconds: int) -> RunResult:
         """One sysbench run; a crash, hang or timeout is recorded, not raised."""
-        host, port = self.targets[target]
-        cmd = [
-            "sysbench",
-            *workload.args(),
-            *sysbench_connection_args(host, port),
-            *self._common_args(),
+        cmd = self.sysbench_command(
+            workload,
+            target,
             f"--time={seconds}",
             "--verbosity=5",  # debug level: names each ignored error ("Ignoring error 1213 Deadlock ...")
-            "run",
-        ]
+        )
         log = self.logs / f"r{round_no}-{workload.key}-{target}.log"
         sampler = _BackendSampler(self, target) if workload.many_connections else None
         if sampler is not None:

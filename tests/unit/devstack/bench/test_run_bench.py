@@ -10,12 +10,15 @@ import pytest
 from devstack.bench.pinning import Layout, PinningError
 from devstack.bench.run_bench import (
     SECTION_TITLE,
+    Bench,
     CpuSnapshot,
     RunResult,
     Settings,
+    parse_args,
     parse_sysbench,
     render_markdown,
     summarize,
+    sysbench_connection_args,
     write_report,
 )
 
@@ -195,3 +198,16 @@ def test_the_cpu_snapshots_split_each_roles_time_into_all_and_kernel() -> None:
     shares = before.until(after, {10: "proxy", 11: "proxy", 12: "mariadbd"})
     assert shares["cores_proxy"] == 0.75 and shares["kernel_cores_proxy"] == 0.25  # 1.5 s and 0.5 s over 2 s
     assert shares["cores_mariadbd"] == 0.2 and shares["kernel_cores_mariadbd"] == 0.05  # started in between
+
+
+def test_a_sysbench_command_names_the_workload_the_target_the_data_and_its_options(tmp_path: Path) -> None:
+    settings, _ = parse_args(["--quick"])
+    bench = Bench(settings, tmp_path / "report.md")
+    bench.targets["haproxy"] = ("127.0.0.1", 4321)
+    point = settings.workloads()[0]
+    command = bench.sysbench_command(point, "haproxy", "--time=5", "--report-interval=1")
+    assert command == [
+        "sysbench", "oltp_point_select", f"--threads={settings.threads}", "--db-ps-mode=disable",
+        *sysbench_connection_args("127.0.0.1", 4321), "--tables=2", "--table-size=5000",
+        "--time=5", "--report-interval=1", "run",
+    ]  # fmt: skip
