@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
 
-.PHONY: deps sysdeps lint build test test-unit run bench bench-pinned bench-instructions bench-kernel-calls bench-failover bench-sharding bench-hot-rows bench-pgsql txmodel test-sharding-long clean
+.PHONY: deps sysdeps lint build test test-unit run bench bench-pinned bench-instructions bench-kernel-calls bench-compare bench-failover bench-sharding bench-hot-rows bench-pgsql txmodel test-sharding-long clean
 
 # The virtualenv with requirements.txt installed, and the Debian packages.
 deps: sysdeps $(STAMP)
@@ -53,6 +53,12 @@ bench-instructions: deps build
 # (BENCH_ARGS='--threads N').
 bench-kernel-calls: deps build
 	$(PY) -m devstack.bench.kernel_calls $(BENCH_ARGS)
+
+# This checkout's proxy beside another revision's (built in a git worktree under var/bench/compare), in interleaved
+# rounds of point selects: qps and each proxy's CPU per query, a change's effect without the machine's drift between
+# two runs; about 10 minutes with the build (BENCH_ARGS='REV --threads N --rounds R'; REV defaults to HEAD).
+bench-compare: deps build
+	$(PY) -m devstack.bench.compare $(or $(BENCH_ARGS),HEAD)
 
 # Failover timings with default settings (kill -9 of the primary under writes): the "Failover" section of
 # docs/benchmarks.md; about 40 s a run (BENCH_ARGS='--runs N', default 3).
