@@ -15,7 +15,6 @@ user and system µs per query; "this / REV" divides this checkout's by the other
 from __future__ import annotations
 
 import argparse
-import re
 import shutil
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from devstack.bench.run_bench import (
     proxy_config,
 )
 from devstack.proxy import ProxyProcess
+from fleet.bench.engine.sysbench import parse_sysbench
 
 #: Where the other revision's worktree goes (one at a time; made again at each run).
 WORKTREE = BENCH_DIR / "compare" / "worktree"
@@ -66,11 +66,11 @@ def cpu_between(before: CpuSnapshot, after: CpuSnapshot, pids: tuple[int, ...]) 
 
 
 def queries_done(report: str) -> int:
-    """The queries sysbench's final report counts."""
-    match = re.search(r"^\s+queries:\s+(\d+)", report, re.MULTILINE)
-    if match is None:
+    """The queries sysbench's final report counts (``parse_sysbench``, as ``make bench`` reads it)."""
+    queries = parse_sysbench(report).get("queries")
+    if not queries:
         raise RuntimeError(f"sysbench printed no query count:\n{report[-2000:]}")
-    return int(match.group(1))
+    return int(queries)
 
 
 def summary(samples: list[Sample]) -> dict[str, dict[str, float]]:

@@ -8,15 +8,8 @@ from devstack.bench.compare import OTHER, THIS, Sample, cpu_between, order, quer
 from devstack.bench.run_bench import CpuSnapshot
 
 SYSBENCH = """\
-SQL statistics:
-    queries performed:
-        read:                            104016
-        write:                           0
-        other:                           0
-        total:                           104016
     transactions:                        104016 (13001.32 per sec.)
     queries:                             104016 (13001.32 per sec.)
-    ignored errors:                      0      (0.00 per sec.)
 """
 
 
