@@ -58,7 +58,7 @@ bench-kernel-calls: deps build
 # rounds of point selects: qps and each proxy's CPU per query, a change's effect without the machine's drift between
 # two runs; about 10 minutes with the build (BENCH_ARGS='REV --threads N --rounds R'; REV defaults to HEAD).
 bench-compare: deps build
-	$(PY) -m devstack.bench.compare $(or $(BENCH_ARGS),HEAD)
+	$(PY) -m devstack.bench.compare $(BENCH_ARGS)
 
 # Failover timings with default settings (kill -9 of the primary under writes): the "Failover" section of
 # docs/benchmarks.md; about 40 s a run (BENCH_ARGS='--runs N', default 3).

@@ -89,10 +89,8 @@ def summary(samples: list[Sample]) -> dict[str, dict[str, float]]:
 
 def make_worktree(revision: str) -> Path:
     """A fresh worktree of ``revision``, its native modules built with this checkout's interpreter."""
-    if WORKTREE.exists():
-        subprocess.run(["git", "worktree", "remove", "--force", str(WORKTREE)], cwd=REPO, check=False)
-        shutil.rmtree(WORKTREE, ignore_errors=True)
-    subprocess.run(["git", "worktree", "prune"], cwd=REPO, check=True)
+    remove_worktree()
+    shutil.rmtree(WORKTREE, ignore_errors=True)  # what git no longer knew as a worktree
     WORKTREE.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run(["git", "worktree", "add", "--detach", str(WORKTREE), revision], cwd=REPO, check=True)
     print(f"building {revision}'s native modules in {WORKTREE.relative_to(REPO)} (a few minutes) ...", flush=True)
@@ -143,18 +141,20 @@ def run(
 def main(argv: list[str] | None = None) -> int:
     """Build the other revision, set up, run the rounds, print the means; always tear down."""
     parser = argparse.ArgumentParser(prog="python -m devstack.bench.compare", description=__doc__.split("\n")[0])
-    parser.add_argument("revision", help="the git revision to compare this checkout with (HEAD: the last commit)")
+    parser.add_argument(
+        "revision", nargs="?", default="HEAD", help="the git revision to compare this checkout with (default HEAD)"
+    )
     parser.add_argument("--threads", type=int, default=16, help="sysbench connections")
     parser.add_argument("--ps-mode", choices=("disable", "auto"), default="disable", help="sysbench's --db-ps-mode")
     parser.add_argument("--rounds", type=int, default=8, help="rounds, each running both proxies once")
     parser.add_argument("--time", type=int, dest="seconds", default=8, help="seconds of each sysbench run")
     args = parser.parse_args(argv)
     labels = {THIS: "this checkout", OTHER: args.revision}
-    worktree = make_worktree(args.revision)
     settings, _ = parse_args(["--rounds", "1", "--time", str(args.seconds)])
     bench = Bench(settings, BENCH_DIR / "compare" / "report.md")
     other: ProxyProcess | None = None
     try:
+        worktree = make_worktree(args.revision)
         bench.setup()
         assert bench.proxy is not None
         workdir = BENCH_DIR / "compare" / "proxy"
