@@ -262,10 +262,10 @@ class _Waiter:
     by a driver (``proxyapp.driver``) parks there and is resumed from the hostgroup's next scheduled resume; another
     coroutine (a task) awaits a future."""
 
-    __slots__ = ("conn", "deadline", "driver", "ended", "future", "park", "schema", "username")
+    __slots__ = ("conn", "credentials", "deadline", "driver", "ended", "future", "park", "schema")
 
-    def __init__(self, username: str, schema: str | None, deadline: float) -> None:
-        self.username = username
+    def __init__(self, credentials: Credentials, schema: str | None, deadline: float) -> None:
+        self.credentials = credentials
         self.schema = schema
         self.deadline = deadline  # on the monotonic clock (real time): past it, the wait ends with None
         self.ended = False
@@ -330,10 +330,11 @@ class _Line:
         self.head = 0
 
 
-def _fits(conn: BackendConnection, username: str, schema: str | None) -> bool:
-    """Whether ``conn`` can serve a session of ``username`` with ``schema``: a session that chose no schema must
-    not inherit the one another session left on the connection (no command can unset it; a fresh one has none)."""
-    return conn.username == username and (bool(schema) or not conn.state.schema)
+def _fits(conn: BackendConnection, credentials: Credentials, schema: str | None) -> bool:
+    """Whether ``conn`` can serve a session logging in with ``credentials`` (its user and its session flags) in
+    ``schema``: a session that chose no schema must not inherit the one another session left on the connection (no
+    command can unset it; a fresh one has none)."""
+    return conn.serves(credentials) and (bool(schema) or not conn.state.schema)
 
 
 def _wake(future: asyncio.Future[None]) -> None:
@@ -380,7 +381,7 @@ class Hostgroup:
             return roomy[0], True
         return random.choices(roomy, weights=[p.weight for p in roomy])[0], True
 
-    def take_idle(self, username: str, schema: str | None) -> BackendConnection | ServerPool | None:
+    def take_idle(self, credentials: Credentials, schema: str | None) -> BackendConnection | ServerPool | None:
         """Without waiting: an idle connection of the server chosen by weight, when it has one and nobody queues.
 
         Otherwise the chosen server's pool (to pass to ``acquire``, so that the weights are drawn once per
@@ -391,7 +392,7 @@ class Hostgroup:
         pool, _ = self._choose()
         if pool is None:
             return None
-        conn = self._take_idle(pool, username, schema) if pool.idle else None
+        conn = self._take_idle(pool, credentials, schema) if pool.idle else None
         if conn is None:
             return pool
         self.manager.counters.ConnPool_get_conn_immediate += 1
@@ -413,7 +414,7 @@ class Hostgroup:
             pool, any_usable = (None, True) if len(self.waiters) else self._choose()
             if pool is None and any_usable:
                 deadline = MONOTONIC() + self.manager.settings.connection_wait_timeout_ms / 1000
-                waiter, wait = self._queue(credentials.username, schema, deadline)
+                waiter, wait = self._queue(credentials, schema, deadline)
                 try:  # as in ``_search``
                     await wait
                 except BaseException:
@@ -462,7 +463,7 @@ class Hostgroup:
                 woken = True
                 continue
             if pool is not None:
-                conn = self._take_idle(pool, credentials.username, schema)
+                conn = self._take_idle(pool, credentials, schema)
                 if conn is not None:
                     self.manager.counters.ConnPool_get_conn_immediate += 1
                     return conn
@@ -498,7 +499,7 @@ class Hostgroup:
                     f"{settings.connection_wait_timeout_ms} ms (all {self._capacity()} connections in use)"
                 )
             # Queued until a connection is handed over, or the wait ends with none (try again, or the time is up).
-            waiter, wait = self._queue(credentials.username, schema, deadline)
+            waiter, wait = self._queue(credentials, schema, deadline)
             try:  # as in ``acquire``
                 await wait
             except BaseException:
@@ -540,11 +541,11 @@ class Hostgroup:
         waits = [p.shunned_at + recovery - now for p in self.pools if p.status == SHUNNED and p.server.status == ONLINE]
         return max(0.01, min(waits)) if waits else 3600.0
 
-    def _take_idle(self, pool: ServerPool, username: str, schema: str | None) -> BackendConnection | None:
+    def _take_idle(self, pool: ServerPool, credentials: Credentials, schema: str | None) -> BackendConnection | None:
         idle = pool.idle
         for i in range(len(idle) - 1, -1, -1):
             conn = idle[i]
-            if _fits(conn, username, schema):
+            if _fits(conn, credentials, schema):
                 idle.pop(i)
                 if conn.wire.closed is not None:
                     conn.close()
@@ -598,10 +599,10 @@ class Hostgroup:
         self._mark_used(pool, conn)
         return conn
 
-    def _queue(self, username: str, schema: str | None, deadline: float) -> tuple[_Waiter, Awaitable[None]]:
+    def _queue(self, credentials: Credentials, schema: str | None, deadline: float) -> tuple[_Waiter, Awaitable[None]]:
         """Queue a session for a connection until ``deadline`` (the monotonic clock): its waiter, and what it awaits
         until the wait ends (``_end``): its driver's park, or else a future."""
-        waiter = _Waiter(username, schema, deadline)
+        waiter = _Waiter(credentials, schema, deadline)
         self.waiters.push(waiter)
         if self.expiry is None or deadline < self.expiry_at:
             self._expire_at(deadline)
@@ -673,12 +674,12 @@ class Hostgroup:
         waiters = self.waiters
         first = waiters.first()
         if first is not None:
-            if _fits(conn, first.username, first.schema):  # the common case: the longest wait, of the same user
+            if _fits(conn, first.credentials, first.schema):  # the common case: the longest wait, of the same user
                 waiters.pop_first()
                 self._end(first, conn)
                 return
             for waiter in waiters.waiters():
-                if _fits(conn, waiter.username, waiter.schema):
+                if _fits(conn, waiter.credentials, waiter.schema):
                     waiters.remove(waiter)
                     self._end(waiter, conn)
                     return

@@ -672,7 +672,7 @@ class Mirror(SessionListener):
         """One ProxySQL-mode mirror: a pooled connection with the session's user and schema, the text, no result."""
         hostgroup = self.pools.hostgroup(entry.hostgroup)
         try:
-            idle = hostgroup.take_idle(entry.credentials.username, entry.schema)
+            idle = hostgroup.take_idle(entry.credentials, entry.schema)
             conn = (
                 idle
                 if isinstance(idle, BackendConnection)
@@ -939,11 +939,11 @@ class Mirror(SessionListener):
     async def _connection(self, lane: Lane, unit: MirrorUnit) -> BackendConnection | None:
         """The lane's connection for ``unit`` (its user's), borrowed if need be; None (the lane waits) if not."""
         conn = lane.conn
-        if conn is not None and conn.wire.closed is None and conn.username == unit.username:
+        credentials = self._credentials(unit)
+        if conn is not None and conn.wire.closed is None and credentials is not None and conn.serves(credentials):
             return conn
         if conn is not None:
             self._release(lane, reusable=not lane.dirty and conn.wire.closed is None)
-        credentials = self._credentials(unit)
         if credentials is None:
             lane.error = (
                 f"no password for user {unit.username!r} to reach the mirror: its mysql_users password is a hash "
@@ -953,7 +953,7 @@ class Mirror(SessionListener):
         schema = unit.ops[0].ctx.schema
         hostgroup = self.pools.hostgroup(lane.hostgroup)
         try:
-            idle = hostgroup.take_idle(unit.username, schema)
+            idle = hostgroup.take_idle(credentials, schema)
             conn = idle if isinstance(idle, BackendConnection) else await hostgroup.acquire(credentials, schema, idle)
         except PoolError as unavailable:
             lane.error = self.last_error = f"hostgroup {lane.hostgroup}: {unavailable}"

@@ -12,7 +12,9 @@ from typing import Final
 from proxyapp.mysql import auth
 from proxyapp.mysql.constants import (
     DEFAULT_COLLATION_ID,
+    DEFAULT_SESSION_FLAGS,
     PROXY_CAPABILITIES,
+    SESSION_CAPABILITIES,
     Cap,
     Command,
     ErrorCode,
@@ -26,6 +28,21 @@ from proxyapp.mysql.wire import STATUS_UNKNOWN, PeerClosed, Response, Wire, read
 
 _IN_TRANS: Final = 0x0001  # Status.IN_TRANS
 _PING = bytes((Command.PING,))
+_RESET = bytes((Command.RESET_CONNECTION,))
+
+#: The session variables whose value at login depends on the client's flags (``login_default``).
+FLAG_VARIABLES = ("sql_mode", "wait_timeout")
+
+
+def login_default(name: str, flags: int) -> str:
+    """What session variable ``name`` is at the login of a client with session ``flags``, as SQL: ``DEFAULT`` (the
+    global value) but where a flag changes it. ``SET x = DEFAULT`` and COM_RESET_CONNECTION both give the global
+    value, which loses IGNORE_SPACE's sql_mode and INTERACTIVE's wait_timeout."""
+    if name == "sql_mode" and flags & Cap.IGNORE_SPACE:
+        return "CONCAT_WS(',', NULLIF(@@global.sql_mode, ''), 'IGNORE_SPACE')"
+    if name == "wait_timeout" and flags & Cap.INTERACTIVE:
+        return "@@global.interactive_timeout"
+    return "DEFAULT"
 
 
 class BackendError(Exception):
@@ -38,11 +55,13 @@ class BackendError(Exception):
 
 @dataclass(slots=True)
 class Credentials:
-    """How the proxy logs in to backends for one user: the clear password or only SHA1(password)."""
+    """How the proxy logs in to backends for one user: the clear password or only SHA1(password), and the session's
+    own flags among ``SESSION_CAPABILITIES`` (a client session's, as it asked them of the proxy)."""
 
     username: str
     password: str = ""
     stage1: bytes | None = None
+    flags: int = DEFAULT_SESSION_FLAGS
 
     def native(self, scramble: bytes) -> bytes:
         """The mysql_native_password reply for ``scramble``."""
@@ -79,6 +98,7 @@ class BackendConnection:
         "busy_at",
         "created_at",
         "dirty",
+        "flags",
         "handshake_names",
         "last_used",
         "pool",
@@ -98,11 +118,13 @@ class BackendConnection:
         username: str,
         schema: str | None,
         charset: int = DEFAULT_COLLATION_ID,
+        flags: int = DEFAULT_SESSION_FLAGS,
     ) -> None:
         self.wire = wire
         self.thread_id = greeting.connection_id
         self.server_version = greeting.server_version
         self.username = username
+        self.flags = flags  # the session flags it logged in with (``Credentials.flags``): it serves only those
         self.handshake_names = names_for_collation(charset)  # what COM_RESET_CONNECTION brings the charset back to
         self.state = AppliedState(schema=schema, names=self.handshake_names)
         self.status = greeting.status
@@ -112,6 +134,10 @@ class BackendConnection:
         self.dirty = False  # holds state no SET can undo (user variables, temp tables...): reset before reuse
         self.pool: object | None = None
         self.busy_at = -1  # its place in its pool's list of connections handed out (``ServerPool.busy``); -1: none
+
+    def serves(self, credentials: Credentials) -> bool:
+        """Whether this connection logged in as ``credentials`` would (its user, its session flags)."""
+        return self.username == credentials.username and self.flags == credentials.flags
 
     @property
     def in_transaction(self) -> bool:
@@ -136,14 +162,23 @@ class BackendConnection:
             self.wire.close()
         response.status = self.status
 
-    def reset_state(self) -> None:
-        """Record what a successful COM_RESET_CONNECTION left: the schema and the multi-statement option stay
-        (the server keeps both), the character set is the handshake's, everything else the server's default."""
+    async def reset(self) -> bool:
+        """COM_RESET_CONNECTION, then what the login's flags had set that the reset undid (``login_default``):
+        whether the connection may serve another session now. Its state is recorded as a fresh login's."""
+        err = await self.simple_command(_RESET)
+        if err is not None or self.in_transaction:
+            return False
         self.state = AppliedState(
             schema=self.state.schema, names=self.handshake_names, multi_statements=self.state.multi_statements
         )
         self.prepared.clear()
         self.dirty = False
+        restore = [
+            f"@@session.{name} = {login_default(name, self.flags)}"
+            for name in FLAG_VARIABLES
+            if login_default(name, self.flags) != "DEFAULT"
+        ]
+        return not restore or (await self.query("SET " + ", ".join(restore))).error is None
 
     @classmethod
     async def connect(
@@ -195,7 +230,8 @@ class BackendConnection:
                 err = parse_err(first)
                 raise BackendError(f"{host}:{port} refused the connection: {err.message}", err.code)
             greeting = ServerGreeting.decode(first)
-            caps = PROXY_CAPABILITIES & greeting.capabilities | Cap.PROTOCOL_41
+            asked = PROXY_CAPABILITIES & ~SESSION_CAPABILITIES | credentials.flags & SESSION_CAPABILITIES
+            caps = asked & greeting.capabilities | Cap.PROTOCOL_41
             if not schema:
                 caps &= ~Cap.CONNECT_WITH_DB
             plugin = greeting.plugin if greeting.plugin in auth.SUPPORTED_PLUGINS else auth.NATIVE
@@ -224,7 +260,7 @@ class BackendConnection:
         except BaseException:
             wire.close()
             raise
-        return cls(wire, greeting, credentials.username, schema, charset)
+        return cls(wire, greeting, credentials.username, schema, charset, credentials.flags)
 
     async def query(self, sql: str) -> Response:
         """Run an internal statement and discard its result; the status is tracked."""

@@ -60,6 +60,16 @@ PROXY_CAPABILITIES = (
     | Cap.INTERACTIVE
 )
 
+#: The client's flags that change what its session means on the server: affected rows counting matched rows
+#: (FOUND_ROWS), IGNORE_SPACE in its sql_mode, interactive_timeout as its wait_timeout (INTERACTIVE), whether a
+#: procedure may return result sets (MULTI_RESULTS, PS_MULTI_RESULTS). A backend connection is opened with the
+#: session's own and serves only sessions with the same (``Credentials.flags``), as ProxySQL keeps them apart.
+SESSION_CAPABILITIES: Final = int(
+    Cap.FOUND_ROWS | Cap.IGNORE_SPACE | Cap.INTERACTIVE | Cap.MULTI_RESULTS | Cap.PS_MULTI_RESULTS
+)
+#: What the proxy's own connections (the monitor, KILL, the XA coordinator) ask of those: what libmysqlclient asks.
+DEFAULT_SESSION_FLAGS: Final = int(Cap.MULTI_RESULTS | Cap.PS_MULTI_RESULTS)
+
 
 class Command(enum.IntEnum):
     """Command bytes: the first byte of every client command packet."""
@@ -166,6 +176,7 @@ class ErrorCode(enum.IntEnum):
     NO_SUCH_THREAD = 1094  # KILL of an id no session has
     KILL_DENIED = 1095  # KILL of another user's session
     CONNECTION_KILLED = 1927  # MariaDB's answer to a KILL of one's own connection
+    CLIENT_INTERACTION_TIMEOUT = 4031  # a session idle past its wait_timeout (MySQL 8.0.24+, MariaDB 11)
     ERROR_ON_WRITE = 1026  # a file of the proxy's own (the XA decision log) cannot be written
     XA_ROLLED_BACK = 1614  # ER_XA_RBROLLBACK: a write over several shards rolled back by the proxy's own check
     BACKEND_LOST = 2013

@@ -35,7 +35,7 @@ from proxyapp.report.stats import DigestStats, GlobalCounters
 from proxyapp.rules.cache import QueryCache
 from proxyapp.rules.runtime import Runtime
 from proxyapp.session.kill import forward_kill, outcome, unknown_thread, worker_of
-from proxyapp.session.limits import ABANDON, DISCONNECT, KILL, overstay
+from proxyapp.session.limits import ABANDON, DISCONNECT, KILL, TIME_OUT, overstay
 from proxyapp.session.seats import Seats
 from proxyapp.session.services import SessionServices
 from proxyapp.session.session import Session
@@ -225,7 +225,7 @@ class Proxy(SessionServices):
             self.sweep()
 
     def sweep(self) -> None:
-        """End sessions past their limits (``proxyapp.session.limits``: idle past ``mysql-wait_timeout``, a
+        """End sessions past their limits (``proxyapp.session.limits``: idle past their wait_timeout, a
         transaction too long or idle too long, a packet left half sent) and tidy the pools' idle backend connections
         (``PoolManager.housekeeping``), at the proxy's clock's time."""
         settings = self.runtime.settings
@@ -242,6 +242,7 @@ class Proxy(SessionServices):
                 settings,
                 session.login_since,
                 session.gone_since,
+                session.state.wait_timeout_s,
             )
             if session.killed and action != ABANDON:  # being killed already: only a backend ignoring it matters
                 continue
@@ -253,6 +254,9 @@ class Proxy(SessionServices):
             elif action == DISCONNECT:
                 log.info("session %d: %s, disconnecting", session.id, why)
                 session.wire.close()
+            elif action == TIME_OUT:
+                log.info("session %d: %s, disconnecting", session.id, why)
+                session.time_out()
         self.pools.housekeeping(now)
         if self.forwarding.needs_bind() or self.pgsql.needs_bind():
             self._rebind()

@@ -6,7 +6,7 @@ import contextlib
 
 from proxyapp.mysql import auth
 from proxyapp.mysql.backend import Credentials
-from proxyapp.mysql.constants import Status
+from proxyapp.mysql.constants import SESSION_CAPABILITIES, Status
 from proxyapp.mysql.packets import err_packet, ok_packet
 from proxyapp.mysql.wire import Wire
 from proxyapp.report.stats import GlobalCounters
@@ -47,7 +47,8 @@ class Client:
         backend_user = runtime.backend_users.get(username, user)
         self.username = username
         password = backend_user.password if not backend_user.password.startswith("*") else ""
-        self.credentials = Credentials(username, password, stage1 if not password else None)
+        flags = self.capabilities & SESSION_CAPABILITIES
+        self.credentials = Credentials(username, password, stage1 if not password else None, flags)
         self.default_hostgroup = user.default_hostgroup
         self.transaction_persistent = user.transaction_persistent
         self.fast_forward = user.fast_forward

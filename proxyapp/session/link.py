@@ -14,7 +14,7 @@ from proxyapp.backends.pool import Hostgroup, PoolError, ServerPool, server_tls
 from proxyapp.clock import MONOTONIC
 from proxyapp.config.variables import NO_TIMEOUT_MS
 from proxyapp.mysql.backend import BackendConnection, BackendError
-from proxyapp.mysql.constants import Command, ErrorCode
+from proxyapp.mysql.constants import ErrorCode
 from proxyapp.mysql.packets import ErrPacket, ProtocolError
 from proxyapp.mysql.wire import STATUS_UNKNOWN, PeerClosed, Relay, Response, read_response, walked_response
 from proxyapp.rules.engine import RuleOutcome
@@ -23,7 +23,7 @@ from proxyapp.session.relay import Forward, InfileAbandoned, Runner
 from proxyapp.session.route import Situation, beside_transaction
 from proxyapp.session.services import SessionServices
 from proxyapp.session.state import DIRTY_PINS, SessionState, bring, user_variable, value_literal
-from proxyapp.session.track import APPLIED, DIRTY, KEEP, track
+from proxyapp.session.track import APPLIED, DIRTY, IN_TRANSACTION, KEEP, track
 from proxyapp.sql.scan import Statement
 
 log = logging.getLogger("proxyapp.session.link")
@@ -232,10 +232,10 @@ class BackendLink:
         """Carry out what ``track`` decided the statements changed: the connection's applied state (its schema the
         session's if it ran in it, ``own_schema``), the transaction, and whether the session keeps the connection."""
         state = self.state
-        in_trans = conn.in_transaction
         multiplex = outcome.multiplex if outcome is not None else None
         multiplexing = self.services.runtime.settings.multiplexing
-        flags = track(state, statements, response, in_trans, multiplex, captured, multiplexing)
+        flags = track(state, statements, response, conn.in_transaction, multiplex, captured, multiplexing)
+        in_trans = bool(flags & IN_TRANSACTION)
         if flags & APPLIED:
             state.adopt(conn.state)
             if own_schema:
@@ -248,6 +248,9 @@ class BackendLink:
             self.services.counters.Active_Transactions += 1 if in_trans else -1
         if flags & DIRTY:
             conn.dirty = True
+        own_wait = state.wait_timeout_s
+        if own_wait and own_wait * 1000 < self.services.pools.settings.ping_interval_server_ms + 2000:
+            conn.dirty = True  # its server would close it idle in the pool before its next ping: reset it first
         if flags & KEEP:
             self.conn = conn
             self.hostgroup = hostgroup
@@ -270,7 +273,7 @@ class BackendLink:
     def draw(self, hg: Hostgroup, schema: str | None) -> BackendConnection | ServerPool | None:
         """Without waiting, what ``hg`` has for the session (in ``schema`` when given): an idle connection (counted
         as got), else the server drawn by weight to open one on, or None (others queue, or nothing is usable)."""
-        drawn = hg.take_idle(self.client.credentials.username, schema or self.state.schema)
+        drawn = hg.take_idle(self.client.credentials, schema or self.state.schema)
         if isinstance(drawn, BackendConnection):
             self.services.counters.ConnPool_get_conn_success += 1
         return drawn
@@ -327,6 +330,7 @@ class BackendLink:
             self.state.pins.clear()
             self.state.temp_tables.clear()
             self.state.locks_held = 0
+            self.state.transaction_open = False
             self.end_transaction()
         pool.hostgroup.release(conn, pool, reusable=False)
 
@@ -405,11 +409,9 @@ class BackendLink:
         pool = conn.pool
         assert isinstance(pool, ServerPool)
         reusable = True
-        if reset and (conn.dirty or conn.in_transaction or self.state.pins & DIRTY_PINS):
+        if reset and (conn.dirty or conn.in_transaction or self.state.transaction_open or self.state.pins & DIRTY_PINS):
             try:
-                err = await asyncio.wait_for(conn.simple_command(bytes((Command.RESET_CONNECTION,))), 2)
-                reusable = err is None and not conn.in_transaction
-                conn.reset_state()
+                reusable = await asyncio.wait_for(conn.reset(), 2)
             except (PeerClosed, ProtocolError, TimeoutError, OSError):
                 reusable = False
         pool.hostgroup.release(conn, pool, reusable)

@@ -114,7 +114,7 @@ class _Reserver:
         where = _where(shard)
         physical = default_schema(shard, self.plain.schema)
         schema = physical or self.plain.schema
-        conn = hostgroup.take_idle(self.credentials.username, schema)
+        conn = hostgroup.take_idle(self.credentials, schema)
         try:
             if not isinstance(conn, BackendConnection):
                 conn = await hostgroup.acquire(self.credentials, schema, conn)

@@ -7,10 +7,7 @@ tested case by case (``tests/unit/proxyapp/session/test_route.py``) without a pr
 from __future__ import annotations
 
 from proxyapp.session.state import Pin
-from proxyapp.sql.scan import Kind, Statement
-
-#: Statements that neither open nor take part in a transaction: they need not go to the transaction's hostgroup.
-TRANSACTION_NEUTRAL = frozenset({Kind.SET, Kind.USE, Kind.SHOW, Kind.COMMIT, Kind.ROLLBACK})
+from proxyapp.sql.scan import TRANSACTION_NEUTRAL, Kind, Statement
 
 
 class Situation:

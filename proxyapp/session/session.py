@@ -22,6 +22,7 @@ from proxyapp.mysql.packets import PacketTooLarge, ProtocolError, eof_packet, ok
 from proxyapp.mysql.wire import PeerClosed, Wire
 from proxyapp.session.client import Client, SessionEnd
 from proxyapp.session.kill import KillRequest, carry_out
+from proxyapp.session.limits import tells_inactivity
 from proxyapp.session.link import BackendLink, release
 from proxyapp.session.login import authenticate_change, log_in
 from proxyapp.session.query import QueryPipeline
@@ -177,6 +178,19 @@ class Session:
         # A backend that does not answer even the KILL must not keep the session: the housekeeping drops its
         # connection after ``limits.ABANDON_AFTER_S`` (``abandon``).
         self.gone_since = self.services.clock.now()
+
+    def time_out(self) -> None:
+        """Close the connection of a client idle past its wait_timeout as its server would: telling it why first
+        where the server does (``limits.tells_inactivity``), in silence where it does not."""
+        if tells_inactivity(self.services.pools.backend_version):
+            self.client.send_error(
+                ErrorCode.CLIENT_INTERACTION_TIMEOUT,
+                "The client was disconnected by the server because of inactivity. See wait_timeout and "
+                "interactive_timeout for configuring this behavior.",
+                0,
+                "HY000",
+            )
+        self.wire.close()
 
     def abandon(self) -> None:
         """The client is gone and its statement still runs: close the backend connection (the session then ends)."""

@@ -126,6 +126,7 @@ class ShardTransaction:
         self.others.clear()
         link.end_transaction()
         link.state.pins.discard(Pin.TRANSACTION)
+        link.state.transaction_open = False
         if home is not None:
             if branches[0].reusable:
                 await link.maybe_release()
@@ -224,9 +225,12 @@ class SpanningTransactions:
         if link.opening is not None:
             words = " ".join(link.opening[1:].decode("utf-8", "replace").upper().rstrip("; \t\r\n").split())
             return words in _PLAIN_BEGINS
-        if self.state.autocommit or link.in_transaction:
+        kept = link.conn
+        if self.state.autocommit or (kept is not None and kept.in_transaction):
             return False
-        return link.conn is None or any(shard.hostgroup_id == link.hostgroup for shard in table.shards)
+        # Autocommit off, and at most reads since the last commit on the connection kept (the server opened no
+        # transaction there yet): that connection becomes the transaction's home when it is on one of the shards.
+        return kept is None or any(shard.hostgroup_id == link.hostgroup for shard in table.shards)
 
     async def enter(self, table: ShardedTable, hostgroup: int, shards: tuple[Shard, ...]) -> BackendConnection | bool:
         """Open the transaction (if this statement is its first) and the branches a statement on ``hostgroup``'s

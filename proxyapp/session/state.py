@@ -10,8 +10,15 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from proxyapp.mysql.backend import AppliedState, BackendConnection
-from proxyapp.mysql.constants import COLLATIONS, DEFAULT_COLLATION_ID, Command, FieldType, names_for_collation
+from proxyapp.mysql.backend import AppliedState, BackendConnection, login_default
+from proxyapp.mysql.constants import (
+    COLLATIONS,
+    DEFAULT_COLLATION_ID,
+    DEFAULT_SESSION_FLAGS,
+    Command,
+    FieldType,
+    names_for_collation,
+)
 from proxyapp.mysql.packets import ErrPacket
 
 
@@ -66,6 +73,14 @@ class SessionState:
     temp_tables: set[str] = field(default_factory=set)
     locks_held: int = 0
     pins: set[Pin] = field(default_factory=set)
+    #: A transaction the session opened by what it sent (``track``): BEGIN, or with autocommit off any statement
+    #: that is not transaction-neutral, until COMMIT, ROLLBACK or an implicit commit. The server's IN_TRANS flag misses
+    #: some of these (MariaDB sets none after a SAVEPOINT or a read with autocommit off, yet holds the savepoint and
+    #: the read view), so the session keeps its connection on either.
+    transaction_open: bool = False
+    #: The wait_timeout the session set itself, in seconds (0: none; ``mysql-wait_timeout`` applies): the proxy ends
+    #: it idle past that, as the server would (``limits.overstay``).
+    wait_timeout_s: float = 0.0
 
     def matches(self, applied: AppliedState, schema: str | None = None) -> bool:
         """Whether a connection already has this state (the common case: nothing to send), in default schema
@@ -79,15 +94,18 @@ class SessionState:
             and _same(applied.user_variables, self.user_variables)
         )
 
-    def set_statement(self, applied: AppliedState) -> str | None:
-        """One ``SET`` bringing a connection's character set, autocommit and variables to this state."""
+    def set_statement(self, applied: AppliedState, flags: int = DEFAULT_SESSION_FLAGS) -> str | None:
+        """One ``SET`` bringing the character set, autocommit and variables of a connection logged in with session
+        ``flags`` (``Credentials.flags``) to this state."""
         parts = []
         if applied.names != self.names:
             parts.append(f"NAMES {self.names}")
         for name, expr in self.variables.items():
             if applied.variables.get(name) != expr:
                 parts.append(_assignment(name, expr))
-        parts.extend(f"{name} = DEFAULT" for name in applied.variables if name not in self.variables)
+        parts.extend(
+            _assignment(name, login_default(name, flags)) for name in applied.variables if name not in self.variables
+        )
         for name, literal in self.user_variables.items():
             if applied.user_variables.get(name) != literal:
                 parts.append(f"{user_variable(name)} = {literal}")
@@ -109,6 +127,8 @@ class SessionState:
         self.temp_tables = set()
         self.locks_held = 0
         self.pins = set()
+        self.transaction_open = False
+        self.wait_timeout_s = 0.0
 
     def adopt(self, applied: AppliedState) -> None:
         """Record on ``applied`` that the connection now has this state's SET-able parts."""
@@ -126,7 +146,7 @@ async def bring(conn: BackendConnection, state: SessionState, schema: str | None
     applied = conn.state
     if state.matches(applied, schema):
         return None
-    statement = state.set_statement(applied)
+    statement = state.set_statement(applied, conn.flags)
     if statement is not None:
         response = await conn.query(statement)
         if response.error is not None:

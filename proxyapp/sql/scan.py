@@ -57,6 +57,11 @@ class Kind(enum.Enum):
     OTHER = "OTHER"
 
 
+#: Statements that neither open nor take part in a transaction, autocommit off or on: they need not go to the
+#: transaction's hostgroup, and run alone they open none.
+TRANSACTION_NEUTRAL = frozenset({Kind.SET, Kind.USE, Kind.SHOW, Kind.COMMIT, Kind.ROLLBACK})
+
+
 @dataclass(slots=True)
 class Statement:
     """One statement's analysis.

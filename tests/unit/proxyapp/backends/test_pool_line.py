@@ -10,6 +10,7 @@ from collections import deque
 import pytest
 
 from proxyapp.backends.pool import _Line, _Waiter
+from proxyapp.mysql.backend import Credentials
 
 
 def _same(line: _Line, model: deque[_Waiter]) -> None:
@@ -28,7 +29,7 @@ def test_the_line_keeps_its_order_through_any_sequence(seed: int) -> None:
         step = rng.random()
         if step < 0.5 or not model:
             for _ in range(rng.choice((1, 1, 1, 50))):  # now and then a burst: the head runs far ahead
-                waiter = _Waiter(f"user{made}", None, float(made))
+                waiter = _Waiter(Credentials(f"user{made}"), None, float(made))
                 made += 1
                 line.push(waiter)
                 model.append(waiter)
@@ -49,7 +50,7 @@ def test_the_line_keeps_its_order_through_any_sequence(seed: int) -> None:
 
 def test_an_emptied_line_starts_again_at_the_front() -> None:
     line = _Line()
-    waiters = [_Waiter("app", None, 0.0) for _ in range(3)]
+    waiters = [_Waiter(Credentials("app"), None, 0.0) for _ in range(3)]
     for waiter in waiters:
         line.push(waiter)
     line.pop_first()

@@ -18,17 +18,20 @@ import pytest
 from proxyapp.backends.pool import Hostgroup, PoolError
 from proxyapp.driver import Driver
 from proxyapp.mysql.backend import BackendConnection, Credentials
+from proxyapp.mysql.constants import DEFAULT_SESSION_FLAGS, Cap
 from tests.support.loop import scheduled_so_far
 from tests.support.pools import full_hostgroup
 
 _TIMED_OUT = "hostgroup 1: no free backend connection within"
 
 
-def _acquire(hg: Hostgroup, timeout_ms: int = 60_000, username: str = "app") -> Coroutine[Any, Any, Any]:
-    """A session's request for a connection of ``hg``, waiting at most ``timeout_ms``
-    (mysql-connection_wait_timeout)."""
+def _acquire(
+    hg: Hostgroup, timeout_ms: int = 60_000, username: str = "app", flags: int = DEFAULT_SESSION_FLAGS
+) -> Coroutine[Any, Any, Any]:
+    """A session's request for a connection of ``hg`` (as ``username`` with session ``flags``), waiting at most
+    ``timeout_ms`` (mysql-connection_wait_timeout)."""
     hg.manager.settings.connection_wait_timeout_ms = timeout_ms
-    return hg.acquire(Credentials(username), None)
+    return hg.acquire(Credentials(username, flags=flags), None)
 
 
 def _start(coro: Coroutine[Any, Any, Any]) -> None:
@@ -104,14 +107,14 @@ def test_a_cancelled_wait_leaves_the_queue() -> None:
 class _Waiting:
     """A session's wait for a connection, run by a driver as the session runs its commands."""
 
-    def __init__(self, hg: Hostgroup, username: str = "app") -> None:
+    def __init__(self, hg: Hostgroup, username: str = "app", flags: int = DEFAULT_SESSION_FLAGS) -> None:
         self.got: list[BackendConnection] = []
         self.ended: list[BaseException | None] = []
         self.driver = Driver(asyncio.get_running_loop(), self.ended.append)
-        assert not self.driver.run(self._wait(hg, username))  # parked: it waits
+        assert not self.driver.run(self._wait(hg, username, flags))  # parked: it waits
 
-    async def _wait(self, hg: Hostgroup, username: str) -> None:
-        self.got.append(await _acquire(hg, username=username))
+    async def _wait(self, hg: Hostgroup, username: str, flags: int) -> None:
+        self.got.append(await _acquire(hg, username=username, flags=flags))
 
 
 def test_a_parked_session_is_handed_the_released_connection_on_the_next_turn_without_a_future() -> None:
@@ -139,7 +142,20 @@ def test_a_released_connection_goes_to_the_first_waiter_of_its_user() -> None:
         hg.release(conn, hg.pools[0], reusable=True)
         await scheduled_so_far()
         assert same.got == [conn] and other.got == []
-        assert [w.username for w in hg.waiters.waiters()] == ["app"]
+        assert [w.credentials.username for w in hg.waiters.waiters()] == ["app"]
+
+    asyncio.run(main())
+
+
+def test_a_released_connection_goes_only_to_a_session_with_its_flags() -> None:
+    async def main() -> None:
+        hg, (conn,) = full_hostgroup(1)  # logged in with the default session flags
+        found_rows = _Waiting(hg, flags=DEFAULT_SESSION_FLAGS | Cap.FOUND_ROWS)  # counts matched rows: not this one
+        same = _Waiting(hg)
+        hg.release(conn, hg.pools[0], reusable=True)
+        await scheduled_so_far()
+        assert same.got == [conn] and found_rows.got == []
+        assert [w.credentials.flags for w in hg.waiters.waiters()] == [DEFAULT_SESSION_FLAGS | Cap.FOUND_ROWS]
 
     asyncio.run(main())
 

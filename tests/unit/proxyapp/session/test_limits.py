@@ -8,7 +8,16 @@ import pytest
 
 from proxyapp.config.document import parse_config
 from proxyapp.rules.runtime import Runtime, SessionSettings
-from proxyapp.session.limits import ABANDON, ABANDON_AFTER_S, DISCONNECT, KILL, STAY, overstay
+from proxyapp.session.limits import (
+    ABANDON,
+    ABANDON_AFTER_S,
+    DISCONNECT,
+    KILL,
+    STAY,
+    TIME_OUT,
+    overstay,
+    tells_inactivity,
+)
 
 
 def settings(
@@ -30,7 +39,7 @@ CASES = [
     # in a transaction, transaction since, idle since (0: a command runs), action, why contains
     (False, 0.0, 0.0, STAY, ""),  # running a command, no transaction
     (False, 0.0, NOW - 29.9, STAY, ""),
-    (False, 0.0, NOW - 30.1, DISCONNECT, "mysql-wait_timeout"),
+    (False, 0.0, NOW - 30.1, TIME_OUT, "mysql-wait_timeout"),
     (True, NOW - 59.0, 0.0, STAY, ""),  # a long transaction, busy: within the limit
     (True, NOW - 61.0, 0.0, KILL, "mysql-max_transaction_time (60 s)"),  # busy is no excuse
     (True, NOW - 61.0, NOW - 1.0, KILL, "mysql-max_transaction_time"),
@@ -52,8 +61,22 @@ def test_the_limits_follow_the_settings() -> None:
     tight = settings(transaction_ms=1000, idle_transaction_ms=500, wait_ms=2000)
     assert overstay(True, NOW - 1.5, 0.0, 0.0, NOW, tight)[0] == KILL
     assert overstay(True, NOW - 0.9, NOW - 0.6, 0.0, NOW, tight)[0] == KILL
-    assert overstay(False, 0.0, NOW - 2.5, 0.0, NOW, tight)[0] == DISCONNECT
+    assert overstay(False, 0.0, NOW - 2.5, 0.0, NOW, tight)[0] == TIME_OUT
     assert overstay(False, 0.0, NOW - 1.5, 0.0, NOW, tight)[0] == STAY
+
+
+@pytest.mark.parametrize(
+    ("own_s", "idle_s", "action", "why"),
+    [
+        (1.0, 0.9, STAY, ""),
+        (1.0, 1.1, TIME_OUT, "its wait_timeout (1 s)"),  # SET wait_timeout = 1: its own limit, as the server's
+        (60.0, 31.0, TIME_OUT, "mysql-wait_timeout"),  # longer than the proxy's: the proxy's applies
+        (0.0, 29.0, STAY, ""),  # none of its own
+    ],
+)
+def test_a_session_own_wait_timeout_applies_when_shorter(own_s: float, idle_s: float, action: int, why: str) -> None:
+    got, reason = overstay(False, 0.0, NOW - idle_s, 0.0, NOW, settings(wait_ms=30_000), wait_timeout_s=own_s)
+    assert got == action and why in reason
 
 
 def test_a_packet_left_half_sent_past_net_read_timeout_disconnects() -> None:
@@ -75,3 +98,23 @@ def test_a_statement_a_gone_client_left_running_is_abandoned_after_its_kill_had_
     assert overstay(True, NOW - 1.0, 0.0, 0.0, NOW, settings(), gone_since=NOW - ABANDON_AFTER_S + 0.1)[0] == STAY
     action, why = overstay(True, NOW - 1.0, 0.0, 0.0, NOW, settings(), gone_since=NOW - ABANDON_AFTER_S - 0.1)
     assert (action, why) == (ABANDON, "the backend did not end the statement of a client gone")
+
+
+@pytest.mark.parametrize(
+    ("version", "tells"),
+    [
+        ("10.11.19-MariaDB-0+deb12u1", False),
+        ("5.5.5-10.11.6-MariaDB-log", False),  # MariaDB 10 behind the 5.5.5 prefix replication clients want
+        ("11.4.2-MariaDB", True),
+        ("5.5.5-11.4.2-MariaDB", True),
+        ("8.0.23", False),
+        ("8.0.36-0ubuntu0.22.04.1", True),
+        ("8.4.0", True),
+        ("5.7.44-log", False),
+        ("", False),
+        (None, False),
+        ("garbage", False),
+    ],
+)
+def test_which_servers_tell_an_idle_client_why(version: str | None, tells: bool) -> None:
+    assert tells_inactivity(version) is tells

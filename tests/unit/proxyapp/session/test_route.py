@@ -7,9 +7,9 @@ import itertools
 
 import pytest
 
-from proxyapp.session.route import TRANSACTION_NEUTRAL, Situation, beside_transaction, route
+from proxyapp.session.route import Situation, beside_transaction, route
 from proxyapp.session.state import Pin
-from proxyapp.sql.scan import Kind, scan
+from proxyapp.sql.scan import TRANSACTION_NEUTRAL, Kind, scan
 
 DEFAULT = 10  # the user's default (writer) hostgroup
 READERS = 20  # its readers (mysql_replication_hostgroups: 10 -> 20)

@@ -10,7 +10,7 @@ import pytest
 from proxyapp.mysql.packets import ErrPacket
 from proxyapp.mysql.wire import Response
 from proxyapp.session.state import DIRTY_PINS, Pin, SessionState
-from proxyapp.session.track import APPLIED, DIRTY, KEEP, track, transaction_settings
+from proxyapp.session.track import APPLIED, DIRTY, IN_TRANSACTION, KEEP, track, transaction_settings
 from proxyapp.sql.scan import scan
 
 
@@ -192,3 +192,118 @@ def test_every_answer_keeps_the_rules_of_tracking(sql: str) -> None:
             # only a connection nothing but its transaction pins waits for them
             assert warnings and pins - {Pin.TRANSACTION} == {Pin.WARNINGS}, case
     assert len(ANSWERS) == 192
+
+
+def walk(steps: list[tuple[str, bool]], state: SessionState | None = None) -> list[bool]:
+    """Run ``steps`` (sql, whether the server's IN_TRANS flag is set after it) in one session; whether the session
+    keeps its connection after each."""
+    state = state if state is not None else SessionState()
+    kept = []
+    for sql, server_in_transaction in steps:
+        _, flags = run(sql, state, in_transaction=server_in_transaction)
+        assert bool(flags & IN_TRANSACTION) == (Pin.TRANSACTION in state.pins)
+        kept.append(bool(flags & KEEP))
+    return kept
+
+
+# Each walk: statements, MariaDB's IN_TRANS flag after each as the server really sets it (read off MariaDB 10.11),
+# and whether the session must keep its connection after each.
+BINDING_WALKS = {
+    # Django: SET autocommit=0, then a nested atomic's SAVEPOINT first. MariaDB flags nothing, yet holds s1.
+    "autocommit off, savepoint first": [
+        ("SET autocommit = 0", False, False),
+        ("SAVEPOINT s1", False, True),
+        ("INSERT INTO t VALUES (1)", True, True),
+        ("ROLLBACK TO SAVEPOINT s1", True, True),
+        ("COMMIT", False, False),
+        ("SET autocommit = 1", False, False),
+    ],
+    # A read with autocommit off opens the read view the next reads must see, with no IN_TRANS.
+    "autocommit off, read first": [
+        ("SET autocommit = 0", False, False),
+        ("SELECT * FROM t", False, True),
+        ("SELECT * FROM t WHERE id = 2", False, True),
+        ("ROLLBACK", False, False),
+    ],
+    "autocommit off, session statements only": [
+        ("SET autocommit = 0", False, False),
+        ("SET NAMES utf8mb4", False, False),
+        ("USE db1", False, False),
+        ("SHOW TABLES", False, False),
+        ("COMMIT", False, False),
+    ],
+    "autocommit off, DDL commits": [
+        ("SET autocommit = 0", False, False),
+        ("SAVEPOINT s1", False, True),
+        ("CREATE TABLE t2 (a INT)", False, False),
+        ("SELECT 1", False, True),
+    ],
+    "autocommit off, SET autocommit=1 commits": [
+        ("SET autocommit = 0", False, False),
+        ("SAVEPOINT s1", False, True),
+        ("SET autocommit = 1", False, False),
+        ("SAVEPOINT s2", False, False),  # outside a transaction with autocommit on: nothing to keep
+    ],
+    "autocommit off in one batch with the savepoint": [
+        ("SET autocommit = 0; SAVEPOINT s1", False, True),
+        ("COMMIT", False, False),
+    ],
+    "BEGIN, then a deadlock the server rolled back": [
+        ("BEGIN", True, True),
+        ("UPDATE t SET a = 1", False, False),  # autocommit on: the server's flag tells every transaction
+    ],
+    "XA": [
+        ("XA START 'x'", True, True),
+        ("INSERT INTO t VALUES (1)", True, True),
+        ("XA END 'x'", True, True),
+        ("XA PREPARE 'x'", True, True),
+        ("XA COMMIT 'x'", False, False),
+    ],
+    "autocommit off, LOCK TABLES": [
+        ("SET autocommit = 0", False, False),
+        ("LOCK TABLES t WRITE", True, True),
+        ("UNLOCK TABLES", False, True),  # a transaction may have begun under the lock: kept until COMMIT
+        ("COMMIT", False, False),
+    ],
+    "autocommit off, GET_LOCK and a temporary table": [
+        ("SET autocommit = 0", False, False),
+        ("COMMIT", False, False),
+        ("SELECT GET_LOCK('a', 1)", False, True),
+        ("COMMIT", False, True),  # the lock outlives the transaction
+        ("SELECT RELEASE_LOCK('a')", False, True),
+        ("COMMIT", False, False),
+        ("CREATE TEMPORARY TABLE tt (a INT)", False, True),
+        ("COMMIT", False, True),
+    ],
+}
+
+
+@pytest.mark.parametrize("name", BINDING_WALKS)
+def test_binding_walks(name: str) -> None:
+    steps = BINDING_WALKS[name]
+    assert walk([(sql, server) for sql, server, _ in steps]) == [keep for _, _, keep in steps]
+
+
+def test_a_failed_commit_keeps_the_transaction_until_one_succeeds() -> None:
+    state = SessionState()
+    walk([("SET autocommit = 0", False), ("INSERT INTO t VALUES (1)", True)], state)
+    _, flags = run("COMMIT", state, ok=False, in_transaction=False)
+    assert flags & KEEP and state.transaction_open
+    _, flags = run("ROLLBACK", state)
+    assert not flags & KEEP and not state.transaction_open
+
+
+def test_reset_forgets_the_transaction() -> None:
+    state = SessionState()
+    walk([("SET autocommit = 0", False), ("SAVEPOINT s1", False)], state)
+    state.reset("utf8mb4")
+    assert not state.transaction_open and state.autocommit
+
+
+@pytest.mark.parametrize(
+    "sql", ["SELECT 1", "INSERT INTO t VALUES (1)", "SAVEPOINT s", "DO 1", "CALL p()", "XA END 'x'"]
+)
+def test_with_autocommit_off_every_statement_but_the_neutral_ones_binds(sql: str) -> None:
+    state = SessionState(autocommit=False)
+    _, flags = run(sql, state)
+    assert flags & KEEP and state.transaction_open
