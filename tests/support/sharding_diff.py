@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 import pymysql
-from pymysql.constants import CLIENT
 
 from devstack.proxy import ProxyProcess
 from devstack.sandbox import APP_PASSWORD, APP_USER, REPO, Sandbox
@@ -167,9 +166,11 @@ class Endpoint:
     port: int
 
     def connect(self, **kwargs: Any) -> pymysql.Connection:
-        """A root connection in autocommit, utf8mb4, asking CLIENT_FOUND_ROWS (as the proxy does of its backends)."""
+        """A root connection in autocommit, utf8mb4, with PyMySQL's own flags: the reference session is opened
+        exactly as the client opens its session through the proxy (``_Run._connect_proxy``), nothing of the proxy's
+        in it."""
         return pymysql.connect(host=self.host, port=self.port, user="root", password="",
-                               autocommit=True, charset="utf8mb4", client_flag=CLIENT.FOUND_ROWS,
+                               autocommit=True, charset="utf8mb4",
                                connect_timeout=10, read_timeout=60, **kwargs)  # fmt: skip
 
 
@@ -418,8 +419,7 @@ class _Run:
         self.in_transaction = False
 
     def _connect_proxy(self) -> pymysql.Connection:
-        return self.proxy_process.connect(database=self.combo.schema, autocommit=True, charset="utf8mb4",
-                                          client_flag=CLIENT.FOUND_ROWS)  # fmt: skip
+        return self.proxy_process.connect(database=self.combo.schema, autocommit=True, charset="utf8mb4")
 
     def __enter__(self) -> _Run:
         return self

@@ -1,12 +1,18 @@
 """Transaction integrity as a model-based test: random sessions through a real proxy against a model of each one.
 
-Walkers (client sessions, through PyMySQL or mysqlclient) take random steps: BEGIN / START TRANSACTION,
-autocommit on and off, inserts that succeed or collide (1062), updates of a few hot rows in random order (so
-deadlocks, 1213, and lock-wait timeouts, 1205, happen), SAVEPOINT / ROLLBACK TO / RELEASE, COMMIT, ROLLBACK,
-reading back ``@@autocommit`` and ``@@in_transaction``, disconnects mid-transaction, a KILL QUERY of their own
-statement and, once, a transaction that outlives ``mysql-max_transaction_time``. Each keeps a model of what the
-server must have committed for it. Churners meanwhile take whatever pooled connection is free and check that
-none is inside a transaction. The pool is small, so connections move between sessions all the time.
+Walkers (client sessions, through PyMySQL or mysqlclient, half of them asking for CLIENT_FOUND_ROWS) take random
+steps: BEGIN / START TRANSACTION, autocommit on and off, inserts that succeed or collide (1062), updates of a few hot
+rows in random order (so deadlocks, 1213, and lock-wait timeouts, 1205, happen), SAVEPOINT / ROLLBACK TO / RELEASE
+(a SAVEPOINT first with autocommit off too, which MariaDB does not flag as a transaction), COMMIT, ROLLBACK,
+statements that commit implicitly (DDL, LOCK TABLES), LOCK TABLES / UNLOCK TABLES, GET_LOCK / RELEASE_LOCK, a
+temporary table, reading back ``@@autocommit`` and ``@@in_transaction``, disconnects mid-transaction, a KILL QUERY
+of their own statement and, once, a transaction that outlives ``mysql-max_transaction_time``. Each keeps a model of
+what the server must have committed for it, and of what its session holds (its lock, its locked table, its temporary
+table), checked by statements whose answer tells whether they ran on the session's own connection. Each also has a
+direct twin: a session on the server itself, opened exactly as the walker opens the proxy's, on which the walker's
+"twin" step runs the same change and reads the same session variables, and which must answer the same (affected
+rows, the OK's info, sql_mode and the rest). Churners meanwhile take whatever pooled connection is free and check
+that none is inside a transaction. The pool is small, so connections move between sessions all the time.
 
 Afterwards the tables must hold exactly what the models say (a transaction whose COMMIT lost its connection may
 have gone either way, but all of it or none of it), and no backend connection may be left in a transaction.
@@ -29,6 +35,7 @@ from typing import Any
 
 import MySQLdb
 import pymysql
+from pymysql.constants import CLIENT
 
 from devstack.proxy import ProxyProcess, small_pool_config
 from devstack.sandbox import APP_PASSWORD, APP_USER
@@ -38,7 +45,13 @@ from tests.support.harness import advance_clock_while_running, open_transactions
 ROWS = "app.txm_rows"
 LEDGER = "app.txm_ledger"
 HOT = "app.txm_hot"
+TWIN = "app.txm_twin"  # rows by walker and side ('p' through the proxy, 'd' direct), never changed in value
 HOT_ROWS = 3
+#: What the twin step reads back from both sessions.
+TWIN_VARIABLES = (
+    "SELECT @@session.sql_mode, @@session.wait_timeout, @@session.character_set_client, "
+    "@@session.collation_connection, @@session.time_zone, @@session.tx_isolation, @@session.innodb_lock_wait_timeout"
+)
 #: Error numbers meaning the client's connection is gone (the proxy ended the session, or the socket broke).
 LOST = frozenset({0, 2006, 2013, 2055, 4031, 1927})
 #: Errors that undo one statement and leave its transaction open (innodb_rollback_on_timeout is off).
@@ -82,16 +95,31 @@ class Outcome:
     steps: Counter[str] = field(default_factory=Counter)
 
 
+def own_table(walker: int) -> str:
+    """The table a walker alone locks with LOCK TABLES."""
+    return f"app.txm_own_{walker}"
+
+
 def create_tables(conn: pymysql.Connection, walkers: int) -> None:
-    """(Re)make the model's tables on the primary: rows by walker, one ledger row per walker, the hot rows."""
+    """(Re)make the model's tables on the primary: rows by walker, one ledger row per walker, the hot rows, the
+    twin rows, and each walker's own table."""
     with conn.cursor() as cur:
-        for table in (ROWS, LEDGER, HOT):
+        for table in (ROWS, LEDGER, HOT, TWIN, *(own_table(w) for w in range(walkers))):
             cur.execute(f"DROP TABLE IF EXISTS {table}")
         cur.execute(f"CREATE TABLE {ROWS} (k BIGINT PRIMARY KEY, walker INT NOT NULL) ENGINE=InnoDB")
         cur.execute(f"CREATE TABLE {LEDGER} (walker INT PRIMARY KEY, n INT NOT NULL) ENGINE=InnoDB")
         cur.execute(f"CREATE TABLE {HOT} (id INT PRIMARY KEY, n INT NOT NULL) ENGINE=InnoDB")
+        cur.execute(
+            f"CREATE TABLE {TWIN} (walker INT, side CHAR(1), id INT, v INT NOT NULL, PRIMARY KEY (walker, side, id))"
+        )
         cur.executemany(f"INSERT INTO {LEDGER} VALUES (%s, 0)", [(w,) for w in range(walkers)])
         cur.executemany(f"INSERT INTO {HOT} VALUES (%s, 0)", [(h,) for h in range(HOT_ROWS)])
+        cur.executemany(
+            f"INSERT INTO {TWIN} VALUES (%s, %s, %s, 0)",
+            [(w, side, i) for w in range(walkers) for side in "pd" for i in (1, 2)],
+        )
+        for w in range(walkers):
+            cur.execute(f"CREATE TABLE {own_table(w)} (a INT) ENGINE=InnoDB")
 
 
 def model_config(primary_port: int, max_connections: int = 4) -> dict[str, Any]:
@@ -108,40 +136,73 @@ def _code(exc: Exception) -> int:
 class Walker:
     """One client session taking random steps, with its model."""
 
-    def __init__(self, index: int, proxy: ProxyProcess, rng: random.Random, steps: int, overstay: bool) -> None:
+    def __init__(
+        self, index: int, proxy: ProxyProcess, direct_port: int, rng: random.Random, steps: int, overstay: bool
+    ) -> None:
         self.index = index
         self.proxy = proxy
+        self.direct_port = direct_port  # the server itself, for the twin
         self.rng = rng
         self.steps = steps
         self.overstay = overstay  # once, keep a transaction open past mysql-max_transaction_time
         self.driver = "mysqlclient" if index % 2 else "pymysql"
+        self.flags = CLIENT.FOUND_ROWS if index % 4 >= 2 else 0  # what the client asks beyond its driver's own
         self.out = Outcome(index)
         self.keys = itertools.count(index * 10_000_000 + 1)
         self.autocommit = True
         self.txn: Txn | None = None
         self.conn: Any = None
+        self.twin: Any = None
+        # What the session holds outside any transaction, in the model: its named lock, a LOCK TABLES on its own
+        # table, its temporary table's row count (None: no such table).
+        self.lock_held = False
+        self.table_locked = False
+        self.temp_rows: int | None = None
 
     # ------------------------------------------------------------------------------------------- connection
 
-    def connect(self) -> None:
-        """A new session (autocommit on, no transaction)."""
+    def open(self, port: int) -> Any:
+        """A session on ``port`` as this walker's client opens it (its driver, its flags), autocommit on."""
         if self.driver == "pymysql":
-            self.conn = self.proxy.connect(database="app", autocommit=True, read_timeout=60)
-        else:
-            self.conn = MySQLdb.connect(
-                host="127.0.0.1", port=self.proxy.port, user=APP_USER, password=APP_PASSWORD, database="app"
+            return pymysql.connect(
+                host="127.0.0.1",
+                port=port,
+                user=APP_USER,
+                password=APP_PASSWORD,
+                database="app",
+                autocommit=True,
+                read_timeout=60,
+                connect_timeout=10,
+                client_flag=self.flags,
             )
-            self.conn.autocommit(True)
+        conn = MySQLdb.connect(
+            host="127.0.0.1", port=port, user=APP_USER, password=APP_PASSWORD, database="app", client_flag=self.flags
+        )
+        conn.autocommit(True)
+        return conn
+
+    def connect(self) -> None:
+        """A new session (autocommit on, no transaction), and its twin when it has none."""
+        self.conn = self.open(self.proxy.port)
+        if self.twin is None:
+            self.twin = self.open(self.direct_port)
+            with self.twin.cursor() as cur:
+                cur.execute("SET SESSION innodb_lock_wait_timeout = 1")
         self.autocommit = True
         self.txn = None
+        self.lock_held = self.table_locked = False
+        self.temp_rows = None
         self.run("SET SESSION innodb_lock_wait_timeout = 1")
 
     def disconnect(self) -> None:
-        """Close the session as a client that goes away does: whatever transaction it had is rolled back."""
+        """Close the session as a client that goes away does: whatever transaction it had is rolled back, whatever
+        it held is let go."""
         with contextlib.suppress(Exception):  # already gone
             self.conn.close()
         self.conn = None
         self.txn = None
+        self.lock_held = self.table_locked = False
+        self.temp_rows = None
 
     def run(self, sql: str, allowed: frozenset[int] = frozenset()) -> tuple[int, list[tuple[Any, ...]]]:
         """Run ``sql``: (0, rows) or (error number, []) for an allowed error; Lost if the connection is gone;
@@ -215,8 +276,21 @@ class Walker:
 
     def step(self) -> None:
         """One random step, chosen among those that make sense in the model's state."""
+        if self.table_locked:  # only its own table may be touched until UNLOCK TABLES
+            action = self.rng.choice(["locked_insert", "locked_check", "unlock_tables"])
+            self.out.steps[action] += 1
+            getattr(self, "_" + action)()
+            return
         txn = self.txn
-        choices: list[tuple[str, int]] = [("insert", 5), ("bump", 8 if txn else 2), ("check", 2)]
+        choices: list[tuple[str, int]] = [("insert", 5), ("bump", 8 if txn else 2), ("check", 2), ("twin", 2)]
+        choices += [("ddl", 1), ("lock_tables", 1), ("lock" if not self.lock_held else "unlock", 1)]
+        choices.append(("temp_create" if self.temp_rows is None else self.rng.choice(["temp_insert", "temp_drop"]), 1))
+        if self.lock_held:
+            choices.append(("lock_check", 1))
+        if self.temp_rows is not None:
+            choices.append(("temp_check", 1))
+        if txn is None and not self.autocommit:
+            choices.append(("savepoint", 2))  # a transaction's first statement, which MariaDB does not flag
         if self.out.rows or (txn and txn.rows):
             choices.append(("duplicate", 2))
         if txn is None or not txn.explicit:
@@ -289,7 +363,8 @@ class Walker:
             self.commit_model()  # turning autocommit on commits the open transaction
 
     def _savepoint(self) -> None:
-        assert self.txn is not None
+        if self.txn is None:  # autocommit off: the savepoint opens the transaction
+            self.txn = Txn(explicit=False)
         name = self.rng.choice(SAVEPOINTS)
         try:
             self.run(f"SAVEPOINT {name}")
@@ -298,6 +373,147 @@ class Walker:
             return
         self.txn.savepoints.pop(name, None)
         self.txn.savepoints[name] = (len(self.txn.rows), self.txn.bumps)
+
+    def _ddl(self) -> None:
+        """A statement that commits the open transaction before it runs (and after)."""
+        table = f"app.txm_ddl_{self.index}"
+        sql = self.rng.choice([f"CREATE TABLE IF NOT EXISTS {table} (a INT)", f"DROP TABLE IF EXISTS {table}"])
+        try:
+            self.run(sql)
+        except Lost:
+            self.lose(committing=True)
+            return
+        self.commit_model()
+
+    def _lock_tables(self) -> None:
+        """LOCK TABLES on its own table: commits the open transaction; until UNLOCK TABLES, any other table is
+        refused (1100) on the session's connection, and only there."""
+        try:
+            self.run(f"LOCK TABLES {own_table(self.index)} WRITE")
+        except Lost:
+            self.lose(committing=True)
+            return
+        self.commit_model()
+        self.table_locked = True
+
+    def _locked_insert(self) -> None:
+        try:
+            self.run(f"INSERT INTO {own_table(self.index)} VALUES ({self.index})")
+        except Lost:
+            self.lose(committing=False)
+
+    def _locked_check(self) -> None:
+        try:
+            code, _ = self.run(f"SELECT COUNT(*) FROM {ROWS}", frozenset({1100}))
+        except Lost:
+            self.lose(committing=False)
+            return
+        if code != 1100:
+            self.violation(f"a table it did not lock was readable under LOCK TABLES (error {code})")
+
+    def _unlock_tables(self) -> None:
+        try:
+            self.run("UNLOCK TABLES")
+        except Lost:
+            self.lose(committing=False)
+            return
+        self.table_locked = False
+        self.commit_model()  # UNLOCK TABLES commits what ran under the lock (nothing of the model's)
+
+    def _lock(self) -> None:
+        try:
+            _, rows = self.run(f"SELECT GET_LOCK('txm_{self.index}', 0)")
+        except Lost:
+            self.lose(committing=False)
+            return
+        if rows != [(1,)]:
+            self.violation(f"GET_LOCK of its own lock answered {rows}")
+        self.lock_held = True
+
+    def _lock_check(self) -> None:
+        try:
+            _, rows = self.run(f"SELECT IS_USED_LOCK('txm_{self.index}') = CONNECTION_ID()")
+        except Lost:
+            self.lose(committing=False)
+            return
+        if rows != [(1,)]:
+            self.violation(f"its GET_LOCK is not held by the connection it runs on ({rows})")
+
+    def _unlock(self) -> None:
+        try:
+            _, rows = self.run(f"SELECT RELEASE_LOCK('txm_{self.index}')")
+        except Lost:
+            self.lose(committing=False)
+            return
+        if rows != [(1,)]:
+            self.violation(f"RELEASE_LOCK of the lock it holds answered {rows}")
+        self.lock_held = False
+
+    def _temp_create(self) -> None:
+        try:
+            self.run("CREATE TEMPORARY TABLE txm_tmp (a INT) ENGINE=MEMORY")
+        except Lost:
+            self.lose(committing=False)
+            return
+        self.temp_rows = 0
+
+    def _temp_insert(self) -> None:
+        try:
+            self.run("INSERT INTO txm_tmp VALUES (1)")
+        except Lost:
+            self.lose(committing=False)
+            return
+        assert self.temp_rows is not None
+        self.temp_rows += 1
+
+    def _temp_check(self) -> None:
+        try:
+            code, rows = self.run("SELECT COUNT(*) FROM txm_tmp", frozenset({1146}))
+        except Lost:
+            self.lose(committing=False)
+            return
+        if code or rows != [(self.temp_rows,)]:
+            self.violation(f"its temporary table holds {rows or code}, not {self.temp_rows} rows")
+
+    def _temp_drop(self) -> None:
+        try:
+            self.run("DROP TEMPORARY TABLE txm_tmp")
+        except Lost:
+            self.lose(committing=False)
+            return
+        self.temp_rows = None
+
+    def _twin(self) -> None:
+        """The same change and the same session variables through the proxy and on the direct twin: the same
+        affected rows, the same info, the same values."""
+        change = "UPDATE {table} SET v = 0 WHERE walker = {walker} AND side = '{side}'"
+        if not self.autocommit and self.txn is None:
+            self.txn = Txn(explicit=False)  # the change opens one, as every statement does with autocommit off
+        try:
+            through = self.answer(self.conn, change.format(table=TWIN, walker=self.index, side="p"))
+            through_vars = self.answer(self.conn, TWIN_VARIABLES)
+        except Lost:
+            self.lose(committing=False)
+            return
+        direct = self.answer(self.twin, change.format(table=TWIN, walker=self.index, side="d"))
+        direct_vars = self.answer(self.twin, TWIN_VARIABLES)
+        if through != direct or through_vars != direct_vars:
+            self.violation(f"through the proxy {through} {through_vars}, direct {direct} {direct_vars}")
+
+    def answer(self, conn: Any, sql: str) -> tuple[Any, ...]:
+        """What a client sees of ``sql`` on ``conn``: its error, its affected rows, its OK's info, its rows."""
+        try:
+            with conn.cursor() as cur:
+                affected = cur.execute(sql)
+                rows = tuple(tuple(r) for r in cur.fetchall()) if cur.description else ()
+                info = cur._result.message if isinstance(conn, pymysql.Connection) else conn.info()
+        except (pymysql.err.MySQLError, MySQLdb.MySQLError) as exc:
+            if _code(exc) in LOST or isinstance(exc, pymysql.err.InterfaceError | MySQLdb.InterfaceError):
+                raise Lost(str(exc)) from None
+            return (_code(exc),)
+        if isinstance(info, bytes):
+            info = info.decode()
+        return (0, int(affected), info or "", rows)
 
     def _rollback_to(self) -> None:
         txn = self.txn
@@ -384,15 +600,19 @@ class Walker:
         return int(conn.thread_id() if callable(conn.thread_id) else conn.thread_id)
 
     def walk(self) -> Outcome:
-        """Take all the steps, then close the session (rolling back whatever is open)."""
+        """Take all the steps, then close the session (rolling back whatever is open) and its twin."""
         self.connect()
         for i in range(self.steps):
             if self.overstay and i == self.steps // 2:
+                if self.table_locked:
+                    self._unlock_tables()
                 self._begin()
                 self._insert()
                 self._overstay()
             self.step()
         self.disconnect()
+        with contextlib.suppress(Exception):
+            self.twin.close()
         return self.out
 
 
@@ -503,7 +723,9 @@ def run_model(
     churn_threads = [
         threading.Thread(target=churn, args=(proxy, stop, churn_violations, counts)) for _ in range(churners)
     ]
-    people = [Walker(i, proxy, random.Random(seed * 1000 + i), steps, overstay=i == 0) for i in range(walkers)]
+    people = [
+        Walker(i, proxy, primary.port, random.Random(seed * 1000 + i), steps, overstay=i == 0) for i in range(walkers)
+    ]
     outcomes: list[Outcome] = []
     errors: list[str] = []
 

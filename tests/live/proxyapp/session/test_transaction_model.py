@@ -14,7 +14,8 @@ def test_random_transactions_commit_exactly_what_the_model_says(sandbox: Sandbox
     print(report.summary())
     assert report.problems == []
     # The run reached the states it is about, not only the easy ones.
-    for step in ("duplicate", "rollback_to", "savepoint", "kill_query", "disconnect", "commit"):
+    steps = ("duplicate", "rollback_to", "savepoint", "kill_query", "disconnect", "commit", "twin", "ddl")
+    for step in (*steps, "lock_tables", "locked_check", "lock_check", "temp_check"):
         assert report.counts[step] > 0, report.summary()
     assert report.counts["overstay ended by the proxy"] == 1, report.summary()
     assert report.counts["churn checks"] > 100, report.summary()
