@@ -25,7 +25,7 @@ from proxyapp.session.kill import KillRequest, carry_out
 from proxyapp.session.link import BackendLink, release
 from proxyapp.session.login import authenticate_change, log_in
 from proxyapp.session.query import QueryPipeline
-from proxyapp.session.relay import read_field_list, read_single, simple_runner
+from proxyapp.session.relay import init_db_runner, read_field_list, simple_runner
 from proxyapp.session.services import SessionServices
 from proxyapp.session.state import SessionState
 from proxyapp.session.statements import PreparedStatements
@@ -402,11 +402,9 @@ class Session:
 
     async def _com_init_db(self, payload: bytes) -> None:
         schema = schema_name(payload[1:])
-        response = await self.link.execute(self._idle_hostgroup(), simple_runner(payload, read_single), [], None)
+        response = await self.link.execute(self._idle_hostgroup(), init_db_runner(payload, schema), [], None)
         if response is not None and response.error is None:
             self.state.schema = schema
-            if self.link.conn is not None:
-                self.link.conn.state.schema = schema
 
     async def _com_field_list(self, payload: bytes) -> None:
         await self.link.execute(self._idle_hostgroup(), simple_runner(payload, read_field_list), [], None)
