@@ -38,6 +38,7 @@ from fleet.core.proxysql_cnf import import_cnf
 from fleet.core.ruletest import config_of
 from fleet.core.shards import LocateError, locate
 from proxyapp.config.document import ConfigError
+from proxyapp.shown import shown_in
 
 
 @extend_schema_view(
@@ -443,7 +444,7 @@ class NodeStatsView(APIView):
     @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request: Request, name: str) -> Response:
         node = get_object_or_404(ProxyNode, name=name)
-        return Response(node.last_report or {})
+        return Response(shown_in(node.last_report or {}))  # one stored before its texts were (``record_report``)
 
 
 class AccountViewSet(viewsets.ModelViewSet):

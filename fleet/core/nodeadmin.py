@@ -10,6 +10,7 @@ from typing import Any
 
 from fleet.core.models import ProxyNode
 from proxyapp import credential
+from proxyapp.shown import shown_in
 
 TIMEOUT = 3.0
 
@@ -19,7 +20,8 @@ class NodeUnreachable(Exception):
 
 
 def call(node: ProxyNode, method: str, path: str, body: Any = None) -> Any:
-    """One admin call to ``node``: the decoded JSON answer (an error status's answer too, which says why)."""
+    """One admin call to ``node``: the decoded JSON answer (an error status's answer too, which says why), its texts
+    as they may be shown (``shown_in``: a query's bytes that are not UTF-8 as ``\\xff``)."""
     if not node.admin_address:
         raise NodeUnreachable(f"node {node.name} has no admin address")
     data = None if body is None else json.dumps(body).encode()
@@ -27,10 +29,10 @@ def call(node: ProxyNode, method: str, path: str, body: Any = None) -> Any:
     request = urllib.request.Request(f"http://{node.admin_address}{path}", data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
-            return json.loads(response.read())
+            return shown_in(json.loads(response.read()))
     except urllib.error.HTTPError as error:
         try:
-            return json.loads(error.read())
+            return shown_in(json.loads(error.read()))
         except ValueError:
             raise NodeUnreachable(f"{node.admin_address} answered {error.code}") from None
     except (OSError, ValueError) as error:

@@ -19,6 +19,7 @@ from kombu.exceptions import KombuError
 
 from fleet.core import signing, stats
 from fleet.core.models import Cluster, ConfigVersion, ProxyNode
+from proxyapp.shown import shown_in
 
 log = logging.getLogger("fleet.push")
 
@@ -113,7 +114,10 @@ def record_report(
 ) -> str:
     """Record a node's periodic report: its heartbeat and latest statistics, what it runs (unless an ack told
     something newer), and a point of its history. A report older than the last one recorded is ignored; a
-    malformed snapshot raises ValueError naming what is wrong, before anything is recorded."""
+    malformed snapshot raises ValueError naming what is wrong, before anything is recorded. Its texts are stored as
+    they may be shown (``shown_in``: a query's bytes that are not UTF-8, lone surrogates in the JSON of a node that
+    sent them so, as ``\\xff``), so that no page, API answer or database refuses them."""
+    snapshot = shown_in(snapshot)
     figures = stats.figures(snapshot)
     node = ProxyNode.objects.filter(name=node_name).first()
     if node is None:

@@ -25,6 +25,7 @@ from mypy_extensions import mypyc_attr
 from proxyapp.config.rulecompile import QUEUE_CHARS
 from proxyapp.hotrows.service import HotRowSettings
 from proxyapp.sharding.plan import table_names
+from proxyapp.shown import shown
 from proxyapp.sql.lex import TokenKind, unquote
 from proxyapp.sql.where import first_statement, literal, where_parts
 
@@ -156,15 +157,15 @@ class HeatMap:
             digest, text = next(iter(heat.digests.items()))
             rows.append(
                 {
-                    "id": heat.id,
-                    "schema": heat.schema,
-                    "table": heat.table,
-                    "column": heat.column,
+                    "id": shown(heat.id),
+                    "schema": shown(heat.schema),
+                    "table": shown(heat.table),
+                    "column": shown(heat.column),
                     "queue": heat.queue,
                     "digest": digest,
-                    "digest_text": text,
-                    "digests": [{"digest": d, "digest_text": t} for d, t in heat.digests.items()],
-                    "keys": heat.hottest(),
+                    "digest_text": shown(text),
+                    "digests": [{"digest": d, "digest_text": shown(t)} for d, t in heat.digests.items()],
+                    "keys": [shown(key) for key in heat.hottest()],
                     "evidence": {**heat.evidence, "marks_last_minute": len(heat.marks)},
                     "state": "applied" if heat.applied else "proposed",
                     "since": heat.since,
@@ -178,8 +179,8 @@ class HeatMap:
         log.warning(
             "hot rows: proposing queue %s on %s (keys %s; %d marks in the last minute: %s; digests %s)",
             heat.queue,
-            heat.id,
-            ", ".join(heat.hottest()),
+            shown(heat.id),
+            shown(", ".join(heat.hottest())),
             len(heat.marks),
             heat.evidence,
             ", ".join(heat.digests),
@@ -189,20 +190,20 @@ class HeatMap:
             for digest in heat.digests:
                 self.applied[digest] = (heat.queue, heat.column)
             self._applied_changed()
-            log.warning("hot rows: applied queue %s on %s (mysql-trx_queue_auto_apply)", heat.queue, heat.id)
+            log.warning("hot rows: applied queue %s on %s (mysql-trx_queue_auto_apply)", heat.queue, shown(heat.id))
 
     def _withdraw(self, heat: _Heat, why: str) -> None:
         if heat.applied:
             self._unapply(heat, why)
         heat.proposed = False
-        log.warning("hot rows: withdrew the proposal of queue %s on %s: %s", heat.queue, heat.id, why)
+        log.warning("hot rows: withdrew the proposal of queue %s on %s: %s", heat.queue, shown(heat.id), why)
 
     def _unapply(self, heat: _Heat, why: str) -> None:
         heat.applied = False
         for digest in heat.digests:
             self.applied.pop(digest, None)
         self._applied_changed()
-        log.warning("hot rows: no longer queueing %s on %s: %s", heat.queue, heat.id, why)
+        log.warning("hot rows: no longer queueing %s on %s: %s", heat.queue, shown(heat.id), why)
 
     def _applied_changed(self) -> None:
         if self.on_applied is not None:

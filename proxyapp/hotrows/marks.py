@@ -16,7 +16,8 @@ MAX_KEY_LENGTH = 256
 
 
 class MarkError(ValueError):
-    """A hint that cannot be read; the message says why."""
+    """A hint that cannot be read; the message says why, quoting the hint as written (the ERR packet shows what is
+    not UTF-8 in it as ``\\xff``: ``err_packet``)."""
 
 
 def hinted(value: str) -> list[QueueKey]:
@@ -24,11 +25,11 @@ def hinted(value: str) -> list[QueueKey]:
     it is malformed."""
     queue, colon, keys = value.partition(":")
     if not colon or not QUEUE_NAME.fullmatch(queue) or not keys:
-        raise MarkError(f"malformed trx_queue hint {value[:80]!r}: QUEUE:KEY or QUEUE:KEY|KEY|... expected")
+        raise MarkError(f"malformed trx_queue hint '{value[:80]}': QUEUE:KEY or QUEUE:KEY|KEY|... expected")
     found = keys.split("|")
     if len(found) > MAX_KEYS or any(not k or len(k) > MAX_KEY_LENGTH for k in found):
         raise MarkError(
-            f"malformed trx_queue hint {value[:80]!r}: 1 to {MAX_KEYS} keys of 1 to {MAX_KEY_LENGTH} characters"
+            f"malformed trx_queue hint '{value[:80]}': 1 to {MAX_KEYS} keys of 1 to {MAX_KEY_LENGTH} characters"
         )
     return ordered(queue, found)
 

@@ -263,15 +263,16 @@ class BackendConnection:
         return cls(wire, greeting, credentials.username, schema, charset, credentials.flags)
 
     async def query(self, sql: str) -> Response:
-        """Run an internal statement and discard its result; the status is tracked."""
-        self.wire.send(bytes((Command.QUERY,)) + sql.encode(), 0)
+        """Run an internal statement and discard its result; the status is tracked. A statement made of a client's
+        text (a SET replayed, a user variable read back) goes out in the bytes the client sent, UTF-8 or not."""
+        self.wire.send(bytes((Command.QUERY,)) + sql.encode("utf-8", "surrogateescape"), 0)
         response = await read_response(self.wire, None)
         await self.settle(response)
         return response
 
     async def fetch_row(self, sql: str) -> tuple[list[tuple[int, int]], list[bytes | None]] | ErrPacket:
         """Run a one-row SELECT; returns ([(column type, charset id)], [raw text values]) or the error."""
-        self.wire.send(bytes((Command.QUERY,)) + sql.encode(), 0)
+        self.wire.send(bytes((Command.QUERY,)) + sql.encode("utf-8", "surrogateescape"), 0)
         columns, rows, status, err = await read_text_result(self.wire)
         if err is not None:
             return err
@@ -280,7 +281,7 @@ class BackendConnection:
 
     async def fetch_named(self, sql: str) -> tuple[list[str], list[list[bytes | None]]] | ErrPacket:
         """Run a small query; returns ([column names], rows of raw text values) or the error."""
-        self.wire.send(bytes((Command.QUERY,)) + sql.encode(), 0)
+        self.wire.send(bytes((Command.QUERY,)) + sql.encode("utf-8", "surrogateescape"), 0)
         names, rows, err = await read_named_result(self.wire)
         if err is not None:
             return err

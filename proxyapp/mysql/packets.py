@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from proxyapp.mysql.constants import MAX_PACKET, SQLSTATE, Status
+from proxyapp.shown import shown
 
 _HEADER = struct.Struct("<I")
 
@@ -227,9 +228,10 @@ def eof_status(payload: bytes) -> int:
 
 
 def err_packet(code: int, message: str, sqlstate: str | None = None) -> bytes:
-    """Build an ERR packet payload."""
+    """Build an ERR packet payload; a client's bytes that are not UTF-8 in ``message`` (a hint it wrote) are shown
+    as ``\\xff`` (``shown``), as MariaDB's own messages show them."""
     state = sqlstate or SQLSTATE.get(code, "HY000")  # type: ignore[call-overload]  # plain int codes too
-    return b"\xff" + struct.pack("<H", code) + b"#" + state.encode("ascii") + message.encode("utf-8", "replace")
+    return b"\xff" + struct.pack("<H", code) + b"#" + state.encode("ascii") + shown(message).encode()
 
 
 @dataclass(slots=True)

@@ -215,7 +215,7 @@ class PgSession:
     def _from_cache(self, msg: bytes) -> bool:
         """A simple Query a ``cache_ttl`` rule caches, outside a transaction with nothing owed: answered from the
         query cache when a fresh answer is there (True); otherwise its answer is kept when it comes (False)."""
-        sql = cstring_body(msg).decode("utf-8", "replace")
+        sql = cstring_body(msg).decode("utf-8", "surrogateescape")
         route = self._route(sql)
         self.routed = (sql, route)  # the pass that follows asks again
         if not route.cache_ttl or route.error is not None or self.status != b"I" or self.order or self.unsynced:
@@ -242,8 +242,10 @@ class PgSession:
         whole thread of clients) then never waits on them."""
         if kind == 80:  # Parse
             name, query, types = parse_fields(msg[5:])
-            route = self._route(query.decode("utf-8", "replace"))
-            statement = server_statement(route.query.encode(), types, route.hostgroup, route.timeout)
+            route = self._route(query.decode("utf-8", "surrogateescape"))
+            statement = server_statement(
+                route.query.encode("utf-8", "surrogateescape"), types, route.hostgroup, route.timeout
+            )
             if not name or route.error is not None or statement.server_name not in self.host.known:
                 return False
             self.routed = None
@@ -270,13 +272,13 @@ class PgSession:
         self.answered_alone = False
         hostgroup: int | None = None
         if kind == 81:  # Query
-            route = self._route(cstring_body(msg).decode("utf-8", "replace"))
+            route = self._route(cstring_body(msg).decode("utf-8", "surrogateescape"))
             if route.error is not None:
                 self._block(kind, route.error)
                 return
             hostgroup = route.hostgroup
         elif kind == 80:  # Parse
-            route = self._route(parse_fields(msg[5:])[1].decode("utf-8", "replace"))
+            route = self._route(parse_fields(msg[5:])[1].decode("utf-8", "surrogateescape"))
             if route.error is not None:
                 self._block(kind, route.error)
                 return
@@ -359,14 +361,14 @@ class PgSession:
     def _simple_query(self, server: ServerConn, msg: bytes) -> tuple[bytes, str] | None:
         """A simple Query: refused or rewritten by the rules, its settings change and pins noted, DEALLOCATE of a
         client's statement renamed."""
-        sql = cstring_body(msg).decode("utf-8", "replace")
+        sql = cstring_body(msg).decode("utf-8", "surrogateescape")
         route = self._route(sql)
         if route.error is not None:
             self._block(81, route.error)
             return None
         if route.query is not sql:
             sql = route.query
-            msg = message(b"Q", sql.encode() + b"\0")
+            msg = message(b"Q", sql.encode("utf-8", "surrogateescape") + b"\0")
         self._arm(server, route.timeout)
         self._note(sql)
         if sql.lstrip()[:1] not in ("D", "d"):  # what follows reads DROP DATABASE, DISCARD and DEALLOCATE only
@@ -403,12 +405,12 @@ class PgSession:
         """A Parse: a named one is remembered and prepared under the proxy's name (or answered by the proxy when
         the connection holds it already); the unnamed one passes as it is."""
         name, query, types = parse_fields(msg[5:])
-        route = self._route(query.decode("utf-8", "replace"))
+        route = self._route(query.decode("utf-8", "surrogateescape"))
         if route.error is not None:
             self._block(80, route.error)
             return b""
-        if route.query != query.decode("utf-8", "replace"):
-            query = route.query.encode()
+        if route.query != query.decode("utf-8", "surrogateescape"):
+            query = route.query.encode("utf-8", "surrogateescape")
             msg = parse_message(name, query, types)
         self._note(route.query)
         if not name:
@@ -501,7 +503,7 @@ class PgSession:
         relay of its answers started."""
         sql = replay(server.settings, self.settings)
         if sql:
-            server.conn.wire.write(message(b"Q", sql.encode() + b"\0"))
+            server.conn.wire.write(message(b"Q", sql.encode("utf-8", "surrogateescape") + b"\0"))
             self.order.sent(81, SWALLOW)
             server.settings = dict(self.settings)
         self.server = server

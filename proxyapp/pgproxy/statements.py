@@ -39,7 +39,7 @@ def parse_fields(body: bytes) -> tuple[str, bytes, bytes]:
     """A Parse body's statement name, query and the rest (parameter types); ValueError when malformed."""
     name, at = cstring(body, 0)
     query, rest_at = cstring(body, at)
-    return name.decode("utf-8", "replace"), query, body[rest_at:]
+    return name.decode("utf-8", "surrogateescape"), query, body[rest_at:]
 
 
 def server_statement(query: bytes, types: bytes, hostgroup: int | None = None, timeout: int = 0) -> Statement:
@@ -47,13 +47,13 @@ def server_statement(query: bytes, types: bytes, hostgroup: int | None = None, t
     ``timeout``)."""
     digest = hashlib.sha1(query + b"\0" + types, usedforsecurity=False).hexdigest()[:24]
     name = PREFIX + digest
-    text = query.decode("utf-8", "replace")
+    text = query.decode("utf-8", "surrogateescape")
     return Statement(name, message(b"P", name.encode() + b"\0" + query + b"\0" + types), text, hostgroup, timeout)
 
 
 def parse_message(name: str, query: bytes, types: bytes) -> bytes:
     """A whole Parse message."""
-    return message(b"P", name.encode() + b"\0" + query + b"\0" + types)
+    return message(b"P", name.encode("utf-8", "surrogateescape") + b"\0" + query + b"\0" + types)
 
 
 def rename_bind(body: bytes, server_name: str) -> tuple[str, bytes]:
@@ -61,14 +61,14 @@ def rename_bind(body: bytes, server_name: str) -> tuple[str, bytes]:
     portal, at = cstring(body, 0)
     name, rest_at = cstring(body, at)
     renamed = portal + b"\0" + server_name.encode() + b"\0" + body[rest_at:]
-    return name.decode("utf-8", "replace"), message(b"B", renamed)
+    return name.decode("utf-8", "surrogateescape"), message(b"B", renamed)
 
 
 def bind_statement(body: bytes) -> str:
     """The statement name a Bind body names."""
     _, at = cstring(body, 0)
     name, _ = cstring(body, at)
-    return name.decode("utf-8", "replace")
+    return name.decode("utf-8", "surrogateescape")
 
 
 def target(body: bytes) -> tuple[bytes, str]:
@@ -76,7 +76,7 @@ def target(body: bytes) -> tuple[bytes, str]:
     if not body:
         raise ValueError("a Describe or Close names nothing")
     name, _ = cstring(body, 1)
-    return body[:1], name.decode("utf-8", "replace")
+    return body[:1], name.decode("utf-8", "surrogateescape")
 
 
 def renamed_target(kind: bytes, server_name: str) -> bytes:

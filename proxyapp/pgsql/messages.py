@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import struct
 
+from proxyapp.shown import shown
+
 #: The first message's codes (``StartupMessage`` carries the protocol version instead: 3.0 is 196608).
 CANCEL_REQUEST = 80877102
 SSL_REQUEST = 80877103
@@ -48,7 +50,7 @@ def error_response(sqlstate: str, message: str, severity: str = "FATAL", detail:
     fields = [(b"S", severity), (b"V", severity), (b"C", sqlstate), (b"M", message)]
     if detail:
         fields.append((b"D", detail))
-    body = b"".join(kind + value.encode("utf-8", "replace").replace(b"\0", b" ") + b"\0" for kind, value in fields)
+    body = b"".join(kind + shown(value).encode().replace(b"\0", b" ") + b"\0" for kind, value in fields)
     body += b"\0"
     return b"E" + struct.pack("!i", len(body) + 4) + body
 

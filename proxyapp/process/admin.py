@@ -57,6 +57,7 @@ from proxyapp.config.document import read_json
 from proxyapp.config.secrets import mask_document
 from proxyapp.mysql.constants import ErrorCode
 from proxyapp.report.stats import COUNTERS, order_digest_rows
+from proxyapp.shown import shown
 
 log = logging.getLogger("proxyapp.process.admin")
 
@@ -462,11 +463,13 @@ class _Exposition:
 
 
 def _escape_help(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
+    return shown(text).replace("\\", "\\\\").replace("\n", "\\n")
 
 
 def _escape_label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    """A label value as the text format writes it: a digest text's or schema's bytes that are not UTF-8 shown as
+    ``\\xff`` (``shown``: the exposition is UTF-8), then backslash, quote and newline escaped."""
+    return shown(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def _labels(labels: dict[str, str]) -> str:

@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from proxyapp.shown import shown
+
 log = logging.getLogger("proxyapp.report.eventslog")
 
 
@@ -55,18 +57,19 @@ def query_event(
     last_insert_id: int,
     error: str | None,
 ) -> dict[str, Any]:
-    """One COM_QUERY event with ProxySQL's JSON field names; ``started`` is a ``time.time()`` value."""
+    """One COM_QUERY event with ProxySQL's JSON field names; ``started`` is a ``time.time()`` value. A query's bytes
+    that are not UTF-8 are shown as ``\\xff`` (``shown``), in its text, its schema and the server's error."""
     ended = time.time()
     event: dict[str, Any] = {
         "event": "COM_QUERY",
         "thread_id": thread_id,
         "username": username,
-        "schemaname": schemaname,
+        "schemaname": shown(schemaname),
         "client": client,
         "hostgroup_id": hostgroup,
         "server": server,
         "digest": digest,
-        "query": query,
+        "query": shown(query),
         "starttime_timestamp_us": int(started * 1_000_000),
         "endtime_timestamp_us": int(ended * 1_000_000),
         "duration_us": int((ended - started) * 1_000_000),
@@ -75,5 +78,5 @@ def query_event(
         "last_insert_id": last_insert_id,
     }
     if error is not None:
-        event["error"] = error
+        event["error"] = shown(error)
     return event

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from proxyapp.shown import shown
+
 SERVER_STATUSES = ("ONLINE", "SHUNNED", "OFFLINE_SOFT", "OFFLINE_HARD")
 
 
@@ -679,10 +681,12 @@ def _integer(row: Mapping[str, Any], key: str, where: str) -> int:
 
 
 def _text(row: Mapping[str, Any], key: str, where: str, empty: bool = True) -> str:
+    """A text of a row, as it may be shown (``shown``: a query's bytes that are not UTF-8, which a report from an
+    older node holds as lone surrogates, come out as ``\\xff``)."""
     value = row.get(key)
     if not isinstance(value, str) or (not empty and not value):
         raise ReportError(f"{where}.{key}: expected text, not {value!r}")
-    return value
+    return shown(value)
 
 
 def _optional(row: Mapping[str, Any], key: str, kinds: tuple[type, ...], where: str) -> Any:

@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any, Final, NamedTuple
 
+from proxyapp.shown import shown
+
 #: The wall clock digests' first_seen and last_seen are reported on (a Final name: one lookup at import).
 _WALL_CLOCK: Final = time.time
 #: What a digest entry's last seen is stamped with (``time.monotonic``, which a query's duration is measured on
@@ -196,18 +198,19 @@ class DigestStats:
         entry.sum_rows_sent += rows_sent
 
     def rows(self, limit: int | None = None, order_by: str = "sum_time") -> list[dict[str, Any]]:
-        """The table as rows with ProxySQL's column names, ordered by ``order_by`` (largest first)."""
+        """The table as rows with ProxySQL's column names, ordered by ``order_by`` (largest first); a query's bytes
+        that are not UTF-8 in a digest text or schema name are shown as ``\\xff`` (``shown``)."""
         schema_column = self.schema_column
         to_wall = _WALL_CLOCK() - _STAMP_CLOCK()  # a stamp's time on the wall clock: the stamp plus this
         return order_digest_rows(
             (
                 {
                     "hostgroup": hostgroup,
-                    schema_column: schemaname,
+                    schema_column: shown(schemaname),
                     "username": username,
                     "client_address": client_address,
                     "digest": digest,
-                    "digest_text": e.digest_text,
+                    "digest_text": shown(e.digest_text),
                     "count_star": e.count_star,
                     "first_seen": e.first_seen,
                     "last_seen": max(e.first_seen, int(e.last_seen + to_wall)),

@@ -74,6 +74,25 @@ def simple_runner(payload: bytes, reader: Callable[[Wire, Relay], Awaitable[Resp
     return run
 
 
+def init_db_runner(payload: bytes, schema: str) -> Runner:
+    """COM_INIT_DB's runner: ``payload`` sent as it is, the answer relayed, and once the server took it the
+    connection noted as in ``schema``, before the link keeps or releases it (released in the schema it was brought
+    to, it would serve the next session in this one)."""
+
+    def run(conn: BackendConnection, relay: Relay) -> Awaitable[Response]:
+        conn.wire.send(payload, 0)
+        return _in_schema(conn, relay, schema)
+
+    return run
+
+
+async def _in_schema(conn: BackendConnection, relay: Relay, schema: str) -> Response:
+    response = await read_single(conn.wire, relay)
+    if response.error is None:
+        conn.state.schema = schema
+    return response
+
+
 async def read_single(backend: Wire, client: Relay) -> Response:
     """The one-packet response of COM_INIT_DB and similar commands, relayed."""
     start, length = await backend.next_part()

@@ -26,10 +26,11 @@ from proxyapp.session.limits import tells_inactivity
 from proxyapp.session.link import BackendLink, release
 from proxyapp.session.login import authenticate_change, log_in
 from proxyapp.session.query import QueryPipeline
-from proxyapp.session.relay import read_field_list, read_single, simple_runner
+from proxyapp.session.relay import init_db_runner, read_field_list, simple_runner
 from proxyapp.session.services import SessionServices
 from proxyapp.session.state import SessionState
 from proxyapp.session.statements import PreparedStatements
+from proxyapp.shown import shown
 from proxyapp.sql.digest import compute_digest
 
 log = logging.getLogger("proxyapp.session.session")
@@ -415,11 +416,9 @@ class Session:
 
     async def _com_init_db(self, payload: bytes) -> None:
         schema = schema_name(payload[1:])
-        response = await self.link.execute(self._idle_hostgroup(), simple_runner(payload, read_single), [], None)
+        response = await self.link.execute(self._idle_hostgroup(), init_db_runner(payload, schema), [], None)
         if response is not None and response.error is None:
             self.state.schema = schema
-            if self.link.conn is not None:
-                self.link.conn.state.schema = schema
 
     async def _com_field_list(self, payload: bytes) -> None:
         await self.link.execute(self._idle_hostgroup(), simple_runner(payload, read_field_list), [], None)
@@ -460,13 +459,13 @@ class Session:
         info = ""
         if not idle and payload and payload[0] in (Command.QUERY, Command.STMT_PREPARE):
             # The statement's digest text: its shape without its literals (a PASSWORD('...') among them), since the
-            # processlist is read by whoever may read the node's stats.
-            text = payload[1 : 1 + _PROCESSLIST_INFO_MAX].decode("utf-8", "replace")
-            info = compute_digest(text, _PROCESSLIST_INFO_MAX).text
+            # processlist is read by whoever may read the node's stats; bytes that are not UTF-8 shown as \xff.
+            text = payload[1 : 1 + _PROCESSLIST_INFO_MAX].decode("utf-8", "surrogateescape")
+            info = shown(compute_digest(text, _PROCESSLIST_INFO_MAX).text)
         return {
             "SessionID": self.id,
             "user": self.client.username,
-            "db": self.state.schema or "",
+            "db": shown(self.state.schema or ""),
             "cli_host": self.client.addr,
             "cli_port": self.client.port,
             "hostgroup": server.hostgroup_id if server is not None else -1,

@@ -147,6 +147,11 @@ async def bring(conn: BackendConnection, state: SessionState, schema: str | None
     if state.matches(applied, schema):
         return None
     statement = state.set_statement(applied, conn.flags)
+    if statement is not None and applied.names != state.names and not statement.isascii():
+        err = await _names_apart(conn, state)
+        if err is not None:
+            return err
+        statement = state.set_statement(applied, conn.flags)
     if statement is not None:
         response = await conn.query(statement)
         if response.error is not None:
@@ -163,6 +168,26 @@ async def bring(conn: BackendConnection, state: SessionState, schema: str | None
         if err is not None:
             return err
         applied.multi_statements = state.multi_statements
+    return None
+
+
+async def _names_apart(conn: BackendConnection, state: SessionState) -> ErrPacket | None:
+    """The character set changed apart, for a SET naming user variables that are not ASCII (``ÿ`` in latin1, the
+    byte 0xff): the server reads a statement in the connection's character set, before a SET NAMES in it takes
+    effect. So another session's variables are cleared in the connection's set (the one they were named in), then
+    the session's set is made the connection's, in which the caller's SET names the session's variables."""
+    applied = conn.state
+    stale = [name for name in applied.user_variables if name not in state.user_variables]
+    if stale:
+        response = await conn.query("SET " + ", ".join(f"{user_variable(name)} = NULL" for name in stale))
+        if response.error is not None:
+            return response.error
+        for name in stale:
+            del applied.user_variables[name]
+    response = await conn.query("SET NAMES " + state.names)
+    if response.error is not None:
+        return response.error
+    applied.names = state.names
     return None
 
 
@@ -205,7 +230,20 @@ def value_literal(value: bytes | None, field_type: int, charset_id: int) -> str:
     if charset_id == 63:  # binary
         return hexed
     charset = COLLATIONS.get(charset_id, COLLATIONS[DEFAULT_COLLATION_ID])[0]
+    if charset.startswith("utf8") and b"\\" not in value and not _is_utf8(value):
+        # Bytes that are not UTF-8 in a UTF-8 value, as a client's literal set them: the server keeps them, and
+        # CONVERT would make each a '?'. A literal of the set holds them as they are (without a backslash, which
+        # reads as sql_mode says).
+        return f"_{charset}'" + value.decode("utf-8", "surrogateescape").replace("'", "''") + "'"
     return f"CONVERT({hexed} USING {charset})"
+
+
+def _is_utf8(value: bytes) -> bool:
+    try:
+        value.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _assignment(name: str, expr: str) -> str:

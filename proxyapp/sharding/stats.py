@@ -10,6 +10,8 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
+from proxyapp.shown import shown
+
 #: The summed columns of a ``sharding_digest`` row.
 SUMMED = ("single_shard", "scatter", "refused", "shards_reached", "merge_rows", "merge_us")
 
@@ -62,9 +64,9 @@ class ShardingStats:
         return [
             with_ratio(
                 {
-                    "schemaname": schemaname,
+                    "schemaname": shown(schemaname),
                     "digest": digest,
-                    "digest_text": entry.digest_text,
+                    "digest_text": shown(entry.digest_text),
                     **{name: getattr(entry, name) for name in SUMMED},
                 }
             )

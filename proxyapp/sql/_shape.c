@@ -167,7 +167,7 @@ static PyObject *shape(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 typedef struct {
     uint64_t hash;
     Py_ssize_t length;
-    char *text; /* the shape's UTF-8 bytes (PyMem_Malloc's); NULL: a free slot */
+    char *text; /* the shape's bytes (``shape_bytes``, PyMem_Malloc's); NULL: a free slot */
     PyObject *value;
 } Slot;
 
@@ -208,17 +208,37 @@ static Slot *find(uint64_t hash, const char *text, Py_ssize_t length, Slot **fre
     return NULL;
 }
 
+/* The bytes ``shape`` (a str) is kept by, ``length`` of them: its UTF-8, or, for a shape holding lone surrogates (the
+ * bytes of a query that are not UTF-8, decoded with surrogateescape), which have no UTF-8, its bytes with each surrogate
+ * in three (surrogatepass: never the UTF-8 of another text) held by ``*owner`` (a new reference the caller drops; NULL
+ * when the str holds them). NULL with an exception set when neither can be had. */
+static const char *shape_bytes(PyObject *shape, Py_ssize_t *length, PyObject **owner)
+{
+    *owner = NULL;
+    const char *text = PyUnicode_AsUTF8AndSize(shape, length);
+    if (text != NULL || !PyErr_ExceptionMatches(PyExc_UnicodeEncodeError))
+        return text;
+    PyErr_Clear();
+    *owner = PyUnicode_AsEncodedString(shape, "utf-8", "surrogatepass");
+    if (*owner == NULL)
+        return NULL;
+    *length = PyBytes_GET_SIZE(*owner);
+    return PyBytes_AS_STRING(*owner);
+}
+
 /* What ``keep`` kept for ``shape`` (a str) if anything, else ``shape`` itself (a new reference either way). */
 static PyObject *kept_or(PyObject *shape)
 {
     Py_ssize_t length;
-    const char *text = PyUnicode_AsUTF8AndSize(shape, &length);
+    PyObject *owner;
+    const char *text = shape_bytes(shape, &length, &owner);
     if (text == NULL) {
         Py_DECREF(shape);
         return NULL;
     }
     Slot *free;
     Slot *slot = find(shape_hash((const unsigned char *)text, length), text, length, &free);
+    Py_XDECREF(owner);
     if (slot == NULL)
         return shape;
     Py_DECREF(shape);
@@ -289,7 +309,8 @@ static PyObject *keep(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     Py_ssize_t length;
-    const char *text = PyUnicode_AsUTF8AndSize(args[0], &length);
+    PyObject *owner;
+    const char *text = shape_bytes(args[0], &length, &owner);
     if (text == NULL)
         return NULL;
     uint64_t hash = shape_hash((const unsigned char *)text, length);
@@ -299,8 +320,10 @@ static PyObject *keep(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (slot == NULL) {
         slot = free != NULL ? free : &slots[(size_t)hash & (SLOTS - 1)];
         char *copy = PyMem_Malloc(length > 0 ? (size_t)length : 1);
-        if (copy == NULL)
+        if (copy == NULL) {
+            Py_XDECREF(owner);
             return PyErr_NoMemory();
+        }
         memcpy(copy, text, (size_t)length);
         if (slot->text != NULL)
             PyMem_Free(slot->text);
@@ -308,6 +331,7 @@ static PyObject *keep(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         slot->length = length;
         slot->hash = hash;
     }
+    Py_XDECREF(owner);
     old = slot->value;
     slot->value = Py_NewRef(args[1]);
     Py_XDECREF(old); /* last: the table is whole again whatever its release runs */

@@ -165,7 +165,8 @@ def parse_column(payload: bytes) -> Column:
         parts.append(value or b"")
     _, pos = read_lenenc_int(payload, pos)  # length of the fixed fields (0x0c)
     field_type = payload[pos + 6]
-    return Column(parts[1].decode(), parts[2].decode(), parts[4].decode(), field_type)
+    names = [part.decode("utf-8", "surrogateescape") for part in parts]  # a name's bytes may not be UTF-8
+    return Column(names[1], names[2], names[4], field_type)
 
 
 def is_eof(payload: bytes) -> bool:

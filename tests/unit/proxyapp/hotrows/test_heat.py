@@ -90,3 +90,16 @@ def test_marks_older_than_a_minute_do_not_count() -> None:
     clock.now += 61
     heat.observe(UPDATE.format(1), "app", "0xA", "t", 0)
     assert heat.proposals() == []
+
+
+def test_a_proposal_shows_a_keys_and_schemas_bytes_that_are_not_utf8_escaped(caplog: pytest.LogCaptureFixture) -> None:
+    """Hot writes of ``... WHERE id = '\\xff'`` in schema ``db\\xfe`` (lone surrogates once decoded): the proposal's
+    texts (its id, schema, key, digest text) and the log show them as ``\\xff``."""
+    heat = HeatMap(FakeClock(), lambda: 0.0, settings(threshold=3))
+    caplog.set_level(logging.INFO, "proxyapp.hotrows.heat")
+    for _ in range(3):
+        heat.observe("UPDATE acct SET b = 1 WHERE id = '\udcff'", "db\udcfe", "0xA", "UPDATE acct ... '\udcff'", 0)
+    (proposal,) = heat.proposals()
+    assert (proposal["id"], proposal["schema"], proposal["keys"]) == ("db\\xfe.acct.id", "db\\xfe", ["\\xff"])
+    assert proposal["digest_text"] == proposal["digests"][0]["digest_text"] == "UPDATE acct ... '\\xff'"
+    assert "proposing queue db_.acct on db\\xfe.acct.id (keys \\xff;" in caplog.text

@@ -687,6 +687,42 @@ def test_metrics_escape_label_values() -> None:
     serve(provider, scenario)
 
 
+def test_texts_that_are_not_utf8_are_served_escaped_by_stats_and_metrics() -> None:
+    """A digest of ``SELECT `\\xff``` in schema ``db\\xfe`` (lone surrogates once decoded with surrogateescape): /stats
+    and /metrics answer 200 with them as ``\\xff`` (the metrics' UTF-8 encoding refused them: 500 on every scrape
+    until the digests were reset); so does a row that reached the snapshot unescaped (a label is shown first)."""
+    provider = Provider()
+    provider.digests.record(10, "db\udcfe", "app", "10.0.0.1", "0xE", "SELECT `\udcff`", 5, 0, 0)
+
+    async def scenario(http: aiohttp.ClientSession) -> None:
+        async with http.get("/stats") as resp:
+            assert resp.status == 200
+            raw = await resp.read()
+        assert b"\\udc" not in raw
+        [row] = json.loads(raw)["query_digest"]
+        assert (row["schemaname"], row["digest_text"]) == ("db\\xfe", "SELECT `\\xff`")
+        async with http.get("/metrics") as resp:
+            assert resp.status == 200
+            text = (await resp.read()).decode("utf-8")
+        assert 'digest_text="SELECT `\\\\xff`"' in text  # the shown backslash, escaped as the format wants
+        m = parse_metrics(text)
+        assert value(m, "proxyfleet_query_digest_info", digest="0xE", digest_text="SELECT `\\xff`") == 1
+        labels = {"hostgroup": "10", "username": "app", "schemaname": "db\\xfe"}
+        assert value(m, "proxyfleet_query_digest_count_total", digest="0xE", **labels) == 1
+
+    serve(provider, scenario)
+    raw_rows = Provider()
+    raw_rows.extra = {
+        "query_digest": [{**provider.digests.rows()[0], "digest_text": "SELECT \udcff", "schemaname": "\udcfe"}]
+    }
+
+    async def unescaped(http: aiohttp.ClientSession) -> None:
+        m = await metrics(http)
+        assert value(m, "proxyfleet_query_digest_info", digest="0xE", digest_text="SELECT \\xff") == 1
+
+    serve(raw_rows, unescaped)
+
+
 def test_metrics_cut_long_digest_texts_and_export_unknown_counters_untyped() -> None:
     provider = ExtraCountersProvider()
     provider.digests.record(10, "db", "u", "10.0.0.1", "0xL", "SELECT " + "x, " * 500, 5, 0, 0)

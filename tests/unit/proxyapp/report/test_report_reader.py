@@ -333,3 +333,22 @@ def test_a_malformed_pgsql_section_is_refused_naming_the_path(data: Any, says: s
 def test_a_malformed_report_is_refused_naming_the_path(data: Any, read: Any, says: str) -> None:
     with pytest.raises(ReportError, match=says):
         read(data)
+
+
+def test_texts_a_node_sent_as_lone_surrogates_read_escaped() -> None:
+    """A report from a node that sent a query's bytes that are not UTF-8 as ``\\udcff`` in its JSON: every text read
+    from it comes out as ``\\xff``, which pages and the API can encode."""
+    stats = report(
+        query_digest=[{**digest_row("0x1", "SELECT `\udcff`", 2, 10), "schemaname": "db\udcfe"}],
+        sharding_digest=[sharding_row("0x2", "SELECT * FROM t WHERE k = \udcff", 1, 0)],
+    )
+    [row] = read_digests(stats)
+    assert (row.schemaname, row.digest_text) == ("db\\xfe", "SELECT `\\xff`")
+    assert read_sharding(stats)[0].digest_text == "SELECT * FROM t WHERE k = \\xff"
+
+
+def test_the_sharding_rows_show_texts_that_are_not_utf8_escaped() -> None:
+    sharding = ShardingStats()
+    sharding.record("db\udcfe", "0x2", "SELECT * FROM t WHERE k = \udcff", 2)
+    [row] = sharding.rows()
+    assert (row["schemaname"], row["digest_text"]) == ("db\\xfe", "SELECT * FROM t WHERE k = \\xff")

@@ -361,3 +361,17 @@ def test_every_counter_has_a_kind_and_help() -> None:
         "Mirror_queue_length",
     } <= gauges
     assert COUNTERS["Questions"].kind == "counter"
+
+
+def test_texts_that_are_not_utf8_are_shown_escaped_in_the_rows() -> None:
+    """A query's bytes that are not UTF-8 (``SELECT `\\xff```, ``USE db\\xfe``: lone surrogates once decoded) come out
+    of the rows as ``\\xff``, for MySQL's table and PostgreSQL's; the key still tells them apart from valid texts."""
+    for stats, schema_column in ((DigestStats(), "schemaname"), (DigestStats(schema_column="database"), "database")):
+        stats.record(10, "db\udcfe", "app", "10.0.0.5", "0x1", "SELECT `\udcff`", 100, 1, 0)
+        stats.record(10, "db\u00fe", "app", "10.0.0.5", "0x1", "SELECT `\u00ff`", 100, 1, 0)
+        rows = sorted(stats.rows(), key=lambda row: row["digest_text"])
+        assert [(row[schema_column], row["digest_text"]) for row in rows] == [
+            ("db\\xfe", "SELECT `\\xff`"),
+            ("db\u00fe", "SELECT `\u00ff`"),
+        ]
+        assert [row["digest_text"] for row in stats.reset()] == ["SELECT `\\xff`", "SELECT `\u00ff`"]

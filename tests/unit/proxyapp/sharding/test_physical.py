@@ -84,3 +84,8 @@ def test_the_shard_map_renames_each_logical_schema_of_the_group_on_its_shard() -
     two = "SELECT * FROM shop.tb_Shop JOIN crm.customers"
     assert rewrite(two, table.shards[1]) == "SELECT * FROM `shop_1`.tb_Shop JOIN `shop_1`.customers"
     assert rewrite(two, table.shards[2]) == "SELECT * FROM shop.tb_Shop JOIN `shop`.customers"
+
+
+def test_bytes_that_are_not_utf8_keep_their_bytes_on_the_shard() -> None:
+    on_shard = rewrite("SELECT '\udcff' FROM shop.tb_Shop WHERE x = `\udcfe`", RENAMED)
+    assert on_shard.encode("utf-8", "surrogateescape") == b"SELECT '\xff' FROM `shop_1`.tb_Shop WHERE x = `\xfe`"

@@ -178,3 +178,19 @@ def test_an_insert_over_several_shards_gives_each_shard_its_rows(shard_map: Shar
         2: "INSERT INTO tb_Shop (City_ID, name) VALUES (6, 'b,c') ON DUPLICATE KEY UPDATE name = VALUES(name)",
     }
     assert plan("INSERT INTO tb_Shop (City_ID) VALUES (5), (9)", "shop", shard_map).statements == ()  # type: ignore[union-attr]
+
+
+def test_texts_that_are_not_utf8_are_planned(shard_map: ShardMap) -> None:
+    """A query's bytes that are not UTF-8 (lone surrogates once decoded with surrogateescape): a string key holding
+    them, quoted or in hex (a prepared statement's), cannot be placed exactly under the collation, so every shard
+    (always correct); elsewhere in the statement they change nothing; a table named so is not a sharded one."""
+    for key in ("'\udcff'", "X'ff'", "_utf8mb4 X'ff'"):
+        found = plan(f"SELECT * FROM orders WHERE id = {key}", "shop", shard_map)
+        assert found is not None and found.shards == frozenset({0, 1}), key
+    for sql, shards in (
+        ("SELECT `\udcff` FROM tb_Shop WHERE City_ID = 5", {1}),
+        ("INSERT INTO tb_Shop (City_ID, n) VALUES (6, '\udcfe')", {2}),
+    ):
+        found = plan(sql, "shop", shard_map)
+        assert found is not None and found.shards == shards, sql
+    assert plan("SELECT * FROM tb\udcff WHERE City_ID = 1", "shop", shard_map) is None

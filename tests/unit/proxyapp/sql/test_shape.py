@@ -120,3 +120,21 @@ def test_a_text_that_is_not_ascii_is_looked_up_by_the_shape_the_python_rules_giv
 
 def test_analyze_uses_the_c_table(shape: ModuleType) -> None:
     assert analysis.KNOWN is shape.known and analysis.KEEP is shape.keep
+
+
+def test_a_shape_holding_bytes_that_are_not_utf8_is_kept_and_found(shape: ModuleType) -> None:
+    """A query whose bytes are not UTF-8 (``SELECT \\xff``, decoded with surrogateescape) has a shape with lone
+    surrogates, which have no UTF-8: the table keys it by other bytes (it raised UnicodeEncodeError, and the session
+    got "internal error"), apart from every other shape; analyze answers it as the Python twins do."""
+    text = "SELECT \udcff, 7 FROM t\udcfe"
+    own = "SELECT \udcff, ? FROM t\udcfe"
+    assert shape.known(text, python_shape) == own == python_known(text, python_shape)
+    value, other = object(), object()
+    shape.keep(own, value)
+    shape.keep("SELECT \udcfe, ? FROM t\udcfe", other)
+    assert shape.known("SELECT \udcff, 8 FROM t\udcfe", python_shape) is value
+    assert shape.known("SELECT \udcfe, 9 FROM t\udcfe", python_shape) is other
+    assert shape.known("SELECT \xff, 9 FROM t\xfe", python_shape) == "SELECT \xff, ? FROM t\xfe"  # ÿ is another text
+    statements, found, _ = analysis.analyze("SELECT \udcff", 2048)
+    assert statements[0].keyword == "SELECT" and found.text == "SELECT \udcff"
+    assert analysis.analyze("SELECT \udcff", 2048)[1] == found
