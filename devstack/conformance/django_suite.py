@@ -131,6 +131,13 @@ def label_of(test: str) -> str:
     return holder.group(1) if holder else test
 
 
+def class_of(test: str) -> str:
+    """The test class a test id belongs to (``app.tests.Class`` of ``app.tests.Class.test_x``; the class an error
+    outside a test names)."""
+    label = label_of(test)
+    return label if label != test else test.rpartition(".")[0]
+
+
 def outcome_of(test: str, outcomes: dict[str, Outcome]) -> Outcome:
     """``test``'s outcome in a run of its label: its own, or for an error outside a test the worst of its class's
     tests (passed when they all did); ``missing`` when the run has neither."""

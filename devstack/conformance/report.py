@@ -4,6 +4,7 @@ table, as JSON (``var/conformance/report.json``) and as the failures' text."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,9 +63,21 @@ def _cell(column: int, text: str, width: int) -> str:
     return text.ljust(width) if column < 2 else text.rjust(width)
 
 
+#: A line of a traceback that names an exception and its message (``ValueError: ...``, ``MySQLdb.OperationalError:``).
+EXCEPTION_LINE = re.compile(r"[A-Za-z_][\w.]*(Error|Exception|Timeout|Failure|Exit)\b[^\n]*")
+
+
+def exceptions(detail: str) -> list[str]:
+    """The exceptions a failure's text names, in order (each of a chain), without repeats."""
+    found = [m.group(0) for m in EXCEPTION_LINE.finditer(detail) if m.start() == 0 or detail[m.start() - 1] == "\n"]
+    return list(dict.fromkeys(found))
+
+
 def excerpt(detail: str, lines: int = EXCERPT_LINES) -> str:
-    """The end of a failure's text: where the exception is."""
-    return "\n".join(detail.strip().splitlines()[-lines:])
+    """A failure's exceptions (each of a chain, the first one often the cause), then the end of its text."""
+    tail = detail.strip().splitlines()[-lines:]
+    named = [e for e in exceptions(detail) if e not in tail]
+    return "\n".join([*named, *(["..."] if named else []), *tail])
 
 
 def details(reports: list[TargetReport]) -> str:

@@ -30,7 +30,7 @@ def run_suite(
 ) -> list[TargetReport]:
     """One suite direct and through each of its targets, each comparison's findings after one rerun of the tests
     the lists do not explain."""
-    out = RUNS / suite.name
+    out = RUNS / ("ci" if ci else "full") / suite.name
     suite.prepare()
     selection = suite.selection(ci)
     print(f"[conformance] {suite.name}: direct", flush=True)

@@ -80,13 +80,14 @@ class DjangoSuite:
         return SuiteRun(result.outcomes, result.finished.seconds, problems)
 
     def lookup(self, test: str, outcomes: dict[str, Outcome]) -> Outcome:
-        """A test's outcome in a rerun of its label (an error outside a test reruns its class)."""
+        """A test's outcome in a rerun of its class (an error outside a test: its class's tests')."""
         return django_suite.outcome_of(test, outcomes)
 
     def rerun(self, endpoint: Endpoint, tests: list[str], workdir: Path) -> dict[str, Outcome]:
-        """The tests again, serially (``--parallel 1``)."""
-        labels = sorted({django_suite.label_of(t) for t in tests})
-        return django_suite.run(self.engine, endpoint, labels, workdir, parallel=1).outcomes
+        """The test classes of the tests again, whole and in parallel as in the run: a test that fails through the
+        proxy after an earlier test of its class broke the connection's transaction fails again only so."""
+        labels = sorted({django_suite.class_of(t) for t in tests})
+        return django_suite.run(self.engine, endpoint, labels, workdir).outcomes
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,8 @@ def pytest_runtest_logfinish(nodeid: str, location: Any) -> None:
             break
         if report.skipped:
             outcome = "xfail" if xfail else "skipped"
-            detail = report.wasxfail if xfail else str(report.longrepr[2] if isinstance(report.longrepr, tuple) else "")
+            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else ""
+            detail = report.wasxfail if xfail else str(reason).removeprefix("Skipped: ")
         elif report.when == "call" and xfail:
             outcome = "xpass"
     journal_lines.finished(nodeid, outcome, detail)

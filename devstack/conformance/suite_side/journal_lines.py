@@ -8,8 +8,8 @@ import os
 
 #: The environment variable naming the journal file.
 JOURNAL_ENV = "CONFORMANCE_JOURNAL"
-#: How much of a failure's text is kept (its end, where the exception is).
-DETAIL_CHARS = 4000
+#: How much of a failure's text is kept: its start (the first exception of a chain) and its end (the last).
+HEAD_CHARS, TAIL_CHARS = 3000, 5000
 
 
 def write(record: dict[str, object]) -> None:
@@ -32,4 +32,6 @@ def started(test: str) -> None:
 
 def finished(test: str, outcome: str, detail: str = "") -> None:
     """Record one of ``test``'s results (passed, failed, error, skipped, xfail or xpass)."""
-    write({"event": "outcome", "test": test, "outcome": outcome, "detail": detail[-DETAIL_CHARS:]})
+    if len(detail) > HEAD_CHARS + TAIL_CHARS:
+        detail = f"{detail[:HEAD_CHARS]}\n[...]\n{detail[-TAIL_CHARS:]}"
+    write({"event": "outcome", "test": test, "outcome": outcome, "detail": detail})
