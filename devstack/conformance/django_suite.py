@@ -125,17 +125,10 @@ def settings_module(engine: str, endpoint: Endpoint) -> str:
 
 
 def label_of(test: str) -> str:
-    """What ``runtests.py`` takes to run ``test`` again: the id itself, or the class an error outside a test names
-    (``setUpClass (app.tests.Class)``)."""
+    """The label of a test id: the id itself, or the class an error outside a test names (``setUpClass
+    (app.tests.Class)``)."""
     holder = re.fullmatch(r"\w+ \((.+)\)", test)
     return holder.group(1) if holder else test
-
-
-def class_of(test: str) -> str:
-    """The test class a test id belongs to (``app.tests.Class`` of ``app.tests.Class.test_x``; the class an error
-    outside a test names)."""
-    label = label_of(test)
-    return label if label != test else test.rpartition(".")[0]
 
 
 def outcome_of(test: str, outcomes: dict[str, Outcome]) -> Outcome:

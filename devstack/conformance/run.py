@@ -28,8 +28,9 @@ CI_REPORT = HOME / "report-ci.json"
 def run_suite(
     suite: Suite, ci: bool, by_design: list[expectations.Expectation], known: list[expectations.Expectation]
 ) -> list[TargetReport]:
-    """One suite direct and through each of its targets, each comparison's findings after one rerun of the tests
-    the lists do not explain."""
+    """One suite direct and through each of its targets, each comparison's findings after one rerun, direct and
+    through the target, of the tests the lists do not explain (in their context: Django's whole selection,
+    asyncpg's whole files)."""
     out = RUNS / ("ci" if ci else "full") / suite.name
     suite.prepare()
     selection = suite.selection(ci)
@@ -64,13 +65,13 @@ def run_suite(
         to_rerun = sorted({t for tests in left.values() for t in tests})
         again_direct = {}
         if to_rerun:
-            print(f"[conformance] {suite.name}: rerunning {len(to_rerun)} differing tests direct", flush=True)
-            again_direct = suite.rerun(suite.direct, to_rerun, out / "rerun-direct")
+            print(f"[conformance] {suite.name}: rerun direct for {len(to_rerun)} differing tests", flush=True)
+            again_direct = suite.rerun(suite.direct, to_rerun, selection, out / "rerun-direct")
         for report, proxied in reports:
             tests = left[report.target]
             if tests:
-                print(f"[conformance] {suite.name}: rerunning {len(tests)} through {report.target}", flush=True)
-                again = suite.rerun(endpoints[report.target], tests, out / f"rerun-{report.target}")
+                print(f"[conformance] {suite.name}: rerun through {report.target} for {len(tests)}", flush=True)
+                again = suite.rerun(endpoints[report.target], tests, selection, out / f"rerun-{report.target}")
                 report.findings += compare.judge(
                     tests, direct.outcomes, proxied.outcomes, again_direct, again, suite.lookup
                 )

@@ -1,6 +1,7 @@
 """The suites the harness runs and their targets: Django's on MySQL (direct, through the proxy), Django's on
 PostgreSQL (direct, through the pooler) and asyncpg's (direct, through the pooler and the forwarding listener), each
-with how it runs a selection of tests, reruns some and starts the proxy in front of its server."""
+with how it runs a selection of tests, reruns it for the tests that differ, and starts the proxy in front of its
+server."""
 
 from __future__ import annotations
 
@@ -80,14 +81,13 @@ class DjangoSuite:
         return SuiteRun(result.outcomes, result.finished.seconds, problems)
 
     def lookup(self, test: str, outcomes: dict[str, Outcome]) -> Outcome:
-        """A test's outcome in a rerun of its class (an error outside a test: its class's tests')."""
+        """A test's outcome in a rerun (an error outside a test: its class's tests' when it did not recur)."""
         return django_suite.outcome_of(test, outcomes)
 
-    def rerun(self, endpoint: Endpoint, tests: list[str], workdir: Path) -> dict[str, Outcome]:
-        """The test classes of the tests again, whole and in parallel as in the run: a test that fails through the
-        proxy after an earlier test of its class broke the connection's transaction fails again only so."""
-        labels = sorted({django_suite.class_of(t) for t in tests})
-        return django_suite.run(self.engine, endpoint, labels, workdir).outcomes
+    def rerun(self, endpoint: Endpoint, tests: list[str], selection: list[str], workdir: Path) -> dict[str, Outcome]:
+        """The whole selection again, as in the run: a test that fails through the proxy because an earlier test of
+        the same worker broke the connection's transaction fails again only after that test, in that order."""
+        return self.run(endpoint, selection, workdir).outcomes
 
 
 @dataclass(frozen=True)
@@ -122,9 +122,9 @@ class AsyncpgSuite:
         """A test's outcome in a rerun."""
         return outcome(test, outcomes)
 
-    def rerun(self, endpoint: Endpoint, tests: list[str], workdir: Path) -> dict[str, Outcome]:
-        """The tests again (by id; a file that did not collect, as a whole)."""
-        return asyncpg_suite.run(endpoint, tests, workdir).outcomes
+    def rerun(self, endpoint: Endpoint, tests: list[str], selection: list[str], workdir: Path) -> dict[str, Outcome]:
+        """The whole files of the tests again, as in the run (a test may depend on what ran before it in its file)."""
+        return asyncpg_suite.run(endpoint, sorted({t.partition("::")[0] for t in tests}), workdir).outcomes
 
 
 Suite = DjangoSuite | AsyncpgSuite

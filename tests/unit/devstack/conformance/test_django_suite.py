@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from devstack.conformance.django_suite import class_of, label_of, outcome_of, settings_module
+from devstack.conformance.django_suite import label_of, outcome_of, settings_module
 from devstack.conformance.journal import Outcome
 from devstack.conformance.targets import MYSQL_DIRECT, PGSQL_DIRECT, Endpoint
 
@@ -54,8 +54,3 @@ def test_an_error_outside_a_test_reruns_its_class_and_takes_its_tests_outcome() 
     assert outcome_of(holder, failed) == Outcome("error", "boom")
     assert outcome_of(holder, {holder: Outcome("error", "again")}) == Outcome("error", "again")
     assert outcome_of(holder, {}).status == "missing"
-
-
-def test_a_rerun_runs_the_whole_class_of_a_test() -> None:
-    assert class_of("transactions.tests.AtomicTests.test_commit") == "transactions.tests.AtomicTests"
-    assert class_of("setUpClass (backends.tests.DBConstraintTestCase)") == "backends.tests.DBConstraintTestCase"
