@@ -71,14 +71,16 @@ model_fields, queries, select_for_update and backends on MySQL, direct and throu
 
 - **direct passed / proxy passed**: the tests that passed in each run (the tests column counts the direct run's).
 - **proxy-only**: passed direct, failed, errored, hung or never ran through the proxy, listed in neither file
-  below, and still failing through the proxy (and passing direct) when run once more. Each one fails the run.
+  below, and the same again when run once more direct and through the proxy, in the same context (Django's whole
+  selection of apps, asyncpg's whole test file: a test can fail through the proxy because an earlier test of the
+  same worker left the connection's transaction broken, and alone it would pass). Each one fails the run.
 - **by design**: differences ProxyFleet keeps on purpose, each with its reason, in
   `devstack/conformance/by_design.toml`. Django's must stay empty.
 - **known defects**: open proxy defects, each with the issue whose fix removes it, in
   `devstack/conformance/known_defects.toml`; kept apart from the by-design list. An entry whose tests pass through
   the proxy again is reported as stale.
 - **flaky**: a differing test that, run once more, failed direct too or passed through the proxy; named with that
-  evidence, never dropped.
+  evidence, never dropped. Both runs' logs and journals are under `var/conformance/runs/` (`rerun-*`).
 
 Tests that fail direct already (the server's or the client's, not the proxy's) and tests skipped only through the
 proxy are listed in the JSON report.

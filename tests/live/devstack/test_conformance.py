@@ -1,6 +1,6 @@
 """``make conformance``'s CI subset: Django's own basic, transactions, model_fields, queries, select_for_update and
 backends tests on MySQL, direct to the MariaDB at 127.0.0.1:3306 and through a proxy node, compared test by test
-(``python -m devstack.conformance --ci``; about a minute and a half with the pinned sdist cached, a minute more to
+(``python -m devstack.conformance --ci``; about a minute and a half with the pinned sdist cached, half a minute more to
 fetch it and make the suites' virtualenv). A proxy-only failure that neither list of differences names fails it."""
 
 from __future__ import annotations
