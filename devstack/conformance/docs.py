@@ -33,8 +33,13 @@ passes direct and fails through the proxy is a **proxy-only failure**: the proxy
   config otherwise. Django's parallel runner clones its test databases with `mysqldump` and `mysql` through the same
   host and port, so the clone goes through the proxy too.
 - **Django's test suite on PostgreSQL** (`django-pgsql`): the same apps over psycopg 3; `direct` is PostgreSQL at
-  127.0.0.1:5432, `pooler` is the pooling proxy (`pgsql-interfaces`, `conformance` in `pgsql_users`, transaction
-  pooling).
+  127.0.0.1:5432 as `conformance` (a superuser role the harness makes), `pooler` is the pooling proxy
+  (`pgsql-interfaces`, `conformance` in `pgsql_users`, transaction pooling). Both run serially (`--parallel 1`):
+  Django's parallel runner clones the test database with `CREATE DATABASE ... TEMPLATE`, which PostgreSQL refuses
+  while any session is connected to the template, and the pooler keeps the idle server connection the migrations
+  ran on (PgBouncer does the same; the pooler has no setting or command to close a database's idle connections).
+  The harness drops the test databases `WITH (FORCE)` before each run, so that a run cut off while the pooler held
+  them does not stop the next one.
 - **asyncpg's test suite** (`asyncpg`): asyncpg 0.32.0's `tests/` from its sdist under pytest, pointed at an
   existing server with `PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD` and `PGDATABASE` (asyncpg's `_testbase` then uses
   it instead of starting a cluster of its own, and skips the tests that need one); `direct`, `pooler`, and `forward`

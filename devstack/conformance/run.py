@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import shutil
 import subprocess
 import sys
 import time
@@ -32,6 +33,7 @@ def run_suite(
     through the target, of the tests the lists do not explain (in their context: Django's whole selection,
     asyncpg's whole files)."""
     out = RUNS / ("ci" if ci else "full") / suite.name
+    shutil.rmtree(out, ignore_errors=True)  # no rerun's files from an earlier run left beside this one's
     suite.prepare()
     selection = suite.selection(ci)
     print(f"[conformance] {suite.name}: direct", flush=True)

@@ -69,6 +69,15 @@ def fresh_pgsql_database(name: str) -> None:
         conn.execute(f'CREATE DATABASE "{name}" OWNER {USER}')
 
 
+def drop_pgsql_databases(prefix: str) -> None:
+    """Drop every database whose name starts with ``prefix`` (a run's test databases, ``_other`` and clones), their
+    sessions ended: those a pooler keeps included, which would make Django's own DROP DATABASE fail."""
+    with _pg_admin() as conn:
+        names = conn.execute("SELECT datname FROM pg_database WHERE starts_with(datname, %s)", (prefix,)).fetchall()
+        for (name,) in names:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 def mysql_proxy_config() -> dict[str, object]:
     """One hostgroup holding the server at 127.0.0.1:3306 and ``conformance`` in ``mysql_users``; defaults
     otherwise."""
