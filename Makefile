@@ -87,7 +87,7 @@ bench-pgsql: deps build
 
 # Real clients' own test suites, direct and through a proxy node, compared test by test (issue 39): Django's on MySQL
 # and on PostgreSQL (through the pooler) and asyncpg's (through the pooler and a forwarding listener), from pinned
-# sdists fetched from PyPI into var/conformance; the table and var/conformance/report.json; DURATION
+# sdists fetched from PyPI into var/conformance; the table and var/conformance/report.json; about 20 minutes
 # (CONFORMANCE_ARGS='--suite NAME' for one suite, '--ci' for the subset make test runs, '--write-docs' to write
 # docs/compatibility.md). It fails on a proxy-only failure that devstack/conformance/by_design.toml and
 # known_defects.toml do not name.

@@ -57,7 +57,7 @@ Direct and proxied runs use databases of different names.
 ## How to run it
 
 ```sh
-make conformance                                       # all three suites, about an hour and a half
+make conformance                                       # all three suites, about 20 minutes
 make conformance CONFORMANCE_ARGS='--suite asyncpg'    # one suite
 make conformance CONFORMANCE_ARGS='--ci'               # the CI subset that make test runs
 make conformance CONFORMANCE_ARGS='--write-docs'       # and write this page from the run

@@ -64,7 +64,8 @@ ASYNCPG = Sdist(
 
 #: What the suites' virtualenv holds besides Django from its sdist: the drivers at requirements.txt's versions, the
 #: test requirements of the Django apps run (tblib for tracebacks from parallel workers, PyYAML for the serializers'
-#: and fixtures' YAML tests, Pillow for ImageField), and pytest with pytest-timeout for asyncpg's suite.
+#: and fixtures' YAML tests, Pillow for ImageField), and for asyncpg's suite pytest with pytest-timeout and distro
+#: (its ``test_connect.py`` imports it).
 VENV_PACKAGES = (
     "asgiref==3.13.0",
     "sqlparse==0.6.1",
@@ -77,6 +78,7 @@ VENV_PACKAGES = (
     "pillow==13.0.0",
     "pytest==9.2.0",
     "pytest-timeout==2.4.0",
+    "distro==1.9.0",
     "iniconfig==2.3.1",
     "packaging==26.4",
     "pluggy==1.7.0",
