@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from devstack.conformance.compare import BY_DESIGN, FLAKY, KNOWN_DEFECT, PROXY_ONLY
+from devstack.conformance.compare import BY_DESIGN, FLAKY, KNOWN_DEFECT, PROXY_ONLY, Finding
 from devstack.conformance.report import COLUMNS, TargetReport, from_json
 from devstack.sandbox import REPO
 
@@ -37,21 +37,23 @@ passes direct and fails through the proxy is a **proxy-only failure**: the proxy
   (`pgsql-interfaces`, `conformance` in `pgsql_users`, transaction pooling). Both run serially (`--parallel 1`):
   Django's parallel runner clones the test database with `CREATE DATABASE ... TEMPLATE`, which PostgreSQL refuses
   while any session is connected to the template, and the pooler keeps the idle server connection the migrations
-  ran on (PgBouncer does the same; the pooler has no setting or command to close a database's idle connections).
+  ran on (PgBouncer keeps its idle server connections too; the pooler has no setting or command to close a
+  database's idle connections).
   The harness drops the test databases `WITH (FORCE)` before each run, so that a run cut off while the pooler held
   them does not stop the next one.
 - **asyncpg's test suite** (`asyncpg`): asyncpg 0.32.0's `tests/` from its sdist under pytest, pointed at an
   existing server with `PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD` and `PGDATABASE` (asyncpg's `_testbase` then uses
   it instead of starting a cluster of its own, and skips the tests that need one); `direct`, `pooler`, and `forward`
-  (a `pgsql_forwarding_listeners` port on the same node).
+  (a `pgsql_forward_listeners` port on the same node).
 
 The sdists are downloaded from PyPI at pinned versions and checked against the sha256 pinned in
 `devstack/conformance/sources.py`, cached and unpacked under `var/conformance/`; nothing of them is in the
 repository. The suites run in a virtualenv of their own, `var/conformance/venv` (Django from its sdist, the drivers
 at requirements.txt's versions). Every test's start and outcome is written to a journal as it happens (a Django
 test runner and a pytest plugin of the harness's, `devstack/conformance/suite_side/`). A test that runs past its
-limit (180 s for Django's, 120 s for asyncpg's) is interrupted and counted as an error; a whole run has a watchdog
-(75 minutes for Django's, 15 minutes per asyncpg test file) that names the test that was running and moves on.
+limit (180 s for Django's, 120 s for asyncpg's) is interrupted and counted as an error. A whole run has a watchdog
+(75 minutes for Django's, 15 minutes per asyncpg test file): when it fires, the test that was running is counted as
+hung, those that never ran as missing, and the harness goes on with the next run.
 Direct and proxied runs use databases of different names.
 
 ## How to run it
@@ -61,10 +63,11 @@ make conformance                                       # all three suites, about
 make conformance CONFORMANCE_ARGS='--suite asyncpg'    # one suite
 make conformance CONFORMANCE_ARGS='--ci'               # the CI subset that make test runs
 make conformance CONFORMANCE_ARGS='--write-docs'       # and write this page from the run
-python -m devstack.conformance.docs                    # write this page from the last report
+python -m devstack.conformance.docs                    # write this page from the last full report
 ```
 
-It prints a table per suite and target and, under it, each proxy-only failure with the end of its traceback, and
+It prints a table per suite and target and, under it, each proxy-only failure with the exceptions of its traceback
+(the first of a chain is often the cause) and the traceback's end, and
 writes `var/conformance/report.json` (`report-ci.json` for `--ci`); each run's log and journal are under
 `var/conformance/runs/`. It exits 1 when a comparison has a proxy-only failure or a run went wrong (its watchdog
 stopped it, no test ran, the proxy logged a traceback).
@@ -92,6 +95,13 @@ proxy are listed in the JSON report.
 """
 
 
+def _why(finding: Finding) -> str:
+    """A finding's outcome through the proxy and its note (a flaky test's note says both)."""
+    if finding.kind == FLAKY:
+        return finding.note
+    return f"{finding.proxy.status}: {finding.note}" if finding.note else finding.proxy.status
+
+
 def _section(report: TargetReport) -> list[str]:
     lines = [f"### {report.suite} / {report.target}", ""]
     for kind, title in ((PROXY_ONLY, "Proxy-only failures"), (KNOWN_DEFECT, "Known defects"),
@@ -101,13 +111,12 @@ def _section(report: TargetReport) -> list[str]:
             continue
         lines.append(f"{title} ({len(found)}):")
         lines.append("")
-        lines += [f"- `{f.test}` ({f.proxy.status}{': ' + f.note if f.note else ''})" for f in found]
+        lines += [f"- `{f.test}` ({_why(f)})" for f in found]
         lines.append("")
     lines += [f"- {p}" for p in report.problems]
     if len(lines) == 2:
         lines.append("No difference.")
-    lines.append("")
-    return lines
+    return lines if lines[-1] == "" else [*lines, ""]
 
 
 def render(doc: dict[str, object]) -> str:
