@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
 
-.PHONY: deps sysdeps lint build test test-unit run bench bench-pinned bench-instructions bench-kernel-calls bench-compare bench-failover bench-sharding bench-hot-rows bench-pgsql txmodel test-sharding-long clean
+.PHONY: deps sysdeps lint build test test-unit run bench bench-pinned bench-instructions bench-kernel-calls bench-compare bench-failover bench-sharding bench-hot-rows bench-pgsql conformance txmodel test-sharding-long clean
 
 # The virtualenv with requirements.txt installed, and the Debian packages.
 deps: sysdeps $(STAMP)
@@ -84,6 +84,15 @@ bench-hot-rows: deps build
 # var/bench-pgsql/section.md instead of the docs).
 bench-pgsql: deps build
 	$(PY) -m devstack.bench.pgsql_bench $(BENCH_ARGS)
+
+# Real clients' own test suites, direct and through a proxy node, compared test by test (issue 39): Django's on MySQL
+# and on PostgreSQL (through the pooler) and asyncpg's (through the pooler and a forwarding listener), from pinned
+# sdists fetched from PyPI into var/conformance; the table and var/conformance/report.json; about 20 minutes
+# (CONFORMANCE_ARGS='--suite NAME' for one suite, '--ci' for the subset make test runs, '--write-docs' to write
+# docs/compatibility.md). It fails on a proxy-only failure that devstack/conformance/by_design.toml and
+# known_defects.toml do not name.
+conformance: deps build
+	$(PY) -m devstack.conformance $(CONFORMANCE_ARGS)
 
 # The model-based transaction test at length (tests/support/txmodel.py; make test runs it small):
 # BENCH_ARGS-style flags in TXMODEL_ARGS, e.g. TXMODEL_ARGS='--walkers 16 --steps 5000 --seed 7'.
