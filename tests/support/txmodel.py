@@ -38,8 +38,8 @@ import pymysql
 from pymysql.constants import CLIENT
 
 from devstack.proxy import ProxyProcess, small_pool_config
-from devstack.sandbox import APP_PASSWORD, APP_USER
 from devstack.stack import wait_until
+from tests.support.clients import Answer, answer, open_session
 from tests.support.harness import advance_clock_while_running, open_transactions
 
 ROWS = "app.txm_rows"
@@ -163,23 +163,7 @@ class Walker:
 
     def open(self, port: int) -> Any:
         """A session on ``port`` as this walker's client opens it (its driver, its flags), autocommit on."""
-        if self.driver == "pymysql":
-            return pymysql.connect(
-                host="127.0.0.1",
-                port=port,
-                user=APP_USER,
-                password=APP_PASSWORD,
-                database="app",
-                autocommit=True,
-                read_timeout=60,
-                connect_timeout=10,
-                client_flag=self.flags,
-            )
-        conn = MySQLdb.connect(
-            host="127.0.0.1", port=port, user=APP_USER, password=APP_PASSWORD, database="app", client_flag=self.flags
-        )
-        conn.autocommit(True)
-        return conn
+        return open_session(port, self.driver, self.flags)
 
     def connect(self) -> None:
         """A new session (autocommit on, no transaction), and its twin when it has none."""
@@ -500,20 +484,15 @@ class Walker:
         if through != direct or through_vars != direct_vars:
             self.violation(f"through the proxy {through} {through_vars}, direct {direct} {direct_vars}")
 
-    def answer(self, conn: Any, sql: str) -> tuple[Any, ...]:
-        """What a client sees of ``sql`` on ``conn``: its error, its affected rows, its OK's info, its rows."""
+    def answer(self, conn: Any, sql: str) -> Answer:
+        """What a client sees of ``sql`` on ``conn`` (``clients.answer``); Lost if the session is gone."""
         try:
-            with conn.cursor() as cur:
-                affected = cur.execute(sql)
-                rows = tuple(tuple(r) for r in cur.fetchall()) if cur.description else ()
-                info = cur._result.message if isinstance(conn, pymysql.Connection) else conn.info()
-        except (pymysql.err.MySQLError, MySQLdb.MySQLError) as exc:
-            if _code(exc) in LOST or isinstance(exc, pymysql.err.InterfaceError | MySQLdb.InterfaceError):
-                raise Lost(str(exc)) from None
-            return (_code(exc),)
-        if isinstance(info, bytes):
-            info = info.decode()
-        return (0, int(affected), info or "", rows)
+            got = answer(conn, sql)
+        except (pymysql.err.InterfaceError, MySQLdb.InterfaceError) as exc:
+            raise Lost(str(exc)) from None
+        if got.code in LOST:
+            raise Lost(f"error {got.code}")
+        return got
 
     def _rollback_to(self) -> None:
         txn = self.txn

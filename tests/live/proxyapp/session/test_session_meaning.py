@@ -18,8 +18,9 @@ import pytest
 from pymysql.constants import CLIENT
 
 from devstack.proxy import ProxyProcess, small_pool_config
-from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox
+from devstack.sandbox import Sandbox
 from devstack.stack import wait_until
+from tests.support.clients import answer, open_session
 from tests.support.harness import StartProxy
 
 TABLE = "app.sm_rows"
@@ -38,44 +39,16 @@ CLIENTS = {
 PER_CONNECTION = frozenset({"pseudo_thread_id", "timestamp", "rand_seed1", "rand_seed2"})
 
 
-def connect(port: int, client: str, **kwargs: Any) -> Any:
-    """A session of ``client`` (a key of ``CLIENTS``) on ``port`` as the app user, in schema app, autocommit on."""
+def connect(port: int, client: str) -> Any:
+    """A session of ``client`` (a key of ``CLIENTS``) on ``port``."""
     driver, flags, charset = CLIENTS[client]
-    if driver == "pymysql":
-        return pymysql.connect(
-            host="127.0.0.1",
-            port=port,
-            user=APP_USER,
-            password=APP_PASSWORD,
-            database="app",
-            client_flag=flags,
-            charset=charset,
-            autocommit=True,
-            read_timeout=30,
-            **kwargs,
-        )
-    conn = MySQLdb.connect(
-        host="127.0.0.1",
-        port=port,
-        user=APP_USER,
-        password=APP_PASSWORD,
-        database="app",
-        client_flag=flags,
-        charset=charset,
-        **kwargs,
-    )
-    conn.autocommit(True)
-    return conn
+    return open_session(port, driver, flags, charset)
 
 
-def affected(conn: Any, sql: str) -> tuple[int, str]:
-    """Run a change: its affected rows and its OK packet's info ("Rows matched: 1  Changed: 0  Warnings: 0")."""
-    with conn.cursor() as cur:
-        rows = cur.execute(sql)
-        info = cur._result.message if isinstance(conn, pymysql.Connection) else conn.info()
-    if isinstance(info, bytes):
-        info = info.decode()
-    return int(rows), info or ""
+def affected(conn: Any, sql: str) -> tuple[int, int, str]:
+    """Run a change: its error, its affected rows and its OK packet's info ("Rows matched: 1  Changed: 0 ...")."""
+    got = answer(conn, sql)
+    return got.code, got.affected, got.info
 
 
 def variables(conn: Any) -> dict[str, str]:
@@ -96,13 +69,9 @@ def idle(proxy: ProxyProcess) -> int:
 def error_code(conn: Any, sql: str) -> int:
     """The error ``sql`` fails with, 0 if it succeeds."""
     try:
-        with conn.cursor() as cur:
-            cur.execute(sql)
-            if cur.description:
-                cur.fetchall()
-    except (pymysql.MySQLError, MySQLdb.MySQLError) as exc:
-        return int(exc.args[0])
-    return 0
+        return answer(conn, sql).code
+    except (pymysql.err.InterfaceError, MySQLdb.InterfaceError):
+        return 2006  # the driver knows its connection is gone: MySQL server has gone away
 
 
 @pytest.fixture(scope="module", autouse=True)
