@@ -75,8 +75,8 @@ class SessionState:
     pins: set[Pin] = field(default_factory=set)
     #: A transaction the session opened by what it sent (``track``): BEGIN, or with autocommit off any statement
     #: that is not transaction-neutral, until COMMIT, ROLLBACK or an implicit commit. The server's IN_TRANS flag misses
-    #: some of these (MariaDB sets none after a SAVEPOINT or a read with autocommit off, yet holds the savepoint and
-    #: the read view), so the session keeps its connection on either.
+    #: some of these (MariaDB sets none after a SAVEPOINT with autocommit off, yet holds the savepoint), so the
+    #: session keeps its connection on either.
     transaction_open: bool = False
     #: The wait_timeout the session set itself, in seconds (0: none; ``mysql-wait_timeout`` applies): the proxy ends
     #: it idle past that, as the server would (``limits.overstay``).

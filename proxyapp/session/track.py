@@ -11,8 +11,8 @@ It is the one definition of when a backend connection is bound to its session (`
 - a transaction (``Pin.TRANSACTION``), known from the server's IN_TRANS flag *or* from what the session sent
   (``transaction``): BEGIN, START TRANSACTION, XA START, or with autocommit off any statement that is not
   transaction-neutral (``scan.TRANSACTION_NEUTRAL``: SET, USE, SHOW, COMMIT, ROLLBACK), until COMMIT, ROLLBACK, an
-  implicit commit (DDL, LOCK TABLES, BEGIN...) or ``SET autocommit=1``. MariaDB sets no IN_TRANS after a SAVEPOINT or
-  a read with autocommit off, yet holds the savepoint and the read view on that connection;
+  implicit commit (DDL, LOCK TABLES, BEGIN...) or ``SET autocommit=1``. MariaDB sets no IN_TRANS after a SAVEPOINT
+  with autocommit off, yet holds the savepoint on that connection;
 - LOCK TABLES until UNLOCK TABLES (or BEGIN), GET_LOCK until every lock is released, temporary tables until dropped;
 - user variables only when their values could not be read back (else they are replayed: ``state.bring``);
 - a text-protocol PREPARE, an open cursor, SQL_CALC_FOUND_ROWS until FOUND_ROWS(), ``sql_log_bin=0``, a SET the

@@ -138,8 +138,8 @@ def test_a_savepoint_first_with_autocommit_off_stays_on_its_connection(
 def test_a_read_with_autocommit_off_keeps_its_snapshot(
     proxy: ProxyProcess, sandbox: Sandbox, direct: int, opened: Callable[[Any], Any]
 ) -> None:
-    """Under REPEATABLE READ, the first read with autocommit off fixes what the transaction sees, though MariaDB
-    flags no transaction: a change committed meanwhile stays unseen until COMMIT."""
+    """Under REPEATABLE READ, the first read with autocommit off fixes what the transaction sees: a change committed
+    meanwhile stays unseen until COMMIT, whichever connections the other sessions take."""
     for port in (direct, proxy.port):
         reader = opened(connect(port, "pymysql"))
         others = [opened(connect(port, "pymysql")) for _ in range(2)]
