@@ -26,6 +26,7 @@ from proxyapp.session.state import SessionState, bring
 from proxyapp.sharding.physical import default_schema, rewrite
 from proxyapp.sharding.sequence import CREATE_STATEMENTS, advance_sql, highest_sql, numbering, start_sql
 from proxyapp.sharding.shardmap import Shard, ShardedTable
+from proxyapp.sql.modes import lexical_dialect, sql_modes
 
 #: The server's errors for a missing table and a missing schema: the sequences table is made.
 _NO_TABLE = frozenset({1146, 1049})
@@ -44,8 +45,9 @@ async def number_rows(services: SessionServices, client: Client, state: SessionS
     the error was sent to the client."""
     shard_map = services.runtime.shard_map
     assert shard_map is not None
-    zero_is_value = "NO_AUTO_VALUE_ON_ZERO" in state.variables.get("sql_mode", "").upper()
-    found = numbering(sql, state.schema, shard_map, zero_is_value)
+    mode = state.variables.get("sql_mode")
+    zero_is_value = "NO_AUTO_VALUE_ON_ZERO" in sql_modes(mode)
+    found = numbering(sql, state.schema, shard_map, zero_is_value, lexical_dialect(mode))
     if found is None:
         return sql
     if found.refused:

@@ -36,6 +36,7 @@ from proxyapp.sharding.placement import Placement, placement
 from proxyapp.sharding.plan import Plan, plan
 from proxyapp.sql.analysis import analyze
 from proxyapp.sql.digest import Digest
+from proxyapp.sql.modes import lexical_dialect
 from proxyapp.sql.scan import Kind, Statement, scan
 
 _WARNING_QUERIES = ("SHOW WARNINGS", "SHOW ERRORS", "SHOW COUNT")
@@ -274,7 +275,11 @@ class QueryPipeline:
         """Where ``sql`` runs when it names a sharded table (``proxyapp.sharding``); None when it names none."""
         shard_map = self.services.runtime.shard_map
         assert shard_map is not None
-        found = plan(sql, self.state.schema, shard_map)
+        mode = self.state.variables.get("sql_mode")
+        if mode is None:  # the usual case: the server's global mode, taken to be the default lexical rules
+            found = plan(sql, self.state.schema, shard_map)
+        else:
+            found = plan(sql, self.state.schema, shard_map, lexical_dialect(mode))
         if found is None:
             return None
         situation = self.link.situation()

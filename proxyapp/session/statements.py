@@ -32,6 +32,7 @@ from proxyapp.session.state import Pin, SessionState
 from proxyapp.sharding.params import ParamError
 from proxyapp.sharding.plan import plan
 from proxyapp.sql.analysis import analyze
+from proxyapp.sql.modes import lexical_dialect
 
 
 class PreparedStatements:
@@ -77,7 +78,8 @@ class PreparedStatements:
             statements = rewritten or statements
         hostgroup = self.queries.route(statements, outcome) if statements else self.client.default_hostgroup
         stmt = ClientStatement(self.next_id, sql, statements, hostgroup, 0, 0, digest)
-        found = plan(sql, self.state.schema, rt.shard_map) if rt.shard_map is not None else None
+        dialect = lexical_dialect(self.state.variables.get("sql_mode"))
+        found = plan(sql, self.state.schema, rt.shard_map, dialect) if rt.shard_map is not None else None
         if found is not None:  # on sharded tables: each execute is planned (sharded_statements)
             stmt.sharded = True
             prepared = await self.sharded.prepare(stmt, found.table)

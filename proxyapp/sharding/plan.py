@@ -22,7 +22,18 @@ from typing import cast
 from proxyapp.config.sharding import Key, ShardKeyError
 from proxyapp.sharding.gather import Gather, Refused, gather
 from proxyapp.sharding.shardmap import ShardedTable, ShardMap
-from proxyapp.sql.lex import TokenKind, Tokens, find_top, statement_ranges, tokenize, top_level, unquote, unwrap
+from proxyapp.sql.lex import (
+    MYSQL,
+    Dialect,
+    TokenKind,
+    Tokens,
+    find_top,
+    statement_ranges,
+    tokenize,
+    top_level,
+    unquote,
+    unwrap,
+)
 from proxyapp.sql.where import WHERE_ENDS, ColumnAt, Where, comparisons, literal, parts, values
 
 _T = TokenKind
@@ -81,15 +92,16 @@ PLAN_CACHE_SIZE = 2048
 CACHEABLE_LENGTH = 2048
 
 
-def plan(sql: str, schema: str | None, shard_map: ShardMap) -> Plan | None:
-    """The plan of ``sql`` run with default schema ``schema``; None when it names no sharded or global table.
+def plan(sql: str, schema: str | None, shard_map: ShardMap, dialect: Dialect = MYSQL) -> Plan | None:
+    """The plan of ``sql`` run with default schema ``schema``, read by the lexical rules of the session's SQL modes
+    (``dialect``: ``proxyapp.sql.modes.lexical_dialect``); None when it names no sharded or global table.
 
     A statement's shape (its tokens, each literal a mark: ``_shape``) is analyzed once per shard map: the
     ``Template`` it gives is kept in ``shard_map.plans`` and finished with the literals of each statement of that
     shape (text statements and rendered prepared executes alike)."""
     if not shard_map.named_in(sql, schema):
         return None
-    tokens = tokenize(sql)
+    tokens = tokenize(sql, dialect)
     if len(sql) > CACHEABLE_LENGTH:
         return _analyze(tokens, schema, shard_map).finish(tokens)
     plans = shard_map.plans
@@ -409,7 +421,7 @@ def _leads(tokens: Tokens, i: int, lo: int) -> bool:
 def _ident(tokens: Tokens, i: int) -> str | None:
     kind = tokens.kinds[i]
     if kind is _T.QUOTED_IDENT:
-        return unquote(tokens.texts[i])
+        return unquote(tokens.texts[i], backslash_escapes=False)
     if kind is _T.WORD and tokens.word(i) not in _CLAUSE_WORDS:
         return tokens.texts[i]
     return None

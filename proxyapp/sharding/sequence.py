@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from proxyapp.sharding.nodeblocks import NodeBlocks, sequence_key
 from proxyapp.sharding.plan import written_table
 from proxyapp.sharding.shardmap import ShardedTable, ShardMap
-from proxyapp.sql.lex import TokenKind, Tokens, closing, split_top, statement_ranges, tokenize, unquote
+from proxyapp.sql.lex import MYSQL, Dialect, TokenKind, Tokens, closing, split_top, statement_ranges, tokenize, unquote
 
 #: The schema and table on each group's shard 0 that hold the sequences.
 SEQUENCES_TABLE = "proxyfleet.sequences"
@@ -75,13 +75,16 @@ class Numbering:
         return "".join(out)
 
 
-def numbering(sql: str, schema: str | None, shard_map: ShardMap, zero_is_value: bool = False) -> Numbering | None:
+def numbering(
+    sql: str, schema: str | None, shard_map: ShardMap, zero_is_value: bool = False, dialect: Dialect = MYSQL
+) -> Numbering | None:
     """The numbering ``sql`` needs (run with default schema ``schema``; ``zero_is_value``: the session's sql_mode
-    has NO_AUTO_VALUE_ON_ZERO); None when it needs none, or is a statement the planner refuses anyway (several
-    statements, no column list, INSERT ... SELECT or SET, rows that do not match the column list)."""
+    has NO_AUTO_VALUE_ON_ZERO; ``dialect``: the lexical rules its SQL modes make); None when it needs none, or is
+    a statement the planner refuses anyway (several statements, no column list, INSERT ... SELECT or SET, rows that
+    do not match the column list)."""
     if not shard_map.named_in(sql, schema):
         return None
-    tokens = tokenize(sql)
+    tokens = tokenize(sql, dialect)
     ranges = statement_ranges(tokens)
     if len(ranges) != 1 or tokens.word(ranges[0][0]) not in ("INSERT", "REPLACE"):
         return None
@@ -163,7 +166,7 @@ def _generated(tokens: Tokens, lo: int, hi: int, zero_is_value: bool) -> bool | 
         return None
     kind, text = tokens.kinds[hi - 1], tokens.texts[hi - 1]
     if kind is TokenKind.STRING and not negative and text[:1] in "'\"":
-        text = unquote(text)
+        text = unquote(text, tokens.backslash_escapes)
     elif kind is not TokenKind.NUMBER:
         return None
     if _INTEGER_TEXT.fullmatch(text) is None:

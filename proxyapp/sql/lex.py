@@ -15,9 +15,11 @@ escape (``standard_conforming_strings``: ``''`` is the only one); bit strings (`
 ``--`` comments run to the line's end and ``/* */`` comments nest; ``?``, ``#``, ``@`` and ``::`` are operators.
 The other functions of this module read MySQL's tokens.
 
-Not modelled: MySQL's ``ANSI_QUOTES`` and ``NO_BACKSLASH_ESCAPES`` SQL modes (``"..."`` is always a string and a
-backslash always escapes), and nested comments in MySQL (MariaDB does not nest them either); PostgreSQL's
-``standard_conforming_strings = off`` and string constants continued across lines (``'a'\n'b'`` is two).
+MySQL's SQL modes that change its lexical rules have dialects of their own (``mysql_dialect``): under
+``ANSI_QUOTES`` ``"..."`` is a QUOTED_IDENT, under ``NO_BACKSLASH_ESCAPES`` a backslash in a string is itself, not
+an escape; ``unquote`` decodes a string by the same rule (``Tokens.backslash_escapes``). Not modelled: nested
+comments in MySQL (MariaDB does not nest them either); PostgreSQL's ``standard_conforming_strings = off`` and string
+constants continued across lines (``'a'\n'b'`` is two).
 """
 
 from __future__ import annotations
@@ -56,30 +58,41 @@ _QUOTED_IDENT = r"`[^`]*+(?:``[^`]*+)*+(?:`|\Z)"
 _QUOTED = f"{_STRING_BODY_SQ}|{_STRING_BODY_DQ}|{_QUOTED_IDENT}"
 _PLAIN_COMMENT = r"--(?=\s|\Z)[^\n]*+|#[^\n]*+|/\*(?!M?!)[\s\S]*?(?:\*/|\Z)"
 
-# Alternatives in the order they are tried: the frequent ones first, where order doesn't matter. A word can't be
-# an introducer or hex/bit prefix directly before a quote (N'..', _utf8mb4'..', X'..', b'..').
-_ALTERNATIVES: tuple[tuple[TokenKind, str], ...] = (
-    (_T.WORD, r"(?!(?:[xXbBnN]|_\w+)')(?:[^\W\d]|\$)[\w$]*+"),
-    (_T.OPERATOR, r"[=,()]"),
-    (
-        _T.NUMBER,
-        rf"(?:\d++(?:\.\d*+)?|\.\d++)(?:[eE][-+]?\d++)?(?!{_WORD_CHARS})|0[xX][0-9a-fA-F]++(?!{_WORD_CHARS})"
-        rf"|0[bB][01]++(?!{_WORD_CHARS})|[xX]'[0-9a-fA-F]*'|[bB]'[01]*'",
-    ),
-    (_T.STRING, rf"(?:[nN]|_\w+)?{_STRING_BODY_SQ}|{_STRING_BODY_DQ}"),
-    (_T.WORD, r"[\w$]++"),  # identifiers may start with a digit (1st_col), and x'zz' is x then 'zz'
-    (_T.QUOTED_IDENT, _QUOTED_IDENT),
-    (_T.PLACEHOLDER, r"\?"),
-    (_T.COMMENT, _PLAIN_COMMENT),
-    (_T.EXEC_OPEN, r"/\*M?!(?:\d{5,6})?"),
-    (_T.EXEC_CLOSE, r"\*/"),
-    (_T.SYS_VAR, rf"@@(?:[\w$]+\.)?(?:[\w$]+|{_QUOTED_IDENT})"),
-    (_T.HOST, rf"""(?<=[\w$`'"])@(?:[\w$.%-]+|{_QUOTED})"""),
-    (_T.USER_VAR, rf"@(?:[\w$.]+|{_QUOTED})"),
-    (_T.SEMICOLON, r";"),
-    (_T.OPERATOR, r":=|<=>|->>|->|<<|>>|<=|>=|<>|!=|&&|\|\||[-+*/%<>!~^&|.{}\[\]:]"),
-    (_T.OTHER, r"\S"),
-)
+_STRING_PLAIN_SQ = r"'[^']*+(?:''[^']*+)*+(?:'|\Z)"  # under NO_BACKSLASH_ESCAPES
+_STRING_PLAIN_DQ = r'"[^"]*+(?:""[^"]*+)*+(?:"|\Z)'
+
+
+def _mysql_alternatives(ansi_quotes: bool, backslash_escapes: bool) -> tuple[tuple[TokenKind, str], ...]:
+    """MySQL's alternatives in the order they are tried (the frequent ones first, where order doesn't matter),
+    ``"..."`` a name under ``ansi_quotes``, backslashes escaping in strings unless ``NO_BACKSLASH_ESCAPES``. A word
+    can't be an introducer or hex/bit prefix directly before a quote (N'..', _utf8mb4'..', X'..', b'..')."""
+    single = _STRING_BODY_SQ if backslash_escapes else _STRING_PLAIN_SQ
+    double = _STRING_BODY_DQ if backslash_escapes else _STRING_PLAIN_DQ
+    strings = rf"(?:[nN]|_\w+)?{single}" if ansi_quotes else rf"(?:[nN]|_\w+)?{single}|{double}"
+    names = f"{_QUOTED_IDENT}|{_STRING_PLAIN_DQ}" if ansi_quotes else _QUOTED_IDENT
+    return (
+        (_T.WORD, r"(?!(?:[xXbBnN]|_\w+)')(?:[^\W\d]|\$)[\w$]*+"),
+        (_T.OPERATOR, r"[=,()]"),
+        (
+            _T.NUMBER,
+            rf"(?:\d++(?:\.\d*+)?|\.\d++)(?:[eE][-+]?\d++)?(?!{_WORD_CHARS})|0[xX][0-9a-fA-F]++(?!{_WORD_CHARS})"
+            rf"|0[bB][01]++(?!{_WORD_CHARS})|[xX]'[0-9a-fA-F]*'|[bB]'[01]*'",
+        ),
+        (_T.STRING, strings),
+        (_T.WORD, r"[\w$]++"),  # identifiers may start with a digit (1st_col), and x'zz' is x then 'zz'
+        (_T.QUOTED_IDENT, names),
+        (_T.PLACEHOLDER, r"\?"),
+        (_T.COMMENT, _PLAIN_COMMENT),
+        (_T.EXEC_OPEN, r"/\*M?!(?:\d{5,6})?"),
+        (_T.EXEC_CLOSE, r"\*/"),
+        (_T.SYS_VAR, rf"@@(?:[\w$]+\.)?(?:[\w$]+|{_QUOTED_IDENT})"),
+        (_T.HOST, rf"""(?<=[\w$`'"])@(?:[\w$.%-]+|{_QUOTED})"""),
+        (_T.USER_VAR, rf"@(?:[\w$.]+|{_QUOTED})"),
+        (_T.SEMICOLON, r";"),
+        (_T.OPERATOR, r":=|<=>|->>|->|<<|>>|<=|>=|<>|!=|&&|\|\||[-+*/%<>!~^&|.{}\[\]:]"),
+        (_T.OTHER, r"\S"),
+    )
+
 
 # PostgreSQL's (``tokenize(sql, PGSQL)``): standard strings without backslash escapes, E'' strings with them
 # (MySQL's body), dollar quotes (the closing tag must repeat the opening one), "..." names, nesting comments.
@@ -110,12 +123,16 @@ _PG_ALTERNATIVES: tuple[tuple[TokenKind, str], ...] = (
 class Dialect:
     """A dialect's lexical rules as ``tokenize`` runs them: ``pattern``, the master pattern (optional whitespace,
     then exactly one alternative, each its own group, or the end), and ``group_kinds``, the token kind of each of
-    its groups (``group_kinds[m.lastindex]`` is the kind of a match; an alternative's own groups are OTHER)."""
+    its groups (``group_kinds[m.lastindex]`` is the kind of a match; an alternative's own groups are OTHER);
+    ``backslash_escapes``: whether a backslash escapes the next character in a MySQL string (``unquote``)."""
 
-    __slots__ = ("group_kinds", "name", "pattern")
+    __slots__ = ("backslash_escapes", "group_kinds", "name", "pattern")
 
-    def __init__(self, name: str, alternatives: tuple[tuple[TokenKind, str], ...]) -> None:
+    def __init__(
+        self, name: str, alternatives: tuple[tuple[TokenKind, str], ...], backslash_escapes: bool = True
+    ) -> None:
         self.name = name
+        self.backslash_escapes = backslash_escapes
         # Trailing whitespace is one match, no group: without it the search would fail at each of its positions in
         # turn, scanning the rest of it each time, and a query ending in a megabyte of spaces would take minutes.
         groups = "|".join(f"(?P<_{i}>{pattern})" for i, (_, pattern) in enumerate(alternatives))
@@ -127,11 +144,28 @@ class Dialect:
 
 
 #: MySQL's and MariaDB's lexical rules (the default).
-MYSQL = Dialect("mysql", _ALTERNATIVES)
+MYSQL = Dialect("mysql", _mysql_alternatives(False, True))
+#: Under the SQL modes that change them: ANSI_QUOTES, NO_BACKSLASH_ESCAPES, both.
+_MYSQL_MODES = (
+    Dialect("mysql ansi_quotes", _mysql_alternatives(True, True)),
+    Dialect("mysql no_backslash_escapes", _mysql_alternatives(False, False), backslash_escapes=False),
+    Dialect("mysql ansi_quotes no_backslash_escapes", _mysql_alternatives(True, False), backslash_escapes=False),
+)
 #: PostgreSQL's lexical rules.
 PGSQL = Dialect("pgsql", _PG_ALTERNATIVES)
 
-_ESCAPE_RE = re.compile(r"\\(.)", re.DOTALL)
+
+def mysql_dialect(ansi_quotes: bool, no_backslash_escapes: bool) -> Dialect:
+    """MySQL's lexical rules under the ``ANSI_QUOTES`` and ``NO_BACKSLASH_ESCAPES`` SQL modes, on or off."""
+    if not ansi_quotes and not no_backslash_escapes:
+        return MYSQL
+    return _MYSQL_MODES[ansi_quotes + 2 * no_backslash_escapes - 1]
+
+
+_STRING_ESCAPES = {quote: re.compile(rf"\\(.)|{quote}{quote}", re.DOTALL) for quote in "'\""}
+#: What MariaDB makes of a backslash and the character after it in a string; any other ``\c`` is ``c``. Outside
+#: LIKE ``\%`` and ``\_`` keep their backslash (LIKE reads them as the escaped wildcards).
+_ESCAPES = {"0": "\0", "b": "\b", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a", "%": "\\%", "_": "\\_"}
 _HEAD_RE = re.compile(rf"(?:\s++|{_PLAIN_COMMENT})*+([A-Za-z_]\w*+)")
 _QUOTED_RE = re.compile(f"{_QUOTED}|{_PLAIN_COMMENT}")
 _TRIVIA_FIRST = _T.COMMENT  # kinds from here on are not tokens
@@ -147,6 +181,8 @@ class Tokens:
     texts: list[str]
     starts: list[int]
     ends: list[int]
+    #: Whether a backslash escapes in the strings (the dialect's; off under ``NO_BACKSLASH_ESCAPES``).
+    backslash_escapes: bool = True
 
     def __len__(self) -> int:
         return len(self.kinds)
@@ -207,7 +243,7 @@ def tokenize(sql: str, dialect: Dialect = MYSQL) -> Tokens:
             texts.append(m[group])
             starts.append(m.start(group))
             ends.append(m.end())
-    return Tokens(sql, kinds, texts, starts, ends)
+    return Tokens(sql, kinds, texts, starts, ends, dialect.backslash_escapes)
 
 
 _COMMENT_MARKS = re.compile(r"/\*|\*/")
@@ -262,15 +298,25 @@ def first_block_comment(sql: str) -> str | None:
     return None
 
 
-def unquote(text: str) -> str:
-    """A name or string token's value: delimiters removed, doubled delimiters and backslash escapes undone."""
+def unquote(text: str, backslash_escapes: bool = True) -> str:
+    """A name or string token's value: delimiters removed, doubled delimiters undone, and in a string (unless not
+    ``backslash_escapes``: ``NO_BACKSLASH_ESCAPES``, or a ``"name"`` under ``ANSI_QUOTES``) backslash escapes
+    read as MariaDB reads them (``_ESCAPES``)."""
     if len(text) >= 2 and text[0] in "`'\"" and text[-1] == text[0]:
         quote = text[0]
-        body = text[1:-1].replace(quote * 2, quote)
-        if quote != "`" and "\\" in body:
-            body = _ESCAPE_RE.sub(r"\1", body)
-        return body
+        body = text[1:-1]
+        if quote == "`" or not backslash_escapes or "\\" not in body:
+            return body.replace(quote * 2, quote)
+        return _STRING_ESCAPES[quote].sub(_unescape, body)  # one pass, left to right, as the server reads it
     return text
+
+
+def _unescape(match: re.Match[str]) -> str:
+    """The character a backslash escape or a doubled quote (``match``) stands for."""
+    escaped = match[1]
+    if escaped is None:
+        return match[0][0]
+    return _ESCAPES.get(escaped, escaped)
 
 
 def user_var_name(text: str) -> str:

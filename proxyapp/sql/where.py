@@ -43,7 +43,7 @@ def literal(tokens: Tokens, i: int, hi: int) -> tuple[Value, int] | None:
         return (-int(text) if negative else int(text)), j + 1
     if kind is _T.STRING and not negative:
         quote = min((text.find(q) for q in "'\"" if q in text), default=0)
-        return unquote(text[quote:]), j + 1
+        return unquote(text[quote:], tokens.backslash_escapes), j + 1
     if kind is _T.WORD and text[:1] == "_" and not negative and j + 1 < hi and tokens.kinds[j + 1] is _T.NUMBER:
         hexed = tokens.texts[j + 1]  # _utf8mb4 X'..': a string in hex (a prepared statement's, sharding.params)
         if hexed[:2] in ("X'", "x'") and len(hexed) % 2 == 1:

@@ -10,6 +10,7 @@ import pytest
 from proxyapp.sharding import plan as planner
 from proxyapp.sharding.plan import Plan
 from proxyapp.sharding.shardmap import ShardMap
+from proxyapp.sql.lex import MYSQL, Dialect, mysql_dialect
 
 EVERY = frozenset(range(4))
 
@@ -194,3 +195,38 @@ def test_texts_that_are_not_utf8_are_planned(shard_map: ShardMap) -> None:
         found = plan(sql, "shop", shard_map)
         assert found is not None and found.shards == shards, sql
     assert plan("SELECT * FROM tb\udcff WHERE City_ID = 1", "shop", shard_map) is None
+
+
+def _keyed_on(sql: str, shard_map: ShardMap, dialect: Dialect = MYSQL) -> frozenset[int]:
+    """The shards ``sql`` reaches, read by ``dialect`` (cold, then warm: the two agree)."""
+    shard_map.plans.clear()
+    found = planner.plan(sql, "shop", shard_map, dialect)
+    assert found is not None and found.refused == "", sql
+    assert planner.plan(sql, "shop", shard_map, dialect) == found
+    return found.shards
+
+
+@pytest.mark.parametrize("key", ["x\\y", "a\\_b", "\\", "50\\%", "q\\'"])
+def test_keys_are_read_under_no_backslash_escapes(shard_map: ShardMap, key: str) -> None:
+    """Under NO_BACKSLASH_ESCAPES a backslash is itself: the key is placed as the same text written with doubled
+    backslashes in the default mode (and an INSERT of it where a lookup finds it)."""
+    plain = mysql_dialect(False, True)
+    escaped = key.replace("\\", "\\\\").replace("'", "\\'")
+    written = key.replace("'", "''")
+    expected = _keyed_on(f"SELECT * FROM orders WHERE id = '{escaped}'", shard_map)
+    assert len(expected) == 1
+    assert _keyed_on(f"SELECT * FROM orders WHERE id = '{written}'", shard_map, plain) == expected
+    assert _keyed_on(f"INSERT INTO orders (id) VALUES ('{written}')", shard_map, plain) == expected
+
+
+def test_backslash_escapes_are_read_as_mariadb_reads_them(shard_map: ShardMap) -> None:
+    """Outside LIKE ``\\_`` keeps its backslash: 'a\\_b' is the 4 characters a, \\, _, b (not 'a_b')."""
+    kept = _keyed_on("SELECT * FROM orders WHERE id = 'a\\_b'", shard_map)
+    assert kept == _keyed_on("SELECT * FROM orders WHERE id = 'a\\\\_b'", shard_map)
+
+
+def test_ansi_quotes_read_double_quotes_as_names(shard_map: ShardMap) -> None:
+    ansi = mysql_dialect(True, False)
+    assert _keyed_on('SELECT * FROM "tb_Shop" WHERE "City_ID" = 5', shard_map, ansi) == {1}
+    assert _keyed_on("INSERT INTO tb_Shop (\"City_ID\", name) VALUES (6, 'x')", shard_map, ansi) == {2}
+    assert _keyed_on('SELECT * FROM tb_Shop WHERE "City_ID" = 5', shard_map) == EVERY  # a string by default
