@@ -247,8 +247,9 @@ def _analyze(tokens: Tokens, schema: str | None, shard_map: ShardMap) -> Templat
                         f"{_name(table)} (the global table's copies could differ)")  # fmt: skip
     if verb in ("INSERT", "REPLACE"):
         return _Insert(ref, lo, hi)
-    if verb == "UPDATE" and _sets_key(tokens, lo, hi, ref):
-        return _refused(table, f"changing the shard key {table.key} of {_name(table)} (the row would change shard)")
+    moved = next((r.table for r in sharded if verb == "UPDATE" and _sets_key(tokens, lo, hi, r)), None)
+    if moved is not None:
+        return _refused(moved, f"changing the shard key {moved.key} of {_name(moved)} (the row would change shard)")
     where = next((k for k in (comparisons(tokens, lo, hi, _key_of(r)) for r in sharded) if k is not None), None)
     ordered = _words_at_depth(tokens, lo, hi, frozenset({"ORDER", "LIMIT"}))
     return _Keyed(table, lo, hi, verb == "SELECT", writes, where, len(found) > 1, ordered)
@@ -460,10 +461,19 @@ def _words_at_depth(tokens: Tokens, lo: int, hi: int, words: frozenset[str]) -> 
 
 
 def _column_at(tokens: Tokens, i: int, hi: int, ref: _Ref) -> int:
-    """The index after ``key`` or ``qualifier.key`` at ``i`` when it names ``ref``'s shard key, else -1."""
+    """The index after ``key``, ``qualifier.key`` or ``schema.table.key`` at ``i`` when it names ``ref``'s shard
+    key (in any case, quoted or not), else -1."""
     table = ref.table
     name = _ident(tokens, i) if i < hi else None
     if name is None:
+        return -1
+    if tokens.text(i + 3) == "." and i + 4 < hi and tokens.text(i + 1) == ".":
+        middle, column = _ident(tokens, i + 2), _ident(tokens, i + 4)
+        if (
+            middle is not None and column is not None and column.lower() == table.key
+            and name.lower() == table.schema.lower() and middle.lower() == table.table.lower()
+        ):  # fmt: skip
+            return i + 5
         return -1
     if tokens.text(i + 1) == "." and i + 2 < hi:
         column = _ident(tokens, i + 2)
@@ -489,7 +499,7 @@ def _sets_key(tokens: Tokens, lo: int, hi: int, ref: _Ref) -> bool:
             assigning = False
         elif assigning and (tokens.text(i - 1) == "," or tokens.word(i - 1) in ("SET", "UPDATE")):
             after = _column_at(tokens, i, hi, ref)
-            if after >= 0 and tokens.text(after) == "=":
+            if after >= 0 and tokens.text(after) in ("=", ":="):
                 return True
     return False
 
