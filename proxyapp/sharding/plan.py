@@ -167,12 +167,13 @@ class _Insert(Template):
 
 class _Keyed(Template):
     """A statement on the sharded ``table`` in ``[lo, hi)``: on the shards of the key values at ``where`` (every
-    shard when None), a SELECT over several gathered (``gather``, from each statement's own text), a write over
-    several refused when it joins (``joins``) or orders (``ordered``)."""
+    shard when None), a SELECT over several gathered (``gather``, from each statement's own text) unless an outer
+    join keeps a global table's rows (``kept``: why, ``_kept_global``), a write over several refused when it joins
+    (``joins``) or orders (``ordered``)."""
 
     def __init__(
         self, table: ShardedTable, lo: int, hi: int, select: bool, writes: bool, where: Where | None, joins: bool,
-        ordered: bool,
+        ordered: bool, kept: str = "",
     ) -> None:  # fmt: skip
         self.table = table
         self.lo = lo
@@ -182,6 +183,7 @@ class _Keyed(Template):
         self.where = where
         self.joins = joins
         self.ordered = ordered
+        self.kept = kept
 
     def finish(self, tokens: Tokens) -> Plan | None:
         table = self.table
@@ -192,6 +194,8 @@ class _Keyed(Template):
             with contextlib.suppress(ShardKeyError):
                 shards, narrowed = frozenset(table.algorithm.shard_of(key) for key in keys), True
         if self.select and len(shards) > 1:
+            if self.kept:
+                return _refuse(table, self.kept)
             try:
                 return Plan(table, shards, not narrowed, False, gather=gather(tokens, self.lo, self.hi))
             except Refused as refused:
@@ -252,7 +256,30 @@ def _analyze(tokens: Tokens, schema: str | None, shard_map: ShardMap) -> Templat
         return _refused(moved, f"changing the shard key {moved.key} of {_name(moved)} (the row would change shard)")
     where = next((k for k in (comparisons(tokens, lo, hi, _key_of(r)) for r in sharded) if k is not None), None)
     ordered = _words_at_depth(tokens, lo, hi, frozenset({"ORDER", "LIMIT"}))
-    return _Keyed(table, lo, hi, verb == "SELECT", writes, where, len(found) > 1, ordered)
+    kept = _kept_global(tokens, lo, hi, found) if len(found) > len(sharded) else ""
+    return _Keyed(table, lo, hi, verb == "SELECT", writes, where, len(found) > 1, ordered, kept)
+
+
+def _kept_global(tokens: Tokens, lo: int, hi: int, refs: list[_Ref]) -> str:
+    """Why the statement in ``[lo, hi)`` cannot run shard by shard when it reads several (each shard would return
+    the same rows of a global table), or "": a LEFT JOIN whose left side names only global tables, a RIGHT JOIN
+    whose right side starts with one, and a sharded table on the other side (its unmatched rows, NULL-extended,
+    would come once per shard)."""
+    for i in top_level(tokens, lo, hi):
+        side = tokens.word(i)
+        if side not in ("LEFT", "RIGHT") or tokens.word(i + (2 if tokens.word(i + 1) == "OUTER" else 1)) != "JOIN":
+            continue
+        before = [r for r in refs if r.index <= i]
+        after = [r for r in refs if r.index > i]
+        if side == "LEFT":
+            preserved, other = before, after
+        else:
+            preserved, other = after[:1], before
+        if preserved and all(r.table.is_global for r in preserved) and any(not r.table.is_global for r in other):
+            kept = preserved[0].table
+            return (f"a {side} JOIN keeping the global table {_name(kept)}'s rows over several shards (each shard "
+                    "would return them)")  # fmt: skip
+    return ""
 
 
 #: Functions whose value differs from one server (or one moment) to the next; those of _BARE also without ().

@@ -40,6 +40,12 @@ def plan(sql: str, schema: str | None, shard_map: ShardMap) -> Plan | None:
         ("SELECT * FROM tb_Shop WHERE City_ID = 1 FOR UPDATE", {1}, False, False),
         ("SELECT * FROM tb_Shop WHERE City_ID = 1 ORDER BY name LIMIT 3", {1}, False, False),
         ("SELECT * FROM tb_Shop s JOIN cities c ON c.id = s.City_ID WHERE s.City_ID = 3", {3}, False, False),
+        # An outer join keeping a global table's rows on one shard answers as one server: the key's WHERE drops
+        # the NULL-extended rows; one keeping the sharded table's rows runs on every shard.
+        ("SELECT * FROM cities c LEFT JOIN tb_Shop s ON s.City_ID = c.id WHERE s.City_ID = 3", {3}, False, False),
+        ("SELECT * FROM tb_Shop s LEFT JOIN cities c ON c.id = s.City_ID", EVERY, True, False),
+        ("SELECT * FROM cities c RIGHT JOIN tb_Shop s ON c.id = s.City_ID", EVERY, True, False),
+        ("SELECT LEFT(c.name, 1) FROM tb_Shop s JOIN cities c ON c.id = s.City_ID", EVERY, True, False),
         # Nothing narrows these: every shard (always correct).
         ("SELECT * FROM tb_Shop", EVERY, True, False),
         ("SELECT * FROM tb_Shop WHERE City_ID = 1 OR City_ID = 2", EVERY, True, False),
@@ -161,6 +167,11 @@ def test_statements_on_other_tables_keep_todays_path(shard_map: ShardMap, sql: s
         ("SELECT * FROM tb_Shop a JOIN visits v ON (a.n = v.n OR a.City_ID = v.city)", "not on their shard keys"),
         ("INSERT tb_Shop VALUES (1, 'a')", "without a column list"),
         ("(SELECT 1 FROM tb_Shop) UNION (SELECT 2)", "UNION over shop.tb_Shop"),
+        # A global table kept by an outer join with a sharded one, over several shards: its rows once per shard.
+        ("SELECT c.id, s.n FROM cities c LEFT JOIN tb_Shop s ON s.City_ID = c.id", "a LEFT JOIN keeping the global"),
+        ("SELECT COUNT(*) FROM cities c LEFT OUTER JOIN tb_Shop s ON s.n = c.id", "a LEFT JOIN keeping the global"),
+        ("SELECT * FROM tb_Shop s RIGHT JOIN cities c ON s.City_ID = c.id", "a RIGHT JOIN keeping the global"),
+        ("SELECT * FROM cities c NATURAL LEFT JOIN tb_Shop s WHERE s.City_ID IN (1, 2)", "a LEFT JOIN keeping"),
     ],
 )
 def test_what_cannot_be_done_exactly_is_refused_with_the_reason(shard_map: ShardMap, sql: str, reason: str) -> None:
