@@ -28,6 +28,7 @@ from proxyapp.sql.lex import (
     TokenKind,
     Tokens,
     find_top,
+    opened,
     statement_ranges,
     tokenize,
     top_level,
@@ -102,6 +103,8 @@ def plan(sql: str, schema: str | None, shard_map: ShardMap, dialect: Dialect = M
     if not shard_map.named_in(sql, schema):
         return None
     tokens = tokenize(sql, dialect)
+    if tokens.executable is not None:
+        return _executable(tokens, schema, shard_map)
     if len(sql) > CACHEABLE_LENGTH:
         return _analyze(tokens, schema, shard_map).finish(tokens)
     plans = shard_map.plans
@@ -115,6 +118,18 @@ def plan(sql: str, schema: str | None, shard_map: ShardMap, dialect: Dialect = M
         template = cast(Template, cached)
     plans[key] = template
     return template.finish(tokens)
+
+
+def _executable(tokens: Tokens, schema: str | None, shard_map: ShardMap) -> Plan | None:
+    """The plan of a statement with executable comments, whose content is SQL on MariaDB (not cached: rare): each
+    shard's statement is built from its text with the comments opened (``lex.opened``). ``/*!NNNNN`` (MySQL 5's
+    versions) always applies on MariaDB 10 and later; a MariaDB version (``/*M!NNNNNN``), which only the server
+    compares with its own, is refused."""
+    found = _analyze(tokens, schema, shard_map).finish(opened(tokens))
+    versioned = any(tokens.sql[start:end][-6:].isdigit() for start, end in tokens.executable or ())
+    if versioned and found is not None and not found.refused:
+        return _refuse(found.table, "an executable comment for a MariaDB version (/*M!NNNNNN ... */)")
+    return found
 
 
 def _shape(tokens: Tokens) -> tuple[str, ...]:

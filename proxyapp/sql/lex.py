@@ -183,6 +183,8 @@ class Tokens:
     ends: list[int]
     #: Whether a backslash escapes in the strings (the dialect's; off under ``NO_BACKSLASH_ESCAPES``).
     backslash_escapes: bool = True
+    #: Where executable comments open (``/*!``, ``/*M!100500``) and close (``*/``), as ``(start, end)``; None if none.
+    executable: list[tuple[int, int]] | None = None
 
     def __len__(self) -> int:
         return len(self.kinds)
@@ -213,6 +215,7 @@ def tokenize(sql: str, dialect: Dialect = MYSQL) -> Tokens:
     group_kind = dialect.group_kinds
     trivia = _TRIVIA_FIRST
     in_exec = False
+    executable: list[tuple[int, int]] | None = None
     pos: int | None = 0
     while pos is not None:
         matches, pos = pattern.finditer(sql, pos), None
@@ -224,9 +227,13 @@ def tokenize(sql: str, dialect: Dialect = MYSQL) -> Tokens:
             if kind >= trivia:
                 if kind is _T.EXEC_OPEN:
                     in_exec = True
+                    executable = executable or []
+                    executable.append((m.start(group), m.end()))
                 elif kind is _T.EXEC_CLOSE:
                     if in_exec:
                         in_exec = False
+                        assert executable is not None
+                        executable.append((m.start(group), m.end()))
                     else:  # outside an executable comment '*/' is '*', and the '/' may open a comment
                         start = m.start(group)
                         kinds.append(_T.OPERATOR)
@@ -243,7 +250,7 @@ def tokenize(sql: str, dialect: Dialect = MYSQL) -> Tokens:
             texts.append(m[group])
             starts.append(m.start(group))
             ends.append(m.end())
-    return Tokens(sql, kinds, texts, starts, ends, dialect.backslash_escapes)
+    return Tokens(sql, kinds, texts, starts, ends, dialect.backslash_escapes, executable)
 
 
 _COMMENT_MARKS = re.compile(r"/\*|\*/")
@@ -257,6 +264,23 @@ def _nested_comment_end(sql: str, pos: int) -> int:
         if depth == 0:
             return mark.end()
     return len(sql)
+
+
+def opened(tokens: Tokens) -> Tokens:
+    """``tokens`` over their text with each executable comment's ``/*!``, ``/*M!NNNNNN`` and ``*/`` as spaces, so
+    that any part of it (``Tokens.source``) is its SQL as the server runs it: the same tokens at the same places."""
+    marks = tokens.executable
+    if not marks:
+        return tokens
+    sql = tokens.sql
+    parts: list[str] = []
+    done = 0
+    for start, end in marks:
+        parts.append(sql[done:start])
+        parts.append(" " * (end - start))
+        done = end
+    parts.append(sql[done:])
+    return Tokens("".join(parts), tokens.kinds, tokens.texts, tokens.starts, tokens.ends, tokens.backslash_escapes)
 
 
 def first_word(sql: str) -> str:

@@ -250,3 +250,18 @@ def test_ansi_quotes_read_double_quotes_as_names(shard_map: ShardMap) -> None:
     assert _keyed_on('SELECT * FROM "tb_Shop" WHERE "City_ID" = 5', shard_map, ansi) == {1}
     assert _keyed_on("INSERT INTO tb_Shop (\"City_ID\", name) VALUES (6, 'x')", shard_map, ansi) == {2}
     assert _keyed_on('SELECT * FROM tb_Shop WHERE "City_ID" = 5', shard_map) == EVERY  # a string by default
+
+
+def test_executable_comments_are_sql_in_each_shards_statement(shard_map: ShardMap) -> None:
+    """``/*! ... */``, ``/*M! ... */`` and ``/*!NNNNN ... */`` are SQL on MariaDB: each shard's statement holds their
+    content without the marks (never an opened comment the server reads as 1064); a MariaDB version is refused."""
+    found = plan("SELECT /*! SQL_NO_CACHE */ n /*M!, name */ FROM tb_Shop /*!50100 ORDER BY n */", "shop", shard_map)
+    assert found is not None and found.gather is not None
+    assert "/*" not in found.gather.sql and "*/" not in found.gather.sql and "ORDER BY n" in found.gather.sql
+    found = plan("INSERT /*! IGNORE */ INTO tb_Shop (City_ID) VALUES (1), (/*!50100 2 */)", "shop", shard_map)
+    assert found is not None and [s for _, s in found.statements if "/*" in s or "*/" in s] == []
+    assert found.shards == {1, 2}
+    found = plan("SELECT * FROM tb_Shop /*!50100 WHERE City_ID = 5 */", "shop", shard_map)
+    assert found is not None and found.shards == {1}
+    found = plan("SELECT n FROM tb_Shop /*M!100500 WHERE City_ID = 1 */", "shop", shard_map)
+    assert found is not None and "an executable comment for a MariaDB version" in found.refused
