@@ -30,6 +30,7 @@ from proxyapp.session.services import SessionServices
 from proxyapp.session.shardtxn import ROLLED_BACK, STATEMENT_SAVEPOINT, ShardTransaction
 from proxyapp.sharding.gather import MAX_ROWS, Gather, Refused
 from proxyapp.sharding.merge import merge
+from proxyapp.sharding.okinfo import summed_info
 from proxyapp.sharding.physical import default_schema, rewrite
 from proxyapp.sharding.shardmap import Shard
 from proxyapp.sharding.xa import Branch, commit, rollback, xa_start_sql
@@ -97,7 +98,10 @@ class Scatter:
             return None
         failed = [(shard, result) for shard, result in zip(shards, results, strict=True) if result.error is not None]
         if not failed:
-            self.client.send_ok(status)
+            oks = [result.ok for result in results if result.ok is not None]
+            affected, warnings = sum(ok.affected_rows for ok in oks), sum(ok.warnings for ok in oks)
+            info = summed_info(oks, [sql] * len(oks))
+            self.client.wire.send(ok_packet(affected, 0, status, warnings, info), 1)
             return Scattered(0, 0)
         outcomes = "; ".join(
             f"shard {shard.number} (hostgroup {shard.hostgroup_id}): "
@@ -160,7 +164,7 @@ class Scatter:
             code, message, sqlstate = failed
             self.client.send_error(code, message, 1, sqlstate)
             return None
-        return self._written(shards, answers, first, status, copies)
+        return self._written(statements, answers, first, status, copies)
 
     async def _write_within(
         self, statements: list[tuple[Shard, str]], first: Shard, status: int, what: str, copies: bool
@@ -180,7 +184,7 @@ class Scatter:
             if differ:
                 failed = (ErrorCode.XA_ROLLED_BACK, f"ProxyFleet sharding: {what} was undone: {differ}", None)
         if failed is None:
-            return self._written(shards, answers, first, status, copies)
+            return self._written(statements, answers, first, status, copies)
         self.doomed = [c for c, a in zip(conns, answers, strict=True) if _rolled_back(a)]
         done = [c for c, a in zip(conns, answers, strict=True) if isinstance(a, TextResult) and a.error is None]
         if done:
@@ -190,13 +194,16 @@ class Scatter:
         return None
 
     def _written(
-        self, shards: list[Shard], answers: list[TextResult | BaseException], first: Shard, status: int, copies: bool
-    ) -> Scattered:
-        """Send the OK of a write the shards all did (``write``)."""
-        oks = [
-            a.ok for shard, a in zip(shards, answers, strict=True)
+        self, statements: list[tuple[Shard, str]], answers: list[TextResult | BaseException], first: Shard,
+        status: int, copies: bool,
+    ) -> Scattered:  # fmt: skip
+        """Send the OK of a write the shards all did (``write``), its info the sum of theirs (``summed_info``)."""
+        shards = [shard for shard, _ in statements]
+        told = [
+            (a.ok, sql) for (shard, sql), a in zip(statements, answers, strict=True)
             if isinstance(a, TextResult) and a.ok is not None and (shard == first or not copies)
         ]  # fmt: skip
+        oks = [ok for ok, _ in told]
         last_insert_id = next(
             (a.ok.last_insert_id for shard, a in zip(shards, answers, strict=True)
              if shard == first and isinstance(a, TextResult) and a.ok is not None),
@@ -206,7 +213,8 @@ class Scatter:
             self.link.last_insert_id = last_insert_id
         affected = sum(ok.affected_rows for ok in oks)
         warnings = sum(ok.warnings for ok in oks)
-        self.client.wire.send(ok_packet(affected, last_insert_id, status, warnings, added_info(oks)), 1)
+        info = summed_info(oks, [sql for _, sql in told])
+        self.client.wire.send(ok_packet(affected, last_insert_id, status, warnings, info), 1)
         return Scattered(affected, 0)
 
     def _failure(
@@ -362,19 +370,6 @@ def _server(conn: BackendConnection) -> MysqlServer:
 NOT_RUN = TextResult(error=ErrPacket(ErrorCode.QUERY_INTERRUPTED, "70100", "not run: an earlier shard failed"))
 #: A SELECT that locks the rows it reads.
 _LOCKING = re.compile(r"\bFOR\s+(UPDATE|SHARE)\b|\bLOCK\s+IN\s+SHARE\s+MODE\b", re.IGNORECASE)
-
-#: The counts an OK packet's info text gives ("Records: 3  Duplicates: 0  Warnings: 0", "Rows matched: ...").
-_COUNT = re.compile(rb"([A-Za-z ]+): (\d+)")
-
-
-def added_info(oks: list[OkPacket]) -> bytes:
-    """The info text of one OK for several shards' OKs: each count added up when they all tell the same ones."""
-    counts = [_COUNT.findall(ok.info) for ok in oks]
-    names = [[name.strip() for name, _ in found] for found in counts]
-    if not counts or not names[0] or any(n != names[0] for n in names):
-        return b""
-    totals = [sum(int(found[i][1]) for found in counts) for i in range(len(names[0]))]
-    return b"  ".join(b"%s: %d" % (name, total) for name, total in zip(names[0], totals, strict=True))
 
 
 def copies_differ(shards: list[Shard], oks: list[OkPacket | None]) -> str:

@@ -15,6 +15,7 @@ import pytest
 
 from devstack.sandbox import APP_USER, Sandbox, SandboxServer
 from tests.live.proxyapp.sharding.test_single_shard import config
+from tests.support.clients import answer
 from tests.support.harness import ProxyProcess
 from tests.support.rawclient import start_module_proxy
 
@@ -253,3 +254,32 @@ def test_stats_tell_each_digests_scatter_ratio(proxy: ProxyProcess) -> None:
     assert (missed["scatter"], missed["shards_reached"], missed["scatter_ratio"]) == (1, 2, 1.0)
     assert rows["SELECT GROUP_CONCAT(name) FROM items WHERE qty > ?"]["refused"] == 1
     assert 'proxyfleet_sharded_statements_total{reach="scatter"}' in proxy.admin("GET", "/metrics")
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "INSERT INTO items (City_ID, name) VALUES (103, 'x'), (104, 'y')",
+        "REPLACE INTO items (City_ID, name) VALUES (101, 'x'), (102, 'z'), (104, 'w')",
+        "INSERT INTO items (City_ID, qty) VALUES (101, 1), (102, 2) ON DUPLICATE KEY UPDATE qty = VALUES(qty)",
+        "INSERT IGNORE INTO items (City_ID, name) VALUES (101, 'x'), (103, 'y'), (105, 'v')",
+        "UPDATE items SET qty = 5 WHERE City_ID IN (101, 102, 103)",
+    ],
+)
+def test_a_write_over_several_shards_tells_one_servers_ok_info(
+    proxy: ProxyProcess, shards: tuple[SandboxServer, ...], sql: str
+) -> None:
+    """The OK of a write over both shards (each given one row or more) tells the info one server tells: its
+    ``Records: 3  Duplicates: 1  Warnings: 0`` the sum of the shards', a one-row part counted as one record. Rows
+    101 and 102 are there before it (one on each shard); the written rows are deleted again on both sides."""
+    with proxy.connect(database="shop", autocommit=True) as through, shards[0].connect(database="ref") as direct:
+        try:
+            for conn in (through, direct):
+                for key in (101, 102):
+                    assert answer(conn, f"INSERT INTO items (City_ID, name) VALUES ({key}, 'a')").code == 0
+            told, expected = answer(through, sql), answer(direct, sql)
+            assert told.code == expected.code == 0
+            assert told.info == expected.info != ""
+        finally:
+            for conn in (through, direct):
+                answer(conn, "DELETE FROM items WHERE City_ID > 100")
