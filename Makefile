@@ -99,11 +99,15 @@ conformance: deps build
 txmodel: deps build
 	$(PY) -m tests.support.txmodel $(TXMODEL_ARGS)
 
-# The sharding differential test at length (tests/support/sharding_diff.py; make test runs it small): 30 seeds of
-# 1000 statements over 2 and 4 shards of its own, against the server on 127.0.0.1:3306, about 15 minutes; more
-# flags in DIFF_ARGS, e.g. DIFF_ARGS='--seed 100 --seeds 5 --all'. It fails on a mismatch no open defect explains.
+# The sharding tests at length (make test runs both small): the differential test (tests/support/sharding_diff.py),
+# 30 seeds of 1000 statements over 2 and 4 shards of its own against the server on 127.0.0.1:3306, about 15
+# minutes, more flags in DIFF_ARGS, e.g. DIFF_ARGS='--seed 100 --seeds 5 --all', failing on a mismatch no open defect
+# explains; then 40 runs of concurrent transfers over 2 shards (tests/support/transfers.py), the proxy killed and
+# restarted in half of them, about 12 minutes, more flags in TRANSFER_ARGS, failing on any balance the clients were
+# not told, any XA error to a client, anything left open.
 test-sharding-long: deps build
 	$(PY) -m tests.support.sharding_diff --seed 1 --seeds 30 --statements 1000 --shards 2 4 $(DIFF_ARGS)
+	$(PY) -m tests.support.transfers --runs 40 --writers 4 --transfers 400 --restart-every 2 $(TRANSFER_ARGS)
 
 # Takes down every sandbox under var/ (the dev one, test runs', benchmarks'; MariaDB's and PostgreSQL's) before
 # removing var/.

@@ -109,6 +109,7 @@ class BackendConnection:
         "thread_id",
         "username",
         "wire",
+        "xa",
     )
 
     def __init__(
@@ -134,6 +135,10 @@ class BackendConnection:
         self.dirty = False  # holds state no SET can undo (user variables, temp tables...): reset before reuse
         self.pool: object | None = None
         self.busy_at = -1  # its place in its pool's list of connections handed out (``ServerPool.busy``); -1: none
+        # The gtrid of the XA branch the proxy opened on it and has not yet seen committed or rolled back, else "":
+        # a branch the server rolled back (a deadlock) leaves no transaction in the status flags, but the
+        # connection stays in the branch (every statement refused with 1399) until XA ROLLBACK.
+        self.xa = ""
 
     def serves(self, credentials: Credentials) -> bool:
         """Whether this connection logged in as ``credentials`` would (its user, its session flags)."""
@@ -141,8 +146,9 @@ class BackendConnection:
 
     @property
     def in_transaction(self) -> bool:
-        """Whether the server said a transaction is open on this connection (or has not said it is not)."""
-        return bool(self.status & _IN_TRANS)
+        """Whether the server said a transaction is open on this connection (or has not said it is not), or it is
+        in an XA branch (``xa``)."""
+        return bool(self.status & _IN_TRANS) or bool(self.xa)
 
     async def settle(self, response: Response) -> None:
         """Take the connection's status from ``response``; when it told none (an error), ask the server.

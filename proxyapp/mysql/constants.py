@@ -178,7 +178,7 @@ class ErrorCode(enum.IntEnum):
     CONNECTION_KILLED = 1927  # MariaDB's answer to a KILL of one's own connection
     CLIENT_INTERACTION_TIMEOUT = 4031  # a session idle past its wait_timeout (MySQL 8.0.24+, MariaDB 11)
     ERROR_ON_WRITE = 1026  # a file of the proxy's own (the XA decision log) cannot be written
-    XA_ROLLED_BACK = 1614  # ER_XA_RBROLLBACK: a write over several shards rolled back by the proxy's own check
+    ERROR_DURING_COMMIT = 1180  # a transaction over shards that could not commit (never an XA error: see sharding.xa)
     BACKEND_LOST = 2013
     SSL_CONNECTION = 2026  # CR_SSL_CONNECTION_ERROR: TLS with a backend failed
     PROXY_ERROR = 9001  # ProxySQL's "Max connect timeout reached while reaching hostgroup N" family
@@ -206,7 +206,7 @@ SQLSTATE = {
     ErrorCode.CONNECTION_KILLED: "70100",
     ErrorCode.BACKEND_LOST: "HY000",
     ErrorCode.RULE_BLOCKED: "42000",
-    ErrorCode.XA_ROLLED_BACK: "XA100",
+    ErrorCode.ERROR_DURING_COMMIT: "HY000",
 }
 
 #: Character set ids of the collations the proxy names itself (id -> (charset, collation)).

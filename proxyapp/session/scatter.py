@@ -33,7 +33,7 @@ from proxyapp.sharding.merge import merge
 from proxyapp.sharding.okinfo import summed_info
 from proxyapp.sharding.physical import default_schema, rewrite
 from proxyapp.sharding.shardmap import Shard
-from proxyapp.sharding.xa import Branch, commit, rollback, xa_start_sql
+from proxyapp.sharding.xa import Branch, client_code, commit, rollback, xa_start_sql
 
 log = logging.getLogger("proxyapp.session.scatter")
 
@@ -143,6 +143,9 @@ class Scatter:
             for shard, conn in zip(shards, conns, strict=True)
         ]
         opened = await self._ask(conns, [xa_start_sql(xid, shard.number) for shard in shards])
+        for conn, answer in zip(conns, opened, strict=True):
+            if isinstance(answer, TextResult) and answer.error is None:
+                conn.xa = xid
         answers = opened
         if all(isinstance(a, TextResult) and a.error is None for a in opened):
             answers = await self._ask(conns, [rewrite(sql, shard) for shard, sql in statements], in_order=True)
@@ -150,7 +153,7 @@ class Scatter:
         if failed is None and copies:
             differ = copies_differ(shards, [a.ok for a in answers if isinstance(a, TextResult)])
             if differ:
-                failed = (ErrorCode.XA_ROLLED_BACK, f"ProxyFleet sharding: {what} was rolled back: {differ}", None)
+                failed = (ErrorCode.ERROR_DURING_COMMIT, f"ProxyFleet sharding: {what} was rolled back: {differ}", None)
         if failed is None:
             outcome = await commit(branches, xid, coordinator.log)
             if not outcome.committed:
@@ -158,11 +161,13 @@ class Scatter:
                 failed = (outcome.failure.code, f"ProxyFleet sharding: {what} was rolled back: {outcome.failure}", None)
         else:
             await rollback(branches, xid)
-        for branch in branches:
-            release(branch.conn, reusable=branch.reusable)
+        for branch, answer in zip(branches, answers, strict=True):
+            # A branch its server rolled back (a deadlock) is closed, as ``ShardTransaction.finish`` closes one.
+            release(branch.conn, reusable=branch.reusable and not _rolled_back(answer))
         if failed is not None:
             code, message, sqlstate = failed
-            self.client.send_error(code, message, 1, sqlstate)
+            told = client_code(code)
+            self.client.send_error(told, message, 1, sqlstate if told == code else None)
             return None
         return self._written(statements, answers, first, status, copies)
 
@@ -182,7 +187,7 @@ class Scatter:
         if failed is None and copies:
             differ = copies_differ(shards, [a.ok for a in answers if isinstance(a, TextResult)])
             if differ:
-                failed = (ErrorCode.XA_ROLLED_BACK, f"ProxyFleet sharding: {what} was undone: {differ}", None)
+                failed = (ErrorCode.ERROR_DURING_COMMIT, f"ProxyFleet sharding: {what} was undone: {differ}", None)
         if failed is None:
             return self._written(statements, answers, first, status, copies)
         self.doomed = [c for c, a in zip(conns, answers, strict=True) if _rolled_back(a)]

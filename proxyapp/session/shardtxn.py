@@ -31,7 +31,7 @@ from proxyapp.session.state import Pin, SessionState
 from proxyapp.sharding.decisions import DecisionLog
 from proxyapp.sharding.physical import default_schema
 from proxyapp.sharding.shardmap import Shard, ShardedTable
-from proxyapp.sharding.xa import Branch, BranchState, Failure, commit, rollback, xa_start_sql
+from proxyapp.sharding.xa import Branch, BranchState, Failure, client_code, commit, rollback, xa_start_sql
 from proxyapp.sql.lex import tokenize, unquote
 from proxyapp.sql.scan import Kind, Statement
 
@@ -93,6 +93,7 @@ class ShardTransaction:
                 release(conn, reusable=not conn.in_transaction)
             link.client.send_error(err.code, err.message, 1, err.sqlstate)
             return None
+        conn.xa = self.xid
         if at_home:
             self.home_open = True
             link.hold(conn, hostgroup)
@@ -308,9 +309,8 @@ class SpanningTransactions:
         coordinator = self.services.xa
         failure = await txn.finish(self.link, commits, coordinator.log if coordinator is not None else None, doomed)
         if failure is not None:
-            self.client.send_error(
-                failure.code, f"ProxyFleet sharding: the transaction over shards was rolled back: {failure}"
-            )
+            message = f"ProxyFleet sharding: the transaction over shards was rolled back: {failure}"
+            self.client.send_error(client_code(failure.code), message)
         return failure
 
     async def after(self, error: ErrPacket | None, branch: BackendConnection | None) -> None:

@@ -63,6 +63,9 @@ COMMAND_TIMEOUT = 10.0
 #: Seconds between recovery passes while the log has unfinished xids.
 RECOVERY_INTERVAL = 10.0
 XAER_NOTA = 1397  # "Unknown XID": gone, or attached to another connection
+#: The XA errors (XAER_*, XA_RB*). Clients never see them for the proxy's own XA statements (``client_code``).
+XA_ERRORS = frozenset({1397, 1398, 1399, 1400, 1401, 1402, 1440, 1613, 1614})
+_XA_RBTIMEOUT, _XA_RBDEADLOCK = 1613, 1614
 #: A test hook: the worker process dies (as by ``kill -9``) when ``commit`` reaches the step this environment
 #: variable names: ``prepared`` (every branch prepared, no decision yet) or ``decided`` (COMMIT on disk, no branch
 #: committed yet); the tests restart the proxy and check that recovery leaves all or nothing.
@@ -121,6 +124,11 @@ class Branch:
         """Whether its connection is back outside any transaction (else it was closed: do not pool it)."""
         return self.state in (BranchState.COMMITTED, BranchState.ROLLED_BACK)
 
+    def finished(self, state: BranchState) -> None:
+        """The branch is committed or rolled back (``state``): its connection is out of it."""
+        self.state = state
+        self.conn.xa = ""
+
 
 @dataclass(frozen=True, slots=True)
 class Failure:
@@ -134,6 +142,20 @@ class Failure:
     def __str__(self) -> str:
         where = "the XA decision log" if self.shard is None else f"shard {self.shard} ({self.server})"
         return f"{where}: {self.message} ({self.code})"
+
+
+def client_code(code: int) -> int:
+    """The error code to tell a client whose transaction over shards failed with ``code`` (a branch's server error,
+    or the proxy's own): the client sent no XA statement, so it is told what one server would have said, the
+    deadlock for a branch rolled back by one, the lock wait timeout for one rolled back for taking too long, and
+    ER_ERROR_DURING_COMMIT for another XA error; any other error as it is."""
+    if code not in XA_ERRORS:
+        return code
+    if code == _XA_RBDEADLOCK:
+        return ErrorCode.LOCK_DEADLOCK
+    if code == _XA_RBTIMEOUT:
+        return ErrorCode.LOCK_WAIT_TIMEOUT
+    return ErrorCode.ERROR_DURING_COMMIT
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,7 +265,7 @@ async def _commit_branch(branch: Branch, xid: str, timeout: float) -> None:
     except _Lost as lost:
         why = str(lost)
     if not why:
-        branch.state = BranchState.COMMITTED
+        branch.finished(BranchState.COMMITTED)
         return
     log.warning("xa: %s on shard %d (%s) left to recovery: %s", xid, branch.shard, branch.server, why)
     branch.conn.close()
@@ -262,7 +284,7 @@ async def _rollback_branch(branch: Branch, xid: str, timeout: float) -> None:
         branch.state = _after_closing(branch)
         return
     if err is None or err.code == XAER_NOTA:
-        branch.state = BranchState.ROLLED_BACK
+        branch.finished(BranchState.ROLLED_BACK)
         return
     log.warning("xa: cannot roll back %s on shard %d (%s): %s", xid, branch.shard, branch.server, err.message)
     branch.conn.close()
@@ -290,7 +312,7 @@ async def _commit_one_phase(branch: Branch, xid: str, timeout: float) -> Outcome
     if err is not None:
         await _rollback_branch(branch, xid, timeout)
         return Outcome(False, Failure(branch.shard, branch.server, err.code, err.message))
-    branch.state = BranchState.COMMITTED
+    branch.finished(BranchState.COMMITTED)
     return Outcome(True)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from proxyapp.mysql.packets import OkPacket
-from proxyapp.session.scatter import added_info, copies_differ, rows_cap
+from proxyapp.session.scatter import copies_differ, rows_cap
 from proxyapp.sharding.gather import Refused
 from proxyapp.sharding.shardmap import Shard
 
@@ -25,15 +25,6 @@ def test_copies_that_change_other_rows_or_ids_differ() -> None:
     assert copies_differ(SHARDS, [OkPacket(1, last_insert_id=7), OkPacket(1, last_insert_id=8)])
     changed = b"Rows matched: 1  Changed: %d  Warnings: 0"
     assert copies_differ(SHARDS, [OkPacket(1, info=changed % 1), OkPacket(1, info=changed % 0)])
-
-
-def test_info_counts_add_up_when_every_ok_tells_the_same_ones() -> None:
-    records = [
-        OkPacket(info=b"Records: 2  Duplicates: 0  Warnings: 1"),
-        OkPacket(info=b"Records: 1  Duplicates: 0  Warnings: 0"),
-    ]
-    assert added_info(records) == b"Records: 3  Duplicates: 0  Warnings: 1"
-    assert added_info([records[0], OkPacket(info=b"Rows matched: 1  Changed: 1  Warnings: 0")]) == b""
 
 
 def test_the_session_select_limit_caps_a_read_when_it_is_a_number() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from proxyapp.sharding.decisions import PREFIX
-from proxyapp.sharding.xa import xa_start_sql, xid_prefix, xid_sql
+from proxyapp.sharding.xa import XA_ERRORS, client_code, xa_start_sql, xid_prefix, xid_sql
 
 
 def test_xa_start_names_the_gtrid_and_the_shard() -> None:
@@ -25,3 +25,21 @@ def test_worker_prefixes_are_short_stable_and_none_starts_another() -> None:
     assert all(PREFIX.fullmatch(p) for p in prefixes)
     assert not any(a != b and b.startswith(a) for a in prefixes for b in prefixes)  # worker 1 vs 10
     assert xid_prefix("node1", 0) == xid_prefix("node1", 0)
+
+
+@pytest.mark.parametrize(
+    ("code", "told"),
+    [
+        (1614, 1213),  # XA_RBDEADLOCK: the deadlock, as one server says it
+        (1613, 1205),  # XA_RBTIMEOUT: the lock wait timeout
+        (1399, 1180),  # XAER_RMFAIL: ER_ERROR_DURING_COMMIT
+        (1400, 1180),  # XAER_OUTSIDE
+        (1397, 1180),  # XAER_NOTA
+        (1402, 1180),  # XA_RBROLLBACK
+        (1062, 1062),  # a duplicate key on a shard: as it is
+        (2013, 2013),
+    ],
+)
+def test_a_client_is_never_told_an_xa_error(code: int, told: int) -> None:
+    assert client_code(code) == told
+    assert client_code(code) not in XA_ERRORS
