@@ -17,12 +17,21 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Statement:
     """One statement of a workload: its class, its text, whether its result compares in order (a total ORDER BY),
-    and the result columns compared by collation (any spelling the server holds equal)."""
+    and the result columns compared by collation (any spelling the server holds equal). ``SCHEMA`` in its text
+    stands for the schema each side runs it in (the proxy's and the reference's differ)."""
 
     cls: str
     sql: str
     ordered: bool = False
     fold: tuple[int, ...] = ()
+
+    def text(self, schema: str) -> str:
+        """The statement as run in ``schema``."""
+        return self.sql.replace(SCHEMA, schema)
+
+
+#: What a statement's text writes for the schema it runs in (``Statement.text`` puts the schema's name there).
+SCHEMA = "<schema>"
 
 
 #: A class's maker: a statement, or a sequence of them (a transaction), or None when the schema has no place for it.
@@ -1077,3 +1086,216 @@ def _refuse_unsteady_global_write(g: Generator) -> Statement | None:
         return None
     value = g.rng.choice(("FLOOR(RAND() * 10)", "SECOND(NOW())", "LENGTH(UUID())"))
     return Statement("refuse_unsteady_global_write", f"UPDATE {g.g.name} SET pop = {value} WHERE id = 1")
+
+
+# --- the shapes the planner reads since issue 40: sql_mode, escapes, key spellings in SET, outer joins with the
+# global table, executable comments, multi-row inserts with duplicates ---------------------------------------------
+
+#: String keys with backslashes, kept as MariaDB keeps them: ``'\_'`` and ``'\%'`` keep their backslash outside
+#: LIKE, ``'\\'`` is one backslash (all printable ASCII: the proxy's fold places them).
+BACKSLASH_KEYS = ("a\\b", "x\\_y", "50\\%", "c:\\dir", "q\\", "\\_", "o\\'k", "it's", "\\%\\_")
+#: Letters MariaDB reads ``'\<letter>'`` as the letter alone (not \b \n \r \t \Z \0 \N, which mean other things).
+_PLAIN_ESCAPES = "acdefghijklmopqsuvwxy"
+#: The session sql_modes a workload switches to (then back to DEFAULT): literals read otherwise under them.
+_DEFAULT_MODE = "STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_AUTO_CREATE_USER,NO_ENGINE_SUBSTITUTION"
+SQL_MODES = (
+    "NO_BACKSLASH_ESCAPES",
+    f"{_DEFAULT_MODE},NO_BACKSLASH_ESCAPES",
+    "ANSI_QUOTES",
+    f"{_DEFAULT_MODE},ANSI_QUOTES",
+    "NO_BACKSLASH_ESCAPES,ANSI_QUOTES",
+    _DEFAULT_MODE,
+)
+#: Texts with backslashes for the other string columns (short enough for them).
+_BACKSLASH_WORDS = ("c:\\", "a\\b", "\\_x", "5\\%", "\\\\", "it's\\")
+
+
+def mode_literal(g: Generator, text: str, no_backslash_escapes: bool = False, mark: str = "'") -> str:
+    r"""``text`` as a string literal quoted with ``mark`` the server reads back as ``text``: under
+    NO_BACKSLASH_ESCAPES only the quote doubled; else each backslash doubled or, before ``_`` or ``%``, now and then
+    left single (MariaDB keeps it), a quote doubled or escaped, and now and then a letter escaped (``\a`` is a)."""
+    if no_backslash_escapes:
+        return mark + text.replace(mark, mark * 2) + mark
+    out = []
+    for n, char in enumerate(text):
+        if char == "\\":
+            out.append("\\" if text[n + 1 : n + 2] in ("_", "%") and g.rng.random() < 0.5 else "\\\\")
+        elif char == mark:
+            out.append(g.rng.choice((mark * 2, "\\" + mark)))
+        elif char in _PLAIN_ESCAPES and g.rng.random() < 0.15:
+            out.append("\\" + char)
+        else:
+            out.append(char)
+    return mark + "".join(out) + mark
+
+
+def _key_text_literal(g: Generator, key: object, no_backslash_escapes: bool = False, mark: str = "'") -> str:
+    """A key's literal under the session's mode (a string one spelled with escapes; others canonically)."""
+    if isinstance(key, str):
+        return mode_literal(g, key, no_backslash_escapes, mark)
+    return g.keys.literal(key)  # type: ignore[arg-type]
+
+
+@_class("insert_backslash_key")
+def _insert_backslash_key(g: Generator) -> Statement | None:
+    r"""A string key with a backslash, ``\_`` or ``\%`` (written with escapes the server reads back as it), in the
+    default sql_mode."""
+    if g.kind != "string":
+        return None
+    key = g.rng.choice(BACKSLASH_KEYS)
+    mark = '"' if g.rng.random() < 0.3 else "'"
+    return Statement("insert_backslash_key", g.insert(g.t, [key], [mode_literal(g, key, mark=mark)]))
+
+
+@_class("point_eq_escaped")
+def _point_eq_escaped(g: Generator) -> Statement | None:
+    r"""A point read by a string key written with escapes (``'\a\bc'`` is not it, ``'\abc'`` is), or in double
+    quotes."""
+    if g.kind != "string":
+        return None
+    t = g.t
+    literal = mode_literal(g, str(g.existing()), mark='"' if g.rng.random() < 0.3 else "'")
+    return Statement("point_eq_escaped", f"SELECT id, {t.key} FROM {t.name} WHERE {t.key} = {literal} ORDER BY id",
+                     ordered=True)  # fmt: skip
+
+
+@_class("sql_mode")
+def _sql_mode(g: Generator) -> list[Statement]:
+    """Writes and reads under a session sql_mode that reads literals otherwise (NO_BACKSLASH_ESCAPES: a backslash is
+    a character; ANSI_QUOTES: "x" names a column), then back to the default."""
+    t, rng = g.t, g.rng
+    i, s = t.column("int"), t.column("str")
+    mode = rng.choice(SQL_MODES)
+    raw, ansi = "NO_BACKSLASH_ESCAPES" in mode, "ANSI_QUOTES" in mode
+    if g.kind == "string" and rng.random() < 0.6:
+        key: object = rng.choice(BACKSLASH_KEYS)
+    else:
+        key = g.existing()
+
+    def lit(value: object) -> str:
+        return _key_text_literal(g, value, raw)
+
+    def name(column: str) -> str:
+        return f'"{column}"' if ansi and rng.random() < 0.5 else column
+
+    word = rng.choice(_BACKSLASH_WORDS)
+    other = g.existing()
+    steps = [
+        Statement("sql_mode_set", f"SET SESSION sql_mode = '{mode}'"),
+        Statement("sql_mode_insert", g.insert(t, [key], [lit(key)])),  # type: ignore[list-item]
+        Statement(
+            "sql_mode_update",
+            f"UPDATE {name(t.name)} SET {name(s)} = {mode_literal(g, word, raw)} WHERE {name(t.key)} = {lit(key)}",
+        ),
+        Statement(
+            "sql_mode_read",
+            f"SELECT {name('id')}, {name(t.key)}, {name(s)} FROM {name(t.name)} WHERE "
+            f"{name(t.key)} = {lit(key)} ORDER BY {name('id')}",
+            ordered=True,
+        ),
+        Statement(
+            "sql_mode_read",
+            f"SELECT id, {t.key} FROM {t.name} WHERE {t.key} IN ({lit(key)}, {lit(other)}) ORDER BY id",
+            ordered=True,
+        ),
+        Statement(
+            "sql_mode_scatter",
+            f"SELECT id, {s} FROM {t.name} WHERE {s} = {mode_literal(g, word, raw)} OR "
+            f"{i} > {rng.randint(3, 9)} ORDER BY id",
+            ordered=True,
+        ),
+        Statement(
+            "sql_mode_reset",
+            rng.choice(("SET SESSION sql_mode = DEFAULT", f"SET SESSION sql_mode = '{_DEFAULT_MODE}'")),
+        ),
+    ]
+    return steps
+
+
+@_class("update_key_spelling")
+def _update_key_spelling(g: Generator) -> Statement:
+    """The shard key set under another spelling of its column: qualified by the table, its alias or the schema too,
+    quoted, in upper case (the server takes each; the proxy refuses each)."""
+    t, rng = g.t, g.rng
+    k = t.key
+    target, column = rng.choice((
+        (t.name, f"{t.name}.{k}"),
+        (f"{SCHEMA}.{t.name}", f"{SCHEMA}.{t.name}.{k}"),
+        (t.name, f"{SCHEMA}.{t.name}.{k}"),
+        (t.name, f"`{k}`"),
+        (t.name, f"`{t.name}`.`{k}`"),
+        (t.name, k.upper()),
+        (t.name, f"{t.name}.{k.upper()}"),
+        (f"{t.name} x", f"x.{k}"),
+        (f"{t.name} AS x", f"x.`{k.upper()}`"),
+    ))  # fmt: skip
+    where = g.where_key("x") if " x" in target else g.where_key()
+    extra = f"{t.column('int')} = {g.value('int')}, " if rng.random() < 0.3 else ""
+    return Statement("update_key_spelling", f"UPDATE {target} SET {extra}{column} = {g.key_literal()} WHERE {where}")
+
+
+def _global_outer(g: Generator) -> tuple[str, str]:
+    """The global table as the preserved side of an outer join with the main table: FROM ... and its ORDER BY."""
+    assert g.g is not None
+    t = g.t
+    on = g.rng.choice((f"a.{t.key} = c.gk", f"c.id = a.{t.column('int')}"))
+    if g.rng.random() < 0.5:
+        return f"{g.g.name} c LEFT JOIN {t.name} a ON {on}", "c.id, a.id"
+    return f"{t.name} a RIGHT JOIN {g.g.name} c ON {on}", "c.id, a.id"
+
+
+@_class("refuse_global_outer_join")
+def _refuse_global_outer_join(g: Generator) -> Statement | None:
+    """The global table's rows kept by a LEFT/RIGHT JOIN with a sharded table, over several shards: each shard
+    would keep them once."""
+    if g.g is None:
+        return None
+    source, order = _global_outer(g)
+    sql = g.rng.choice((f"SELECT c.id, a.id FROM {source} ORDER BY {order}", f"SELECT COUNT(*) FROM {source}",
+                        f"SELECT c.label, COUNT(a.id) FROM {source} GROUP BY c.label"))  # fmt: skip
+    return Statement("refuse_global_outer_join", sql, ordered=True, fold=(0,) if "c.label" in sql else ())
+
+
+@_class("global_outer_join_point")
+def _global_outer_join_point(g: Generator) -> Statement | None:
+    """The same outer join narrowed to one shard by the sharded table's key: it runs there."""
+    if g.g is None:
+        return None
+    source, order = _global_outer(g)
+    return Statement("global_outer_join_point", f"SELECT c.id, a.id, c.label FROM {source} WHERE {g.where_key('a')} "
+                     f"ORDER BY {order}", ordered=True)  # fmt: skip
+
+
+@_class("scatter_executable_comment")
+def _scatter_executable_comment(g: Generator) -> Statement:
+    """A read over every shard with an executable comment, which the server reads as SQL."""
+    t, rng = g.t, g.rng
+    i, d = t.column("int"), t.column("dec")
+    sql = rng.choice((
+        f"SELECT id, {i} FROM {t.name} /*! WHERE {i} > {rng.randint(0, 8)} */ ORDER BY id",
+        f"SELECT /*! DISTINCT */ {i} FROM {t.name} ORDER BY {i}",
+        f"SELECT COUNT(*) /*!, SUM({d}) */ FROM {t.name}",
+        f"SELECT id FROM {t.name} ORDER BY id /*!50100 LIMIT {rng.randint(1, 5)} */",
+        f"SELECT /*M! {i}, */ id FROM {t.name} ORDER BY id",
+        f"SELECT /*!40001 SQL_NO_CACHE */ id, {d} FROM {t.name} ORDER BY {d} DESC, id{g.limit()}",
+    ))  # fmt: skip
+    return Statement("scatter_executable_comment", sql, ordered=True)
+
+
+@_class("insert_multi_same_rows")
+def _insert_multi_same_rows(g: Generator) -> Statement | None:
+    """A multi-row INSERT IGNORE, REPLACE or INSERT ... ON DUPLICATE KEY UPDATE of fresh rows and one whose id
+    exists, with its key: its OK's info (records, duplicates) as one server's."""
+    rows = g.rows[g.t.name]
+    if not rows:
+        return None
+    row = g.rng.choice(rows)
+    keys = [g.keys.fresh() for _ in range(g.rng.randint(1, 4))]
+    fresh = g.insert(g.t, keys, [g.keys.literal(key) for key in keys])
+    same = [str(row.id) if kind == "id" else g.keys.literal(row.key) if kind == "key" else g.value(kind)
+            for _, kind in g.t.columns]  # fmt: skip
+    i = g.t.column("int")
+    verb, tail = g.rng.choice((("INSERT IGNORE INTO", ""), ("REPLACE INTO", ""),
+                               ("INSERT INTO", f" ON DUPLICATE KEY UPDATE {i} = COALESCE({i}, 0) + 1")))  # fmt: skip
+    sql = f"{fresh.replace('INSERT INTO', verb, 1)}, ({', '.join(same)}){tail}"
+    return Statement("insert_multi_same_rows", sql)
