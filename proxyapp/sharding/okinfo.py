@@ -23,7 +23,10 @@ _INSERT_INFO = (b"Records", b"Duplicates", b"Warnings")
 
 def summed_info(oks: list[OkPacket], statements: list[str]) -> bytes:
     """The info text of one OK for the OKs the shards answered their ``statements`` with (one each, in order):
-    each count added up when they all tell the same ones; b"" when none tells any."""
+    each count added up when they all tell the same ones; b"" when none tells any. One OK (a global table's first
+    copy's) is the statement's whole answer: its info as it is (a one-row INSERT tells none)."""
+    if len(oks) == 1:
+        return oks[0].info
     counts = [_counts(ok, sql) for ok, sql in zip(oks, statements, strict=True)]
     if not counts or not counts[0] or any([name for name, _ in c] != [name for name, _ in counts[0]] for c in counts):
         return b""

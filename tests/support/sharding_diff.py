@@ -37,6 +37,7 @@ import pymysql
 from devstack.proxy import ProxyProcess
 from devstack.sandbox import APP_PASSWORD, APP_USER, REPO, Sandbox
 from proxyapp.config.sharding import build
+from tests.support.proxy_rig import ProxyRig
 from tests.support.sharding_workload import (
     DATE_START,
     GLOBAL_TABLE,
@@ -82,37 +83,20 @@ EXPECTED_REFUSALS = {
 @dataclass(frozen=True)
 class Defect:
     """A known wrong answer (or needless refusal), being fixed: ``slug`` names it, ``text`` says what goes wrong,
-    and it explains the mismatches of its statement ``classes`` (only those judged ``why``, when it names one, and
-    only of statements starting with ``prefix``)."""
+    and it explains the mismatches of its statement ``classes``."""
 
     slug: str
     text: str
     classes: frozenset[str]
-    why: str = ""
-    prefix: str = ""
 
     def explains(self, mismatch: Mismatch) -> bool:
         """Whether ``mismatch`` is this defect's."""
-        return (
-            mismatch.statement.cls in self.classes
-            and (not self.why or mismatch.why == self.why)
-            and mismatch.statement.sql.upper().startswith(self.prefix.upper())
-        )
+        return mismatch.statement.cls in self.classes
 
 
 #: The wrong answers known and being fixed: the differential test has a strict xfail for each (it fails once the
 #: defect no longer shows: drop it from here), the long run counts their mismatches apart.
-OPEN_DEFECTS: list[Defect] = [
-    Defect(
-        "global-insert-one-row-info",
-        "a one-row INSERT into a global table (run on every shard) answers an OK whose info tells "
-        "'Records: 1  Duplicates: 0  Warnings: 0', where one server's OK for a one-row INSERT has no info (the "
-        "affected count is right); seen since the differential test compares the OK's info (issue 40)",
-        frozenset({"global_write"}),
-        why="different OK info",
-        prefix="INSERT",
-    ),
-]
+OPEN_DEFECTS: list[Defect] = []
 #: The algorithms that can shard a key of each type.
 ALGORITHMS = {
     "integer": ("mod", "hash", "consistent_hash", "range", "list"),
@@ -346,15 +330,14 @@ def compare(statement: Statement, proxy: Outcome, reference: Outcome, fold: _Fol
     return "" if Counter(ours) == Counter(theirs) else "different rows"
 
 
-class Rig:
+class Rig(ProxyRig):
     """Shard servers, a reference server and one proxy over the shards, sharding one schema per combo."""
 
     def __init__(self, shards: list[Endpoint], reference: Endpoint, combos: list[Combo], workdir: Path) -> None:
+        super().__init__(workdir)
         self.shards = shards
         self.reference = reference
         self.combos = combos
-        self.workdir = workdir
-        self.proxy: ProxyProcess | None = None
 
     def config(self) -> dict[str, Any]:
         """The proxy's config: a shard group per shard count (hostgroup 100 N + i for shard i of N), every sharded
@@ -382,15 +365,6 @@ class Rig:
             "mysql_shards": shards,
             "mysql_sharded_tables": tables,
         }
-
-    def __enter__(self) -> Rig:
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        self.proxy = ProxyProcess(self.config(), self.workdir).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.proxy is not None:
-            self.proxy.stop()
 
     def prepare(self, combo: Combo, workload: Workload) -> None:
         """The workload's tables, empty but for the global one, in the combo's schema on its shards and in the

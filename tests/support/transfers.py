@@ -44,6 +44,7 @@ from devstack.sandbox import APP_PASSWORD, APP_USER, REPO, Sandbox, SandboxServe
 from devstack.stack import wait_until
 from proxyapp.sharding.xa import XA_ERRORS
 from tests.support.harness import open_transactions
+from tests.support.proxy_rig import ProxyRig
 
 SCHEMA = "bank"
 ACCOUNTS = 12
@@ -338,13 +339,12 @@ class _Restarts:
             self.proxy.start()
 
 
-class Rig:
+class Rig(ProxyRig):
     """The shard servers (their first ``shards`` used) and a proxy sharding ``bank.accounts`` over them."""
 
     def __init__(self, servers: list[SandboxServer], workdir: Path) -> None:
+        super().__init__(workdir)
         self.servers = servers
-        self.workdir = workdir
-        self.proxy: ProxyProcess | None = None
 
     def config(self) -> dict[str, Any]:
         """Accounts sharded by id mod the number of servers."""
@@ -368,15 +368,6 @@ class Rig:
                 },
             ],
         }
-
-    def __enter__(self) -> Rig:
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        self.proxy = ProxyProcess(self.config(), self.workdir).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.proxy is not None:
-            self.proxy.stop()
 
     def reset(self) -> None:
         """Every account at ``START_BALANCE``, on its shard."""

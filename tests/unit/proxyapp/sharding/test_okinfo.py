@@ -52,3 +52,10 @@ def test_a_one_row_part_counts_as_one_record(sql: str, affected: int, duplicates
     assert summed_info([ok(affected), ok(affected)], [sql, sql])[1:] == b"Records: 2  Duplicates: %d  Warnings: 0" % (
         2 * duplicates
     )
+
+
+def test_one_ok_is_the_whole_answer() -> None:
+    """A write to a global table answers its first copy's OK: a one-row INSERT tells no info, as on one server."""
+    assert summed_info([ok(1)], ["INSERT INTO cities (id) VALUES (1)"]) == b""
+    told = b"\x26Records: 2  Duplicates: 0  Warnings: 0"
+    assert summed_info([ok(2, told)], ["INSERT INTO cities (id) VALUES (1), (2)"]) == told
