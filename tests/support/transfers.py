@@ -162,13 +162,13 @@ class Writer:
     def _connection(self) -> pymysql.Connection:
         if self.conn is None:
             for attempt in itertools.count():
+                self.restarts.up.wait(60)  # the proxy restarting: it listens again once this is set
                 try:
                     self.conn = self.proxy.connect(database=SCHEMA, autocommit=True, read_timeout=60)
                     break
                 except pymysql.err.OperationalError:
-                    if attempt > 100:
+                    if attempt > 3:
                         raise
-                    time.sleep(0.1)  # the proxy restarting: wait for it to listen again
             self._run(f"SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_TIMEOUT}")
         assert self.conn is not None
         return self.conn
@@ -260,17 +260,21 @@ class Writer:
         session = conn.thread_id()
 
         def kill() -> None:
-            time.sleep(0.05)
+            def sleeping() -> bool:
+                rows = self.proxy.admin("GET", "/processlist")
+                return any(r["SessionID"] == session and "SLEEP" in (r["info"] or "") for r in rows)
+
             try:
+                wait_until(sleeping, f"session {session} running its SLEEP", 30, interval=0.01)
                 with self.proxy.connect() as other, other.cursor() as cur:
                     cur.execute(f"KILL QUERY {session}")
-            except pymysql.err.MySQLError:
-                pass
+            except (pymysql.err.MySQLError, OSError, RuntimeError):
+                pass  # the proxy restarted meanwhile: the SLEEP's connection is lost with it
 
         killer = threading.Thread(target=kill)
         killer.start()
         try:
-            rows = self._run("SELECT SLEEP(1)")
+            rows = self._run("SELECT SLEEP(30)")  # ends when the KILL comes
         finally:
             killer.join()
         if rows == ((1,),):  # the sleep was interrupted: a killed SLEEP answers 1, as on one server
@@ -327,16 +331,22 @@ class _Restarts:
         self.at = at
         self.count = 0
         self.lock = threading.Lock()
+        self.up = threading.Event()  # clear while the proxy is down
+        self.up.set()
 
     def pass_point(self) -> None:
         with self.lock:
             self.count += 1
             due = self.count == self.at
         if due:
-            self.proxy.signal(signal.SIGKILL)
-            assert self.proxy.proc is not None
-            self.proxy.proc.wait(10)
-            self.proxy.start()
+            self.up.clear()
+            try:
+                self.proxy.signal(signal.SIGKILL)
+                assert self.proxy.proc is not None
+                self.proxy.proc.wait(10)
+                self.proxy.start()
+            finally:
+                self.up.set()
 
 
 class Rig(ProxyRig):
