@@ -77,6 +77,7 @@ COMPILED = (
     "proxyapp/sharding/plan.py",
     "proxyapp/sharding/shardmap.py",
     "proxyapp/sql/analysis.py",
+    "proxyapp/sql/constant.py",
     "proxyapp/sql/digest.py",
     "proxyapp/sql/lex.py",
     "proxyapp/sql/scan.py",

@@ -11,14 +11,16 @@ NO PAD collation or a binary string). What it changes per shard:
   ``LIMIT o + n`` (the first ``o + n`` of the whole are among the first ``o + n`` of each shard; at most
   ``MAX_ROWS``) and OFFSET applies after the merge; DISTINCT stays and the merge drops duplicates across shards;
 - aggregates: GROUP BY stays, HAVING, ORDER BY and LIMIT go (they apply to whole groups after the merge); COUNT
-  adds up, SUM adds up, MIN and MAX compare, AVG also asks SUM and COUNT of its argument and divides (a SUM of a
+  adds up, SUM adds up, MIN and MAX compare, COUNT(DISTINCT a, ...) groups each shard's rows also by its arguments
+  (the other aggregates' partials combine as well over those finer groups) and the merge counts the distinct
+  arguments it sees in each group by their weights, AVG also asks SUM and COUNT of its argument and divides (a SUM of a
   division is asked with the digits it does not show: ``DIGITS``; with GROUP BY it is refused, as MariaDB adds
   those digits when it groups along an index and the rounded values when it groups in a temporary table); without
   ORDER BY the groups come in GROUP BY order, as MariaDB returns them;
 - a shard's statement always has a LIMIT (``MAX_ROWS`` when the client's has none), so that the session's
   ``sql_select_limit`` does not cap a shard's part: it caps the merged result (``merge``).
 
-What cannot be merged exactly is refused with the reason (nested or unknown aggregates, COUNT(DISTINCT),
+What cannot be merged exactly is refused with the reason (nested or unknown aggregates, SUM(DISTINCT), AVG(DISTINCT),
 GROUP_CONCAT, window functions, WITH ROLLUP, SQL_CALC_FOUND_ROWS, SELECT ... INTO, HAVING beyond comparisons of
 aggregates and group keys with numbers). A pure function of the statement's tokens.
 """
@@ -34,6 +36,8 @@ from proxyapp.sql.lex import TokenKind, Tokens, closing, find_top, split_top, to
 _T = TokenKind
 #: The aggregates the merge combines.
 AGGREGATES = frozenset({"COUNT", "SUM", "MIN", "MAX", "AVG"})
+#: ``COUNT(DISTINCT ...)``'s name as an ``Aggregate.function``.
+COUNT_DISTINCT = "COUNT(DISTINCT)"
 #: Aggregates whose partial results cannot be combined into the exact whole.
 _UNMERGEABLE = frozenset(
     {
@@ -70,16 +74,18 @@ class Column:
 
 @dataclass(frozen=True)
 class Aggregate:
-    """An aggregate column the merge combines: ``function`` (COUNT, SUM, MIN, MAX, AVG) of ``column``; an AVG
-    also has its argument's SUM and COUNT columns. ``digits``: the argument divides, and its value has more digits
-    than it shows (without GROUP BY, MariaDB adds them and rounds only the total to show it), so ``sum`` is a SUM
-    (of a SUM too) that shows them (``DIGITS``)."""
+    """An aggregate column the merge combines: ``function`` (COUNT, SUM, MIN, MAX, AVG, ``COUNT_DISTINCT``) of
+    ``column``; an AVG also has its argument's SUM and COUNT columns. ``digits``: the argument divides, and its value
+    has more digits than it shows (without GROUP BY, MariaDB adds them and rounds only the total to show it), so
+    ``sum`` is a SUM (of a SUM too) that shows them (``DIGITS``). ``distinct``: a COUNT(DISTINCT)'s arguments, each
+    row's values (the shard's ``column`` says whether none is NULL)."""
 
     function: str
     column: Column
     sum: int | None = None
     count: int | None = None
     digits: bool = False
+    distinct: tuple[Column, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -133,6 +139,7 @@ class Gather:
     offset: int
     limit: int | None
     shadowed: str = ""  # a GROUP BY name taken as a select alias that a column of the table would shadow
+    single: bool = False  # aggregates without GROUP BY that the shards group finer: one row even when none came
 
 
 class Refused(Exception):
@@ -157,6 +164,7 @@ class _Builder:
     def __init__(self, tokens: Tokens) -> None:
         self.tokens = tokens
         self.hidden: list[str] = []
+        self.finer: list[str] = []  # COUNT(DISTINCT)'s arguments: each shard also groups by them
 
     def add(self, expression: str) -> int:
         """A hidden column computing ``expression``: ``-k`` for the k-th hidden one (``_fix`` turns it into an
@@ -260,9 +268,12 @@ def gather(tokens: Tokens, lo: int, hi: int) -> Gather:
         having = _Having(tokens, items, builder, keys, group_texts, group_names, aggregates).parse(
             having_clause.lo, having_clause.hi
         )
-    if group is not None and any(aggregate.digits for aggregate in aggregates):
+    finer = builder.finer
+    if (group is not None or finer) and any(aggregate.digits for aggregate in aggregates):
         raise Refused("SUM or AVG of a division with GROUP BY over several shards (whether MariaDB adds the digits "
                       "the division does not show depends on the plan it chooses)")  # fmt: skip
+    if group is None and finer and not all(item.aggregate for item in items):
+        raise Refused("a column beside COUNT(DISTINCT ...) without GROUP BY over several shards")
     hidden = len(builder.hidden)
     items_sql = source(start, end_of_items)
     if builder.hidden:
@@ -272,7 +283,9 @@ def gather(tokens: Tokens, lo: int, hi: int) -> Gather:
     parts = [head, items_sql, source(end_of_items, body_end)]
     if grouped:
         if group is not None:
-            parts.append(source(group.keyword, group.hi))
+            parts.append(source(group.keyword, group.hi) + "".join(f", {text}" for text in finer))
+        elif finer:
+            parts.append("GROUP BY " + ", ".join(finer))
         parts.append(f"LIMIT {MAX_ROWS}")  # every group: the session's sql_select_limit caps the merged ones
     else:
         if order_by is not None:
@@ -297,6 +310,7 @@ def gather(tokens: Tokens, lo: int, hi: int) -> Gather:
                 None if a.sum is None else _index(a.sum, hidden),
                 None if a.count is None else _index(a.count, hidden),
                 a.digits,
+                tuple(_fix(column, hidden) for column in a.distinct),
             )
             for a in aggregates
         ),
@@ -305,6 +319,7 @@ def gather(tokens: Tokens, lo: int, hi: int) -> Gather:
         offset,
         limit,
         shadowed,
+        group is None and bool(finer),
     )
 
 
@@ -375,9 +390,10 @@ def _item(tokens: Tokens, lo: int, hi: int) -> _Item:
         aggregate = word
         argument = (lo + 2, end - 1)
         if tokens.word(lo + 2) == "DISTINCT":
-            if word in ("MIN", "MAX"):
-                argument = (lo + 3, end - 1)
-            else:
+            argument = (lo + 3, end - 1)
+            if word == "COUNT":
+                aggregate = COUNT_DISTINCT
+            elif word not in ("MIN", "MAX"):
                 raise Refused(f"{word}(DISTINCT ...) over several shards")
         if tokens.word(lo + 2) == "ALL":
             argument = (lo + 3, end - 1)
@@ -416,8 +432,19 @@ def _name_text(tokens: Tokens, i: int) -> str:
 
 
 def _calls(tokens: Tokens, lo: int, hi: int, names: frozenset[str]) -> list[int]:
-    """The indexes of calls of ``names`` (a name followed by ``(``) in ``[lo, hi)``."""
-    return [i for i in range(lo, hi) if tokens.word(i) in names and tokens.text(i + 1) == "("]
+    """The indexes of calls of ``names`` (a name followed by ``(``) in ``[lo, hi)``, outside subqueries (theirs are
+    computed whole on each shard)."""
+    found = []
+    i = lo
+    while i < hi:
+        if tokens.texts[i] == "(" and tokens.word(i + 1) in ("SELECT", "WITH"):
+            end = closing(tokens, i, hi)
+            i = end + 1 if end > 0 else hi
+            continue
+        if tokens.word(i) in names and tokens.text(i + 1) == "(":
+            found.append(i)
+        i += 1
+    return found
 
 
 def _refuse_nested(tokens: Tokens, item: _Item) -> None:
@@ -507,6 +534,12 @@ def _visible(tokens: Tokens, items: list[_Item], expression: str) -> int | None:
 
 def _aggregate(builder: _Builder, function: str, argument: str, position: int | None) -> Aggregate:
     """An aggregate of ``argument``, visible at ``position`` or hidden (None), with what its merge needs."""
+    if function == COUNT_DISTINCT:
+        sub = tokenize(argument)
+        arguments = [sub.source(a, b) for a, b in split_top(sub, 0, len(sub))]
+        builder.finer.extend(arguments)
+        at = Column(position if position is not None else builder.add(f"COUNT(DISTINCT {argument})"))
+        return Aggregate(function, at, distinct=tuple(builder.compared(text, None, True) for text in arguments))
     call = f"{function}({argument})"
     if function in ("MIN", "MAX"):
         return Aggregate(function, builder.compared(call, position))
@@ -562,9 +595,13 @@ def _hidden_aggregate(builder: _Builder, sub: Tokens, aggregates: list[Aggregate
     head = sub.word(0)
     if head not in AGGREGATES or sub.text(1) != "(" or closing(sub, 1, len(sub)) != len(sub) - 1:
         return None
-    if _calls(sub, 2, len(sub) - 1, AGGREGATES | _UNMERGEABLE) or sub.word(2) == "DISTINCT":
+    distinct = sub.word(2) == "DISTINCT"
+    if _calls(sub, 2, len(sub) - 1, AGGREGATES | _UNMERGEABLE) or (distinct and head != "COUNT"):
         raise Refused(f"{clause} {sub.sql} over several shards")
-    added = _aggregate(builder, head, sub.source(2, len(sub) - 1), None)
+    if distinct:
+        added = _aggregate(builder, COUNT_DISTINCT, sub.source(3, len(sub) - 1), None)
+    else:
+        added = _aggregate(builder, head, sub.source(2, len(sub) - 1), None)
     aggregates.append(added)
     return added.column
 

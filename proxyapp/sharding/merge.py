@@ -21,7 +21,17 @@ from functools import total_ordering
 
 from proxyapp.mysql.constants import FieldType
 from proxyapp.mysql.resultset import ColumnInfo, TextResult
-from proxyapp.sharding.gather import Aggregate, Column, Compare, Condition, Gather, IsNull, Logic, Refused
+from proxyapp.sharding.gather import (
+    COUNT_DISTINCT,
+    Aggregate,
+    Column,
+    Compare,
+    Condition,
+    Gather,
+    IsNull,
+    Logic,
+    Refused,
+)
 
 Row = list[bytes | None]
 _INTEGERS = frozenset({FieldType.TINY, FieldType.SHORT, FieldType.LONG, FieldType.LONGLONG, FieldType.INT24,
@@ -200,15 +210,16 @@ def _sort_key(plan: Gather, value_of: _Values) -> Callable[[Row], tuple[object, 
 class _Group:
     """One group being merged: its first row (carrying the group keys and the other values) and the aggregates'
     running values, with how far a sum of a division's partial sums may be from the exact one (each partial is
-    off by less than one unit of its last digit shown)."""
+    off by less than one unit of its last digit shown), and the distinct arguments a COUNT(DISTINCT) has seen."""
 
-    __slots__ = ("counts", "errors", "row", "sums")
+    __slots__ = ("counts", "errors", "row", "seen", "sums")
 
     def __init__(self, row: Row, size: int) -> None:
         self.row = list(row)
         self.sums: list[Decimal | float | None] = [None] * size
         self.counts = [0] * size
         self.errors = [Decimal(0)] * size
+        self.seen: list[set[tuple[object, ...]]] = [set() for _ in range(size)]
 
 
 def _groups(plan: Gather, rows: list[Row], value_of: _Values) -> list[Row]:
@@ -228,6 +239,8 @@ def _groups(plan: Gather, rows: list[Row], value_of: _Values) -> list[Row]:
             first = False
         for n, aggregate in enumerate(aggregates):
             _accumulate(group, n, aggregate, row, value_of, first)
+    if plan.single and not groups:  # aggregates over no rows at all: one row, as the server answers
+        groups[()] = _Group([None] * len(value_of.columns), len(aggregates))
     merged = []
     for group in groups.values():
         for n, aggregate in enumerate(aggregates):
@@ -243,6 +256,9 @@ def _accumulate(group: _Group, n: int, aggregate: Aggregate, row: Row, value_of:
     at = aggregate.column.value
     if function == "COUNT":
         group.counts[n] += int(row[at] or 0)
+    elif function == COUNT_DISTINCT:  # one row per distinct argument values: counted when none is NULL
+        if int(row[at] or 0):
+            group.seen[n].add(tuple(value_of(row, column) for column in aggregate.distinct))
     elif function in ("SUM", "AVG"):
         part = at if aggregate.sum is None else aggregate.sum  # an AVG's SUM, or a sum with its hidden digits
         raw = row[part]
@@ -283,6 +299,8 @@ def _finish(group: _Group, n: int, aggregate: Aggregate, value_of: _Values) -> N
     info = value_of.info(at)
     if function == "COUNT":
         group.row[at] = str(group.counts[n]).encode()
+    elif function == COUNT_DISTINCT:
+        group.row[at] = str(len(group.seen[n])).encode()
     elif function == "SUM":
         total = group.sums[n]
         if isinstance(total, Decimal) and aggregate.digits:

@@ -22,6 +22,7 @@ from typing import cast
 from proxyapp.config.sharding import Key, ShardKeyError
 from proxyapp.sharding.gather import Gather, Refused, gather
 from proxyapp.sharding.shardmap import ShardedTable, ShardMap
+from proxyapp.sql.constant import NotConstant, constant
 from proxyapp.sql.lex import (
     MYSQL,
     Dialect,
@@ -238,15 +239,15 @@ def _analyze(tokens: Tokens, schema: str | None, shard_map: ShardMap) -> Templat
     if len(groups) > 1:
         return _refused(first, f"a statement on tables of several shard groups ({', '.join(groups)})")
     sharded = [r for r in found if not r.table.is_global]
+    if sharded and _words_at_depth(tokens, lo, hi, frozenset({"UNION"})):
+        return _refused(sharded[0].table, f"UNION over {_name(sharded[0].table)}")
+    nested = next((r for r in sharded if r.depth > 0), None)  # a subquery reading global tables runs on each shard
+    if nested is not None:
+        return _refused(first, f"a subquery on {_name(nested.table)}")
     if len(sharded) > 1:
         apart = _apart(tokens, lo, hi, sharded)
         if apart:
             return _refused(first, apart)
-    if sharded and _words_at_depth(tokens, lo, hi, frozenset({"UNION"})):
-        return _refused(sharded[0].table, f"UNION over {_name(sharded[0].table)}")
-    nested = next((r for r in found if r.depth > 0), None)
-    if nested is not None:
-        return _refused(first, f"a subquery on {_name(nested.table)}")
     writes = verb in _WRITES or verb in _DDL
     every = frozenset(range(len(first.shards)))
     if verb in _DDL:
@@ -582,9 +583,13 @@ def _insert(tokens: Tokens, lo: int, hi: int, ref: _Ref) -> Plan:
         if row is None or len(row) != len(columns):
             return _refuse(table, f"an INSERT into {_name(table)} whose rows do not match its column list")
         key = row[position]
-        if key is _EXPRESSION:
-            return _refuse(table, f"an INSERT into {_name(table)} whose shard key {table.key} is not a literal value")
-        keys.append(key)  # type: ignore[arg-type]  # not _EXPRESSION: a Key
+        if isinstance(key, _Expression):
+            try:
+                key = constant(tokens, key.lo, key.hi, table.algorithm.strings)
+            except NotConstant as exc:
+                return _refuse(table, f"an INSERT into {_name(table)} whose shard key {table.key} is not a constant "
+                               f"the proxy can compute ({exc})")  # fmt: skip
+        keys.append(key)
         if tokens.text(i) != ",":
             break
         i += 1
@@ -616,28 +621,32 @@ def written_table(
     return (ref.table, ref.index) if ref is not None and ref.depth == 0 else None
 
 
-#: A VALUES item that is not a literal (an expression, a function call, a placeholder).
-_EXPRESSION = object()
+@dataclass(frozen=True)
+class _Expression:
+    """A VALUES item that is not a literal (an expression, a function call, a placeholder): its tokens."""
+
+    lo: int
+    hi: int
 
 
-def _row(tokens: Tokens, i: int, hi: int) -> tuple[list[object] | None, int]:
-    """The values of one VALUES row starting after its ``(`` (``_EXPRESSION`` for one that is not a literal; NULL
-    is None), and the index after its ``)``; None for a row that does not parse."""
-    row: list[object] = []
+def _row(tokens: Tokens, i: int, hi: int) -> tuple[list[Key | _Expression] | None, int]:
+    """The values of one VALUES row starting after its ``(`` (an ``_Expression`` for one that is not a literal;
+    NULL is None), and the index after its ``)``; None for a row that does not parse."""
+    row: list[Key | _Expression] = []
     while i < hi:
         value = literal(tokens, i, hi)
-        if value is not None:
+        if value is not None and tokens.text(value[1]) in (",", ")"):
             row.append(value[0])
             i = value[1]
         elif tokens.word(i) == "NULL" and tokens.text(i + 1) in (",", ")"):
             row.append(None)
             i += 1
         else:  # an expression: skip it to the next comma at this depth
-            depth = 0
+            start, depth = i, 0
             while i < hi and not (depth == 0 and tokens.text(i) in (",", ")")):
                 depth += (tokens.texts[i] == "(") - (tokens.texts[i] == ")")
                 i += 1
-            row.append(_EXPRESSION)
+            row.append(_Expression(start, i))
         if tokens.text(i) == ")":
             return row, i + 1
         if tokens.text(i) != ",":

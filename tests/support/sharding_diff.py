@@ -59,7 +59,6 @@ EXPECTED_REFUSALS = {
     "refuse_group_concat": "GROUP_CONCAT over several shards",
     "refuse_window": "window functions over several shards",
     "refuse_nested_aggregate": "an expression over aggregates over several shards",
-    "refuse_count_distinct": "COUNT(DISTINCT) over several shards",
     "refuse_noncolocated_join": "a join of sharded tables not on their keys",
     "refuse_subquery": "a sharded table in a subquery",
     "refuse_straight_join": "a STRAIGHT_JOIN of sharded tables not on their keys",

@@ -96,6 +96,14 @@ def _insert_dup(g: Generator) -> Statement | None:
     return _same_row(g, "insert_dup", "INSERT INTO")
 
 
+@_class("insert_folded_key")
+def _insert_folded_key(g: Generator) -> Statement:
+    """One row whose key is written as a constant expression the server folds: ``(37)``, ``+43``, ``0x2B``,
+    ``40 + 3``, ``X'616263'``, ``DATE'2024-03-05'``."""
+    key = g.keys.fresh() if g.rng.random() < 0.5 else g.existing()
+    return Statement("insert_folded_key", g.insert(g.t, [key], [g.keys.folded(key)]))
+
+
 @_class("insert_unplaceable")
 def _insert_unplaceable(g: Generator) -> Statement:
     names = ", ".join(name for name, _ in g.t.columns)
@@ -574,10 +582,23 @@ def _refuse_nested_aggregate(g: Generator) -> Statement:
     )
 
 
-@_class("refuse_count_distinct")
-def _refuse_count_distinct(g: Generator) -> Statement:
-    t = g.t
-    return Statement("refuse_count_distinct", f"SELECT COUNT(DISTINCT {t.column('int')}) FROM {t.name}", ordered=True)
+@_class("count_distinct")
+def _count_distinct(g: Generator) -> Statement:
+    """COUNT(DISTINCT ...) over every shard: of numbers, of strings a collation holds equal, of the shard key, of
+    several columns, per group, in HAVING, over no rows."""
+    t, rng = g.t, g.rng
+    i, s, d, day = t.column("int"), rng.choice(t.kinds("str")), t.column("dec"), t.column("date")
+    sql = rng.choice((
+        f"SELECT COUNT(DISTINCT {i}) FROM {t.name}{g.filter()}",
+        f"SELECT COUNT(DISTINCT {s}), COUNT(*) FROM {t.name}{g.filter()}",
+        f"SELECT COUNT(DISTINCT {t.key}), MAX(id) FROM {t.name}",
+        f"SELECT COUNT(DISTINCT {i}, {s}), SUM({d}) FROM {t.name}",
+        f"SELECT {day}, COUNT(DISTINCT {s}), COUNT(*), SUM({i}), MIN({d}) FROM {t.name} GROUP BY {day}",
+        f"SELECT {i}, COUNT(DISTINCT {t.key}) AS n FROM {t.name} GROUP BY {i} HAVING COUNT(DISTINCT {s}) > 1",
+        f"SELECT {i}, COUNT(DISTINCT {d}) FROM {t.name} GROUP BY {i} ORDER BY COUNT(DISTINCT {d}) DESC, {i}",
+        f"SELECT COUNT(DISTINCT {s}) FROM {t.name} WHERE id < 0",
+    ))  # fmt: skip
+    return Statement("count_distinct", sql, ordered=True)
 
 
 @_class("refuse_noncolocated_join")
@@ -604,6 +625,26 @@ def _refuse_subquery(g: Generator) -> Statement:
         f"SELECT id FROM {t.name} WHERE {t.column('int')} > (SELECT AVG({t.column('int')}) FROM {t.name}) ORDER BY id",
         ordered=True,
     )
+
+
+@_class("global_subquery")
+def _global_subquery(g: Generator) -> Statement | None:
+    """A read over every shard with subqueries on the global table only: each shard reads its own copy."""
+    if g.g is None:
+        return None
+    t, rng = g.t, g.rng
+    i, k, n = t.column("int"), t.key, rng.randint(-2, 10)
+    sql, fold = rng.choice((
+        (f"SELECT id FROM {t.name} WHERE {i} IN (SELECT pop FROM cities WHERE pop > {n}) ORDER BY id", ()),
+        (f"SELECT a.id, (SELECT MIN(c.id) FROM cities c WHERE c.gk = a.{k}) AS m FROM {t.name} a ORDER BY a.id",
+         ()),
+        (f"SELECT COUNT(*) FROM {t.name} a WHERE EXISTS (SELECT 1 FROM cities c WHERE c.gk = a.{k})", ()),
+        (f"SELECT a.id, d.id, d.label FROM (SELECT id, gk, label FROM cities WHERE pop > {n}) d JOIN {t.name} a "
+         f"ON a.{k} = d.gk ORDER BY a.id, d.id", (2,)),
+        (f"SELECT {i}, COUNT(*) FROM {t.name} WHERE {k} NOT IN (SELECT gk FROM cities WHERE pop < {n}) GROUP BY {i}",
+         ()),
+    ))  # fmt: skip
+    return Statement("global_subquery", sql, ordered=True, fold=fold)
 
 
 @_class("refuse_union")

@@ -163,6 +163,20 @@ class _Keys:
             return quote(rng.choice([f"{value.isoformat()} 00:00:00", value.strftime("%Y%m%d")]))
         return quote(_respell(rng, value))
 
+    def folded(self, value: Value) -> str:
+        """``value`` written as a constant expression MariaDB folds to it (``(v)``, ``+v``, ``v - 3 + 3``, a hex or
+        bit number, a hex string, a DATE literal)."""
+        rng = self.rng
+        if isinstance(value, int):
+            forms = [f"({value})", f"+{value}", f"{value - 3} + 3", f"-(0 - {value})", f"({value} * 2) DIV 2"]
+            if value >= 0:
+                forms += [f"0x{value:X}", f"b'{value:b}'", f"0b{value:b} + 0"]
+            return rng.choice(forms)
+        if isinstance(value, datetime.date):
+            return rng.choice((f"DATE'{value.isoformat()}'", f"({quote(value.isoformat())})"))
+        hexed = value.encode().hex().upper()
+        return rng.choice([f"({quote(value)})", f"X'{hexed}'", *([f"0x{hexed}"] if hexed else [])])
+
     def unplaceable(self) -> str:
         """A key literal the algorithm cannot place though MariaDB may take it: NULL, a date written as a number, a
         string with a character the proxy's fold does not know ('ß', which general_ci holds equal to 's')."""

@@ -102,7 +102,8 @@ def test_groups_come_in_group_by_order_without_order_by() -> None:
         ("SELECT MAX(a) + 1 FROM t", "an expression over aggregates"),
         ("SELECT SUM(a) / COUNT(*) FROM t", "an expression over aggregates"),
         ("SELECT MAX(MIN(a)) FROM t", "an expression over aggregates"),
-        ("SELECT COUNT(DISTINCT a) FROM t", "COUNT(DISTINCT ...)"),
+        ("SELECT SUM(DISTINCT a) FROM t", "SUM(DISTINCT ...)"),
+        ("SELECT k, COUNT(DISTINCT a) FROM t", "a column beside COUNT(DISTINCT ...) without GROUP BY"),
         ("SELECT a, RANK() OVER (ORDER BY a) FROM t", "window functions"),
         ("SELECT a FROM t GROUP BY a WITH ROLLUP", "WITH ROLLUP"),
         ("SELECT SQL_CALC_FOUND_ROWS a FROM t", "SQL_CALC_FOUND_ROWS"),
@@ -120,6 +121,26 @@ def test_what_cannot_be_merged_exactly_is_refused(sql: str, construct: str) -> N
     with pytest.raises(Refused) as refused:
         of(sql)
     assert construct in str(refused.value)
+
+
+def test_count_distinct_groups_each_shard_by_its_arguments_and_counts_them_merged() -> None:
+    found = of("SELECT k, COUNT(DISTINCT a, b), SUM(x) FROM t GROUP BY k HAVING COUNT(DISTINCT c) > 1")
+    head, tail = found.sql.rsplit(" FROM ", 1)
+    assert tail == "t GROUP BY k, a, b, c LIMIT 18446744073709551615"
+    assert head.startswith("SELECT k, COUNT(DISTINCT a, b), SUM(x), a, ")
+    assert [a.function for a in found.aggregates] == ["COUNT(DISTINCT)", "SUM", "COUNT(DISTINCT)"]
+    assert len(found.aggregates[0].distinct) == 2 and not found.single
+    assert of("SELECT COUNT(DISTINCT a) FROM t").sql.endswith(" FROM t GROUP BY a LIMIT 18446744073709551615")
+
+
+def test_count_distinct_counts_each_value_once_over_the_shards() -> None:
+    found = of("SELECT COUNT(DISTINCT a), COUNT(*) FROM t")
+    columns = [column("COUNT(DISTINCT a)", FieldType.LONGLONG, 63), column("COUNT(*)", FieldType.LONGLONG, 63)]
+    columns += [column("a", FieldType.LONG, 63), column("w", FieldType.STRING, 63), column("p", FieldType.NULL, 63)]
+    one = TextResult(columns, [[b"0", b"2", None, None, None], [b"1", b"1", b"5", None, None]])  # NULL: not counted
+    two = TextResult(columns, [[b"1", b"3", b"5", None, None], [b"1", b"1", b"7", None, None]])
+    assert merge(found, [one, two]).rows == [[b"2", b"7"]]
+    assert merge(found, [TextResult(columns, []), TextResult(columns, [])]).rows == [[b"0", b"0"]]  # no rows
 
 
 def test_weights_compare_as_a_pad_space_collation() -> None:
