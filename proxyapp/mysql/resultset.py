@@ -197,6 +197,7 @@ class ColumnInfo:
     charset: int
     flags: int
     decimals: int
+    length: int = 0  # the column's length in bytes, as the definition says
 
 
 @dataclass(slots=True)
@@ -255,6 +256,7 @@ async def read_whole_result(wire: Wire) -> TextResult:
                 definition[pos + 1] | definition[pos + 2] << 8,
                 definition[pos + 8] | definition[pos + 9] << 8,
                 definition[pos + 10],
+                int.from_bytes(definition[pos + 3 : pos + 7], "little"),
             )
         )
     await wire.read_payload()  # EOF after the definitions

@@ -11,18 +11,22 @@ NO PAD collation or a binary string). What it changes per shard:
   ``LIMIT o + n`` (the first ``o + n`` of the whole are among the first ``o + n`` of each shard; at most
   ``MAX_ROWS``) and OFFSET applies after the merge; DISTINCT stays and the merge drops duplicates across shards;
 - aggregates: GROUP BY stays, HAVING, ORDER BY and LIMIT go (they apply to whole groups after the merge); COUNT
-  adds up, SUM adds up, MIN and MAX compare, COUNT(DISTINCT a, ...) groups each shard's rows also by its arguments
-  (the other aggregates' partials combine as well over those finer groups) and the merge counts the distinct
-  arguments it sees in each group by their weights, AVG also asks SUM and COUNT of its argument and divides (a SUM of a
+  adds up, SUM adds up, MIN and MAX compare, AVG also asks SUM and COUNT of its argument and divides (a SUM of a
   division is asked with the digits it does not show: ``DIGITS``; with GROUP BY it is refused, as MariaDB adds
   those digits when it groups along an index and the rounded values when it groups in a temporary table); without
   ORDER BY the groups come in GROUP BY order, as MariaDB returns them;
+- COUNT(DISTINCT a, ...) groups each shard's rows finer, also by its arguments (the other aggregates' partials
+  combine over finer groups as well), and the merge counts the distinct arguments of each group by their weights;
+  GROUP_CONCAT(a, ... ORDER BY o ...) groups them finer by its element's exact bytes and its ORDER BY keys and asks
+  each element with its count of rows: the merge orders all of a group's elements by their keys' weights and joins
+  them (a result longer than group_concat_max_len is refused);
 - a shard's statement always has a LIMIT (``MAX_ROWS`` when the client's has none), so that the session's
   ``sql_select_limit`` does not cap a shard's part: it caps the merged result (``merge``).
 
 What cannot be merged exactly is refused with the reason (nested or unknown aggregates, SUM(DISTINCT), AVG(DISTINCT),
-GROUP_CONCAT, window functions, WITH ROLLUP, SQL_CALC_FOUND_ROWS, SELECT ... INTO, HAVING beyond comparisons of
-aggregates and group keys with numbers). A pure function of the statement's tokens.
+GROUP_CONCAT without ORDER BY or with DISTINCT, ordering or HAVING by a GROUP_CONCAT, window functions, WITH ROLLUP,
+SQL_CALC_FOUND_ROWS, SELECT ... INTO, HAVING beyond comparisons of aggregates and group keys with numbers). A pure
+function of the statement's tokens.
 """
 
 from __future__ import annotations
@@ -35,13 +39,13 @@ from proxyapp.sql.lex import TokenKind, Tokens, closing, find_top, split_top, to
 
 _T = TokenKind
 #: The aggregates the merge combines.
-AGGREGATES = frozenset({"COUNT", "SUM", "MIN", "MAX", "AVG"})
+AGGREGATES = frozenset({"COUNT", "SUM", "MIN", "MAX", "AVG", "GROUP_CONCAT"})
 #: ``COUNT(DISTINCT ...)``'s name as an ``Aggregate.function``.
 COUNT_DISTINCT = "COUNT(DISTINCT)"
 #: Aggregates whose partial results cannot be combined into the exact whole.
 _UNMERGEABLE = frozenset(
     {
-        "GROUP_CONCAT", "STD", "STDDEV", "STDDEV_POP", "STDDEV_SAMP", "VARIANCE", "VAR_POP", "VAR_SAMP", "BIT_AND",
+        "STD", "STDDEV", "STDDEV_POP", "STDDEV_SAMP", "VARIANCE", "VAR_POP", "VAR_SAMP", "BIT_AND",
         "BIT_OR", "BIT_XOR", "JSON_ARRAYAGG", "JSON_OBJECTAGG", "PERCENTILE_CONT", "PERCENTILE_DISC", "MEDIAN",
     }
 )  # fmt: skip
@@ -73,12 +77,34 @@ class Column:
 
 
 @dataclass(frozen=True)
+class Order:
+    """One ORDER BY key."""
+
+    column: Column
+    descending: bool
+
+
+@dataclass(frozen=True)
+class Concat:
+    """How a GROUP_CONCAT merges: where each shard row's ``element`` (its arguments concatenated; NULL: it has none)
+    and its count of ``rows`` are, the ``order`` of the elements, the ``separator``, its own LIMIT (``offset``,
+    ``limit``)."""
+
+    element: int
+    rows: int
+    order: tuple[Order, ...]
+    separator: bytes
+    offset: int = 0
+    limit: int | None = None
+
+
+@dataclass(frozen=True)
 class Aggregate:
     """An aggregate column the merge combines: ``function`` (COUNT, SUM, MIN, MAX, AVG, ``COUNT_DISTINCT``) of
     ``column``; an AVG also has its argument's SUM and COUNT columns. ``digits``: the argument divides, and its value
     has more digits than it shows (without GROUP BY, MariaDB adds them and rounds only the total to show it), so
     ``sum`` is a SUM (of a SUM too) that shows them (``DIGITS``). ``distinct``: a COUNT(DISTINCT)'s arguments, each
-    row's values (the shard's ``column`` says whether none is NULL)."""
+    row's values (the shard's ``column`` says whether none is NULL). ``concat``: a GROUP_CONCAT's parts."""
 
     function: str
     column: Column
@@ -86,14 +112,7 @@ class Aggregate:
     count: int | None = None
     digits: bool = False
     distinct: tuple[Column, ...] = ()
-
-
-@dataclass(frozen=True)
-class Order:
-    """One ORDER BY key."""
-
-    column: Column
-    descending: bool
+    concat: Concat | None = None
 
 
 @dataclass(frozen=True)
@@ -234,7 +253,9 @@ def gather(tokens: Tokens, lo: int, hi: int) -> Gather:
         if any(item.star for item in items):
             raise Refused("* beside aggregates over several shards")
         for position, item in enumerate(items):
-            if item.aggregate:
+            if item.aggregate == "GROUP_CONCAT":
+                aggregates.append(_group_concat(builder, tokens, *item.argument, position))
+            elif item.aggregate:
                 aggregates.append(_aggregate(builder, item.aggregate, source(*item.argument), position))
         if group is not None:
             for a, b in split_top(tokens, group.lo, group.hi):
@@ -311,6 +332,7 @@ def gather(tokens: Tokens, lo: int, hi: int) -> Gather:
                 None if a.count is None else _index(a.count, hidden),
                 a.digits,
                 tuple(_fix(column, hidden) for column in a.distinct),
+                None if a.concat is None else _fix_concat(a.concat, hidden),
             )
             for a in aggregates
         ),
@@ -552,6 +574,50 @@ def _aggregate(builder: _Builder, function: str, argument: str, position: int | 
     return Aggregate(function, at)
 
 
+def _group_concat(builder: _Builder, tokens: Tokens, lo: int, hi: int, position: int) -> Aggregate:
+    """The GROUP_CONCAT at ``position`` whose arguments are ``[lo, hi)``: each shard groups its rows finer, by the
+    element's exact bytes (``HEX``) and the ORDER BY keys, and sends each element (``MIN`` of one value) with its
+    count of rows and its keys' values and weights."""
+    if tokens.word(lo) in ("DISTINCT", "DISTINCTROW"):
+        raise Refused("GROUP_CONCAT(DISTINCT ...) over several shards")
+    order_at = next((i for i in top_level(tokens, lo, hi) if tokens.word(i) == "ORDER" and tokens.word(i + 1) == "BY"),
+                    -1)  # fmt: skip
+    if order_at < 0:
+        raise Refused("GROUP_CONCAT without ORDER BY over several shards (its order would be each server's own)")
+    tail = find_top(tokens, order_at, hi, frozenset({"SEPARATOR", "LIMIT"}))
+    order_end = tail if tail >= 0 else hi
+    separator = ","
+    offset, limit = 0, None
+    for i in top_level(tokens, order_at, hi):
+        word = tokens.word(i)
+        if word == "SEPARATOR":
+            if tokens.kinds[i + 1] is not _T.STRING or tokens.texts[i + 1][:1] not in ("'", '"'):
+                raise Refused("this GROUP_CONCAT SEPARATOR over several shards")
+            separator = unquote(tokens.texts[i + 1], tokens.backslash_escapes)
+        elif word == "LIMIT":
+            end = find_top(tokens, i, hi, frozenset({"SEPARATOR"}))
+            offset, limit = _limit(tokens, i + 1, end if end >= 0 else hi)
+    if not separator.isascii():
+        raise Refused("a GROUP_CONCAT SEPARATOR beyond ASCII over several shards")
+    elements = tokens.source(lo, order_at)
+    order: list[Order] = []
+    for a, b in split_top(tokens, order_at + 2, order_end):
+        descending = tokens.word(b - 1) == "DESC"
+        if tokens.word(b - 1) in ("ASC", "DESC"):
+            b -= 1
+        if b - a == 1 and tokens.kinds[a] is _T.NUMBER:
+            raise Refused("GROUP_CONCAT ... ORDER BY a position over several shards")
+        expression = tokens.source(a, b)
+        builder.finer.append(expression)
+        order.append(Order(builder.compared(expression), descending))
+    builder.finer.append(f"HEX(CONCAT({elements}))")
+    element = builder.add(f"MIN(CONCAT({elements}))")
+    rows = builder.add("COUNT(*)")
+    return Aggregate(
+        "GROUP_CONCAT", Column(position), concat=Concat(element, rows, tuple(order), separator.encode(), offset, limit)
+    )
+
+
 def _order_column(
     tokens: Tokens,
     lo: int,
@@ -579,6 +645,8 @@ def _order_column(
     for aggregate in aggregates:
         at = aggregate.column.value
         if at >= 0 and at in visible:
+            if aggregate.concat is not None:
+                raise Refused(f"ORDER BY a GROUP_CONCAT ({expression}) over several shards")
             return aggregate.column
     sub = tokenize(expression)
     added = _hidden_aggregate(builder, sub, aggregates, "ORDER BY")
@@ -596,7 +664,8 @@ def _hidden_aggregate(builder: _Builder, sub: Tokens, aggregates: list[Aggregate
     if head not in AGGREGATES or sub.text(1) != "(" or closing(sub, 1, len(sub)) != len(sub) - 1:
         return None
     distinct = sub.word(2) == "DISTINCT"
-    if _calls(sub, 2, len(sub) - 1, AGGREGATES | _UNMERGEABLE) or (distinct and head != "COUNT"):
+    unmerged = _calls(sub, 2, len(sub) - 1, AGGREGATES | _UNMERGEABLE) or (distinct and head != "COUNT")
+    if unmerged or head == "GROUP_CONCAT":
         raise Refused(f"{clause} {sub.sql} over several shards")
     if distinct:
         added = _aggregate(builder, COUNT_DISTINCT, sub.source(3, len(sub) - 1), None)
@@ -742,7 +811,7 @@ class _Having:
     def _item_column(self, position: int) -> Column:
         """The select item at ``position`` as the merge reads it: an aggregate or a group key."""
         for aggregate in self.aggregates:
-            if aggregate.column.value == position:
+            if aggregate.column.value == position and aggregate.concat is None:
                 return aggregate.column
         for key in self.keys:
             if key.value == position:
@@ -761,6 +830,18 @@ def _fix(column: Column, hidden: int) -> Column:
         _index(column.value, hidden),
         None if column.weight is None else _index(column.weight, hidden),
         None if column.pad is None else _index(column.pad, hidden),
+    )
+
+
+def _fix_concat(concat: Concat, hidden: int) -> Concat:
+    """``concat`` with its hidden indexes counted from the row's end."""
+    return Concat(
+        _index(concat.element, hidden),
+        _index(concat.rows, hidden),
+        tuple(Order(_fix(o.column, hidden), o.descending) for o in concat.order),
+        concat.separator,
+        concat.offset,
+        concat.limit,
     )
 
 

@@ -26,10 +26,12 @@ from proxyapp.sharding.gather import (
     Aggregate,
     Column,
     Compare,
+    Concat,
     Condition,
     Gather,
     IsNull,
     Logic,
+    Order,
     Refused,
 )
 
@@ -130,7 +132,7 @@ def merge(plan: Gather, results: Sequence[TextResult], select_limit: int | None 
     if plan.order:
         for order in plan.order:
             value_of.check_orderable(order.column)
-        rows.sort(key=_sort_key(plan, value_of))
+        rows.sort(key=_sort_key(plan.order, value_of))
     end = select_limit if plan.limit is None else plan.offset + plan.limit
     rows = rows[plan.offset : end]
     visible = len(columns) - plan.hidden
@@ -152,6 +154,24 @@ class _Values:
         info = self.columns[column.value]
         if info.flags & (_ENUM_FLAG | _SET_FLAG):
             raise Refused(f"ordering or MIN/MAX over several shards by the ENUM or SET column {info.name}")
+
+    def zero(self, column: Column) -> object:
+        """The zero value of ``column``'s type, as compared: 0, the empty string, the zero date or time."""
+        info = self.columns[column.value]
+        kind = info.type
+        if kind in _INTEGERS or kind == FieldType.TIME:
+            return 0
+        if kind in _DECIMALS:
+            return Decimal(0)
+        if kind in _FLOATS:
+            return 0.0
+        if kind == FieldType.DATE:
+            return b"0000-00-00"
+        if kind in _TEMPORAL:
+            return b"0000-00-00 00:00:00" + (b"." + b"0" * info.decimals if 0 < info.decimals <= 6 else b"")
+        if column.weight is not None and info.charset != _BINARY_CHARSET:
+            return Weight(b"", None)
+        return b""
 
     def __call__(self, row: Row, column: Column) -> object:
         """The comparable value of ``column`` in ``row`` (None for NULL)."""
@@ -189,14 +209,19 @@ def _time_us(raw: bytes) -> int:
     return -micros if negative else micros
 
 
-def _sort_key(plan: Gather, value_of: _Values) -> Callable[[Row], tuple[object, ...]]:
-    """The sort key of a row for ``plan``'s ORDER BY: NULL first ascending, last descending."""
-    orders = plan.order
+def _sort_key(
+    orders: tuple[Order, ...], value_of: _Values, null_is_zero: bool = False
+) -> Callable[[Row], tuple[object, ...]]:
+    """The sort key of a row for the ORDER BY ``orders``: NULL first ascending, last descending; or, in a
+    GROUP_CONCAT's ORDER BY (``null_is_zero``), NULL as its type's zero value (0, '', the zero date), as MariaDB
+    sorts it there."""
 
     def key(row: Row) -> tuple[object, ...]:
         parts: list[object] = []
         for order in orders:
             value = value_of(row, order.column)
+            if value is None and null_is_zero:
+                value = value_of.zero(order.column)
             part = (0,) if value is None else (1, value)
             parts.append(_Descending(part) if order.descending else part)
         return tuple(parts)
@@ -210,9 +235,10 @@ def _sort_key(plan: Gather, value_of: _Values) -> Callable[[Row], tuple[object, 
 class _Group:
     """One group being merged: its first row (carrying the group keys and the other values) and the aggregates'
     running values, with how far a sum of a division's partial sums may be from the exact one (each partial is
-    off by less than one unit of its last digit shown), and the distinct arguments a COUNT(DISTINCT) has seen."""
+    off by less than one unit of its last digit shown), the distinct arguments a COUNT(DISTINCT) has seen, and a
+    GROUP_CONCAT's elements (each with its sort key and its count of rows)."""
 
-    __slots__ = ("counts", "errors", "row", "seen", "sums")
+    __slots__ = ("counts", "errors", "parts", "row", "seen", "sums")
 
     def __init__(self, row: Row, size: int) -> None:
         self.row = list(row)
@@ -220,6 +246,7 @@ class _Group:
         self.counts = [0] * size
         self.errors = [Decimal(0)] * size
         self.seen: list[set[tuple[object, ...]]] = [set() for _ in range(size)]
+        self.parts: list[list[tuple[tuple[object, ...], bytes, int]]] = [[] for _ in range(size)]
 
 
 def _groups(plan: Gather, rows: list[Row], value_of: _Values) -> list[Row]:
@@ -229,6 +256,8 @@ def _groups(plan: Gather, rows: list[Row], value_of: _Values) -> list[Row]:
     for aggregate in aggregates:
         if aggregate.function in ("MIN", "MAX"):
             value_of.check_orderable(aggregate.column)
+        for order in aggregate.concat.order if aggregate.concat is not None else ():
+            value_of.check_orderable(order.column)
     for row in rows:
         key = tuple(value_of(row, column) for column in plan.keys)
         group = groups.get(key)
@@ -259,6 +288,12 @@ def _accumulate(group: _Group, n: int, aggregate: Aggregate, row: Row, value_of:
     elif function == COUNT_DISTINCT:  # one row per distinct argument values: counted when none is NULL
         if int(row[at] or 0):
             group.seen[n].add(tuple(value_of(row, column) for column in aggregate.distinct))
+    elif aggregate.concat is not None:  # one row per element and sort key: kept with its count of rows
+        concat = aggregate.concat
+        element = row[concat.element]
+        if element is not None:
+            key = _sort_key(concat.order, value_of, null_is_zero=True)(row)
+            group.parts[n].append((key, element, int(row[concat.rows] or 0)))
     elif function in ("SUM", "AVG"):
         part = at if aggregate.sum is None else aggregate.sum  # an AVG's SUM, or a sum with its hidden digits
         raw = row[part]
@@ -301,6 +336,8 @@ def _finish(group: _Group, n: int, aggregate: Aggregate, value_of: _Values) -> N
         group.row[at] = str(group.counts[n]).encode()
     elif function == COUNT_DISTINCT:
         group.row[at] = str(len(group.seen[n])).encode()
+    elif aggregate.concat is not None:
+        group.row[at] = _concatenated(group.parts[n], aggregate.concat, info)
     elif function == "SUM":
         total = group.sums[n]
         if isinstance(total, Decimal) and aggregate.digits:
@@ -317,6 +354,23 @@ def _finish(group: _Group, n: int, aggregate: Aggregate, value_of: _Values) -> N
             if aggregate.digits:
                 _check_digits(average, group.errors[n] / count, info)
             group.row[at] = _render(average, info)
+
+
+def _concatenated(parts: list[tuple[tuple[object, ...], bytes, int]], concat: Concat, info: ColumnInfo) -> bytes | None:
+    """A GROUP_CONCAT's value from its elements (NULL when it has none); ``Refused`` when it would be longer than
+    ``group_concat_max_len`` (the server cuts it with a warning the merge cannot place): the column's length is that
+    many bytes for a binary string, four times as many in utf8mb4 (taken for any other character set: shorter)."""
+    parts.sort(key=lambda part: part[0])
+    elements = [element for _, element, count in parts for _ in range(count)]
+    end = None if concat.limit is None else concat.offset + concat.limit
+    elements = elements[concat.offset : end]
+    if not elements:
+        return None
+    value = concat.separator.join(elements)
+    longest = info.length if info.charset == _BINARY_CHARSET else info.length // 4
+    if len(value) > longest:
+        raise Refused(f"{info.name} over several shards: longer than group_concat_max_len")
+    return value
 
 
 def _check_digits(value: Decimal, error: Decimal, info: ColumnInfo) -> None:

@@ -562,8 +562,31 @@ def _unmergeable_point(g: Generator) -> Statement:
 
 @_class("refuse_group_concat")
 def _refuse_group_concat(g: Generator) -> Statement:
+    """GROUP_CONCAT with no order of its own, or with DISTINCT, over several shards."""
     t = g.t
-    return Statement("refuse_group_concat", f"SELECT GROUP_CONCAT({t.column('str')}) FROM {t.name}", ordered=True)
+    s = t.column("str")
+    sql = g.rng.choice((f"SELECT GROUP_CONCAT({s}) FROM {t.name}", f"SELECT GROUP_CONCAT(DISTINCT {s} ORDER BY {s}) "
+                        f"FROM {t.name}"))  # fmt: skip
+    return Statement("refuse_group_concat", sql, ordered=True)
+
+
+@_class("group_concat")
+def _group_concat(g: Generator) -> Statement:
+    """GROUP_CONCAT ordered by a key that leaves no ties, over every shard: of strings spelled as each row holds
+    them, numbers, several arguments, per group, with SEPARATOR and LIMIT, over no rows."""
+    t, rng = g.t, g.rng
+    i, s, d, day = t.column("int"), rng.choice(t.kinds("str")), t.column("dec"), t.column("date")
+    sql = rng.choice((
+        f"SELECT GROUP_CONCAT({s} ORDER BY id) FROM {t.name}{g.filter()}",
+        f"SELECT GROUP_CONCAT({t.key}, ':', {d} ORDER BY {d} DESC, id SEPARATOR '; ') FROM {t.name}",
+        f"SELECT {day}, GROUP_CONCAT({i} ORDER BY id DESC), COUNT(*) FROM {t.name} GROUP BY {day}",
+        f"SELECT {i}, GROUP_CONCAT(id ORDER BY {s}, id SEPARATOR '') AS ids, SUM({d}) FROM {t.name} GROUP BY {i}",
+        f"SELECT GROUP_CONCAT({s} ORDER BY id LIMIT {rng.randint(0, 3)}, {rng.randint(1, 4)}) FROM {t.name}",
+        f"SELECT GROUP_CONCAT(id ORDER BY id) FROM {t.name} WHERE id < 0",
+        f"SELECT {i}, COUNT(DISTINCT {s}), GROUP_CONCAT(DATE_FORMAT({day}, '%m%d') ORDER BY id) FROM {t.name} "
+        f"GROUP BY {i} HAVING COUNT(*) > 1",
+    ))  # fmt: skip
+    return Statement("group_concat", sql, ordered=True)
 
 
 @_class("refuse_window")

@@ -98,7 +98,12 @@ def test_groups_come_in_group_by_order_without_order_by() -> None:
 @pytest.mark.parametrize(
     ("sql", "construct"),
     [
-        ("SELECT GROUP_CONCAT(name) FROM t", "GROUP_CONCAT"),
+        ("SELECT GROUP_CONCAT(name) FROM t", "GROUP_CONCAT without ORDER BY"),
+        ("SELECT GROUP_CONCAT(DISTINCT name ORDER BY name) FROM t", "GROUP_CONCAT(DISTINCT ...)"),
+        ("SELECT k, GROUP_CONCAT(a ORDER BY a) g FROM t GROUP BY k ORDER BY g", "ORDER BY a GROUP_CONCAT"),
+        ("SELECT GROUP_CONCAT(a ORDER BY 1) FROM t", "ORDER BY a position"),
+        ("SELECT GROUP_CONCAT(a ORDER BY a SEPARATOR '·') FROM t", "SEPARATOR beyond ASCII"),
+        ("SELECT STD(a) FROM t", "STD over several shards"),
         ("SELECT MAX(a) + 1 FROM t", "an expression over aggregates"),
         ("SELECT SUM(a) / COUNT(*) FROM t", "an expression over aggregates"),
         ("SELECT MAX(MIN(a)) FROM t", "an expression over aggregates"),
@@ -141,6 +146,39 @@ def test_count_distinct_counts_each_value_once_over_the_shards() -> None:
     two = TextResult(columns, [[b"1", b"3", b"5", None, None], [b"1", b"1", b"7", None, None]])
     assert merge(found, [one, two]).rows == [[b"2", b"7"]]
     assert merge(found, [TextResult(columns, []), TextResult(columns, [])]).rows == [[b"0", b"0"]]  # no rows
+
+
+def test_group_concat_asks_each_element_with_its_count_and_keys_and_joins_them_in_order() -> None:
+    found = of("SELECT k, GROUP_CONCAT(a, '-', b ORDER BY o DESC SEPARATOR '; ' LIMIT 1, 3) FROM t GROUP BY k")
+    head, tail = found.sql.rsplit(" FROM ", 1)
+    assert tail == "t GROUP BY k, o, HEX(CONCAT(a, '-', b)) LIMIT 18446744073709551615"
+    assert ", MIN(CONCAT(a, '-', b)), COUNT(*), WEIGHT_STRING(k), " in head
+    concat = found.aggregates[0].concat
+    assert concat is not None and (concat.separator, concat.offset, concat.limit) == (b"; ", 1, 3)
+    columns = [column("k", FieldType.LONG, 63), column("g", FieldType.VAR_STRING, 45)]
+    columns[1].length = 4 * 1024
+    columns += [column("o", FieldType.LONG, 63), column("w", FieldType.STRING, 63), column("p", FieldType.NULL, 63)]
+    columns += [column("e", FieldType.VAR_STRING, 45), column("n", FieldType.LONGLONG, 63)]
+    columns += [column("w", FieldType.STRING, 63), column("p", FieldType.NULL, 63)]
+    rows = [(b"3", b"c", b"2"), (b"1", b"a", b"1"), (b"2", b"b", b"1"), (b"9", None, b"4")]
+    one, two = (TextResult(columns, [[b"1", b"x", o, None, None, e, n, None, None] for o, e, n in part])
+                for part in (rows[:2], rows[2:]))  # fmt: skip
+    assert merge(found, [one, two]).rows == [[b"1", b"c; b; a"]]  # c c b a: from the 2nd, 3 of them; NULL skipped
+    columns[1].length = 4 * 6
+    with pytest.raises(Refused, match="longer than group_concat_max_len"):
+        merge(found, [one, two])
+
+
+def test_group_concat_sorts_null_as_its_types_zero_as_mariadb_does_there() -> None:
+    found = of("SELECT GROUP_CONCAT(id ORDER BY n, id) FROM t")
+    columns = [column("g", FieldType.BLOB, 45), column("n", FieldType.LONG, 63), column("w", FieldType.STRING, 63)]
+    columns += [column("p", FieldType.NULL, 63), column("id", FieldType.LONG, 63), column("w", FieldType.STRING, 63)]
+    columns += [column("p", FieldType.NULL, 63), column("e", FieldType.VAR_STRING, 45)]
+    columns += [column("c", FieldType.LONGLONG, 63)]
+    columns[0].length = 4096
+    rows = [(n, i) for n, i in ((None, b"1"), (b"0", b"2"), (b"-1", b"3"), (None, b"4"), (b"1", b"5"))]
+    shard = TextResult(columns, [[b"x", n, None, None, i, None, None, i, b"1"] for n, i in rows])
+    assert merge(found, [shard]).rows == [[b"3,1,2,4,5"]]
 
 
 def test_weights_compare_as_a_pad_space_collation() -> None:
