@@ -19,6 +19,22 @@ _MAX_FRAME = 0xFFFFFF
 MIN_COMPRESS_LENGTH = 50
 
 
+def _inflate(body: bytes, size: int) -> bytes:
+    """A frame's ``size`` bytes, inflated no further than one byte past them (a frame that would inflate to more
+    is refused before it can take the memory: a decompression bomb); ProtocolError unless it holds exactly
+    ``size``."""
+    inflater = zlib.decompressobj()
+    try:
+        out = inflater.decompress(body, size + 1)
+    except zlib.error as exc:
+        raise ProtocolError(f"compressed frame does not decompress: {exc}") from None
+    if len(out) > size or inflater.unconsumed_tail:
+        raise ProtocolError(f"compressed frame inflates past the {size} bytes its header says")
+    if len(out) != size or not inflater.eof:
+        raise ProtocolError(f"compressed frame holds {len(out)} bytes, its header says {size}")
+    return out
+
+
 class Compression:
     """One connection's compressed framing: unpacks received frames and packs bytes to send."""
 
@@ -48,12 +64,7 @@ class Compression:
             if size:
                 if size > self.max_packet:
                     raise ProtocolError(f"compressed frame of {size} bytes is over the limit")
-                try:
-                    body = zlib.decompress(body, bufsize=size)
-                except zlib.error as exc:
-                    raise ProtocolError(f"compressed frame does not decompress: {exc}") from None
-                if len(body) != size:
-                    raise ProtocolError(f"compressed frame holds {len(body)} bytes, its header says {size}")
+                body = _inflate(body, size)
             out.append(body)
             self.seq = (seq + 1) & 0xFF
             pos += _HEADER + length
