@@ -1,5 +1,6 @@
 """The one way the API, the UI and the admin change benchmark targets and jobs: validate (a job's plan as the engine
-would check it), save, keep the job's beat entry in step, and write the audit log (target passwords masked)."""
+would check it), save, keep the job's beat entry in step, and write the audit log (a target's password masked, as
+every sealed field)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,10 @@ from django.db import transaction
 from fleet.bench.models import BenchJob, BenchTarget
 from fleet.core import audit
 from fleet.core.models import AuditEntry
-from proxyapp.config.secrets import MASK
 
 
 def _picture(obj: BenchTarget | BenchJob, targets: list[BenchTarget] | None = None) -> dict[str, Any]:
-    values = audit.snapshot(obj)
-    if isinstance(obj, BenchTarget):
-        values["password"] = MASK if obj.password else ""
+    values = audit.snapshot(obj)  # the target's password masked
     if targets is not None:
         values["targets"] = [t.name for t in targets]
     return values

@@ -11,6 +11,7 @@ from django.db import models
 from django.http import HttpRequest, HttpResponse
 
 from fleet.core.models import AuditEntry, Cluster, ClusterRow
+from fleet.core.sealing import shown
 from proxyapp.config.secrets import mask_row
 
 
@@ -19,7 +20,8 @@ def snapshot(obj: models.Model) -> dict[str, Any]:
     if isinstance(obj, ClusterRow):
         values = mask_row(obj.table, obj.as_row())
     else:
-        values = {f.attname: getattr(obj, f.attname) for f in obj._meta.concrete_fields if f.name != "id"}
+        fields = [f for f in obj._meta.concrete_fields if f.name != "id"]
+        values = {f.attname: shown(obj, f, getattr(obj, f.attname)) for f in fields}
     return {k: _jsonable(v) for k, v in values.items()}
 
 

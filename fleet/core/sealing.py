@@ -28,7 +28,7 @@ from django.db import connection, models, transaction
 from fleet.core import keyfiles
 
 # The secrets of a config (users' passwords, password variables) are proxyapp's definition: the node masks the same.
-from proxyapp.config.secrets import is_secret, is_secret_variable
+from proxyapp.config.secrets import MASK, is_secret, is_secret_variable, mask_document
 
 PREFIX = "sealed:"
 
@@ -165,6 +165,18 @@ class SealedDocumentField(models.JSONField):
 
 
 _SEALED_FIELDS = (SealedTextField, SealedIfPasswordVariableField, SealedDocumentField)
+
+
+def shown(instance: models.Model, field: models.Field[Any, Any], value: Any) -> Any:
+    """``value`` of ``instance``'s ``field`` fit to show (an audit entry, a page): a sealed field is a secret, so a
+    sealed text is masked, a password variable's value too, and a sealed document's secrets."""
+    if isinstance(field, SealedTextField) or (
+        isinstance(field, SealedIfPasswordVariableField) and is_secret_variable(getattr(instance, "variable_name", ""))
+    ):
+        return MASK if value else value
+    if isinstance(field, SealedDocumentField) and isinstance(value, Mapping):
+        return mask_document(value)
+    return value
 
 
 def sealed_fields(registry: Any, app_label: str = "") -> Iterator[tuple[type[models.Model], list[str]]]:

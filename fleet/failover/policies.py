@@ -9,8 +9,8 @@ from django.db import transaction
 from fleet.core import audit
 from fleet.core.drafts import Actor
 from fleet.core.models import AuditEntry
+from fleet.core.sealing import shown
 from fleet.failover.models import FailoverPolicy
-from proxyapp.config.secrets import MASK
 
 EDITABLE = (
     "enabled",
@@ -26,8 +26,8 @@ EDITABLE = (
 
 def snapshot(policy: FailoverPolicy) -> dict[str, Any]:
     """The policy's settings for the audit log, passwords masked."""
-    values = {name: getattr(policy, name) for name in ("writer_hostgroup", *EDITABLE)}
-    return {name: (MASK if name in FailoverPolicy.SECRETS and value else value) for name, value in values.items()}
+    names = ("writer_hostgroup", *EDITABLE)
+    return {name: shown(policy, FailoverPolicy._meta.get_field(name), getattr(policy, name)) for name in names}
 
 
 def save_policy(policy: FailoverPolicy, user: Actor) -> FailoverPolicy:
