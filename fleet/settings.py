@@ -198,6 +198,12 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["fleet.api.permissions.RolePermission"],
+    # JSON read as the nodes read it: a key twice in one object, or nesting too deep, is a 400 (fleet.api.parsers).
+    "DEFAULT_PARSER_CLASSES": [
+        "fleet.api.parsers.StrictJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_PAGINATION_CLASS": "fleet.api.pagination.Pagination",
     "DEFAULT_FILTER_BACKENDS": [
         "django_filters.rest_framework.DjangoFilterBackend",

@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 from proxyapp import credential
-from proxyapp.config.document import load_config_file, parse_config, read_json
+from proxyapp.config.document import load_config_file, parse_config
+from proxyapp.config.jsontext import read_json
 from proxyapp.process.server import Proxy, parse_address
 from proxyapp.process.workers import Supervisor, worker_count
 from proxyapp.session.seats import Seats

@@ -24,6 +24,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, get_args, get_type_hints
 
+from proxyapp.config.jsontext import DuplicateKey, read_json
 from proxyapp.config.rulecheck import shadowed_rules
 from proxyapp.config.rulecompile import check_rule
 from proxyapp.config.sharding import build, parse_parameters, string_keyed
@@ -304,7 +305,9 @@ def _check_attributes(value: str) -> None:
     if value == "":
         return
     try:
-        parsed = json.loads(value)
+        parsed = read_json(value)
+    except DuplicateKey as exc:
+        raise ValueError(f"must be '' or a JSON object; {exc}") from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"must be '' or a JSON object; invalid JSON at column {exc.colno}: {exc.msg}") from None
     if not isinstance(parsed, dict):
@@ -846,25 +849,6 @@ def _label(table: str, index: int, obj: object) -> str:
     """``table[index] key=value`` naming a valid row in a warning."""
     shown = ", ".join(f"{c}={show_value(getattr(obj, c))}" for c in _LABEL_COLUMNS[table])
     return f"{table}[{index}] {shown}"
-
-
-class DuplicateKey(ValueError):
-    """A JSON object names the same key twice (JSON allows it; a config must not: the last would silently win)."""
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in obj:
-            raise DuplicateKey(f"the key {key!r} appears twice in one object")
-        obj[key] = value
-    return obj
-
-
-def read_json(text: str | bytes) -> Any:
-    """Decode a JSON config document (or any JSON the proxy is sent): ValueError for bad JSON, DuplicateKey for an
-    object that names a key twice."""
-    return json.loads(text, object_pairs_hook=_unique_keys)
 
 
 def load_config_file(path: str | os.PathLike[str]) -> Config:

@@ -39,6 +39,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from proxyapp.config.jsontext import DuplicateKey, read_json
+
 #: The algorithms a sharded table may name.
 ALGORITHMS = ("mod", "hash", "consistent_hash", "range", "list", "date", "global")
 #: The most shards a group may have.
@@ -91,7 +93,9 @@ def parse_parameters(algorithm: str, text: str) -> dict[str, Any]:
         params: Any = {}
     else:
         try:
-            params = json.loads(text)
+            params = read_json(text)
+        except DuplicateKey as exc:
+            raise ValueError(f"not a JSON object: {exc}") from None
         except json.JSONDecodeError as exc:
             raise ValueError(f"not a JSON object: {exc.msg} at column {exc.colno}") from None
     if not isinstance(params, dict):

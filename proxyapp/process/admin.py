@@ -53,7 +53,7 @@ from aiohttp import web
 
 from proxyapp import credential
 from proxyapp.backends.monitor import CHECKS
-from proxyapp.config.document import read_json
+from proxyapp.config.jsontext import read_json
 from proxyapp.config.secrets import mask_document
 from proxyapp.mysql.constants import ErrorCode
 from proxyapp.report.stats import COUNTERS, order_digest_rows

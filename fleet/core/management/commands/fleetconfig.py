@@ -16,6 +16,7 @@ from fleet.core.management.intermixed import IntermixedCommand
 from fleet.core.models import Cluster
 from fleet.core.proxysql_cnf import import_cnf
 from proxyapp.config.document import ConfigError
+from proxyapp.config.jsontext import DuplicateKey, read_json
 
 
 class Command(IntermixedCommand):
@@ -93,7 +94,9 @@ class Command(IntermixedCommand):
 
     def _json(self, text: str, name: str) -> object:
         try:
-            return json.loads(text)
+            return read_json(text)
+        except DuplicateKey as error:
+            raise CommandError(f"{name}: invalid JSON: {error}") from None
         except json.JSONDecodeError as error:
             raise CommandError(
                 f"{name}: invalid JSON at line {error.lineno} column {error.colno}: {error.msg}"

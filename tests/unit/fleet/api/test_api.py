@@ -347,6 +347,26 @@ def test_import_and_export(clients: dict[str, APIClient], cluster: Cluster) -> N
     assert publishing.compile_draft(Cluster.objects.get(name="copy")).checksum == checksum
 
 
+def test_json_the_node_refuses_the_api_refuses(clients: dict[str, APIClient], cluster: Cluster) -> None:
+    """One strict reader for the control plane and the nodes: a key twice in one object (the last would silently
+    win, emptying the draft's users here) and nesting too deep to decode are 400s, and the draft is kept."""
+    operator = clients["operator"]
+    checksum = publishing.compile_draft(cluster).checksum
+    exported = json.dumps(operator.get(f"{API}/export/?cluster=main").json())
+    twice = exported[:-1] + ', "mysql_users": []}'
+    for body in (twice, "[" * 100_000, '{"a": ' * 50_000):
+        answer = operator.generic("POST", f"{API}/import/?cluster=main", body, content_type="application/json")
+        assert answer.status_code == 400, answer.content[:200]
+        assert "JSON parse error" in answer.json()["detail"]
+    assert (
+        "appears twice"
+        in operator.generic("POST", f"{API}/import/?cluster=main", twice, content_type="application/json").json()[
+            "detail"
+        ]
+    )
+    assert publishing.compile_draft(cluster).checksum == checksum
+
+
 def test_nodes_and_stats(clients: dict[str, APIClient], cluster: Cluster) -> None:
     other = make_cluster("other")
     report = {"global": {"Questions": 42}, "connection_pool": [{"srv_host": "127.0.0.1", "ConnUsed": 2}]}

@@ -10,14 +10,13 @@ import pytest
 
 from proxyapp.config.document import (
     ConfigError,
-    DuplicateKey,
     listener_port_error,
     parse_config,
     parse_re_modifiers,
-    read_json,
     validate_row,
 )
 from proxyapp.config.document import load_config_file as load
+from proxyapp.config.jsontext import DuplicateKey, read_json
 from proxyapp.config.tables import GlobalVariable, MysqlQueryRule, MysqlServer, MysqlUser
 from proxyapp.config.variables import VARIABLES, Variables, parse_variable_value
 
@@ -850,6 +849,13 @@ def test_a_duplicate_key_is_refused_wherever_it_is(tmp_path: Path) -> None:
         load(path)
     with pytest.raises(DuplicateKey):
         read_json(b'{"a": 1, "b": {"c": 1, "c": 2}}')
+
+
+def test_json_nested_too_deeply_is_a_decode_error_not_a_crash() -> None:
+    with pytest.raises(json.JSONDecodeError, match="nested too deeply"):
+        read_json("[" * 100_000)
+    with pytest.raises(json.JSONDecodeError, match="nested too deeply"):
+        read_json(b'{"a": ' * 100_000)
 
 
 @pytest.mark.parametrize("password", ["*", "*ABC", "*" + "G" * 40, "*" + "A" * 41])
