@@ -208,13 +208,25 @@ class Agent:
         errors = self.refusals(document, checksum)
         if errors:
             return self._refuse(version, checksum, running, *errors)
-        if running != checksum:
-            status, body = self.admin.call("POST", "/reload", document)
-            if status != 200 or not body.get("ok"):
-                reasons = body.get("errors") or [body.get("error") or f"the proxy answered HTTP {status}"]
-                log.error("the proxy refused version %d: %s", version, "; ".join(map(str, reasons)))
-                return self._ack(version, checksum, "\n".join(map(str, reasons)))
-        self.store.save(document, AppliedVersion(cluster, version, checksum, now_iso(), cluster_uid, signed_at))
+        try:  # saved before the switch: a node that cannot keep a version does not run it
+            staged = self.store.stage(
+                document, AppliedVersion(cluster, version, checksum, now_iso(), cluster_uid, signed_at)
+            )
+        except OSError as exc:
+            return self._refuse(version, checksum, running, f"cannot save version {version} in "
+                                f"{self.store.directory}: {exc}")  # fmt: skip
+        try:
+            if running != checksum:
+                status, body = self.admin.call("POST", "/reload", document)
+                if status != 200 or not body.get("ok"):
+                    reasons = body.get("errors") or [body.get("error") or f"the proxy answered HTTP {status}"]
+                    log.error("the proxy refused version %d: %s", version, "; ".join(map(str, reasons)))
+                    staged.discard()
+                    return self._ack(version, checksum, "\n".join(map(str, reasons)))
+            staged.commit()
+        except BaseException:
+            staged.discard()
+            raise
         log.info("cluster %s version %d (%s) applied", cluster, version, checksum[:12])
         return self._ack(version, checksum)
 

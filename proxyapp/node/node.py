@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from proxyapp import credential
-from proxyapp.statefile import write_atomically
+from proxyapp.statefile import commit, stage, write_atomically
 
 log = logging.getLogger("proxyapp.node.node")
 
@@ -92,16 +92,42 @@ class NodeStore:
             log.error("%s is unreadable, treating the node as unversioned: %s", self.applied_path, exc)
             return None
 
-    def save(self, document: dict[str, Any], applied: AppliedVersion) -> None:
-        """Record an applied document: the config first, then its version, each replaced atomically.
-
-        A crash in between leaves a config whose checksum differs from the recorded one; the agent then reports
-        no version for it, and the control plane re-sends the version.
-        """
+    def stage(self, document: dict[str, Any], applied: AppliedVersion) -> StagedSave:
+        """Write an applied document and its version beside their files, to be committed once the proxy runs it
+        (``StagedSave``); OSError (a full disk) before anything changed: the proxy is then not switched."""
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.directory.chmod(0o700)  # the config holds the backends' passwords: nobody else on the host reads it
-        write_atomically(self.config_path, json.dumps(document, indent=1, sort_keys=True) + "\n")
-        write_atomically(self.applied_path, json.dumps(asdict(applied), indent=1) + "\n")
+        config = stage(self.config_path, json.dumps(document, indent=1, sort_keys=True) + "\n")
+        try:
+            version = stage(self.applied_path, json.dumps(asdict(applied), indent=1) + "\n")
+        except BaseException:
+            config.unlink(missing_ok=True)
+            raise
+        return StagedSave(self, config, version)
+
+    def save(self, document: dict[str, Any], applied: AppliedVersion) -> None:
+        """Record an applied document at once (staged and committed)."""
+        self.stage(document, applied).commit()
+
+
+@dataclass(frozen=True)
+class StagedSave:
+    """A config and its version written beside their files: ``commit`` puts them in place (renames, no space
+    needed), the config first, then its version; a crash in between leaves a config whose checksum differs from the
+    recorded one, which the agent reports as no version, and the control plane re-sends it. ``discard`` drops
+    them."""
+
+    store: NodeStore
+    config: Path
+    version: Path
+
+    def commit(self) -> None:
+        commit(self.config, self.store.config_path)
+        commit(self.version, self.store.applied_path)
+
+    def discard(self) -> None:
+        self.config.unlink(missing_ok=True)
+        self.version.unlink(missing_ok=True)
 
 
 def check_node_name(name: str) -> str:

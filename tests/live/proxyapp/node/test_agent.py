@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import resource
+import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -188,3 +190,25 @@ def test_a_replayed_older_signed_version_never_rolls_the_node_back(proxy: ProxyP
         1,
         "2026-12-04T01:02:00+00:00",
     )
+
+
+def test_a_version_the_node_cannot_save_is_not_run_and_the_ack_says_why(proxy: ProxyProcess, tmp_path: Path) -> None:
+    """A full state directory (here: files capped at 64 bytes for this process) fails the save before the switch:
+    the proxy keeps its config, the ack names the cause, nothing is left half written; with room again it applies."""
+    agent = make_agent(proxy, tmp_path / "state")
+    before = proxy.admin("GET", "/config")["checksum"]
+    v2 = document(mysql_max_connections="700")
+    limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the cap fails with EFBIG, not a signal
+    resource.setrlimit(resource.RLIMIT_FSIZE, (64, limits[1]))
+    try:
+        ack = agent.apply("main", 2, checksum(v2), v2)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+        signal.signal(signal.SIGXFSZ, handler)
+    assert ack["ok"] is False
+    assert ack["error"].startswith(f"cannot save version 2 in {tmp_path / 'state'}: [Errno 27] File too large")
+    assert proxy.admin("GET", "/config")["checksum"] == before
+    assert sorted(p.name for p in (tmp_path / "state").iterdir()) == ["admin.token"]
+    assert agent.apply("main", 2, checksum(v2), v2)["ok"]
+    assert proxy.admin("GET", "/config")["checksum"] == checksum(v2)
