@@ -37,6 +37,7 @@ from proxyapp.mysql.constants import Command, ErrorCode
 from proxyapp.mysql.packets import ProtocolError
 from proxyapp.mysql.wire import PeerClosed
 from proxyapp.report.stats import GlobalCounters
+from proxyapp.tasks import spawn
 
 log = logging.getLogger("proxyapp.backends.pool")
 
@@ -909,9 +910,7 @@ class PoolManager:
         loop = self.loop()
         for pool in list(self._pools.values()):
             for conn in pool.hostgroup.tidy(pool, now):
-                task = loop.create_task(pool.hostgroup.keep_alive(conn, pool))
-                self._pings.add(task)
-                task.add_done_callback(self._pings.discard)
+                spawn(pool.hostgroup.keep_alive(conn, pool), self._pings, "a keep-alive ping", loop)
 
     def close_all(self) -> None:
         """Close every idle connection and stop the keep-alive pings (at shutdown)."""

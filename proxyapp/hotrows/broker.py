@@ -28,6 +28,7 @@ from proxyapp.clock import Clock
 from proxyapp.hotrows.heat import HeatMap
 from proxyapp.hotrows.queues import UNQUEUED, QueueKey, Waiter
 from proxyapp.hotrows.service import HotRows, HotRowSettings
+from proxyapp.tasks import spawn
 
 log = logging.getLogger("proxyapp.hotrows.broker")
 
@@ -76,9 +77,7 @@ class HotRowBroker:
             _send(writer, {"op": "applied", "digests": applied})
 
     def _spawn(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        spawn(coro, self._tasks, "a hot-row queue connection")
 
     async def _serve(self, sock: socket.socket) -> None:
         """Serve one worker until its socket ends; then every owner it spoke for gives its keys back."""

@@ -65,6 +65,7 @@ from proxyapp.session.state import SessionState, bring
 from proxyapp.sql.digest import compute_digest
 from proxyapp.sql.lex import tokenize, unquote
 from proxyapp.sql.scan import Kind, Statement
+from proxyapp.tasks import spawn
 
 log = logging.getLogger("proxyapp.mirror.mirror")
 
@@ -796,9 +797,7 @@ class Mirror(SessionListener):
         if first is None:
             self.starting += 1
         self.counters.Mirror_concurrency = self.running
-        task = self.pools.loop().create_task(self._runner(first))
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+        spawn(self._runner(first), self.tasks, "a mirror runner", self.pools.loop())
 
     async def _runner(self, first: _Entry | None) -> None:
         """Run work until there is none: ProxySQL-mode entries and lanes' turns, alternately."""

@@ -44,6 +44,7 @@ from proxyapp.report.stats import DigestStats, GlobalCounters
 from proxyapp.rules.cache import QueryCache
 from proxyapp.session.kill import worker_of
 from proxyapp.session.throttle import AuthThrottle
+from proxyapp.tasks import spawn
 
 log = logging.getLogger("proxyapp.pgproxy")
 
@@ -180,9 +181,7 @@ class PgFront:
 
     def _accept(self, wire: PgWire) -> None:
         """Serve a new client connection in a task of its own."""
-        task = asyncio.get_running_loop().create_task(self.serve(wire))
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+        spawn(self.serve(wire), self.tasks, "a PostgreSQL client session")
 
     async def serve(self, wire: PgWire) -> None:
         """Serve a new client connection, from its first message to its end."""

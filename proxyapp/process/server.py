@@ -45,6 +45,7 @@ from proxyapp.sharding.nodeblocks import NodeBlocks
 from proxyapp.sharding.sequence import Sequences
 from proxyapp.sharding.stats import ShardingStats
 from proxyapp.sharding.tablerows import TableRows
+from proxyapp.tasks import spawn
 
 log = logging.getLogger("proxyapp")
 
@@ -216,7 +217,9 @@ class Proxy(SessionServices):
 
     def _session_done(self, task: asyncio.Task[None]) -> None:
         self._sessions.discard(task)
-        self.clients.pop(task, None)
+        session = self.clients.pop(task, None)
+        if not task.cancelled() and (error := task.exception()) is not None:  # run() never raises: a bug, told
+            log.error("session %s ended with an unhandled error", getattr(session, "id", "?"), exc_info=error)
 
     async def _housekeeping(self) -> None:
         """Every second, ``sweep``."""
@@ -270,9 +273,7 @@ class Proxy(SessionServices):
 
     def _rebind(self) -> None:
         """Open and close the PostgreSQL listeners as the config wants, in the background."""
-        task = asyncio.get_running_loop().create_task(self._bind_pgsql())
-        self.background.add(task)
-        task.add_done_callback(self.background.discard)
+        spawn(self._bind_pgsql(), self.background, "binding the PostgreSQL listeners")
 
     async def _bind_pgsql(self) -> None:
         """Open and close the forwarding listeners and the pooling proxy's listener as the config wants."""
@@ -300,9 +301,7 @@ class Proxy(SessionServices):
     def _end(self, session: Session, why: str) -> None:
         """Kill ``session`` (its running statement, its connection; its transaction is rolled back)."""
         log.warning("session %d of %s@%s killed: %s", session.id, session.username, session.client.addr, why)
-        task = asyncio.get_running_loop().create_task(session.kill(False))
-        self.background.add(task)
-        task.add_done_callback(self.background.discard)
+        spawn(session.kill(False), self.background, f"killing session {session.id}")
 
     async def stop(self) -> None:
         """Stop listening, end the sessions and close the pools."""

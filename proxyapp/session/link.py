@@ -25,6 +25,7 @@ from proxyapp.session.services import SessionServices
 from proxyapp.session.state import DIRTY_PINS, SessionState, bring, user_variable, value_literal
 from proxyapp.session.track import APPLIED, DIRTY, IN_TRANSACTION, KEEP, track
 from proxyapp.sql.scan import Statement
+from proxyapp.tasks import spawn
 
 log = logging.getLogger("proxyapp.session.link")
 
@@ -258,9 +259,8 @@ class BackendLink:
             self.conn = None
             if conn.dirty:
                 self.conn = conn
-                task = self.client.wire.loop.create_task(self.drop(reset=True))
-                self.services.background.add(task)
-                task.add_done_callback(self.services.background.discard)
+                spawn(self.drop(reset=True), self.services.background, "dropping a backend connection",
+                      self.client.wire.loop)  # fmt: skip
             else:
                 release(conn, now=self.services.clock.at(response.ended))
 
@@ -418,9 +418,7 @@ class BackendLink:
 
     def on_query_timeout(self, conn: BackendConnection) -> None:
         """The query timeout fired: kill the running query from a separate connection."""
-        task = asyncio.get_running_loop().create_task(self.kill_query(conn, "a timed-out query"))
-        self.services.background.add(task)
-        task.add_done_callback(self.services.background.discard)
+        spawn(self.kill_query(conn, "a timed-out query"), self.services.background, "killing a timed-out query")
 
     async def kill_query(self, conn: BackendConnection, what: str) -> None:
         """``KILL QUERY`` the statement running on ``conn``, from a separate connection to its server."""

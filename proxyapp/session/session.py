@@ -32,6 +32,7 @@ from proxyapp.session.state import SessionState
 from proxyapp.session.statements import PreparedStatements
 from proxyapp.shown import shown
 from proxyapp.sql.digest import compute_digest
+from proxyapp.tasks import spawn
 
 log = logging.getLogger("proxyapp.session.session")
 
@@ -173,9 +174,8 @@ class Session:
         if conn is None or link.killed or not self.services.runtime.settings.kill_backend_when_disconnect:
             return
         link.killed = True  # a statement still waiting for a connection must not run either
-        task = self.wire.loop.create_task(link.kill_query(conn, f"the query of session {self.id} (client gone)"))
-        self.services.background.add(task)
-        task.add_done_callback(self.services.background.discard)
+        spawn(link.kill_query(conn, f"the query of session {self.id} (client gone)"), self.services.background,
+              f"killing the query of session {self.id}", self.wire.loop)  # fmt: skip
         # A backend that does not answer even the KILL must not keep the session: the housekeeping drops its
         # connection after ``limits.ABANDON_AFTER_S`` (``abandon``).
         self.gone_since = self.services.clock.now()
