@@ -686,6 +686,7 @@ class Hostgroup:
                     return
         pool.used -= 1
         pool.unmark_used(conn)
+        conn.wire.shed()  # idle, nothing reads it: a large result's buffer goes back now
         pool.idle.append(conn)  # the excess over free_connections_pct is trimmed by ``tidy``, not on the spot
         self._wake_one()
 

@@ -288,6 +288,13 @@ class Wire:
         (``want_more``)."""
         return self.pos == len(self.buf) and self.closed is None and not self.reading_paused and self.mark <= KEPT_READ
 
+    def shed(self) -> None:
+        """Give back the read buffer's allocation when a large packet grew it and nothing in it is unread (a
+        connection going idle in the pool, which nothing reads until it is lent again)."""
+        if self.pos == len(self.buf) and self.buf.__sizeof__() > KEPT_READ:
+            self.buf = bytearray()
+            self.pos = self.mark = 0
+
     def unread(self) -> int:
         """Bytes that arrived and were not read yet (while a reader waits: the start of a packet not all in)."""
         return len(self.buf) - self.pos

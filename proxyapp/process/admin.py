@@ -512,6 +512,19 @@ def render_metrics(snapshot: dict[str, Any]) -> str:
             "queries not recorded in the digest table because it was full",
             [({}, snapshot["query_digest_overflow"])],
         )
+    workers = snapshot.get("memory", {}).get("workers", [])
+    out.family(
+        "proxyfleet_worker_resident_bytes",
+        "gauge",
+        "each worker process's resident memory",
+        [({"pid": str(row["pid"])}, row["rss_bytes"]) for row in workers],
+    )
+    out.family(
+        "proxyfleet_worker_memory_returned_bytes_total",
+        "counter",
+        "memory each worker gave back to the system after its buffers were freed",
+        [({"pid": str(row["pid"])}, row["returned_bytes"]) for row in workers],
+    )
     sharded = snapshot.get("sharding_digest", [])
     out.family(
         "proxyfleet_sharded_statements_total",

@@ -30,6 +30,7 @@ from proxyapp.mysql.wire import Wire
 from proxyapp.native import compiled_modules
 from proxyapp.pgproxy.front import PgFront
 from proxyapp.process.admin import AdminServer
+from proxyapp.process.memory import TRIM_EVERY_S, Memory
 from proxyapp.report.eventslog import EventsLog
 from proxyapp.report.stats import DigestStats, GlobalCounters
 from proxyapp.rules.cache import QueryCache
@@ -155,6 +156,7 @@ class Proxy(SessionServices):
         self.mirror.configure(config, config_path)
         self.listener = self.mirror
         self.background: set[asyncio.Task[None]] = set()
+        self.memory = Memory()
         self.started = self.clock.now()
         self.seats = seats if seats is not None else Seats()
         self._configure_throttle(config)
@@ -230,9 +232,13 @@ class Proxy(SessionServices):
     def sweep(self) -> None:
         """End sessions past their limits (``proxyapp.session.limits``: idle past their wait_timeout, a
         transaction too long or idle too long, a packet left half sent) and tidy the pools' idle backend connections
-        (``PoolManager.housekeeping``), at the proxy's clock's time."""
+        (``PoolManager.housekeeping``), at the proxy's clock's time; every ``TRIM_EVERY_S`` seconds, give the
+        memory no longer used back (``Memory.give_back``)."""
         settings = self.runtime.settings
         now = self.clock.now()
+        if now - self.memory.trimmed_at >= TRIM_EVERY_S:
+            self.memory.trimmed_at = now
+            self.memory.give_back()
         for session in list(self.clients.values()):
             stalled = session.stalled(now)
             since = session.transaction_since
@@ -463,6 +469,7 @@ class Proxy(SessionServices):
             "pgsql": self.pgsql.rows(),
             "pgsql_query_digest": self.pgsql.digests.rows(),
             "pgsql_query_digest_overflow": self.pgsql.digests.overflow,
+            "memory": {"workers": [self.memory.row()]},
         }
         if self.table_rows is not None:
             snapshot["sharding_tables"] = self.table_rows.rows()

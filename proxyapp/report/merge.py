@@ -95,6 +95,7 @@ def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
         out["pgsql"] = merge_pgsql_sections(pooling)
     if all("mirror" in snap for snap in snapshots):
         out["mirror"] = merge_mirror_sections([snap["mirror"] for snap in snapshots])
+    out["memory"] = {"workers": [row for snap in snapshots for row in snap.get("memory", {}).get("workers", [])]}
     out["workers"] = len(snapshots)
     return out
 
