@@ -305,6 +305,8 @@ class PgSandbox:
             raise SandboxError(f"tls must be one of {', '.join(TLS_MODES)}, not {tls!r}")
         wanted = {**DEFAULT_SETTINGS, **(TLS_SETTINGS if tls != "off" else {}), **(settings or {})}
         state = self._load()
+        if state is not None and self.base_dir.exists():
+            owned_dir(self.base_dir)  # reachable again by the servers' user (``make run`` closes var/ at each start)
         if (
             state is not None
             and state.servers

@@ -8,6 +8,7 @@ import io
 import json
 import os
 import pwd
+import shutil
 import stat
 import uuid
 from pathlib import Path
@@ -164,3 +165,24 @@ def test_command_up_kill_start_and_down_stops_every_process() -> None:
         assert box.status() == []
     finally:
         box.down()
+
+
+def test_a_stopped_sandbox_behind_a_closed_directory_restarts_with_its_data_and_ports() -> None:
+    """``make run`` sets var/ to 0700 at each start, which the servers' user cannot pass through: the restart of a
+    stopped sandbox opens the way again instead of building it afresh (new ports, the data lost)."""
+    closed = REPO / f"var/test-pgsandbox-closed-{os.getpid()}"
+    box = PgSandbox(closed / "box")
+    try:
+        (primary,) = box.up(replicas=0)
+        with primary.connect(dbname="test") as conn:
+            conn.execute("CREATE TABLE kept (id int PRIMARY KEY)")
+            conn.execute("INSERT INTO kept VALUES (42)")
+        box.stop()  # as make run stops it
+        closed.chmod(0o700)
+        (again,) = box.up(replicas=0)
+        assert again.port == primary.port
+        with again.connect(dbname="test") as conn:
+            assert conn.execute("SELECT id FROM kept").fetchall() == [(42,)]
+    finally:
+        box.down()
+        shutil.rmtree(closed, ignore_errors=True)
