@@ -23,6 +23,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pymysql
 from kombu.utils.url import maybe_sanitize_url
@@ -85,13 +86,25 @@ def choose_redis(services: list[stack.Service]) -> str:
     return url
 
 
+def ensure_admin(password: str) -> Any:
+    """The demo's admin account, made or kept with ``password``: a password it has already is not set again (a new
+    hash would log every browser out at each restart: Django's sessions hold a hash of it)."""
+    from django.contrib.auth.models import User
+
+    admin = User.objects.filter(username=ADMIN).first() or User(username=ADMIN)
+    admin.is_staff = admin.is_superuser = admin.is_active = True
+    if not admin.has_usable_password() or not admin.check_password(password):
+        admin.set_password(password)
+    admin.save()
+    return admin
+
+
 def prepare_control_plane(sandbox: Sandbox, shards: list[Sandbox], pg: PgSandbox, admin_password: str) -> None:
     """Schema, static files, the admin account, the cluster ``demo`` with its nodes and the demo config as its
     draft (in this process, with the environment the children get)."""
     import django
 
     django.setup()
-    from django.contrib.auth.models import User
     from django.core.management import call_command
 
     from fleet.core import publishing
@@ -99,10 +112,7 @@ def prepare_control_plane(sandbox: Sandbox, shards: list[Sandbox], pg: PgSandbox
 
     call_command("migrate", interactive=False, verbosity=0)
     call_command("collectstatic", interactive=False, verbosity=0)
-    admin = User.objects.filter(username=ADMIN).first() or User(username=ADMIN)
-    admin.is_staff = admin.is_superuser = admin.is_active = True
-    admin.set_password(admin_password)
-    admin.save()
+    admin = ensure_admin(admin_password)
     cluster, created = Cluster.objects.get_or_create(name=CLUSTER, defaults={"comment": "make run: the sandbox demo"})
     for name, (mysql, admin_address) in NODES.items():
         store = NodeStore(DEMO / "nodes" / name)  # the node's admin credential, made here for the node to find
