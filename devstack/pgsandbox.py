@@ -41,7 +41,7 @@ from typing import Any
 import psycopg
 
 from devstack.ports import free_port
-from devstack.sandbox import REPO, SandboxError, pid_alive, wait_gone
+from devstack.sandbox import REPO, SandboxError, pid_alive, reap, wait_gone
 from devstack.stack import wait_until
 from proxyapp.mysql.tls import make_certificate
 
@@ -361,6 +361,14 @@ class PgSandbox:
         state = self._load()
         servers = (state.servers if state else []) if name is None else [self._server(state, name)]
         _stop(servers, signal.SIGINT)
+
+    def reap(self) -> None:
+        """Collect the exit status of this sandbox's postmasters that ended while this process is their parent
+        (as ``Sandbox.reap``)."""
+        state = self._load()
+        for server in state.servers if state else []:
+            if server.pid:
+                reap(server.pid)
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         """Stop one server's postmaster with ``sig`` and wait until it and its children are gone; its data stays."""

@@ -207,9 +207,10 @@ def banner(number: int, checksum: str, admin_password: str, redis_url: str) -> s
     )
 
 
-def supervise(services: list[stack.Service]) -> None:
+def supervise(services: list[stack.Service], sandboxes: list[Sandbox | PgSandbox]) -> None:
     """Until Ctrl-C: a child that exits is logged and started again while the others keep running (the nodes
-    serve whatever happens to the control plane); one that keeps exiting is left stopped."""
+    serve whatever happens to the control plane); one that keeps exiting is left stopped. A sandbox server stopped
+    from another shell (``sandbox stop NAME``) is reaped, not left a zombie."""
     policy = stack.RestartPolicy()
     given_up: set[int] = set()
     while True:
@@ -230,6 +231,8 @@ def supervise(services: list[stack.Service]) -> None:
                     f"others keep running. Its log ends with:\n{service.log()}",
                     file=sys.stderr,
                 )
+        for box in sandboxes:
+            box.reap()
         time.sleep(0.5)
 
 
@@ -278,7 +281,7 @@ def main() -> int:
         wait_applied(number, nodes)
         fill_shards(made)
         print(banner(number, checksum, admin_password, redis_url), flush=True)
-        supervise(services)
+        supervise(services, [sandbox, *shards, pg])
     except KeyboardInterrupt:
         pass
     except RuntimeError as exc:

@@ -132,7 +132,7 @@ def _is_server_process(server: SandboxServer) -> bool:
     return f"--datadir={server.datadir}".encode() in argv
 
 
-def _reap(pid: int) -> None:
+def reap(pid: int) -> None:
     """Collect the exit status if the process is our own child, so it does not linger as a zombie."""
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
@@ -143,7 +143,7 @@ def wait_gone(pids: list[int], timeout: float) -> list[int]:
     deadline = time.monotonic() + timeout
     while True:
         for pid in pids:
-            _reap(pid)
+            reap(pid)
         pids = [pid for pid in pids if pid_alive(pid)]
         if not pids or time.monotonic() > deadline:
             return pids
@@ -289,6 +289,14 @@ class Sandbox:
         state = self._load()
         servers = (state.servers if state else []) if name is None else [self._server(state, name)]
         _stop(servers, signal.SIGTERM)
+
+    def reap(self) -> None:
+        """Collect the exit status of this sandbox's servers that ended while this process is their parent: one a
+        ``sandbox stop NAME`` from another shell stopped stays a zombie until its parent does."""
+        state = self._load()
+        for server in state.servers if state else []:
+            if server.pid:
+                reap(server.pid)
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         """Stop one server with ``sig`` and wait until it is gone; its data stays for ``start``."""

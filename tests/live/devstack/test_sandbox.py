@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pymysql
@@ -169,5 +171,24 @@ def test_up_restarts_what_stopped_and_keeps_data_and_ports(tmp_path: Path) -> No
         assert [s.running for s in box.status()] == [True, False]
         call_command("sandbox", "start", "replica1", "--dir", str(base), stdout=io.StringIO())
         assert [s.running for s in box.status()] == [True, True]
+    finally:
+        box.down()
+
+
+def test_a_server_stopped_from_another_shell_is_reaped_not_left_a_zombie(tmp_path: Path) -> None:
+    """``make run`` is the servers' parent: one stopped by ``sandbox stop NAME`` from another shell stayed a zombie
+    under it (issue 42 item 10) until its supervising loop reaps it (``Sandbox.reap``)."""
+    base = tmp_path / "reap"
+    box = Sandbox(base)
+    try:
+        box.up(replicas=0)
+        pid = box.primary().pid
+        assert pid is not None
+        stop = [sys.executable, "manage.py", "sandbox", "stop", "primary", "--dir", str(base)]
+        subprocess.run(stop, cwd=REPO, check=True, capture_output=True)
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+        assert state == "Z"  # this process is its parent: a zombie until it is reaped
+        box.reap()
+        assert not Path(f"/proc/{pid}").exists()
     finally:
         box.down()
