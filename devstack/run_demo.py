@@ -288,6 +288,8 @@ def main() -> int:
         print(f"\nmake run failed: {exc}", file=sys.stderr)
         status = 1
     finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C or SIGTERM must not cut the cleanup short
+            signal.signal(sig, signal.SIG_IGN)
         print("\nstopping...", flush=True)
         stack.stop_all(services)
         for box in (sandbox, *shards, pg):
