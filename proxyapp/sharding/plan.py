@@ -586,9 +586,9 @@ def _insert(tokens: Tokens, lo: int, hi: int, ref: _Ref) -> Plan:
         if isinstance(key, _Expression):
             try:
                 key = constant(tokens, key.lo, key.hi, table.algorithm.strings)
-            except NotConstant as exc:
+            except NotConstant as unfolded:  # a name of its own: compiled, one name holds one exception type
                 return _refuse(table, f"an INSERT into {_name(table)} whose shard key {table.key} is not a constant "
-                               f"the proxy can compute ({exc})")  # fmt: skip
+                               f"the proxy can compute ({unfolded})")  # fmt: skip
         keys.append(key)
         if tokens.text(i) != ",":
             break
