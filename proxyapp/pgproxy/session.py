@@ -319,6 +319,8 @@ class PgSession:
         server = self.server
         assert server is not None
         order = self.order
+        if order.skipping and kind != 83:
+            return  # an extended-protocol message failed: the server drops all up to the Sync, unanswered
         out = self.outbox
         if kind == 81:  # Query ("Q")
             self.counters.queries += 1
@@ -422,9 +424,9 @@ class PgSession:
         self.statements[name] = statement
         if statement.server_name in server.prepared:
             server.prepared.move_to_end(statement.server_name)
-            return self._answer(PARSE_COMPLETE)
+            return self._answer(PARSE_COMPLETE, statement)
         closes = self._remember(server, statement.server_name)
-        self.order.sent(80, FORWARD, statement.server_name)
+        self.order.sent(80, FORWARD, statement.server_name, statement=statement)
         return closes + statement.parse
 
     def _bind(self, server: ServerConn, msg: bytes) -> bytes:
@@ -469,6 +471,13 @@ class PgSession:
         self.order.sent(83, SWALLOW)
         return closes + statement.parse + SYNC
 
+    def _forget(self, refused: list[Statement]) -> None:
+        """The client's named statements whose Parse failed or was skipped after an error: they do not exist."""
+        for name, statement in list(self.statements.items()):
+            if statement in refused:
+                del self.statements[name]
+        refused.clear()
+
     def _remember(self, server: ServerConn, server_name: str) -> bytes:
         """Note ``server_name`` as prepared on ``server``; the Closes (answers left out) of the least recently
         used statements beyond ``pgsql-max_prepared_statements``, to send first."""
@@ -481,9 +490,10 @@ class PgSession:
         server.prepared[server_name] = None
         return out
 
-    def _answer(self, answer: bytes) -> bytes:
-        """The proxy's own answer, written to the client in its turn."""
-        self.client.write(self.order.answer_myself(answer))
+    def _answer(self, answer: bytes, statement: Statement | None = None) -> bytes:
+        """The proxy's own answer, written to the client in its turn (``statement``: the client's named statement
+        of the Parse it answers)."""
+        self.client.write(self.order.answer_myself(answer, statement))
         return b""
 
     # ------------------------------------------------------------------------------------------- the server
@@ -539,6 +549,8 @@ class PgSession:
             if order.parsed:
                 self.host.known.update(dict.fromkeys(order.parsed))
                 order.parsed.clear()
+            if order.refused:
+                self._forget(order.refused)
             if kind == 67:  # CommandComplete: its tag
                 self.last_tag = cstring_body(msg)
             if ended is not None and ended.query:
