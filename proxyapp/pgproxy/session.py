@@ -60,7 +60,7 @@ log = logging.getLogger("proxyapp.pgproxy")
 _UNANSWERED = frozenset(b"dcfH")
 #: Extended-protocol messages: after one, the connection is kept until the client's next Sync.
 _EXTENDED = frozenset(b"PBDECH")
-#: Bytes written to a client before the relay waits for it to read them.
+#: Bytes written to a client before the relay waits for it to read them (the client's transport then says it is slow).
 _HIGH_WATER = 256 * 1024
 #: Server messages an answer kept in the query cache may hold: RowDescription, DataRow, CommandComplete,
 #: EmptyQueryResponse, NoticeResponse (an error, a parameter status or COPY is never kept).
@@ -121,6 +121,7 @@ class PgSession:
         settings: dict[str, str],
     ) -> None:
         self.client = client
+        client.limit_writes(_HIGH_WATER)
         self.outbox: list[bytes] = []  # what the client's latest messages send the server, written at once
         self.host = host
         self.pools = host.pools
@@ -202,7 +203,7 @@ class PgSession:
         wire = server.conn.wire
         wire.write(b"".join(self.outbox))
         self.outbox.clear()
-        if wire.backlog > _HIGH_WATER:
+        if wire.writing_paused:
             await wire.drain()
 
     def _skip(self, kind: int) -> None:
@@ -570,8 +571,8 @@ class PgSession:
                         self._release(server, True)
                         return
         client.write(b"".join(outs))
-        if client.backlog > _HIGH_WATER and server.conn.wire.transport is not None:
-            server.conn.wire.transport.pause_reading()  # until the client reads what it was sent
+        if client.writing_paused:
+            server.conn.wire.pause()  # until the client reads what it was sent
             client.on_drained = self._resume_server
 
     def _record(self, statement: Entry, server: ServerConn) -> None:
@@ -635,8 +636,8 @@ class PgSession:
 
     def _resume_server(self) -> None:
         server = self.server
-        if server is not None and server.conn.wire.transport is not None:
-            server.conn.wire.transport.resume_reading()
+        if server is not None:
+            server.conn.wire.resume()
 
     def _transaction_state(self) -> None:
         """At the client's ReadyForQuery: a transaction ended? Then its settings changes stand (or not)."""
@@ -666,6 +667,7 @@ class PgSession:
             self.timer.cancel()
             self.timer = None
         server.conn.wire.sink = None
+        server.conn.wire.resume()  # a connection paused for a slow client is read again by whoever is next
         self.client.on_drained = None
         if self.server is server:
             self.server = None
@@ -693,6 +695,7 @@ class PgSession:
         server = self.server
         if server is not None:
             server.conn.wire.sink = None
+            server.conn.wire.resume()
             self.server = None
             clean = self.status == b"I" and not self.order and not self.unsynced and server is not self.cancelled
             if clean and self.pinned is not None:
