@@ -5,10 +5,12 @@ a server connection of the user's ``default_hostgroup`` for the user and databas
 that the server lets the user in (its refusal goes to the client as it is, fields intact) and gives the
 ParameterStatus values the client is told. Under transaction pooling that connection goes back to the pool at once.
 
-Each session is told a process id of the proxy's (numbered like the MySQL sessions, so the id says which worker
-process serves it) and a random key. A CancelRequest naming them is sent on, with the server's own id and key, to
-the server running the session's query; one that arrives at another worker process is handed to the right one
-through its admin endpoint.
+Each session is told a process id of the proxy's and a random 32-bit key. The id is random too, 2**30 or more, where
+no server's process can be (Linux's ids stay below 2**22), so that a client's ``pg_terminate_backend`` of it can never
+reach an unrelated server process (the session refuses it, ``CLIENT_PIDS``); its remainder modulo the number of
+workers says which worker process serves it, as the MySQL sessions' numbers do. A CancelRequest naming them is sent
+on, with the server's own id and key, to the server running the session's query; one that arrives at another worker
+process is handed to the right one through its admin endpoint.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from proxyapp.config.document import Config
 from proxyapp.pgproxy.login import Cancel, LoginFailed, authenticate, negotiate
 from proxyapp.pgproxy.pool import PgPools, PoolRefused
 from proxyapp.pgproxy.routing import PgRouter
-from proxyapp.pgproxy.session import PgSession, SessionCounters
+from proxyapp.pgproxy.session import CLIENT_PIDS, PgSession, SessionCounters
 from proxyapp.pgproxy.settings import startup_settings
 from proxyapp.pgsql.backend import send_cancel
 from proxyapp.pgsql.messages import (
@@ -97,7 +99,6 @@ class PgFront:
         self.state = "off"
         self._address: tuple[str, int] | None = None
         self._server: asyncio.AbstractServer | None = None
-        self._next_id = worker + 1
         self._bind_lock = asyncio.Lock()
         self.tasks: set[asyncio.Task[Any]] = set()  # the clients being served
 
@@ -190,20 +191,20 @@ class PgFront:
         self.connecting += 1
         session: PgSession | None = None
         try:
-            session = await self._login(wire)
-        except LoginFailed as failed:
-            wire.write(error_response(failed.sqlstate, failed.message))
-        except PoolRefused as refused:
-            wire.write(refused.response())
-        except ProtocolViolation as exc:
-            wire.write(error_response("08P01", f"ProxyFleet: {exc}"))
-        except (PeerGone, ssl.SSLError, OSError):
-            pass
-        except TimeoutError:
-            wire.write(error_response(CANNOT_CONNECT_NOW, "ProxyFleet: the login took longer than allowed"))
-        finally:
-            self.connecting -= 1
-        try:
+            try:
+                session = await self._login(wire)
+            except LoginFailed as failed:
+                wire.write(error_response(failed.sqlstate, failed.message))
+            except PoolRefused as refused:
+                wire.write(refused.response())
+            except ProtocolViolation as exc:
+                wire.write(error_response("08P01", f"ProxyFleet: {exc}"))
+            except (PeerGone, ssl.SSLError, OSError):
+                pass
+            except TimeoutError:
+                wire.write(error_response(CANNOT_CONNECT_NOW, "ProxyFleet: the login took longer than allowed"))
+            finally:
+                self.connecting -= 1
             if session is not None:
                 await session.run()
         finally:
@@ -241,9 +242,8 @@ class PgFront:
         except ValueError as exc:
             raise LoginFailed("08P01", f"ProxyFleet: {exc}") from None
         server = await self.pools.acquire(user.default_hostgroup, (user.username, opened.database), secret)
-        session_id = self._next_id
-        self._next_id += self.workers
-        key = secrets.randbits(31)
+        session_id = self._new_id()
+        key = secrets.randbits(32)
         session = PgSession(
             wire,
             self,
@@ -269,6 +269,16 @@ class PgFront:
         else:
             self.pools.release(server, True)
         return session
+
+    def _new_id(self) -> int:
+        """A process id for a new session: random in ``CLIENT_PIDS``, one no session of this worker has, and one whose
+        remainder says this worker serves it (``worker_of``)."""
+        workers = self.workers
+        low = -(-CLIENT_PIDS.start // workers) * workers  # the first multiple of ``workers`` in the range
+        while True:
+            pid = low + secrets.randbelow((CLIENT_PIDS.stop - 1 - low) // workers) * workers + self.worker + 1
+            if pid not in self.sessions:
+                return pid
 
     async def cancel(self, pid: int, key: int) -> None:
         """A CancelRequest for session ``pid``: sent on to the server running its query, if the key is right."""

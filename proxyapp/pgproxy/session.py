@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import struct
 from collections import OrderedDict
 from typing import Protocol
@@ -62,6 +63,10 @@ _UNANSWERED = frozenset(b"dcfH")
 _EXTENDED = frozenset(b"PBDECH")
 #: Bytes written to a client before the relay waits for it to read them (the client's transport then says it is slow).
 _HIGH_WATER = 256 * 1024
+#: The process ids clients are told (``front``): no server process can have one (Linux's stay below 2**22).
+CLIENT_PIDS = range(1 << 30, 1 << 31)
+#: A call of pg_terminate_backend or pg_cancel_backend with a literal process id.
+_SIGNAL_BACKEND = re.compile(r"pg_(?:terminate|cancel)_backend\s*\(\s*(\d{1,12})\b", re.IGNORECASE)
 #: Server messages an answer kept in the query cache may hold: RowDescription, DataRow, CommandComplete,
 #: EmptyQueryResponse, NoticeResponse (an error, a parameter status or COPY is never kept).
 _CACHEABLE = frozenset(b"TDCIN")
@@ -275,13 +280,13 @@ class PgSession:
         if kind == 81:  # Query
             route = self._route(cstring_body(msg).decode("utf-8", "surrogateescape"))
             if route.error is not None:
-                self._block(kind, route.error)
+                self._block(kind, route.error, route.sqlstate)
                 return
             hostgroup = route.hostgroup
         elif kind == 80:  # Parse
             route = self._route(parse_fields(msg[5:])[1].decode("utf-8", "surrogateescape"))
             if route.error is not None:
-                self._block(kind, route.error)
+                self._block(kind, route.error, route.sqlstate)
                 return
             hostgroup = route.hostgroup
         elif kind == 66:  # Bind of a named statement: where its Parse was routed
@@ -302,14 +307,16 @@ class PgSession:
             self.routed = None
             return routed[1]
         route = self.host.router.route(sql, self.user, self.database, self.client_addr, self.proxy_port)
+        if route.error is None:
+            route = _refuse_client_pid(route)
         self.routed = (sql, route) if self.server is None else None
         return route
 
-    def _block(self, kind: int, error: str) -> None:
-        """A statement a rule refuses (``error_msg``): answered with the error (a Parse's batch is then dropped up
-        to its Sync, as the server would), the server never sees it."""
+    def _block(self, kind: int, error: str, sqlstate: str) -> None:
+        """A statement a rule refuses (``error_msg``), or the proxy: answered with the error (a Parse's batch is then
+        dropped up to its Sync, as the server would), the server never sees it."""
         self.counters.blocked += 1
-        self._answer(error_response("28000", error, severity="ERROR"))
+        self._answer(error_response(sqlstate, error, severity="ERROR"))
         if kind == 81:
             self._answer(ready_for_query(self.status))
         else:
@@ -367,7 +374,7 @@ class PgSession:
         sql = cstring_body(msg).decode("utf-8", "surrogateescape")
         route = self._route(sql)
         if route.error is not None:
-            self._block(81, route.error)
+            self._block(81, route.error, route.sqlstate)
             return None
         if route.query is not sql:
             sql = route.query
@@ -410,7 +417,7 @@ class PgSession:
         name, query, types = parse_fields(msg[5:])
         route = self._route(query.decode("utf-8", "surrogateescape"))
         if route.error is not None:
-            self._block(80, route.error)
+            self._block(80, route.error, route.sqlstate)
             return b""
         if route.query != query.decode("utf-8", "surrogateescape"):
             query = route.query.encode("utf-8", "surrogateescape")
@@ -712,6 +719,22 @@ class PgSession:
         server.prepared.clear()
         server.settings = {}
         return True
+
+
+def _refuse_client_pid(route: Route) -> Route:
+    """``route``, or its refusal when its query signals a client's process id (``CLIENT_PIDS``): that id names no
+    server process, and the server connection the client holds now serves others too (a process id bound as a
+    parameter reaches the server, which has no such process)."""
+    query = route.query
+    for found in _SIGNAL_BACKEND.finditer(query):
+        pid = int(found.group(1))
+        if pid in CLIENT_PIDS:
+            error = (
+                f"ProxyFleet: process {pid} is a pooler client's, not a server's: a pooled session cannot be signalled "
+                "with pg_terminate_backend or pg_cancel_backend (its client's cancel request cancels its query)"
+            )
+            return Route(route.hostgroup, query, error, sqlstate="42501")
+    return route
 
 
 #: A portal the session does not know: no text, the default timeout.
