@@ -27,11 +27,11 @@ from proxyapp.backends.topology import MonitorState, show_address
 from proxyapp.clock import Clock
 from proxyapp.config.document import Config
 from proxyapp.pgproxy.login import Cancel, LoginFailed, authenticate, negotiate
-from proxyapp.pgproxy.pool import PgPools, PoolRefused
+from proxyapp.pgproxy.pool import PgPools, PoolRefused, ServerConn
 from proxyapp.pgproxy.routing import PgRouter
 from proxyapp.pgproxy.session import CLIENT_PIDS, PgSession, SessionCounters
-from proxyapp.pgproxy.settings import startup_settings
-from proxyapp.pgsql.backend import send_cancel
+from proxyapp.pgproxy.settings import quote_literal, startup_settings
+from proxyapp.pgsql.backend import PgError, PgUnreachable, send_cancel
 from proxyapp.pgsql.messages import (
     CANNOT_CONNECT_NOW,
     TOO_MANY_CONNECTIONS,
@@ -54,6 +54,10 @@ _KNOWN_STATEMENTS = 10_000
 
 #: Forwards a cancel request to another worker process: (worker index, pid, key).
 CancelForwarder = Callable[[int, int, int], Awaitable[None]]
+
+
+#: Spellings of client_encoding a worker remembers (a client may make up any number).
+_ENCODINGS_KEPT = 256
 
 
 def _address(text: str) -> tuple[str, int] | None:
@@ -93,6 +97,7 @@ class PgFront:
         self.tls: ssl.SSLContext | None = None
         self.sessions: dict[int, PgSession] = {}
         self.keys: dict[int, int] = {}  # session id -> the secret key its client was told
+        self.encodings: dict[str, str] = {}  # a client_encoding as clients spell it -> as the server does
         self.clients_total = 0
         self.logins_failed = 0
         self.connecting = 0  # clients still logging in
@@ -260,6 +265,9 @@ class PgFront:
             for known in told:
                 if known.lower() == name.lower():
                     told[known] = value
+        encoding = told.get("client_encoding")
+        if encoding is not None and encoding != server.conn.parameters.get("client_encoding"):
+            told["client_encoding"] = await self._encoding_name(server, encoding)
         out = auth_request(0) + b"".join(parameter_status(n, v) for n, v in told.items())
         wire.write(out + backend_key_data(session_id, key) + ready_for_query(b"I"))
         self.sessions[session_id] = session
@@ -269,6 +277,22 @@ class PgFront:
         else:
             self.pools.release(server, True)
         return session
+
+    async def _encoding_name(self, server: ServerConn, encoding: str) -> str:
+        """``encoding`` as the server spells it ('utf8', 'UTF-8' and 'unicode' are all 'UTF8'), asked of ``server``
+        once per spelling; as given when the server knows no such encoding (the session's SET then fails)."""
+        known = self.encodings.get(encoding)
+        if known is not None:
+            return known
+        sql = f"SELECT pg_encoding_to_char(pg_char_to_encoding({quote_literal(encoding)}))"
+        try:
+            rows = await server.conn.query(sql)
+        except (PgError, PgUnreachable):
+            return encoding
+        named = rows[0][0] if rows and rows[0][0] else encoding
+        if len(self.encodings) < _ENCODINGS_KEPT:
+            self.encodings[encoding] = named
+        return named
 
     def _new_id(self) -> int:
         """A process id for a new session: random in ``CLIENT_PIDS``, one no session of this worker has, and one whose

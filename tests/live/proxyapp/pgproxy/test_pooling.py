@@ -308,3 +308,14 @@ def test_statements_are_counted_by_digest(start_pooler: StartPooler) -> None:
     assert (simple["count_star"], simple["sum_rows_sent"], simple["database"]) == (3, 3, DATABASE)
     extended = rows["SELECT generate_series(?,?)"]
     assert (extended["count_star"], extended["sum_rows_sent"]) == (4, 10)
+
+
+@pytest.mark.parametrize("spelling", ["utf8", "UTF-8", "unicode", "latin1", "Sql_Ascii"])
+def test_client_encoding_is_reported_as_the_server_spells_it(start_pooler: StartPooler, spelling: str) -> None:
+    pooler = start_pooler()
+    with psycopg.connect(host="127.0.0.1", port=5432, user=ROLE, dbname=DATABASE, client_encoding=spelling) as direct:
+        expected = direct.info.parameter_status("client_encoding")
+        shown = direct.execute("SHOW client_encoding").fetchone()
+    with pooler.connect(client_encoding=spelling) as conn:
+        assert conn.info.parameter_status("client_encoding") == expected
+        assert conn.execute("SHOW client_encoding").fetchone() == shown
