@@ -77,6 +77,7 @@ class PgFront:
         clock: Clock,
         throttle: AuthThrottle,
         forward_cancel: CancelForwarder,
+        close_idle_elsewhere: Callable[[str], Awaitable[None]],
         worker: int = 0,
         workers: int = 1,
     ) -> None:
@@ -84,6 +85,7 @@ class PgFront:
         self.clock = clock
         self.throttle = throttle
         self.forward_cancel = forward_cancel
+        self.close_idle_elsewhere = close_idle_elsewhere  # the other workers' ``close_idle``
         self.worker = worker
         self.workers = workers
         self.pools = PgPools(workers)
@@ -125,6 +127,13 @@ class PgFront:
         """Housekeeping: keep the statements known to servers bounded."""
         while len(self.known) > _KNOWN_STATEMENTS:
             self.known.popitem(last=False)
+
+    async def close_idle(self, database: str) -> None:
+        """Close the idle server connections to ``database`` of every worker process of the node (a DROP DATABASE
+        follows, which the server refuses while any is connected)."""
+        self.pools.close_idle_of(database)
+        if self.workers > 1:
+            await self.close_idle_elsewhere(database)
 
     def max_prepared(self) -> int:
         """``pgsql-max_prepared_statements``: what a session keeps prepared per server connection."""

@@ -67,6 +67,8 @@ _HIGH_WATER = 256 * 1024
 CLIENT_PIDS = range(1 << 30, 1 << 31)
 #: A call of pg_terminate_backend or pg_cancel_backend with a literal process id.
 _SIGNAL_BACKEND = re.compile(r"pg_(?:terminate|cancel)_backend\s*\(\s*(\d{1,12})\b", re.IGNORECASE)
+#: The start of a statement that may be a DROP DATABASE (``dropped_database`` reads it then).
+_MAY_DROP = re.compile(rb"\s*[Dd][Rr][Oo][Pp]\s")
 #: Server messages an answer kept in the query cache may hold: RowDescription, DataRow, CommandComplete,
 #: EmptyQueryResponse, NoticeResponse (an error, a parameter status or COPY is never kept).
 _CACHEABLE = frozenset(b"TDCIN")
@@ -106,6 +108,10 @@ class SessionHost(Protocol):
 
     def caches_empty_result(self) -> bool:
         """``pgsql-query_cache_stores_empty_result``."""
+        ...
+
+    async def close_idle(self, database: str) -> None:
+        """Close the idle server connections to ``database`` in every worker process of the node."""
         ...
 
 
@@ -180,6 +186,8 @@ class PgSession:
                     if kind == 88:  # Terminate ("X")
                         return
                     try:
+                        if kind in (81, 80) and _MAY_DROP.match(msg, 5 if kind == 81 else msg.index(b"\0", 5) + 1):
+                            await self._before_drop(kind, msg)
                         if self.skipping:
                             self._skip(kind)
                         elif kind == 81 and self.host.router.caching and self._from_cache(msg):
@@ -210,6 +218,14 @@ class PgSession:
         self.outbox.clear()
         if wire.writing_paused:
             await wire.drain()
+
+    async def _before_drop(self, kind: int, msg: bytes) -> None:
+        """A Query or Parse that may be a DROP DATABASE: the node's idle connections to that database are closed
+        first (the pool's own connections would make the server refuse the DROP)."""
+        sql = (cstring_body(msg) if kind == 81 else parse_fields(msg[5:])[1]).decode("utf-8", "surrogateescape")
+        dropped = dropped_database(sql)
+        if dropped is not None:
+            await self.host.close_idle(dropped)
 
     def _skip(self, kind: int) -> None:
         """A message after a blocked one, dropped as the server drops messages after an error, up to the Sync,
@@ -383,9 +399,6 @@ class PgSession:
         self._note(sql)
         if sql.lstrip()[:1] not in ("D", "d"):  # what follows reads DROP DATABASE, DISCARD and DEALLOCATE only
             return msg, sql
-        dropped = dropped_database(sql)
-        if dropped is not None:
-            self.pools.close_idle_of(dropped)  # the pool's own connections would make the server refuse the DROP
         if DROPS_STATEMENTS.match(sql):
             server.prepared.clear()
             self.statements.clear()
