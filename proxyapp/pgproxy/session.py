@@ -61,6 +61,8 @@ log = logging.getLogger("proxyapp.pgproxy")
 _UNANSWERED = frozenset(b"dcfH")
 #: Extended-protocol messages: after one, the connection is kept until the client's next Sync.
 _EXTENDED = frozenset(b"PBDECH")
+#: Extended-protocol messages that may name a statement.
+_NAMING = frozenset(b"PBDC")
 #: Bytes written to a client before the relay waits for it to read them (the client's transport then says it is slow).
 _HIGH_WATER = 256 * 1024
 #: The process ids clients are told (``front``): no server process can have one (Linux's stay below 2**22).
@@ -168,6 +170,7 @@ class PgSession:
         self.timed_out = 0  # the timeout (ms) of the statement the server was asked to cancel
         self.cancelled: ServerConn | None = None  # the connection of that statement (closed, never pooled)
         self.cancelling: asyncio.Task[bool] | None = None  # the CancelRequest being sent
+        self.settled: asyncio.Future[None] | None = None  # set when the answers ``_settle`` waits for came
         self.ended = False
 
     # ------------------------------------------------------------------------------------------- the client
@@ -189,11 +192,14 @@ class PgSession:
                         if kind in (81, 80) and _MAY_DROP.match(msg, 5 if kind == 81 else msg.index(b"\0", 5) + 1):
                             await self._before_drop(kind, msg)
                         if self.skipping:
-                            self._skip(kind)
+                            self._skip(kind, msg)
                         elif kind == 81 and self.host.router.caching and self._from_cache(msg):
                             pass
-                        elif self.server is not None:
+                        elif self.server is not None and not (self.order.synced_parse and kind in _NAMING):
                             self._pass(kind, msg)
+                        elif self.server is not None:
+                            await self._settle()  # then the connection may have gone back to its pool
+                            await self._pass_or_borrow(kind, msg)
                         else:
                             await self._borrow_and_pass(kind, msg)
                     except (ValueError, IndexError, struct.error) as broken:  # a body the proxy had to read is broken
@@ -227,12 +233,39 @@ class PgSession:
         if dropped is not None:
             await self.host.close_idle(dropped)
 
-    def _skip(self, kind: int) -> None:
-        """A message after a blocked one, dropped as the server drops messages after an error, up to the Sync,
-        which the proxy answers."""
+    async def _settle(self) -> None:
+        """Wait until the server answered every Sync sent: a client's named Parse before one of them may have
+        failed or been skipped after an error, and the message that comes next names a statement (the proxy's
+        server-side statement of that name may exist for other clients, so only the answer tells)."""
+        await self._flush()
+        while self.server is not None and self.order.synced_parse and not self.ended:
+            self.settled = asyncio.get_running_loop().create_future()
+            try:
+                await self.settled
+            finally:
+                self.settled = None
+
+    async def _pass_or_borrow(self, kind: int, msg: bytes) -> None:
+        if self.server is not None:
+            self._pass(kind, msg)
+        else:
+            await self._borrow_and_pass(kind, msg)
+
+    def _wake_settled(self) -> None:
+        settled = self.settled
+        if settled is not None and not settled.done():
+            settled.set_result(None)
+
+    def _skip(self, kind: int, msg: bytes) -> None:
+        """A message after a refused one, dropped as the server drops messages after an error, up to the Sync,
+        which the proxy answers, or the server when the messages before the refused one went to it (their answers
+        come at that Sync)."""
         if kind == 83:  # Sync
             self.skipping = False
-            self._answer(ready_for_query(self.status))
+            if self.server is not None and self.unsynced:
+                self._pass(kind, msg)
+            else:
+                self._answer(ready_for_query(self.status))
 
     def _from_cache(self, msg: bytes) -> bool:
         """A simple Query a ``cache_ttl`` rule caches, outside a transaction with nothing owed: answered from the
@@ -268,7 +301,8 @@ class PgSession:
             statement = server_statement(
                 route.query.encode("utf-8", "surrogateescape"), types, route.hostgroup, route.timeout
             )
-            if not name or route.error is not None or statement.server_name not in self.host.known:
+            known = statement.server_name in self.host.known
+            if not name or route.error is not None or not known or name in self.statements:
                 return False
             self.routed = None
             self._note(route.query)
@@ -435,6 +469,11 @@ class PgSession:
         if route.query != query.decode("utf-8", "surrogateescape"):
             query = route.query.encode("utf-8", "surrogateescape")
             msg = parse_message(name, query, types)
+        existing = self.statements.get(name) if name else None
+        if existing is not None:  # the server's own refusal (its syntax error first, else "already exists")
+            prefix = self._ensure(server, existing)
+            self.order.sent(80)
+            return prefix + parse_message(existing.server_name, query, types)
         self._note(route.query)
         if not name:
             self.unnamed_query = route.query
@@ -445,9 +484,9 @@ class PgSession:
         self.statements[name] = statement
         if statement.server_name in server.prepared:
             server.prepared.move_to_end(statement.server_name)
-            return self._answer(PARSE_COMPLETE, statement)
+            return self._answer(PARSE_COMPLETE, 80, (name, statement))
         closes = self._remember(server, statement.server_name)
-        self.order.sent(80, FORWARD, statement.server_name, statement=statement)
+        self.order.sent(80, FORWARD, statement.server_name, named=(name, statement))
         return closes + statement.parse
 
     def _bind(self, server: ServerConn, msg: bytes) -> bytes:
@@ -473,7 +512,7 @@ class PgSession:
             return
         if kind == 67:  # Close of a client's statement: the server keeps it for others
             del self.statements[name]
-            self._answer(CLOSE_COMPLETE)
+            self._answer(CLOSE_COMPLETE, 67, (name, statement))
             return
         prefix = self._ensure(server, statement)
         self.outbox.append(prefix + renamed_target(b"D", statement.server_name))
@@ -492,12 +531,17 @@ class PgSession:
         self.order.sent(83, SWALLOW)
         return closes + statement.parse + SYNC
 
-    def _forget(self, refused: list[Statement]) -> None:
-        """The client's named statements whose Parse failed or was skipped after an error: they do not exist."""
-        for name, statement in list(self.statements.items()):
-            if statement in refused:
+    def _undo(self, undone: list[Entry]) -> None:
+        """The client's Parses and Closes the server refused or skipped after an error, undone: a statement whose
+        Parse failed does not exist, one whose Close was skipped still does (undone last first)."""
+        for entry in reversed(undone):
+            assert entry.named is not None
+            name, statement = entry.named
+            if entry.kind == 67:
+                self.statements[name] = statement
+            elif self.statements.get(name) is statement:
                 del self.statements[name]
-        refused.clear()
+        undone.clear()
 
     def _remember(self, server: ServerConn, server_name: str) -> bytes:
         """Note ``server_name`` as prepared on ``server``; the Closes (answers left out) of the least recently
@@ -511,10 +555,10 @@ class PgSession:
         server.prepared[server_name] = None
         return out
 
-    def _answer(self, answer: bytes, statement: Statement | None = None) -> bytes:
-        """The proxy's own answer, written to the client in its turn (``statement``: the client's named statement
-        of the Parse it answers)."""
-        self.client.write(self.order.answer_myself(answer, statement))
+    def _answer(self, answer: bytes, kind: int = 0, named: tuple[str, Statement] | None = None) -> bytes:
+        """The proxy's own answer, written to the client in its turn (``kind`` and ``named``: the client's Parse or
+        Close it answers, and the name and statement it creates or drops)."""
+        self.client.write(self.order.answer_myself(answer, kind, named))
         return b""
 
     # ------------------------------------------------------------------------------------------- the server
@@ -570,8 +614,8 @@ class PgSession:
             if order.parsed:
                 self.host.known.update(dict.fromkeys(order.parsed))
                 order.parsed.clear()
-            if order.refused:
-                self._forget(order.refused)
+            if order.undone:
+                self._undo(order.undone)
             if kind == 67:  # CommandComplete: its tag
                 self.last_tag = cstring_body(msg)
             if ended is not None and ended.query:
@@ -591,6 +635,8 @@ class PgSession:
                         self._release(server, True)
                         return
         client.write(b"".join(outs))
+        if not order.synced_parse:
+            self._wake_settled()
         if client.writing_paused:
             server.conn.wire.pause()  # until the client reads what it was sent
             client.on_drained = self._resume_server
@@ -692,6 +738,7 @@ class PgSession:
         if self.server is server:
             self.server = None
             self.order = ResponseOrder()
+            self._wake_settled()
         self.pools.release(server, reusable)
 
     # ------------------------------------------------------------------------------------------- the end

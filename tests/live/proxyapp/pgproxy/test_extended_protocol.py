@@ -5,13 +5,14 @@ server's own, in order; a step the proxy leaves unanswered fails at its deadline
 
 from __future__ import annotations
 
+import random
 import socket
 import struct
 from collections.abc import Callable
 
 import pytest
 
-from tests.live.proxyapp.pgproxy.conftest import DATABASE, PASSWORD, PG_PORT, ROLE, Pooler
+from tests.live.proxyapp.pgproxy.conftest import DATABASE, PASSWORD, PG_PORT, ROLE, Pooler, pool_config
 from tests.support.pgraw import logged_in, message, read_message
 
 StartPooler = Callable[..., Pooler]
@@ -158,3 +159,66 @@ def test_a_statement_is_prepared_again_on_another_connection_after_an_error(star
             other.execute("SELECT 1")
             assert run(client, after_error) == expected[1:]
             other.rollback()
+
+
+#: The model's vocabulary: statement and portal names, and statements that succeed, fail at Parse or at Execute.
+_NAMES = ("", "s1", "s2")
+_PORTALS = ("", "p1")
+_SQL = ("SELECT 1", "SELECT 'two'::text", "SELEC 3", "SELECT 1 / (random() * 0)::int", "SELECT 4 FROM pg_class LIMIT 2")
+#: Each client's first step: the unnamed statement a server connection keeps from its previous client is one the
+#: pooler's client cannot see (as with PgBouncer), so both sides start from the same one.
+_PRELUDE: Step = (parse("", "SELECT 0") + SYNC, b"Z", 1)
+
+
+def random_step(rng: random.Random) -> Step:
+    """A random batch of extended-protocol messages ending in a Sync (some with Syncs and Flushes inside)."""
+    out = b""
+    syncs = 0
+    for _ in range(rng.randint(1, 8)):
+        pick = rng.random()
+        if pick < 0.25:  # a named statement closed first, as drivers do (a Parse of one that exists fails)
+            name = rng.choice(_NAMES)
+            closed = message(b"C", b"S" + name.encode() + b"\0") if name else b""
+            out += closed + parse(name, rng.choice(_SQL))
+        elif pick < 0.45:
+            out += bind(rng.choice(_NAMES), rng.choice(_PORTALS))
+        elif pick < 0.6:
+            out += execute(rng.choice(_PORTALS))
+        elif pick < 0.8:
+            what = rng.choice((b"S", b"P"))
+            target = what + rng.choice(_NAMES if what == b"S" else _PORTALS).encode() + b"\0"
+            out += message(rng.choice((b"D", b"C")), target)
+        elif pick < 0.9:
+            out += FLUSH
+        else:
+            out += SYNC
+            syncs += 1
+    return out + SYNC, b"Z", syncs + 1
+
+
+def test_random_pipelines_answer_as_the_server_does(start_pooler: StartPooler) -> None:
+    """A model run: random Parse/Bind/Describe/Execute/Close/Flush/Sync batches with errors at Parse, Bind and
+    Execute, through the proxy and direct, step by step; the first difference or hang fails with its seed."""
+    pooler = start_pooler(max_connections=3)
+    for seed in range(300):
+        rng = random.Random(seed)
+        steps = [_PRELUDE] + [random_step(rng) for _ in range(8)]
+        with direct() as twin, pooled(pooler) as client:
+            for at, step in enumerate(steps):
+                expected = run(twin, [step])
+                assert run(client, [step]) == expected, f"seed {seed}, step {at}: {step[0]!r}"
+
+
+def test_a_parse_a_rule_refuses_in_a_pipeline_leaves_the_sync_to_the_server(start_pooler: StartPooler) -> None:
+    """The messages before the refused Parse went to the server: their answers come at the client's Sync, which
+    must reach the server (the proxy answering it itself left them unanswered)."""
+    pooler = start_pooler()
+    config = pool_config(pooler.port)
+    config["pgsql_query_rules"] = [{"rule_id": 1, "active": 1, "match_pattern": "forbidden", "error_msg": "no"}]
+    assert pooler.proxy.admin("POST", "/reload", config)["ok"]
+    refused = parse("", "SELECT 'forbidden'") + bind("") + execute()
+    with pooled(pooler) as client:
+        [answers] = run(client, [(parse("", "SELECT 1") + bind("") + execute() + refused + SYNC, b"Z", 1)])
+        assert [kind for kind, _ in answers] == ["1", "2", "D", "C", "E", "Z"]
+        assert answers[4] == ("E", "28000") and answers[5] == ("Z", "49")
+        assert run(client, [(query("SELECT 2"), b"Z", 1)])[0][-1] == ("Z", "49")

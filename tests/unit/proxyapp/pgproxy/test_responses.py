@@ -66,10 +66,10 @@ def test_a_statement_ends_with_its_text_and_start() -> None:
 def test_an_error_before_the_sync_is_sent_skips_until_the_next_sync() -> None:
     order = ResponseOrder()
     statement = server_statement(b"SELEC 1", b"")
-    order.sent(PARSE, payload=statement.server_name, statement=statement)
+    order.sent(PARSE, payload=statement.server_name, named=("s1", statement))
     assert answers(order, b"E") == [b"E"]
     assert order.skipping and not order  # nothing owed, and the server drops all up to the Sync
-    assert order.failed_parse == [statement.server_name] and order.refused == [statement]
+    assert order.failed_parse == [statement.server_name] and [e.named for e in order.undone] == [("s1", statement)]
     order.sent(SYNC)
     assert not order.skipping
     assert answers(order, b"Z") == [b"Z"] and not order
@@ -83,3 +83,15 @@ def test_an_error_with_its_sync_already_sent_skips_nothing_after_it() -> None:
     assert answers(order, b"E") == [b"E"]
     assert not order.skipping and len(order) == 1
     assert answers(order, b"Z") == [b"Z"]
+
+
+def test_a_named_parse_before_an_unanswered_sync_is_unsettled() -> None:
+    order = ResponseOrder()
+    statement = server_statement(b"SELECT 1", b"")
+    order.sent(PARSE, payload=statement.server_name, named=("s1", statement))
+    assert not order.synced_parse  # in the same group as what follows: the server skips alike
+    order.sent(SYNC)
+    order.sent(BIND)
+    assert order.synced_parse and order.syncs == 1
+    assert answers(order, b"1", b"Z") == [b"1", b"Z"]
+    assert not order.synced_parse and order.syncs == 0
