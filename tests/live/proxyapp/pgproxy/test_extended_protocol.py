@@ -8,8 +8,10 @@ from __future__ import annotations
 import random
 import socket
 import struct
+import threading
 from collections.abc import Callable
 
+import psycopg
 import pytest
 
 from tests.live.proxyapp.pgproxy.conftest import DATABASE, PASSWORD, PG_PORT, ROLE, Pooler, pool_config
@@ -222,3 +224,49 @@ def test_a_parse_a_rule_refuses_in_a_pipeline_leaves_the_sync_to_the_server(star
         assert [kind for kind, _ in answers] == ["1", "2", "D", "C", "E", "Z"]
         assert answers[4] == ("E", "28000") and answers[5] == ("Z", "49")
         assert run(client, [(query("SELECT 2"), b"Z", 1)])[0][-1] == ("Z", "49")
+
+
+def within_deadline(pooler: Pooler, work: Callable[[psycopg.Connection], None]) -> None:
+    """Run ``work`` on a psycopg connection through the proxy in a thread; a hang fails at the deadline (the proxy's
+    stop at the test's end then ends the thread)."""
+    failures: list[BaseException] = []
+    conn = pooler.connect(autocommit=True)
+
+    def run_it() -> None:
+        try:
+            work(conn)
+        except BaseException as exc:  # the test thread reports it
+            failures.append(exc)
+
+    thread = threading.Thread(target=run_it, daemon=True)
+    thread.start()
+    thread.join(DEADLINE)
+    if thread.is_alive():
+        pytest.fail(f"psycopg waited {DEADLINE} s for the proxy")
+    conn.close()
+    if failures:
+        raise failures[0]
+
+
+def test_psycopg_pipelines_with_errors_and_prepared_statements(start_pooler: StartPooler) -> None:
+    """psycopg 3's pipeline mode: a statement prepared in a pipeline and executed again after an error, executemany
+    of a bad query, and an error before the pipeline's Sync."""
+    pooler = start_pooler()
+
+    def work(conn: psycopg.Connection) -> None:
+        conn.prepare_threshold = 0  # every statement prepared (named), as the issue's runs did
+        for _ in range(3):
+            with pytest.raises(psycopg.errors.SyntaxError), conn.pipeline():
+                conn.execute("SELECT %s::int", (1,))
+                conn.execute("SELEC 1")
+                conn.execute("SELECT %s::int", (2,))
+            with conn.pipeline():
+                assert conn.execute("SELECT %s::int", (3,)).fetchone() == (3,)
+        with pytest.raises(psycopg.errors.UndefinedTable), conn.cursor() as cur:
+            cur.executemany("INSERT INTO no_such_table VALUES (%s)", [(i,) for i in range(5)])
+        with pytest.raises(psycopg.errors.DivisionByZero), conn.pipeline() as pipeline:
+            conn.execute("SELECT 1 / %s::int", (0,))
+            pipeline.sync()
+        assert conn.execute("SELECT %s::int", (4,)).fetchone() == (4,)
+
+    within_deadline(pooler, work)
