@@ -28,10 +28,10 @@ from proxyapp.pgproxy.settings import (
     DROPS_STATEMENTS,
     apply_change,
     deallocated,
-    dropped_database,
     pin_reason,
     read_change,
     replay,
+    vacated_database,
 )
 from proxyapp.pgproxy.statements import (
     CLOSE_COMPLETE,
@@ -69,8 +69,8 @@ _HIGH_WATER = 256 * 1024
 CLIENT_PIDS = range(1 << 30, 1 << 31)
 #: A call of pg_terminate_backend or pg_cancel_backend with a literal process id.
 _SIGNAL_BACKEND = re.compile(r"pg_(?:terminate|cancel)_backend\s*\(\s*(\d{1,12})\b", re.IGNORECASE)
-#: The start of a statement that may be a DROP DATABASE (``dropped_database`` reads it then).
-_MAY_DROP = re.compile(rb"\s*[Dd][Rr][Oo][Pp]\s")
+#: The start of a statement that may need a database without other sessions (``vacated_database`` reads it then).
+_MAY_VACATE = re.compile(rb"\s*(?:[Dd][Rr][Oo][Pp]|[Aa][Ll][Tt][Ee][Rr])\s")
 #: Server messages an answer kept in the query cache may hold: RowDescription, DataRow, CommandComplete,
 #: EmptyQueryResponse, NoticeResponse (an error, a parameter status or COPY is never kept).
 _CACHEABLE = frozenset(b"TDCIN")
@@ -189,8 +189,8 @@ class PgSession:
                     if kind == 88:  # Terminate ("X")
                         return
                     try:
-                        if kind in (81, 80) and _MAY_DROP.match(msg, 5 if kind == 81 else msg.index(b"\0", 5) + 1):
-                            await self._before_drop(kind, msg)
+                        if kind in (81, 80) and _MAY_VACATE.match(msg, 5 if kind == 81 else msg.index(b"\0", 5) + 1):
+                            await self._before_vacating(kind, msg)
                         if self.skipping:
                             self._skip(kind, msg)
                         elif kind == 81 and self.host.router.caching and self._from_cache(msg):
@@ -225,13 +225,13 @@ class PgSession:
         if wire.writing_paused:
             await wire.drain()
 
-    async def _before_drop(self, kind: int, msg: bytes) -> None:
-        """A Query or Parse that may be a DROP DATABASE: the node's idle connections to that database are closed
-        first (the pool's own connections would make the server refuse the DROP)."""
+    async def _before_vacating(self, kind: int, msg: bytes) -> None:
+        """A Query or Parse that may be a DROP DATABASE (or an ALTER DATABASE that needs it alone): the node's idle
+        connections to that database are closed first (the pool's own connections would make the server refuse)."""
         sql = (cstring_body(msg) if kind == 81 else parse_fields(msg[5:])[1]).decode("utf-8", "surrogateescape")
-        dropped = dropped_database(sql)
-        if dropped is not None:
-            await self.host.close_idle(dropped)
+        vacated = vacated_database(sql)
+        if vacated is not None:
+            await self.host.close_idle(vacated)
 
     async def _settle(self) -> None:
         """Wait until the server answered every Sync sent: a client's named Parse before one of them may have

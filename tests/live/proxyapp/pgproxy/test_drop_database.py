@@ -1,7 +1,7 @@
 """DROP DATABASE through the pooling proxy with two workers (issue 41, defect 4): the pool's idle server connections
 to the database are closed in every worker process of the node first, or the server refuses the DROP ("being
 accessed by other users"), as a test framework's teardown of its test database does; by the simple and the extended
-protocol."""
+protocol. ALTER DATABASE ... RENAME TO needs the same."""
 
 from __future__ import annotations
 
@@ -17,18 +17,22 @@ from tests.support.pgraw import logged_in, message, read_message
 
 StartPooler = Callable[..., Pooler]
 VICTIM = f"pf_pool_dropped_{os.getpid()}"
+RENAMED = f"pf_pool_renamed_{os.getpid()}"
 WORKERS = 2
 
 
 @pytest.fixture
 def victim() -> Iterator[str]:
-    """A database of the test role's, to drop through the proxy."""
+    """A database of the test role's, to drop or rename through the proxy."""
     with superuser() as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {VICTIM} WITH (FORCE)")
+        for name in (VICTIM, RENAMED):
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         conn.execute(f"CREATE DATABASE {VICTIM} OWNER {ROLE}")
+        conn.execute(f"ALTER ROLE {ROLE} CREATEDB")  # an owner renames only with it
     yield VICTIM
     with superuser() as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {VICTIM} WITH (FORCE)")
+        for name in (VICTIM, RENAMED):
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 def idle_connections_to(database: str) -> int:
@@ -73,3 +77,14 @@ def test_drop_database_closes_the_idle_connections_of_every_worker(
     assert idle_connections_to(victim) == 0
     with superuser() as admin:
         assert admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (victim,)).fetchone() is None
+
+
+def test_renaming_a_database_closes_the_idle_connections_of_every_worker(
+    start_pooler: StartPooler, victim: str
+) -> None:
+    pooler = start_pooler(**{"mysql-threads": WORKERS})
+    leave_idle_connections_in_every_worker(pooler, victim)
+    with pooler.connect(autocommit=True) as conn:
+        conn.execute(f"ALTER DATABASE {victim} RENAME TO {RENAMED}")
+    with superuser() as admin:
+        assert admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (RENAMED,)).fetchone() == (1,)
