@@ -71,6 +71,8 @@ CLIENT_PIDS = range(1 << 30, 1 << 31)
 _SIGNAL_BACKEND = re.compile(r"pg_(?:terminate|cancel)_backend\s*\(\s*(\d{1,12})\b", re.IGNORECASE)
 #: The start of a statement that may need a database without other sessions (``vacated_database`` reads it then).
 _MAY_VACATE = re.compile(rb"\s*(?:[Dd][Rr][Oo][Pp]|[Aa][Ll][Tt][Ee][Rr])\s")
+#: The first bytes such a statement may have (a cheaper look first).
+_VACATE_FIRST = frozenset(b"DdAa \t\r\n")
 #: Server messages an answer kept in the query cache may hold: RowDescription, DataRow, CommandComplete,
 #: EmptyQueryResponse, NoticeResponse (an error, a parameter status or COPY is never kept).
 _CACHEABLE = frozenset(b"TDCIN")
@@ -189,7 +191,7 @@ class PgSession:
                     if kind == 88:  # Terminate ("X")
                         return
                     try:
-                        if kind in (81, 80) and _MAY_VACATE.match(msg, 5 if kind == 81 else msg.index(b"\0", 5) + 1):
+                        if kind in (81, 80) and _may_vacate(kind, msg):
                             await self._before_vacating(kind, msg)
                         if self.skipping:
                             self._skip(kind, msg)
@@ -781,11 +783,19 @@ class PgSession:
         return True
 
 
+def _may_vacate(kind: int, msg: bytes) -> bool:
+    """Whether a Query's or Parse's text may be a statement that ``vacated_database`` reads."""
+    at = 5 if kind == 81 else msg.index(b"\0", 5) + 1
+    return at < len(msg) and msg[at] in _VACATE_FIRST and _MAY_VACATE.match(msg, at) is not None
+
+
 def _refuse_client_pid(route: Route) -> Route:
     """``route``, or its refusal when its query signals a client's process id (``CLIENT_PIDS``): that id names no
     server process, and the server connection the client holds now serves others too (a process id bound as a
     parameter reaches the server, which has no such process)."""
     query = route.query
+    if "ackend" not in query and "ACKEND" not in query:  # a cheaper look first
+        return route
     for found in _SIGNAL_BACKEND.finditer(query):
         pid = int(found.group(1))
         if pid in CLIENT_PIDS:
