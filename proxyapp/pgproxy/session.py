@@ -248,12 +248,14 @@ class PgSession:
                 self.settled = None
 
     async def _pass_or_borrow(self, kind: int, msg: bytes) -> None:
+        """Pass a message on the connection held, or on one borrowed when the session holds none."""
         if self.server is not None:
             self._pass(kind, msg)
         else:
             await self._borrow_and_pass(kind, msg)
 
     def _wake_settled(self) -> None:
+        """Wake ``_settle``: the answers it waits for came (or the connection went)."""
         settled = self.settled
         if settled is not None and not settled.done():
             settled.set_result(None)
