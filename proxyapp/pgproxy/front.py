@@ -5,10 +5,12 @@ a server connection of the user's ``default_hostgroup`` for the user and databas
 that the server lets the user in (its refusal goes to the client as it is, fields intact) and gives the
 ParameterStatus values the client is told. Under transaction pooling that connection goes back to the pool at once.
 
-Each session is told a process id of the proxy's (numbered like the MySQL sessions, so the id says which worker
-process serves it) and a random key. A CancelRequest naming them is sent on, with the server's own id and key, to
-the server running the session's query; one that arrives at another worker process is handed to the right one
-through its admin endpoint.
+Each session is told a process id of the proxy's and a random 32-bit key. The id is random too, 2**30 or more, where
+no server's process can be (Linux's ids stay below 2**22), so that a client's ``pg_terminate_backend`` of it can never
+reach an unrelated server process (the session refuses it, ``CLIENT_PIDS``); its remainder modulo the number of
+workers says which worker process serves it, as the MySQL sessions' numbers do. A CancelRequest naming them is sent
+on, with the server's own id and key, to the server running the session's query; one that arrives at another worker
+process is handed to the right one through its admin endpoint.
 """
 
 from __future__ import annotations
@@ -25,11 +27,11 @@ from proxyapp.backends.topology import MonitorState, show_address
 from proxyapp.clock import Clock
 from proxyapp.config.document import Config
 from proxyapp.pgproxy.login import Cancel, LoginFailed, authenticate, negotiate
-from proxyapp.pgproxy.pool import PgPools, PoolRefused
+from proxyapp.pgproxy.pool import PgPools, PoolRefused, ServerConn
 from proxyapp.pgproxy.routing import PgRouter
-from proxyapp.pgproxy.session import PgSession, SessionCounters
-from proxyapp.pgproxy.settings import startup_settings
-from proxyapp.pgsql.backend import send_cancel
+from proxyapp.pgproxy.session import CLIENT_PIDS, PgSession, SessionCounters
+from proxyapp.pgproxy.settings import quote_literal, startup_settings
+from proxyapp.pgsql.backend import PgError, PgUnreachable, send_cancel
 from proxyapp.pgsql.messages import (
     CANNOT_CONNECT_NOW,
     TOO_MANY_CONNECTIONS,
@@ -55,6 +57,10 @@ _KNOWN_STATEMENTS = 10_000
 CancelForwarder = Callable[[int, int, int], Awaitable[None]]
 
 
+#: Spellings of client_encoding a worker remembers (a client may make up any number).
+_ENCODINGS_KEPT = 256
+
+
 def _address(text: str) -> tuple[str, int] | None:
     """``pgsql-interfaces`` as (host, port); None for '' (no listener)."""
     if not text.strip():
@@ -72,6 +78,7 @@ class PgFront:
         clock: Clock,
         throttle: AuthThrottle,
         forward_cancel: CancelForwarder,
+        close_idle_elsewhere: Callable[[str], Awaitable[None]],
         worker: int = 0,
         workers: int = 1,
     ) -> None:
@@ -79,6 +86,7 @@ class PgFront:
         self.clock = clock
         self.throttle = throttle
         self.forward_cancel = forward_cancel
+        self.close_idle_elsewhere = close_idle_elsewhere  # the other workers' ``close_idle``
         self.worker = worker
         self.workers = workers
         self.pools = PgPools(workers)
@@ -92,13 +100,13 @@ class PgFront:
         self.tls: ssl.SSLContext | None = None
         self.sessions: dict[int, PgSession] = {}
         self.keys: dict[int, int] = {}  # session id -> the secret key its client was told
+        self.encodings: dict[str, str] = {}  # a client_encoding as clients spell it -> as the server does
         self.clients_total = 0
         self.logins_failed = 0
         self.connecting = 0  # clients still logging in
         self.state = "off"
         self._address: tuple[str, int] | None = None
         self._server: asyncio.AbstractServer | None = None
-        self._next_id = worker + 1
         self._bind_lock = asyncio.Lock()
         self.tasks: set[asyncio.Task[Any]] = set()  # the clients being served
 
@@ -120,6 +128,13 @@ class PgFront:
         """Housekeeping: keep the statements known to servers bounded."""
         while len(self.known) > _KNOWN_STATEMENTS:
             self.known.popitem(last=False)
+
+    async def close_idle(self, database: str) -> None:
+        """Close the idle server connections to ``database`` of every worker process of the node (a DROP DATABASE
+        follows, which the server refuses while any is connected)."""
+        self.pools.close_idle_of(database)
+        if self.workers > 1:
+            await self.close_idle_elsewhere(database)
 
     def max_prepared(self) -> int:
         """``pgsql-max_prepared_statements``: what a session keeps prepared per server connection."""
@@ -189,20 +204,20 @@ class PgFront:
         self.connecting += 1
         session: PgSession | None = None
         try:
-            session = await self._login(wire)
-        except LoginFailed as failed:
-            wire.write(error_response(failed.sqlstate, failed.message))
-        except PoolRefused as refused:
-            wire.write(refused.response())
-        except ProtocolViolation as exc:
-            wire.write(error_response("08P01", f"ProxyFleet: {exc}"))
-        except (PeerGone, ssl.SSLError, OSError):
-            pass
-        except TimeoutError:
-            wire.write(error_response(CANNOT_CONNECT_NOW, "ProxyFleet: the login took longer than allowed"))
-        finally:
-            self.connecting -= 1
-        try:
+            try:
+                session = await self._login(wire)
+            except LoginFailed as failed:
+                wire.write(error_response(failed.sqlstate, failed.message))
+            except PoolRefused as refused:
+                wire.write(refused.response())
+            except ProtocolViolation as exc:
+                wire.write(error_response("08P01", f"ProxyFleet: {exc}"))
+            except (PeerGone, ssl.SSLError, OSError):
+                pass
+            except TimeoutError:
+                wire.write(error_response(CANNOT_CONNECT_NOW, "ProxyFleet: the login took longer than allowed"))
+            finally:
+                self.connecting -= 1
             if session is not None:
                 await session.run()
         finally:
@@ -240,9 +255,8 @@ class PgFront:
         except ValueError as exc:
             raise LoginFailed("08P01", f"ProxyFleet: {exc}") from None
         server = await self.pools.acquire(user.default_hostgroup, (user.username, opened.database), secret)
-        session_id = self._next_id
-        self._next_id += self.workers
-        key = secrets.randbits(31)
+        session_id = self._new_id()
+        key = secrets.randbits(32)
         session = PgSession(
             wire,
             self,
@@ -259,6 +273,9 @@ class PgFront:
             for known in told:
                 if known.lower() == name.lower():
                     told[known] = value
+        encoding = told.get("client_encoding")
+        if encoding is not None and encoding != server.conn.parameters.get("client_encoding"):
+            told["client_encoding"] = await self._encoding_name(server, encoding)
         out = auth_request(0) + b"".join(parameter_status(n, v) for n, v in told.items())
         wire.write(out + backend_key_data(session_id, key) + ready_for_query(b"I"))
         self.sessions[session_id] = session
@@ -268,6 +285,32 @@ class PgFront:
         else:
             self.pools.release(server, True)
         return session
+
+    async def _encoding_name(self, server: ServerConn, encoding: str) -> str:
+        """``encoding`` as the server spells it ('utf8', 'UTF-8' and 'unicode' are all 'UTF8'), asked of ``server``
+        once per spelling; as given when the server knows no such encoding (the session's SET then fails)."""
+        known = self.encodings.get(encoding)
+        if known is not None:
+            return known
+        sql = f"SELECT pg_encoding_to_char(pg_char_to_encoding({quote_literal(encoding)}))"
+        try:
+            rows = await server.conn.query(sql)
+        except (PgError, PgUnreachable):
+            return encoding
+        named = rows[0][0] if rows and rows[0][0] else encoding
+        if len(self.encodings) < _ENCODINGS_KEPT:
+            self.encodings[encoding] = named
+        return named
+
+    def _new_id(self) -> int:
+        """A process id for a new session: random in ``CLIENT_PIDS``, one no session of this worker has, and one whose
+        remainder says this worker serves it (``worker_of``)."""
+        workers = self.workers
+        low = -(-CLIENT_PIDS.start // workers) * workers  # the first multiple of ``workers`` in the range
+        while True:
+            pid = low + secrets.randbelow((CLIENT_PIDS.stop - 1 - low) // workers) * workers + self.worker + 1
+            if pid not in self.sessions:
+                return pid
 
     async def cancel(self, pid: int, key: int) -> None:
         """A CancelRequest for session ``pid``: sent on to the server running its query, if the key is right."""

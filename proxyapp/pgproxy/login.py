@@ -89,7 +89,7 @@ async def negotiate(wire: PgWire, tls: ssl.SSLContext | None) -> Startup | Cance
         first = await wire.first()
         (code,) = struct.unpack_from("!i", first, 4)
         if code == CANCEL_REQUEST and len(first) == CANCEL_REQUEST_LENGTH:
-            pid, key = struct.unpack_from("!ii", first, 8)
+            pid, key = struct.unpack_from("!iI", first, 8)  # the key is any 32 bits
             return Cancel(pid, key)
         if code in ENCRYPTION_REQUESTS:
             if encrypted:

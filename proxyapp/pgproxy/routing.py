@@ -24,7 +24,7 @@ class Route:
     error to answer instead (None: run it), how long its answer may be served from the query cache (``cache_ttl``
     ms, 0: not cached; ``cache_empty_result``: an answer without rows too, None: as
     ``pgsql-query_cache_stores_empty_result``) and how long it may run before the server is asked to cancel it
-    (``timeout`` ms, 0: ``pgsql-default_query_timeout``)."""
+    (``timeout`` ms, 0: ``pgsql-default_query_timeout``); ``sqlstate``: the error's code."""
 
     hostgroup: int | None
     query: str
@@ -32,6 +32,7 @@ class Route:
     cache_ttl: int = 0
     cache_empty_result: bool | None = None
     timeout: int = 0
+    sqlstate: str = "28000"
 
 
 class PgRouter:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import struct
 from collections import OrderedDict
 from typing import Protocol
@@ -27,10 +28,10 @@ from proxyapp.pgproxy.settings import (
     DROPS_STATEMENTS,
     apply_change,
     deallocated,
-    dropped_database,
     pin_reason,
     read_change,
     replay,
+    vacated_database,
 )
 from proxyapp.pgproxy.statements import (
     CLOSE_COMPLETE,
@@ -60,8 +61,18 @@ log = logging.getLogger("proxyapp.pgproxy")
 _UNANSWERED = frozenset(b"dcfH")
 #: Extended-protocol messages: after one, the connection is kept until the client's next Sync.
 _EXTENDED = frozenset(b"PBDECH")
-#: Bytes written to a client before the relay waits for it to read them.
+#: Extended-protocol messages that may name a statement.
+_NAMING = frozenset(b"PBDC")
+#: Bytes written to a client before the relay waits for it to read them (the client's transport then says it is slow).
 _HIGH_WATER = 256 * 1024
+#: The process ids clients are told (``front``): no server process can have one (Linux's stay below 2**22).
+CLIENT_PIDS = range(1 << 30, 1 << 31)
+#: A call of pg_terminate_backend or pg_cancel_backend with a literal process id.
+_SIGNAL_BACKEND = re.compile(r"pg_(?:terminate|cancel)_backend\s*\(\s*(\d{1,12})\b", re.IGNORECASE)
+#: The start of a statement that may need a database without other sessions (``vacated_database`` reads it then).
+_MAY_VACATE = re.compile(rb"\s*(?:[Dd][Rr][Oo][Pp]|[Aa][Ll][Tt][Ee][Rr])\s")
+#: The first bytes such a statement may have (a cheaper look first).
+_VACATE_FIRST = frozenset(b"DdAa \t\r\n")
 #: Server messages an answer kept in the query cache may hold: RowDescription, DataRow, CommandComplete,
 #: EmptyQueryResponse, NoticeResponse (an error, a parameter status or COPY is never kept).
 _CACHEABLE = frozenset(b"TDCIN")
@@ -103,6 +114,10 @@ class SessionHost(Protocol):
         """``pgsql-query_cache_stores_empty_result``."""
         ...
 
+    async def close_idle(self, database: str) -> None:
+        """Close the idle server connections to ``database`` in every worker process of the node."""
+        ...
+
 
 class PgSession:
     """A logged-in client of the pooling proxy."""
@@ -121,6 +136,7 @@ class PgSession:
         settings: dict[str, str],
     ) -> None:
         self.client = client
+        client.limit_writes(_HIGH_WATER)
         self.outbox: list[bytes] = []  # what the client's latest messages send the server, written at once
         self.host = host
         self.pools = host.pools
@@ -156,6 +172,7 @@ class PgSession:
         self.timed_out = 0  # the timeout (ms) of the statement the server was asked to cancel
         self.cancelled: ServerConn | None = None  # the connection of that statement (closed, never pooled)
         self.cancelling: asyncio.Task[bool] | None = None  # the CancelRequest being sent
+        self.settled: asyncio.Future[None] | None = None  # set when the answers ``_settle`` waits for came
         self.ended = False
 
     # ------------------------------------------------------------------------------------------- the client
@@ -174,12 +191,17 @@ class PgSession:
                     if kind == 88:  # Terminate ("X")
                         return
                     try:
+                        if kind in (81, 80) and _may_vacate(kind, msg):
+                            await self._before_vacating(kind, msg)
                         if self.skipping:
-                            self._skip(kind)
+                            self._skip(kind, msg)
                         elif kind == 81 and self.host.router.caching and self._from_cache(msg):
                             pass
-                        elif self.server is not None:
+                        elif self.server is not None and not (self.order.synced_parse and kind in _NAMING):
                             self._pass(kind, msg)
+                        elif self.server is not None:
+                            await self._settle()  # then the connection may have gone back to its pool
+                            await self._pass_or_borrow(kind, msg)
                         else:
                             await self._borrow_and_pass(kind, msg)
                     except (ValueError, IndexError, struct.error) as broken:  # a body the proxy had to read is broken
@@ -202,15 +224,52 @@ class PgSession:
         wire = server.conn.wire
         wire.write(b"".join(self.outbox))
         self.outbox.clear()
-        if wire.backlog > _HIGH_WATER:
+        if wire.writing_paused:
             await wire.drain()
 
-    def _skip(self, kind: int) -> None:
-        """A message after a blocked one, dropped as the server drops messages after an error, up to the Sync,
-        which the proxy answers."""
+    async def _before_vacating(self, kind: int, msg: bytes) -> None:
+        """A Query or Parse that may be a DROP DATABASE (or an ALTER DATABASE that needs it alone): the node's idle
+        connections to that database are closed first (the pool's own connections would make the server refuse)."""
+        sql = (cstring_body(msg) if kind == 81 else parse_fields(msg[5:])[1]).decode("utf-8", "surrogateescape")
+        vacated = vacated_database(sql)
+        if vacated is not None:
+            await self.host.close_idle(vacated)
+
+    async def _settle(self) -> None:
+        """Wait until the server answered every Sync sent: a client's named Parse before one of them may have
+        failed or been skipped after an error, and the message that comes next names a statement (the proxy's
+        server-side statement of that name may exist for other clients, so only the answer tells)."""
+        await self._flush()
+        while self.server is not None and self.order.synced_parse and not self.ended:
+            self.settled = asyncio.get_running_loop().create_future()
+            try:
+                await self.settled
+            finally:
+                self.settled = None
+
+    async def _pass_or_borrow(self, kind: int, msg: bytes) -> None:
+        """Pass a message on the connection held, or on one borrowed when the session holds none."""
+        if self.server is not None:
+            self._pass(kind, msg)
+        else:
+            await self._borrow_and_pass(kind, msg)
+
+    def _wake_settled(self) -> None:
+        """Wake ``_settle``: the answers it waits for came (or the connection went)."""
+        settled = self.settled
+        if settled is not None and not settled.done():
+            settled.set_result(None)
+
+    def _skip(self, kind: int, msg: bytes) -> None:
+        """A message after a refused one, dropped as the server drops messages after an error, up to the Sync,
+        which the proxy answers, or the server when the messages before the refused one went to it (their answers
+        come at that Sync)."""
         if kind == 83:  # Sync
             self.skipping = False
-            self._answer(ready_for_query(self.status))
+            if self.server is not None and self.unsynced:
+                self._pass(kind, msg)
+            else:
+                self._answer(ready_for_query(self.status))
 
     def _from_cache(self, msg: bytes) -> bool:
         """A simple Query a ``cache_ttl`` rule caches, outside a transaction with nothing owed: answered from the
@@ -246,7 +305,8 @@ class PgSession:
             statement = server_statement(
                 route.query.encode("utf-8", "surrogateescape"), types, route.hostgroup, route.timeout
             )
-            if not name or route.error is not None or statement.server_name not in self.host.known:
+            known = statement.server_name in self.host.known
+            if not name or route.error is not None or not known or name in self.statements:
                 return False
             self.routed = None
             self._note(route.query)
@@ -274,13 +334,13 @@ class PgSession:
         if kind == 81:  # Query
             route = self._route(cstring_body(msg).decode("utf-8", "surrogateescape"))
             if route.error is not None:
-                self._block(kind, route.error)
+                self._block(kind, route.error, route.sqlstate)
                 return
             hostgroup = route.hostgroup
         elif kind == 80:  # Parse
             route = self._route(parse_fields(msg[5:])[1].decode("utf-8", "surrogateescape"))
             if route.error is not None:
-                self._block(kind, route.error)
+                self._block(kind, route.error, route.sqlstate)
                 return
             hostgroup = route.hostgroup
         elif kind == 66:  # Bind of a named statement: where its Parse was routed
@@ -301,14 +361,16 @@ class PgSession:
             self.routed = None
             return routed[1]
         route = self.host.router.route(sql, self.user, self.database, self.client_addr, self.proxy_port)
+        if route.error is None:
+            route = _refuse_client_pid(route)
         self.routed = (sql, route) if self.server is None else None
         return route
 
-    def _block(self, kind: int, error: str) -> None:
-        """A statement a rule refuses (``error_msg``): answered with the error (a Parse's batch is then dropped up
-        to its Sync, as the server would), the server never sees it."""
+    def _block(self, kind: int, error: str, sqlstate: str) -> None:
+        """A statement a rule refuses (``error_msg``), or the proxy: answered with the error (a Parse's batch is then
+        dropped up to its Sync, as the server would), the server never sees it."""
         self.counters.blocked += 1
-        self._answer(error_response("28000", error, severity="ERROR"))
+        self._answer(error_response(sqlstate, error, severity="ERROR"))
         if kind == 81:
             self._answer(ready_for_query(self.status))
         else:
@@ -319,6 +381,8 @@ class PgSession:
         server = self.server
         assert server is not None
         order = self.order
+        if order.skipping and kind != 83:
+            return  # an extended-protocol message failed: the server drops all up to the Sync, unanswered
         out = self.outbox
         if kind == 81:  # Query ("Q")
             self.counters.queries += 1
@@ -364,7 +428,7 @@ class PgSession:
         sql = cstring_body(msg).decode("utf-8", "surrogateescape")
         route = self._route(sql)
         if route.error is not None:
-            self._block(81, route.error)
+            self._block(81, route.error, route.sqlstate)
             return None
         if route.query is not sql:
             sql = route.query
@@ -373,9 +437,6 @@ class PgSession:
         self._note(sql)
         if sql.lstrip()[:1] not in ("D", "d"):  # what follows reads DROP DATABASE, DISCARD and DEALLOCATE only
             return msg, sql
-        dropped = dropped_database(sql)
-        if dropped is not None:
-            self.pools.close_idle_of(dropped)  # the pool's own connections would make the server refuse the DROP
         if DROPS_STATEMENTS.match(sql):
             server.prepared.clear()
             self.statements.clear()
@@ -407,11 +468,16 @@ class PgSession:
         name, query, types = parse_fields(msg[5:])
         route = self._route(query.decode("utf-8", "surrogateescape"))
         if route.error is not None:
-            self._block(80, route.error)
+            self._block(80, route.error, route.sqlstate)
             return b""
         if route.query != query.decode("utf-8", "surrogateescape"):
             query = route.query.encode("utf-8", "surrogateescape")
             msg = parse_message(name, query, types)
+        existing = self.statements.get(name) if name else None
+        if existing is not None:  # the server's own refusal (its syntax error first, else "already exists")
+            prefix = self._ensure(server, existing)
+            self.order.sent(80)
+            return prefix + parse_message(existing.server_name, query, types)
         self._note(route.query)
         if not name:
             self.unnamed_query = route.query
@@ -422,9 +488,9 @@ class PgSession:
         self.statements[name] = statement
         if statement.server_name in server.prepared:
             server.prepared.move_to_end(statement.server_name)
-            return self._answer(PARSE_COMPLETE)
+            return self._answer(PARSE_COMPLETE, 80, (name, statement))
         closes = self._remember(server, statement.server_name)
-        self.order.sent(80, FORWARD, statement.server_name)
+        self.order.sent(80, FORWARD, statement.server_name, named=(name, statement))
         return closes + statement.parse
 
     def _bind(self, server: ServerConn, msg: bytes) -> bytes:
@@ -450,7 +516,7 @@ class PgSession:
             return
         if kind == 67:  # Close of a client's statement: the server keeps it for others
             del self.statements[name]
-            self._answer(CLOSE_COMPLETE)
+            self._answer(CLOSE_COMPLETE, 67, (name, statement))
             return
         prefix = self._ensure(server, statement)
         self.outbox.append(prefix + renamed_target(b"D", statement.server_name))
@@ -469,6 +535,18 @@ class PgSession:
         self.order.sent(83, SWALLOW)
         return closes + statement.parse + SYNC
 
+    def _undo(self, undone: list[Entry]) -> None:
+        """The client's Parses and Closes the server refused or skipped after an error, undone: a statement whose
+        Parse failed does not exist, one whose Close was skipped still does (undone last first)."""
+        for entry in reversed(undone):
+            assert entry.named is not None
+            name, statement = entry.named
+            if entry.kind == 67:
+                self.statements[name] = statement
+            elif self.statements.get(name) is statement:
+                del self.statements[name]
+        undone.clear()
+
     def _remember(self, server: ServerConn, server_name: str) -> bytes:
         """Note ``server_name`` as prepared on ``server``; the Closes (answers left out) of the least recently
         used statements beyond ``pgsql-max_prepared_statements``, to send first."""
@@ -481,9 +559,10 @@ class PgSession:
         server.prepared[server_name] = None
         return out
 
-    def _answer(self, answer: bytes) -> bytes:
-        """The proxy's own answer, written to the client in its turn."""
-        self.client.write(self.order.answer_myself(answer))
+    def _answer(self, answer: bytes, kind: int = 0, named: tuple[str, Statement] | None = None) -> bytes:
+        """The proxy's own answer, written to the client in its turn (``kind`` and ``named``: the client's Parse or
+        Close it answers, and the name and statement it creates or drops)."""
+        self.client.write(self.order.answer_myself(answer, kind, named))
         return b""
 
     # ------------------------------------------------------------------------------------------- the server
@@ -539,6 +618,8 @@ class PgSession:
             if order.parsed:
                 self.host.known.update(dict.fromkeys(order.parsed))
                 order.parsed.clear()
+            if order.undone:
+                self._undo(order.undone)
             if kind == 67:  # CommandComplete: its tag
                 self.last_tag = cstring_body(msg)
             if ended is not None and ended.query:
@@ -558,8 +639,10 @@ class PgSession:
                         self._release(server, True)
                         return
         client.write(b"".join(outs))
-        if client.backlog > _HIGH_WATER and server.conn.wire.transport is not None:
-            server.conn.wire.transport.pause_reading()  # until the client reads what it was sent
+        if not order.synced_parse:
+            self._wake_settled()
+        if client.writing_paused:
+            server.conn.wire.pause()  # until the client reads what it was sent
             client.on_drained = self._resume_server
 
     def _record(self, statement: Entry, server: ServerConn) -> None:
@@ -623,8 +706,8 @@ class PgSession:
 
     def _resume_server(self) -> None:
         server = self.server
-        if server is not None and server.conn.wire.transport is not None:
-            server.conn.wire.transport.resume_reading()
+        if server is not None:
+            server.conn.wire.resume()
 
     def _transaction_state(self) -> None:
         """At the client's ReadyForQuery: a transaction ended? Then its settings changes stand (or not)."""
@@ -654,10 +737,12 @@ class PgSession:
             self.timer.cancel()
             self.timer = None
         server.conn.wire.sink = None
+        server.conn.wire.resume()  # a connection paused for a slow client is read again by whoever is next
         self.client.on_drained = None
         if self.server is server:
             self.server = None
             self.order = ResponseOrder()
+            self._wake_settled()
         self.pools.release(server, reusable)
 
     # ------------------------------------------------------------------------------------------- the end
@@ -681,6 +766,7 @@ class PgSession:
         server = self.server
         if server is not None:
             server.conn.wire.sink = None
+            server.conn.wire.resume()
             self.server = None
             clean = self.status == b"I" and not self.order and not self.unsynced and server is not self.cancelled
             if clean and self.pinned is not None:
@@ -697,6 +783,30 @@ class PgSession:
         server.prepared.clear()
         server.settings = {}
         return True
+
+
+def _may_vacate(kind: int, msg: bytes) -> bool:
+    """Whether a Query's or Parse's text may be a statement that ``vacated_database`` reads."""
+    at = 5 if kind == 81 else msg.index(b"\0", 5) + 1
+    return at < len(msg) and msg[at] in _VACATE_FIRST and _MAY_VACATE.match(msg, at) is not None
+
+
+def _refuse_client_pid(route: Route) -> Route:
+    """``route``, or its refusal when its query signals a client's process id (``CLIENT_PIDS``): that id names no
+    server process, and the server connection the client holds now serves others too (a process id bound as a
+    parameter reaches the server, which has no such process)."""
+    query = route.query
+    if "ackend" not in query and "ACKEND" not in query:  # a cheaper look first
+        return route
+    for found in _SIGNAL_BACKEND.finditer(query):
+        pid = int(found.group(1))
+        if pid in CLIENT_PIDS:
+            error = (
+                f"ProxyFleet: process {pid} is a pooler client's, not a server's: a pooled session cannot be signalled "
+                "with pg_terminate_backend or pg_cancel_backend (its client's cancel request cancels its query)"
+            )
+            return Route(route.hostgroup, query, error, sqlstate="42501")
+    return route
 
 
 #: A portal the session does not know: no text, the default timeout.

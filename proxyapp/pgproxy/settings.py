@@ -119,17 +119,21 @@ def read_change(sql: str) -> Change | None:
     return None
 
 
-_DROP_DATABASE = re.compile(
-    r"DROP\s+DATABASE\s+(?:IF\s+EXISTS\s+)?(?P<name>[A-Za-z_][A-Za-z0-9_$]*|\"[^\"]+\")", re.IGNORECASE
+_NAME = r"[A-Za-z_][A-Za-z0-9_$]*|\"[^\"]+\""
+_VACATES = re.compile(
+    rf"DROP\s+DATABASE\s+(?:IF\s+EXISTS\s+)?(?P<dropped>{_NAME})"
+    rf"|ALTER\s+DATABASE\s+(?P<altered>{_NAME})\s+(?:RENAME\s|SET\s+TABLESPACE\s)",
+    re.IGNORECASE,
 )
 
 
-def dropped_database(sql: str) -> str | None:
-    """The database a ``DROP DATABASE`` drops, or None."""
-    match = _DROP_DATABASE.match(sql.strip())
+def vacated_database(sql: str) -> str | None:
+    """The database that ``sql`` needs no other session connected to (a ``DROP DATABASE``, an ``ALTER DATABASE``'s
+    ``RENAME TO`` or ``SET TABLESPACE``), or None."""
+    match = _VACATES.match(sql.strip())
     if match is None:
         return None
-    name = match["name"]
+    name = match["dropped"] or match["altered"]
     return name[1:-1] if name.startswith('"') else name.lower()
 
 

@@ -109,7 +109,7 @@ def parameter_status(name: str, value: str) -> bytes:
 
 def backend_key_data(pid: int, key: int) -> bytes:
     """A BackendKeyData message (``K``): what a client's CancelRequest must name."""
-    return message(b"K", struct.pack("!ii", pid, key))
+    return message(b"K", struct.pack("!iI", pid, key))
 
 
 def ready_for_query(status: bytes) -> bytes:

@@ -4,7 +4,10 @@ What arrives is kept in one buffer and handed out as whole messages: ``batch()``
 arrived (waiting only when none has), so that the proxy answers a batch with one write, one system call, instead of
 one per message. A ``sink`` takes them instead, as they arrive, with no task in between (a session relaying a
 server's answers). Reading pauses while more than ``HIGH_WATER`` bytes wait unread, so a fast peer never fills the
-proxy's memory; writers wait in ``drain`` (or are called back by ``on_drained``) while the peer is slow to read.
+proxy's memory, or while its sink's reader is slow (``pause``, until ``resume``); writers wait in ``drain`` (or are
+called back by ``on_drained``) while the peer is slow to read: exactly while the transport says so (between its
+``pause_writing`` and ``resume_writing``), never by a threshold of the proxy's own, which a transport that pauses
+later (TLS's, at 512 KB) would never call back from.
 """
 
 from __future__ import annotations
@@ -111,6 +114,18 @@ class PgWire(asyncio.Protocol):
         if callback is not None:
             callback()
 
+    def pause(self) -> None:
+        """Stop reading the peer (its sink's reader is slow): what it sends waits in the kernel until ``resume``."""
+        if not self.paused and self.transport is not None:
+            self.paused = True
+            self.transport.pause_reading()
+
+    def resume(self) -> None:
+        """Read the peer again."""
+        if self.paused and self.transport is not None:
+            self.paused = False
+            self.transport.resume_reading()
+
     def _wake(self) -> None:
         waiter = self._waiter
         if waiter is not None and not waiter.done():
@@ -122,9 +137,7 @@ class PgWire(asyncio.Protocol):
         """Wait for more bytes; PeerGone when there will be none."""
         if self.closed is not None:
             raise PeerGone(self.closed)
-        if self.paused and self.transport is not None:
-            self.paused = False
-            self.transport.resume_reading()
+        self.resume()
         waiter = self._waiter = self.loop.create_future()
         try:
             await waiter
@@ -212,10 +225,14 @@ class PgWire(asyncio.Protocol):
                 self._drained = None
 
     @property
-    def backlog(self) -> int:
-        """Bytes written and not yet sent."""
-        transport = self.transport
-        return transport.get_write_buffer_size() if transport is not None else 0
+    def writing_paused(self) -> bool:
+        """The peer is slow to read what it was sent (``on_drained`` will be called once it reads again)."""
+        return self._writing_paused and self.closed is None
+
+    def limit_writes(self, high: int) -> None:
+        """Call the peer slow to read once more than ``high`` bytes wait to be sent."""
+        if self.transport is not None:
+            self.transport.set_write_buffer_limits(high=high)
 
     async def start_tls(self, context: ssl.SSLContext, server_side: bool, server_hostname: str | None = None) -> None:
         """Go on over TLS (the peer's handshake comes next; nothing may be buffered)."""

@@ -114,6 +114,10 @@ class AdminProvider(Protocol):
         """A PostgreSQL CancelRequest for session ``pid`` with secret ``key``, taken by another worker process."""
         ...
 
+    async def pgsql_close_idle(self, database: str) -> int:
+        """Close the pooling proxy's idle server connections to ``database`` (about to be dropped); how many."""
+        ...
+
     async def advance_clock(self, seconds: float) -> dict[str, Any]:
         """Move the proxy's clock ``seconds`` forward (ValueError when it cannot move so); ``{"ok": True, ...}``."""
         ...
@@ -184,6 +188,7 @@ class AdminServer:
                 web.get("/processlist", self._processlist),
                 web.post("/processlist/{id}/kill", self._kill),
                 web.post("/pgsql/cancel", self._pgsql_cancel),
+                web.post("/pgsql/close_idle", self._pgsql_close_idle),
             ]
         )
         if self.clock_movable:
@@ -311,6 +316,15 @@ class AdminServer:
         assert isinstance(pid, int) and isinstance(key, int)
         await self.provider.pgsql_cancel(pid, key)
         return web.json_response({"ok": True})
+
+    async def _pgsql_close_idle(self, request: web.Request) -> web.Response:
+        body = await _json_object(request)
+        if isinstance(body, web.Response):
+            return body
+        database = (body or {}).get("database")
+        if not isinstance(database, str):
+            return _error(400, "database must be a string")
+        return web.json_response({"closed": await self.provider.pgsql_close_idle(database)})
 
     async def _advance_clock(self, request: web.Request) -> web.Response:
         body = await _json_object(request)

@@ -146,7 +146,15 @@ class Proxy(SessionServices):
         self.forwarding = Forwarding(workers)
         self.throttle = AuthThrottle()  # failed logins by client address, MySQL's and PostgreSQL's
         #: The PostgreSQL pooling proxy (``pgsql-interfaces``, ``pgsql_users``).
-        self.pgsql = PgFront(config, self.clock, self.throttle, self._forward_pgsql_cancel, worker, workers)
+        self.pgsql = PgFront(
+            config,
+            self.clock,
+            self.throttle,
+            self._forward_pgsql_cancel,
+            self._pgsql_close_idle_elsewhere,
+            worker,
+            workers,
+        )
         self._apply_servers()
         self.cache = QueryCache(
             config.variables.integer("mysql-query_cache_size_MB") << 20, self.counters, self.clock.now
@@ -303,6 +311,27 @@ class Proxy(SessionServices):
                 pass
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             log.warning("pgsql: worker %d did not take a cancel request: %s", owner, exc)
+
+    async def _pgsql_close_idle_elsewhere(self, database: str) -> None:
+        """Have every other worker process close its idle PostgreSQL server connections to ``database``, and wait
+        until they did (a DROP DATABASE that follows is refused while any is connected)."""
+
+        async def close(index: int, port: int) -> None:
+            try:
+                async with (
+                    aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http,
+                    http.post(
+                        f"http://127.0.0.1:{port}/pgsql/close_idle",
+                        json={"database": database},
+                        headers=credential.header(self.admin_token),
+                    ),
+                ):
+                    pass
+            except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+                log.warning("pgsql: worker %d did not close its idle connections to %s: %s", index, database, exc)
+
+        ports = self.worker_admin_ports
+        await asyncio.gather(*(close(i, p) for i, p in enumerate(ports) if p and i != self.worker))
 
     def _end(self, session: Session, why: str) -> None:
         """Kill ``session`` (its running statement, its connection; its transaction is rolled back)."""
@@ -518,6 +547,10 @@ class Proxy(SessionServices):
             return outcome(False, ErrorCode.KILL_DENIED, f"You are not owner of thread {target}")
         await session.kill(query_only)
         return outcome(True)
+
+    async def pgsql_close_idle(self, database: str) -> int:
+        """Close this worker's idle PostgreSQL server connections to ``database`` (another worker's DROP DATABASE)."""
+        return self.pgsql.pools.close_idle_of(database)
 
     async def pgsql_cancel(self, pid: int, key: int) -> None:
         """A PostgreSQL cancel request another worker process took for a session of this one."""

@@ -282,6 +282,11 @@ class Supervisor:
             except (aiohttp.ClientError, OSError, TimeoutError) as exc:
                 log.warning("worker %d did not take a cancel request: %s", worker.index, exc)
 
+    async def pgsql_close_idle(self, database: str) -> int:
+        """Close every worker's idle PostgreSQL server connections to ``database``."""
+        answers = await self._each("POST", "/pgsql/close_idle", {"database": database})
+        return sum(answer["closed"] for answer in answers)
+
     async def advance_clock(self, seconds: float) -> dict[str, Any]:
         """Move the monitor's clock and every worker's ``seconds`` forward (tests only, ``proxyapp.clock``)."""
         self.clock.advance(seconds)

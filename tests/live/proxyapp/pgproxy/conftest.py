@@ -63,9 +63,10 @@ class Pooler:
         self.port = port
 
     def connect(self, **kwargs: Any) -> psycopg.Connection:
-        """A psycopg connection through the proxy as the test role (no TLS unless asked)."""
-        options: dict[str, Any] = {"sslmode": "disable", "password": PASSWORD, "user": ROLE, **kwargs}
-        return psycopg.connect(host="127.0.0.1", port=self.port, dbname=DATABASE, connect_timeout=10, **options)
+        """A psycopg connection through the proxy as the test role to the test database (no TLS unless asked)."""
+        options: dict[str, Any] = {"sslmode": "disable", "password": PASSWORD, "user": ROLE, "dbname": DATABASE}
+        options.update(kwargs)
+        return psycopg.connect(host="127.0.0.1", port=self.port, connect_timeout=10, **options)
 
     def dsn(self) -> str:
         """The libpq connection string of the proxy (for pgbench, asyncpg and psql)."""

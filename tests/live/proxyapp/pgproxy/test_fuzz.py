@@ -17,8 +17,9 @@ import pytest
 
 from devstack.ports import free_port
 from devstack.proxy import ProxyProcess
-from proxyapp.pgsql.auth import ScramClient
 from tests.live.proxyapp.pgproxy.conftest import DATABASE, HG, PASSWORD, ROLE, pool_config, server_sessions
+from tests.support import pgraw
+from tests.support.pgraw import message
 
 SEED = 0x5EED_F0A7
 CASE_TIMEOUT = 5.0  # seconds any single case may take before it counts as a hang
@@ -58,50 +59,9 @@ def finish(sock: socket.socket) -> bytes:
     return received
 
 
-def startup() -> bytes:
-    body = struct.pack("!i", 196608) + f"user\0{ROLE}\0database\0{DATABASE}\0".encode() + b"\0"
-    return struct.pack("!i", len(body) + 4) + body
-
-
-def message(kind: bytes, body: bytes) -> bytes:
-    return kind + struct.pack("!i", len(body) + 4) + body
-
-
-def read_message(sock: socket.socket) -> tuple[bytes, bytes]:
-    head = b""
-    while len(head) < 5:
-        chunk = sock.recv(5 - len(head))
-        assert chunk, "closed during login"
-        head += chunk
-    (length,) = struct.unpack("!i", head[1:])
-    body = b""
-    while len(body) < length - 4:
-        chunk = sock.recv(length - 4 - len(body))
-        assert chunk, "closed during login"
-        body += chunk
-    return head[:1], body
-
-
 def logged_in(port: int) -> socket.socket:
     """A raw connection that logged in with SCRAM-SHA-256 and got its first ReadyForQuery."""
-    sock = socket.create_connection(("127.0.0.1", port), timeout=CASE_TIMEOUT)
-    sock.sendall(startup())
-    scram = ScramClient(PASSWORD)
-    while True:
-        kind, body = read_message(sock)
-        if kind == b"R":
-            (code,) = struct.unpack("!i", body[:4])
-            if code == 10:
-                first = scram.first()
-                sock.sendall(message(b"p", b"SCRAM-SHA-256\0" + struct.pack("!i", len(first)) + first))
-            elif code == 11:
-                sock.sendall(message(b"p", scram.final(body[4:])))
-            elif code == 12:
-                scram.verify(body[4:])
-        elif kind == b"Z":
-            return sock
-        else:
-            assert kind in (b"S", b"K"), (kind, body[:200])
+    return pgraw.logged_in(port, ROLE, PASSWORD, DATABASE, CASE_TIMEOUT)
 
 
 def assert_healthy(proxy: ProxyProcess, port: int) -> None:

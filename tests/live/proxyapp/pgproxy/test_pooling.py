@@ -12,11 +12,13 @@ import struct
 import subprocess
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 import asyncpg
 import psycopg
 import pytest
 
+from devstack.certs import loopback_certificate
 from devstack.stack import wait_until
 from tests.live.proxyapp.pgproxy.conftest import DATABASE, HG, PASSWORD, ROLE, Pooler, pool_config, server_sessions
 
@@ -308,3 +310,26 @@ def test_statements_are_counted_by_digest(start_pooler: StartPooler) -> None:
     assert (simple["count_star"], simple["sum_rows_sent"], simple["database"]) == (3, 3, DATABASE)
     extended = rows["SELECT generate_series(?,?)"]
     assert (extended["count_star"], extended["sum_rows_sent"]) == (4, 10)
+
+
+@pytest.mark.parametrize("spelling", ["utf8", "UTF-8", "unicode", "latin1", "Sql_Ascii"])
+def test_client_encoding_is_reported_as_the_server_spells_it(start_pooler: StartPooler, spelling: str) -> None:
+    pooler = start_pooler()
+    with psycopg.connect(host="127.0.0.1", port=5432, user=ROLE, dbname=DATABASE, client_encoding=spelling) as direct:
+        expected = direct.info.parameter_status("client_encoding")
+        shown = direct.execute("SHOW client_encoding").fetchone()
+    with pooler.connect(client_encoding=spelling) as conn:
+        assert conn.info.parameter_status("client_encoding") == expected
+        assert conn.execute("SHOW client_encoding").fetchone() == shown
+
+
+def test_verify_full_passes_with_a_certificate_of_the_clients_ca(start_pooler: StartPooler, tmp_path: Path) -> None:
+    """The pooler presents the MySQL side's certificate (``mysql-ssl_cert``): one a CA signed satisfies libpq's
+    verify-full, where the self-signed one made at start cannot (the issue's verify-ca failure)."""
+    signed = loopback_certificate(tmp_path / "tls")
+    pooler = start_pooler(**{"mysql-ssl_cert": str(signed.cert), "mysql-ssl_key": str(signed.key)})
+    with pooler.connect(sslmode="verify-full", sslrootcert=str(signed.ca)) as conn:
+        assert conn.pgconn.ssl_in_use and conn.execute("SELECT 1").fetchone() == (1,)
+    unsigned = start_pooler()
+    with pytest.raises(psycopg.OperationalError, match="certificate verify failed"):
+        unsigned.connect(sslmode="verify-ca", sslrootcert=str(signed.ca))

@@ -4,6 +4,7 @@ an error that skips to the Sync."""
 from __future__ import annotations
 
 from proxyapp.pgproxy.responses import SWALLOW, ResponseOrder
+from proxyapp.pgproxy.statements import server_statement
 from proxyapp.pgsql.messages import error_response, message
 
 PARSE, BIND, EXECUTE, SYNC, QUERY = (ord(c) for c in "PBESQ")
@@ -60,3 +61,37 @@ def test_a_statement_ends_with_its_text_and_start() -> None:
         assert order.received(message(kind))[1] is None
     _, ended = order.received(message(b"Z", b"I"))
     assert ended is not None and (ended.query, ended.started) == ("SELECT 1", 12.5)
+
+
+def test_an_error_before_the_sync_is_sent_skips_until_the_next_sync() -> None:
+    order = ResponseOrder()
+    statement = server_statement(b"SELEC 1", b"")
+    order.sent(PARSE, payload=statement.server_name, named=("s1", statement))
+    assert answers(order, b"E") == [b"E"]
+    assert order.skipping and not order  # nothing owed, and the server drops all up to the Sync
+    assert order.failed_parse == [statement.server_name] and [e.named for e in order.undone] == [("s1", statement)]
+    order.sent(SYNC)
+    assert not order.skipping
+    assert answers(order, b"Z") == [b"Z"] and not order
+
+
+def test_an_error_with_its_sync_already_sent_skips_nothing_after_it() -> None:
+    order = ResponseOrder()
+    order.sent(PARSE)
+    assert order.answer_myself(message(b"1")) == b""  # a Parse the proxy answers, dropped by the server too
+    order.sent(SYNC)
+    assert answers(order, b"E") == [b"E"]
+    assert not order.skipping and len(order) == 1
+    assert answers(order, b"Z") == [b"Z"]
+
+
+def test_a_named_parse_before_an_unanswered_sync_is_unsettled() -> None:
+    order = ResponseOrder()
+    statement = server_statement(b"SELECT 1", b"")
+    order.sent(PARSE, payload=statement.server_name, named=("s1", statement))
+    assert not order.synced_parse  # in the same group as what follows: the server skips alike
+    order.sent(SYNC)
+    order.sent(BIND)
+    assert order.synced_parse and order.syncs == 1
+    assert answers(order, b"1", b"Z") == [b"1", b"Z"]
+    assert not order.synced_parse and order.syncs == 0

@@ -8,11 +8,11 @@ from proxyapp.pgproxy.session import cstring_body, tag_rows
 from proxyapp.pgproxy.settings import (
     apply_change,
     deallocated,
-    dropped_database,
     pin_reason,
     read_change,
     replay,
     startup_settings,
+    vacated_database,
 )
 
 
@@ -88,9 +88,12 @@ def test_deallocate_and_drop_database_name_what_they_drop() -> None:
     assert deallocated('DEALLOCATE PREPARE "P_1";') == "P_1"
     assert deallocated("deallocate stmt") == "stmt"
     assert deallocated("DEALLOCATE ALL") is None
-    assert dropped_database("DROP DATABASE IF EXISTS Test_DB") == "test_db"
-    assert dropped_database('drop database "MixedCase"') == "MixedCase"
-    assert dropped_database("DROP TABLE t") is None
+    assert vacated_database("DROP DATABASE IF EXISTS Test_DB") == "test_db"
+    assert vacated_database('drop database "MixedCase"') == "MixedCase"
+    assert vacated_database("DROP TABLE t") is None
+    assert vacated_database("ALTER DATABASE Old RENAME TO new") == "old"
+    assert vacated_database('alter database "x" set tablespace pg_default') == "x"
+    assert vacated_database("ALTER DATABASE x SET work_mem = '1MB'") is None
 
 
 def test_command_tags_give_rows_sent_or_changed() -> None:
