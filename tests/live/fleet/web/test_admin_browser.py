@@ -1,0 +1,43 @@
+"""The web admin of issue 42 in a real browser (the Chromium of ``test_browser``): the overview's health rolled up over
+both engines."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.utils import timezone
+from playwright.sync_api import BrowserContext, expect
+
+from fleet.core import roles
+from fleet.core.models import ProxyNode
+from tests.live.fleet.web.test_browser import browser, context, log_in, node_cell, nodes  # noqa: F401 (fixtures)
+from tests.support.node_messages import pgsql_pool_row, pgsql_section, pool_row, send_report, snapshot
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def monitor_row(host: str, port: int, hostgroup: int, lag_s: float | None) -> dict[str, Any]:
+    """A ``monitor`` row of a snapshot: a server the monitor reaches, lagging ``lag_s`` seconds."""
+    return {"hostgroup": hostgroup, "srv_host": host, "srv_port": port, "status": "ONLINE", "lag_s": lag_s}
+
+
+def test_the_overview_rolls_up_both_engines_and_degrades_on_a_shun_or_a_lag(
+    context: BrowserContext,  # noqa: F811 (test_browser's fixture)
+    nodes: list[ProxyNode],  # noqa: F811 (test_browser's fixture)
+) -> None:
+    pg_shunned, mysql_lagging = nodes
+    ProxyNode.objects.filter(pk__in=[node.pk for node in nodes]).update(state=ProxyNode.State.APPLIED)
+    mysql = [pool_row("db1", 3306, 10), pool_row("db2", 3307, 20)]
+    pg_stats = snapshot(mysql) | {"pgsql": pgsql_section(pool=[pgsql_pool_row("pg1", 5432, 30, "SHUNNED")])}
+    send_report(pg_shunned, timezone.now(), pg_stats)
+    lag_stats = snapshot(mysql) | {"monitor": [monitor_row("db2", 3307, 20, 42.0)]}
+    send_report(mysql_lagging, timezone.now(), lag_stats)
+
+    page = log_in(context, roles.VIEWER)
+    expect(node_cell(page, pg_shunned, "backends")).to_have_text("2/3")
+    expect(node_cell(page, pg_shunned, "health")).to_contain_text("degraded")
+    expect(node_cell(page, pg_shunned, "health")).to_contain_text("PostgreSQL pg1:5432 (hostgroup 30) SHUNNED")
+    expect(node_cell(page, mysql_lagging, "backends")).to_have_text("2/2")
+    expect(node_cell(page, mysql_lagging, "health")).to_contain_text("degraded")
+    expect(node_cell(page, mysql_lagging, "health")).to_contain_text("MySQL db2:3307 lags 42 s")
