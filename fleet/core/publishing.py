@@ -272,6 +272,15 @@ def draft_preview(cluster: Cluster) -> tuple[list[RowChange], list[str], str]:
     return changes, list(config.warnings), config.checksum
 
 
+def draft_warnings(cluster: Cluster) -> list[str]:
+    """The warnings a node would log for the draft, as publishing shows them; none while the draft is invalid
+    (publishing says why)."""
+    try:
+        return list(compile_draft(cluster).warnings)
+    except ConfigError:
+        return []
+
+
 def diff_versions(old: ConfigVersion, new: ConfigVersion) -> list[RowChange]:
     """The rows added, removed and changed from version ``old`` to version ``new``."""
     return _changes(old.document, new.document)

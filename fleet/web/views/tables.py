@@ -11,6 +11,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
+from fleet.core import publishing
 from fleet.core.drafts import delete_row, save_row
 from fleet.core.models import Cluster, ClusterRow, PgsqlQueryRule, ProxyNode, QueryRule
 from fleet.core.stats import read_section
@@ -95,12 +96,16 @@ def row_edit(request: HttpRequest, slug: str, pk: int | None = None) -> HttpResp
     initial = {k: v for k, v in request.GET.items() if k in form_class.base_fields} if pk is None else {}
     form = form_class(request.POST if request.method == "POST" else None, instance=instance, initial=initial)
     if form.is_bound and form.is_valid():
+        before = publishing.draft_warnings(cluster)
         try:
             row = save_row(form.save(commit=False), request.user)
         except ValidationError as error:
             show_model_errors(form, error)
         else:
             messages.success(request, f"Saved {row} in the draft.")
+            for warning in publishing.draft_warnings(cluster):  # what publishing will warn of that this save caused
+                if warning not in before:
+                    messages.warning(request, f"Warning: {warning}.")
             return redirect("web:table_list", slug=slug)
     return render(request, "web/row_form.html", {"page": page, "cluster": cluster, "form": form, "row": instance})
 

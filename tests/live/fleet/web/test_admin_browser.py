@@ -1,5 +1,5 @@
 """The web admin of issue 42 in a real browser (the Chromium of ``test_browser``): the overview's health rolled up over
-both engines."""
+both engines; a row form refusing what every other path refuses, and warning at save of what publishing would."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from django.utils import timezone
 from playwright.sync_api import BrowserContext, expect
 
 from fleet.core import roles
-from fleet.core.models import ProxyNode
+from fleet.core.models import ProxyNode, User
 from tests.live.fleet.web.test_browser import browser, context, log_in, node_cell, nodes  # noqa: F401 (fixtures)
+from tests.support.control_plane import make_cluster
 from tests.support.node_messages import pgsql_pool_row, pgsql_section, pool_row, send_report, snapshot
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -41,3 +42,29 @@ def test_the_overview_rolls_up_both_engines_and_degrades_on_a_shun_or_a_lag(
     expect(node_cell(page, mysql_lagging, "backends")).to_have_text("2/2")
     expect(node_cell(page, mysql_lagging, "health")).to_contain_text("degraded")
     expect(node_cell(page, mysql_lagging, "health")).to_contain_text("MySQL db2:3307 lags 42 s")
+
+
+def test_a_user_form_refuses_an_empty_username_and_out_of_range_numbers_and_warns_of_a_hostgroup_with_no_servers(
+    context: BrowserContext,  # noqa: F811 (test_browser's fixture)
+) -> None:
+    cluster = make_cluster("browser-users")
+    page = log_in(context, roles.OPERATOR)
+    page.goto(f"/cluster/?cluster={cluster.pk}")
+    page.goto("/tables/users/add/")
+    page.fill("input[name=username]", "  ")
+    page.fill("input[name=max_connections]", str(2**31))
+    page.click("button[type=submit]")
+    expect(page.locator("#field-username .field-errors")).to_have_text("may not be empty")
+    expect(page.locator("#field-max_connections .field-errors")).to_have_text(
+        "2147483648 is above the maximum 2147483647"
+    )
+    page.fill("input[name=username]", "reporter")
+    page.fill("input[name=max_connections]", "100")
+    page.fill("input[name=password]", "reporter-pass")
+    page.fill("input[name=default_hostgroup]", "99")
+    page.click("button[type=submit]")
+    expect(page.locator(".flash.success")).to_contain_text("Saved")
+    expect(page.locator(".flash.warning")).to_have_text(
+        "Warning: hostgroup 99 has no servers (referenced by mysql_users[1] username='reporter' default_hostgroup)."
+    )
+    assert User.objects.filter(cluster=cluster, username="reporter").exists()
