@@ -25,6 +25,7 @@ from fleet.core.drafts import Actor
 from fleet.core.models import TABLE_MODELS, AuditEntry, Cluster, ClusterRow, ConfigVersion, Hostgroup
 from proxyapp.config.document import UNIQUE_KEYS, Config, ConfigError, parse_config, table_columns
 from proxyapp.config.secrets import MASK, is_secret, mask_document, mask_row
+from proxyapp.config.variables import VARIABLES
 
 #: A config document: table name -> list of rows (column name -> value).
 Document = dict[str, list[dict[str, Any]]]
@@ -268,8 +269,46 @@ def draft_preview(cluster: Cluster) -> tuple[list[RowChange], list[str], str]:
     an invalid draft."""
     config = compile_draft(cluster)
     latest = cluster.latest_version()
-    changes = _changes(latest.document if latest is not None else {}, config.to_document())
-    return changes, list(config.warnings), config.checksum
+    document = config.to_document()
+    changes = _changes(latest.document if latest is not None else {}, document)
+    risks = _publish_risks(latest, document) if latest is not None else []
+    return changes, risks + list(config.warnings), config.checksum
+
+
+#: The variables that say where a node listens for clients.
+LISTENER_VARIABLES = ("mysql-interfaces", "pgsql-interfaces", "admin-restapi_interface", "admin-restapi_port")
+
+
+def _publish_risks(latest: ConfigVersion, new_doc: DocumentIn) -> list[str]:
+    """What publishing ``new_doc`` over ``latest`` takes away without a row saying so: a table emptied whole (a
+    PostgreSQL table, the shards), a listener's address changed (its clients must move)."""
+    old_doc = latest.document
+    risks = [
+        f"removes the whole of {table}: v{latest.number} has {len(old_doc[table])} row"
+        f"{'s' if len(old_doc[table]) != 1 else ''}, this version none"
+        for table in TABLE_MODELS
+        if old_doc.get(table) and not new_doc.get(table)
+    ]
+
+    def variables(doc: DocumentIn) -> dict[str, str]:
+        values = {row["variable_name"]: row["variable_value"] for row in doc.get("global_variables", [])}
+        return {name: str(values.get(name, VARIABLES[name].default)) for name in LISTENER_VARIABLES}
+
+    old_vars, new_vars = variables(old_doc), variables(new_doc)
+    risks += [
+        f"{name} changes from {old_vars[name]!r} to {new_vars[name]!r}: clients must connect to the new address"
+        for name in LISTENER_VARIABLES
+        if old_vars[name] != new_vars[name]
+    ]
+    old_listeners = {row["port"]: row["interface"] for row in old_doc.get("pgsql_forward_listeners", [])}
+    for row in new_doc.get("pgsql_forward_listeners", []):
+        before = old_listeners.get(row["port"])
+        if before is not None and before != row["interface"]:
+            risks.append(
+                f"pgsql_forward_listeners port={row['port']}: interface changes from {before!r} to "
+                f"{row['interface']!r}: clients must connect to the new address"
+            )
+    return risks
 
 
 def draft_warnings(cluster: Cluster) -> list[str]:

@@ -1,5 +1,6 @@
 """The web admin of issue 42 in a real browser (the Chromium of ``test_browser``): the overview's health rolled up over
-both engines; a row form refusing what every other path refuses, and warning at save of what publishing would."""
+both engines; a row form refusing what every other path refuses, and warning at save of what publishing would; a
+MySQL-only proxysql.cnf imported over a draft with PostgreSQL and shards, and the publish page's warnings."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import BrowserContext, expect
 
-from fleet.core import roles
+from fleet.core import publishing, roles
 from fleet.core.models import ProxyNode, User
 from tests.live.fleet.web.test_browser import browser, context, log_in, node_cell, nodes  # noqa: F401 (fixtures)
 from tests.support.control_plane import make_cluster
 from tests.support.node_messages import pgsql_pool_row, pgsql_section, pool_row, send_report, snapshot
+from tests.unit.fleet.core.test_proxysql_cnf import MYSQL_ONLY_CNF, mixed_document
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -68,3 +70,24 @@ def test_a_user_form_refuses_an_empty_username_and_out_of_range_numbers_and_warn
         "Warning: hostgroup 99 has no servers (referenced by mysql_users[1] username='reporter' default_hostgroup)."
     )
     assert User.objects.filter(cluster=cluster, username="reporter").exists()
+
+
+def test_a_mysql_only_cnf_import_keeps_postgresql_and_shards_and_publish_warns_of_what_it_takes_away(
+    context: BrowserContext,  # noqa: F811 (test_browser's fixture)
+) -> None:
+    cluster = make_cluster("browser-mixed", mixed_document())
+    publishing.publish(cluster, None, "before the migration")
+    page = log_in(context, roles.OPERATOR)
+    page.goto(f"/cluster/?cluster={cluster.pk}")
+    page.goto("/import/")
+    page.fill("textarea[name=text]", MYSQL_ONLY_CNF)
+    page.get_by_role("button", name="Import into the draft").click()
+    imported = page.locator("section.imported")
+    expect(imported).to_contain_text("mysql_servers: 1")
+    expect(imported).to_contain_text("pgsql_servers: 1")
+    expect(imported).to_contain_text("mysql_shards: 2")
+    expect(page.locator(".import-notes")).to_contain_text("pgsql_users: the draft's 1 row kept")
+    page.get_by_role("link", name="Review and publish").click()
+    warnings = page.locator(".publish-warnings")
+    expect(warnings).to_contain_text("removes the whole of mysql_query_rules: v1 has 2 rows, this version none")
+    expect(warnings).to_contain_text("mysql-interfaces changes from '127.0.0.1:6033' to '0.0.0.0:6033'")
