@@ -39,6 +39,10 @@ class NothingToPublish(Exception):
     """The draft is the same config as the latest version."""
 
 
+class NothingToDiscard(Exception):
+    """The draft is the latest version's config, or nothing is published to go back to (the message says which)."""
+
+
 class DraftChanged(Exception):
     """The draft is not the one its publisher previewed: someone changed it since (the message says who, when)."""
 
@@ -138,6 +142,39 @@ def _unmask_secrets(cluster: Cluster, document: Mapping[str, Any]) -> dict[str, 
     return result
 
 
+def has_unpublished_edits(cluster: Cluster) -> bool:
+    """Whether the draft differs from the latest version's config (an invalid draft does; with nothing published,
+    a draft with any row does)."""
+    latest = cluster.latest_version()
+    try:
+        checksum = compile_draft(cluster).checksum
+    except ConfigError:
+        return True
+    return checksum != (latest.checksum if latest is not None else parse_config({}).checksum)
+
+
+def discard_draft(cluster: Cluster, user: Actor) -> ConfigVersion:
+    """Put the latest version's config back in the draft, dropping every unpublished edit, audited; returns that
+    version. NothingToDiscard when nothing is published or the draft has no unpublished edits."""
+    latest = cluster.latest_version()
+    if latest is None:
+        raise NothingToDiscard("nothing is published yet: there is no version to go back to")
+    if not has_unpublished_edits(cluster):
+        raise NothingToDiscard(f"the draft is version {latest.number}'s config: it has no unpublished edits")
+    with transaction.atomic():
+        before = mask_document(draft_document(cluster))
+        _replace_draft(cluster, parse_config(latest.document))
+        audit.record(
+            user,
+            AuditEntry.Action.DISCARD,
+            cluster=cluster,
+            object_key=f"draft back to version {latest.number}",
+            before=before,
+            after=mask_document(latest.document),
+        )
+    return latest
+
+
 def _replace_draft(cluster: Cluster, config: Config) -> None:
     """Delete every draft row of ``cluster`` and write ``config``'s rows instead (call inside a transaction)."""
     document = config.to_document()
@@ -229,7 +266,13 @@ def _publish(
 
 def _changed_since_preview(cluster: Cluster) -> str:
     """Who changed the draft last, and when: the reason a publish of an older preview is refused."""
-    edits = (AuditEntry.Action.CREATE, AuditEntry.Action.UPDATE, AuditEntry.Action.DELETE, AuditEntry.Action.IMPORT)
+    edits = (
+        AuditEntry.Action.CREATE,
+        AuditEntry.Action.UPDATE,
+        AuditEntry.Action.DELETE,
+        AuditEntry.Action.IMPORT,
+        AuditEntry.Action.DISCARD,
+    )
     last = AuditEntry.objects.filter(cluster=cluster, action__in=edits).select_related("user").first()
     who = (
         f" by {last.user.get_username() if last.user else 'the system'} at {last.at:%Y-%m-%d %H:%M:%S} UTC"

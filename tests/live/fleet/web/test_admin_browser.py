@@ -1,6 +1,7 @@
 """The web admin of issue 42 in a real browser (the Chromium of ``test_browser``): the overview's health rolled up over
 both engines; a row form refusing what every other path refuses, and warning at save of what publishing would; a
-MySQL-only proxysql.cnf imported over a draft with PostgreSQL and shards, and the publish page's warnings."""
+MySQL-only proxysql.cnf imported over a draft with PostgreSQL and shards, and the publish page's warnings; the draft
+discarded, and a rollback that says it discards it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from django.utils import timezone
 from playwright.sync_api import BrowserContext, expect
 
 from fleet.core import publishing, roles
-from fleet.core.models import ProxyNode, User
+from fleet.core.drafts import save_row
+from fleet.core.models import AuditEntry, ProxyNode, Server, User
 from tests.live.fleet.web.test_browser import browser, context, log_in, node_cell, nodes  # noqa: F401 (fixtures)
 from tests.support.control_plane import make_cluster
 from tests.support.node_messages import pgsql_pool_row, pgsql_section, pool_row, send_report, snapshot
@@ -91,3 +93,45 @@ def test_a_mysql_only_cnf_import_keeps_postgresql_and_shards_and_publish_warns_o
     warnings = page.locator(".publish-warnings")
     expect(warnings).to_contain_text("removes the whole of mysql_query_rules: v1 has 2 rows, this version none")
     expect(warnings).to_contain_text("mysql-interfaces changes from '127.0.0.1:6033' to '0.0.0.0:6033'")
+
+
+def edit_a_server(cluster_name: str, weight: int) -> None:
+    """An unpublished edit: the draft's first server gets ``weight``."""
+    server = Server.objects.filter(cluster__name=cluster_name).order_by("pk").first()
+    assert server is not None
+    server.weight = weight
+    save_row(server, None)
+
+
+def test_discard_the_draft_and_a_rollback_that_says_it_discards_it(
+    context: BrowserContext,  # noqa: F811 (test_browser's fixture)
+) -> None:
+    cluster = make_cluster("browser-discard")
+    publishing.publish(cluster, None, "v1")
+    edit_a_server(cluster.name, 7)
+    page = log_in(context, roles.OPERATOR)
+    asked: list[str] = []
+    page.on("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
+    page.goto(f"/cluster/?cluster={cluster.pk}")
+    page.goto("/publish/")
+    expect(page.locator("table.changes")).to_contain_text("weight")
+    page.get_by_role("button", name="Discard draft").click()
+    expect(page.locator(".flash.success")).to_have_text(
+        "Discarded the draft's unpublished edits: it is version 1's config again."
+    )
+    expect(page.locator(".nothing")).to_be_visible()
+    expect(page.get_by_role("button", name="Discard draft")).to_have_count(0)
+    assert asked == ["Discard every unpublished edit of the draft? It becomes v1's config again."]
+    assert Server.objects.filter(cluster=cluster, weight=7).count() == 0
+    assert AuditEntry.objects.filter(cluster=cluster, action=AuditEntry.Action.DISCARD).count() == 1
+
+    edit_a_server(cluster.name, 8)
+    publishing.publish(cluster, None, "v2")
+    edit_a_server(cluster.name, 9)  # unpublished: the rollback drops it
+    page.goto("/versions/")
+    page.get_by_role("button", name="Roll back to v1").click()
+    expect(page.locator(".flash")).to_contain_text(
+        "Rolled back to version 1's config as version 3. The draft's unpublished edits were discarded."
+    )
+    assert "This discards the draft's unpublished edits: the draft becomes v1's config." in asked[-1]
+    assert Server.objects.filter(cluster=cluster, weight=9).count() == 0
