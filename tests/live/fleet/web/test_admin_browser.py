@@ -1,7 +1,7 @@
 """The web admin of issue 42 in a real browser (the Chromium of ``test_browser``): the overview's health rolled up over
 both engines; a row form refusing what every other path refuses, and warning at save of what publishing would; a
 MySQL-only proxysql.cnf imported over a draft with PostgreSQL and shards, and the publish page's warnings; the draft
-discarded, and a rollback that says it discards it."""
+discarded, and a rollback that says it discards it; rule hits that stay on their rule when rules are renumbered."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from playwright.sync_api import BrowserContext, expect
 
 from fleet.core import publishing, roles
 from fleet.core.drafts import save_row
-from fleet.core.models import AuditEntry, ProxyNode, Server, User
+from fleet.core.models import AuditEntry, Cluster, ProxyNode, QueryRule, Server, User
 from tests.live.fleet.web.test_browser import browser, context, log_in, node_cell, nodes  # noqa: F401 (fixtures)
 from tests.support.control_plane import make_cluster
-from tests.support.node_messages import pgsql_pool_row, pgsql_section, pool_row, send_report, snapshot
+from tests.support.node_messages import pgsql_pool_row, pgsql_section, pool_row, send_ack, send_report, snapshot
 from tests.unit.fleet.core.test_proxysql_cnf import MYSQL_ONLY_CNF, mixed_document
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -135,3 +135,33 @@ def test_discard_the_draft_and_a_rollback_that_says_it_discards_it(
     )
     assert "This discards the draft's unpublished edits: the draft becomes v1's config." in asked[-1]
     assert Server.objects.filter(cluster=cluster, weight=9).count() == 0
+
+
+def renumber(cluster: Cluster, old: int, new: int) -> None:
+    """Give the draft's rule ``old`` the number ``new``."""
+    rule = QueryRule.objects.get(cluster=cluster, rule_id=old)
+    rule.rule_id = new
+    save_row(rule, None)
+
+
+def test_rule_hits_stay_on_their_rule_when_the_rules_are_renumbered(
+    context: BrowserContext,  # noqa: F811 (test_browser's fixture)
+) -> None:
+    cluster = make_cluster("browser-hits")  # rule 1 sends SELECT ... FOR UPDATE to the writer, rule 2 SELECT to readers
+    node = ProxyNode.objects.create(cluster=cluster, name="hits-node")
+    version = publishing.publish(cluster, None, "v1")
+    now = timezone.now()
+    send_ack(node, version, now)
+    send_report(
+        node, now, snapshot([]) | {"query_rules": [{"rule_id": 1, "hits": 5}, {"rule_id": 2, "hits": 700}]}, version
+    )
+    renumber(cluster, 1, 10)  # the draft swaps their order: FOR UPDATE is now rule 10, SELECT rule 1
+    renumber(cluster, 2, 1)
+    page = log_in(context, roles.VIEWER)
+    page.goto(f"/cluster/?cluster={cluster.pk}")
+    page.goto("/tables/query-rules/")
+    row = page.locator("table.grid tbody tr")
+    expect(row.filter(has_text="FOR UPDATE").locator("td.hits")).to_contain_text("hits-node: 5never matches")
+    expect(row.filter(has_text="^SELECT").filter(has_not_text="FOR UPDATE").locator("td.hits")).to_contain_text(
+        "hits-node: 700"
+    )
