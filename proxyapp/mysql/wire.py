@@ -8,6 +8,7 @@ the raw bytes on in large writes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, Protocol
@@ -449,7 +450,13 @@ class Wire:
         return self.transport.get_extra_info("sockname") or ("", 0)
 
     def close(self) -> None:
-        """Close the transport without waiting."""
+        """Close the transport without waiting; over TLS, after the close_notify that says the close is meant."""
+        tls = self.tls
+        if tls is not None and not self.shut and not self.transport.is_closing():
+            alert = tls.close_notify()
+            if alert:
+                with contextlib.suppress(OSError, RuntimeError):  # a connection already broken: the close still runs
+                    self.put(alert)
         self.transport.close()
 
 

@@ -82,7 +82,8 @@ def node_kill(request: HttpRequest, name: str) -> HttpResponse:
         after={"what": what, "ok": bool(answer.get("ok")), "error": str(answer.get("error") or "")},
     )
     if answer.get("ok"):
-        messages.success(request, f"{what} {session} on {node}: done.")
+        told = "its statement was interrupted" if query_only else "its client was told 1927 Connection was killed"
+        messages.success(request, f"{what} {session} on {node}: done, {told}.")
     else:
         messages.error(request, f"{what} {session} on {node}: {answer.get('error')}")
     return redirect("web:node", name=name)
