@@ -131,6 +131,7 @@ class Wire:
 
     __slots__ = (
         "buf",
+        "bytes_in",
         "bytes_out",
         "closed",
         "compression",
@@ -171,6 +172,7 @@ class Wire:
         self.mark = 0  # bytes before the mark may be discarded; [mark, pos) is read but not yet relayed
         self.seq = 0
         self.max_packet = max_packet
+        self.bytes_in = 0  # bytes the peer sent, as read (decrypted, uncompressed), counted by the transport
         self.bytes_out = 0
         self.closed: str | None = None
         self.waiter: asyncio.Future[None] | None = None  # what a task reading this wire awaits

@@ -25,6 +25,10 @@ KEY_COUNTERS = (
     "ConnPool_get_conn_success",
     "ConnPool_get_conn_failure",
     "generated_error_packets",
+    "Queries_frontends_bytes_recv",
+    "Queries_frontends_bytes_sent",
+    "Queries_backends_bytes_sent",
+    "Queries_backends_bytes_recv",
 )
 
 

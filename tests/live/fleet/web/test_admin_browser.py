@@ -1,21 +1,28 @@
 """The web admin of issue 42 in a real browser (the Chromium of ``test_browser``): the overview's health rolled up over
 both engines; a row form refusing what every other path refuses, and warning at save of what publishing would; a
 MySQL-only proxysql.cnf imported over a draft with PostgreSQL and shards, and the publish page's warnings; the draft
-discarded, and a rollback that says it discards it; rule hits that stay on their rule when rules are renumbered."""
+discarded, and a rollback that says it discards it; rule hits that stay on their rule when rules are renumbered; a
+real node's page: its byte counters, its servers' status changes with their time, its replica's lag."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 from django.utils import timezone
 from playwright.sync_api import BrowserContext, expect
 
+from devstack.ports import free_port
+from devstack.proxy import READER_HG, rw_split_config
+from devstack.sandbox import Sandbox
 from fleet.core import publishing, roles
 from fleet.core.drafts import save_row
 from fleet.core.models import AuditEntry, Cluster, ProxyNode, QueryRule, Server, User
 from tests.live.fleet.web.test_browser import browser, context, log_in, node_cell, nodes  # noqa: F401 (fixtures)
 from tests.support.control_plane import make_cluster
+from tests.support.harness import StartProxy
+from tests.support.monitor_support import global_variables, wait_for
 from tests.support.node_messages import pgsql_pool_row, pgsql_section, pool_row, send_ack, send_report, snapshot
 from tests.unit.fleet.core.test_proxysql_cnf import MYSQL_ONLY_CNF, mixed_document
 
@@ -165,3 +172,54 @@ def test_rule_hits_stay_on_their_rule_when_the_rules_are_renumbered(
     expect(row.filter(has_text="^SELECT").filter(has_not_text="FOR UPDATE").locator("td.hits")).to_contain_text(
         "hits-node: 700"
     )
+
+
+BYTE_COUNTERS = (
+    "Queries_frontends_bytes_recv",
+    "Queries_frontends_bytes_sent",
+    "Queries_backends_bytes_sent",
+    "Queries_backends_bytes_recv",
+)
+
+
+def test_a_real_nodes_page_shows_its_bytes_its_status_changes_when_and_its_replicas_lag(
+    context: BrowserContext,  # noqa: F811 (test_browser's fixture)
+    sandbox: Sandbox,
+    start_proxy: StartProxy,
+) -> None:
+    config = rw_split_config(sandbox.primary().port, [r.port for r in sandbox.replicas()])
+    dead = free_port()  # a reader nobody listens on: the monitor shuns it, a status change
+    config["mysql_servers"].append({"hostgroup_id": READER_HG, "hostname": "127.0.0.1", "port": dead})
+    config["global_variables"] = global_variables()
+    proxy = start_proxy(config)
+    with proxy.connect(database="app", autocommit=True) as client, client.cursor() as cur:
+        for _ in range(20):
+            cur.execute("SELECT REPEAT('x', 1000)")
+            assert len(cur.fetchone()[0]) == 1000
+
+    def reported() -> bool:
+        stats = proxy.stats()
+        replica = [row for row in stats["monitor"] if row["srv_port"] == sandbox.replicas()[0].port]
+        shunned = [row for row in stats["server_transitions"] if row["srv_port"] == dead]
+        return bool(shunned) and any(row["lag_s"] is not None for row in replica)
+
+    wait_for(reported, "the replica's lag measured and the dead reader shunned", proxy)
+    cluster = Cluster.objects.create(name="browser-node")
+    node = ProxyNode.objects.create(cluster=cluster, name="real-node")
+    send_report(node, timezone.now(), proxy.stats())
+
+    page = log_in(context, roles.VIEWER)
+    page.goto(f"/nodes/{node.name}/")
+    counters = page.locator("table.counters")
+    for name in BYTE_COUNTERS:
+        value = counters.locator("tr", has=page.locator(f'code:text-is("{name}")')).locator("td.num")
+        expect(value).to_have_text(re.compile(r"^[1-9][0-9]*$"))
+    sent = counters.locator("tr", has=page.locator('code:text-is("Queries_frontends_bytes_sent")')).locator("td.num")
+    assert int(sent.inner_text()) > 20 * 1000  # the 20 rows of 1,000 bytes went to the client
+    change = page.locator("table.transitions tbody tr", has_text=f"127.0.0.1:{dead}").first
+    expect(change).to_contain_text("ONLINE → SHUNNED")
+    expect(change.locator("time")).to_have_text(re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$"))
+    replica = page.locator("section", has_text="Servers as the monitor sees them").locator(
+        "tbody tr", has_text=f":{sandbox.replicas()[0].port}"
+    )
+    expect(replica.first.locator("td.num")).to_have_text(re.compile(r"^\d+(\.\d+)?$"))
