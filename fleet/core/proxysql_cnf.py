@@ -103,6 +103,28 @@ class CnfImport:
     dropped: list[str] = field(default_factory=list)
     #: (table, row index in the document) -> the cnf line the row comes from.
     lines: dict[tuple[str, int], int] = field(default_factory=dict)
+    #: The variable sections the file holds (``VARIABLE_SECTIONS``).
+    sections: set[str] = field(default_factory=set)
+
+    def over(self, draft: dict[str, list[dict[str, Any]]]) -> tuple[dict[str, list[dict[str, Any]]], list[str]]:
+        """The document the import makes of ``draft``: the tables the file holds replaced, the others kept, and the
+        variables of the sections it holds replaced, the others kept (after the file's, so that row indexes still
+        locate); and a note per table kept with rows."""
+        document = {table: self.document.get(table, rows) for table, rows in draft.items()}
+        replaced = tuple(VARIABLE_SECTIONS[section] for section in self.sections)
+        kept_variables = [row for row in draft["global_variables"] if not row["variable_name"].startswith(replaced)]
+        document["global_variables"] = self.document.get("global_variables", []) + kept_variables
+        kept = {table: len(rows) for table, rows in draft.items() if table not in self.document and rows}
+        kept["global_variables"] = len(kept_variables)
+        notes = [
+            f"{table}: the draft's {count} row{'s' if count != 1 else ''} kept (the file has none of this table)"
+            for table, count in kept.items()
+            if count and table != "global_variables"
+        ]
+        if kept_variables:
+            names = ", ".join(row["variable_name"] for row in kept_variables)
+            notes.append(f"global_variables: the draft's {names} kept (the file does not set them)")
+        return document, notes
 
     def locate(self, error: str) -> str:
         """``error`` (from validating the document) prefixed with the cnf line of the row it names."""
@@ -280,7 +302,7 @@ def parse_libconfig(text: str) -> Group:
 def cnf_to_document(text: str) -> CnfImport:
     """Map a ``proxysql.cnf`` onto a config document (not validated yet: see ``import_cnf``)."""
     cnf = parse_libconfig(text)
-    result = CnfImport(document={table: [] for table in (*TABLE_SECTIONS, "global_variables")})
+    result = CnfImport(document={})
     for name, value in cnf.items():
         line = cnf.lines[name]
         if name in TABLE_SECTIONS:
@@ -295,9 +317,9 @@ def cnf_to_document(text: str) -> CnfImport:
             result.dropped.append(note)
         else:
             result.notes.append(f"line {line}: {name} not imported: ProxyFleet has no such table or setting")
-    if result.document["pgsql_servers"]:
+    if result.document.get("pgsql_servers"):
         result.notes.append(f"line {cnf.lines['pgsql_servers']}: {PGSQL_SERVERS_NOTE}")
-    if result.document["pgsql_users"]:
+    if result.document.get("pgsql_users"):
         result.notes.append(f"line {cnf.lines['pgsql_users']}: {PGSQL_USERS_NOTE}")
     return result
 
@@ -307,6 +329,7 @@ def _table_rows(result: CnfImport, table: str, rows: Any, line: int) -> None:
         raise CnfError(line, f"{table} must be a list of groups: {table} = ( {{ ... }}, ... )")
     columns = table_columns(table)
     aliases = COLUMN_ALIASES.get(table, {})
+    result.document[table] = []
     for item in rows:
         if not isinstance(item, Group):
             raise CnfError(line, f"{table}: each row must be a group {{ ... }}, not {item!r}")
@@ -328,7 +351,8 @@ def _table_rows(result: CnfImport, table: str, rows: Any, line: int) -> None:
 def _variables(result: CnfImport, section: str, group: Any, line: int) -> None:
     if not isinstance(group, Group):
         raise CnfError(line, f"{section} must be a group: {section} = {{ threads = 4 ... }}")
-    rows = result.document["global_variables"]
+    result.sections.add(section)
+    rows = result.document.setdefault("global_variables", [])
     for key, value in group.items():
         name = f"{VARIABLE_SECTIONS[section]}{key}"
         if name not in VARIABLES:
@@ -342,19 +366,22 @@ def _variables(result: CnfImport, section: str, group: Any, line: int) -> None:
 
 
 def import_cnf(cluster: Cluster, text: str, user: Actor, *, force: bool = False) -> tuple[Config, list[str]]:
-    """Replace ``cluster``'s draft with the config of a ``proxysql.cnf``; returns it and the notes on what was left
-    out. ConfigError (each message naming the cnf line) and nothing changes when the file is refused, or when it
-    has sections whose loss changes behaviour (``BEHAVIOUR_SECTIONS``) and ``force`` is not given."""
+    """Replace the tables (and variable sections) of ``cluster``'s draft that a ``proxysql.cnf`` holds with its
+    rows, keeping the others (a MySQL-only file keeps the draft's PostgreSQL tables and shards); returns the new
+    draft's config and the notes on what was left out and what was kept. ConfigError (each message naming the cnf
+    line) and nothing changes when the file is refused, or when it has sections whose loss changes behaviour
+    (``BEHAVIOUR_SECTIONS``) and ``force`` is not given."""
     mapped = cnf_to_document(text)
+    document, kept = mapped.over(publishing.draft_document(cluster))
     if mapped.dropped and not force:
         errors = list(mapped.dropped)
         try:
-            parse_config(mapped.document)
+            parse_config(document)
         except ConfigError as error:  # say everything at once
             errors += [mapped.locate(message) for message in error.errors]
         raise ConfigError([*errors, "import it with force (--force, or the form's checkbox) to drop them"])
     try:
-        config = publishing.import_document(cluster, mapped.document, user)
+        config = publishing.import_document(cluster, document, user)
     except ConfigError as error:
         raise ConfigError(mapped.locate(message) for message in error.errors) from None
-    return config, mapped.notes
+    return config, mapped.notes + kept

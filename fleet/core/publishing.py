@@ -25,6 +25,7 @@ from fleet.core.drafts import Actor
 from fleet.core.models import TABLE_MODELS, AuditEntry, Cluster, ClusterRow, ConfigVersion, Hostgroup
 from proxyapp.config.document import UNIQUE_KEYS, Config, ConfigError, parse_config, table_columns
 from proxyapp.config.secrets import MASK, is_secret, mask_document, mask_row
+from proxyapp.config.variables import VARIABLES
 
 #: A config document: table name -> list of rows (column name -> value).
 Document = dict[str, list[dict[str, Any]]]
@@ -36,6 +37,10 @@ DocumentIn = Mapping[str, list[dict[str, Any]]]
 
 class NothingToPublish(Exception):
     """The draft is the same config as the latest version."""
+
+
+class NothingToDiscard(Exception):
+    """The draft is the latest version's config, or nothing is published to go back to (the message says which)."""
 
 
 class DraftChanged(Exception):
@@ -137,6 +142,39 @@ def _unmask_secrets(cluster: Cluster, document: Mapping[str, Any]) -> dict[str, 
     return result
 
 
+def has_unpublished_edits(cluster: Cluster) -> bool:
+    """Whether the draft differs from the latest version's config (an invalid draft does; with nothing published,
+    a draft with any row does)."""
+    latest = cluster.latest_version()
+    try:
+        checksum = compile_draft(cluster).checksum
+    except ConfigError:
+        return True
+    return checksum != (latest.checksum if latest is not None else parse_config({}).checksum)
+
+
+def discard_draft(cluster: Cluster, user: Actor) -> ConfigVersion:
+    """Put the latest version's config back in the draft, dropping every unpublished edit, audited; returns that
+    version. NothingToDiscard when nothing is published or the draft has no unpublished edits."""
+    latest = cluster.latest_version()
+    if latest is None:
+        raise NothingToDiscard("nothing is published yet: there is no version to go back to")
+    if not has_unpublished_edits(cluster):
+        raise NothingToDiscard(f"the draft is version {latest.number}'s config: it has no unpublished edits")
+    with transaction.atomic():
+        before = mask_document(draft_document(cluster))
+        _replace_draft(cluster, parse_config(latest.document))
+        audit.record(
+            user,
+            AuditEntry.Action.DISCARD,
+            cluster=cluster,
+            object_key=f"draft back to version {latest.number}",
+            before=before,
+            after=mask_document(latest.document),
+        )
+    return latest
+
+
 def _replace_draft(cluster: Cluster, config: Config) -> None:
     """Delete every draft row of ``cluster`` and write ``config``'s rows instead (call inside a transaction)."""
     document = config.to_document()
@@ -228,7 +266,13 @@ def _publish(
 
 def _changed_since_preview(cluster: Cluster) -> str:
     """Who changed the draft last, and when: the reason a publish of an older preview is refused."""
-    edits = (AuditEntry.Action.CREATE, AuditEntry.Action.UPDATE, AuditEntry.Action.DELETE, AuditEntry.Action.IMPORT)
+    edits = (
+        AuditEntry.Action.CREATE,
+        AuditEntry.Action.UPDATE,
+        AuditEntry.Action.DELETE,
+        AuditEntry.Action.IMPORT,
+        AuditEntry.Action.DISCARD,
+    )
     last = AuditEntry.objects.filter(cluster=cluster, action__in=edits).select_related("user").first()
     who = (
         f" by {last.user.get_username() if last.user else 'the system'} at {last.at:%Y-%m-%d %H:%M:%S} UTC"
@@ -268,8 +312,55 @@ def draft_preview(cluster: Cluster) -> tuple[list[RowChange], list[str], str]:
     an invalid draft."""
     config = compile_draft(cluster)
     latest = cluster.latest_version()
-    changes = _changes(latest.document if latest is not None else {}, config.to_document())
-    return changes, list(config.warnings), config.checksum
+    document = config.to_document()
+    changes = _changes(latest.document if latest is not None else {}, document)
+    risks = _publish_risks(latest, document) if latest is not None else []
+    return changes, risks + list(config.warnings), config.checksum
+
+
+#: The variables that say where a node listens for clients.
+LISTENER_VARIABLES = ("mysql-interfaces", "pgsql-interfaces", "admin-restapi_interface", "admin-restapi_port")
+
+
+def _publish_risks(latest: ConfigVersion, new_doc: DocumentIn) -> list[str]:
+    """What publishing ``new_doc`` over ``latest`` takes away without a row saying so: a table emptied whole (a
+    PostgreSQL table, the shards), a listener's address changed (its clients must move)."""
+    old_doc = latest.document
+    risks = [
+        f"removes the whole of {table}: v{latest.number} has {len(old_doc[table])} row"
+        f"{'s' if len(old_doc[table]) != 1 else ''}, this version none"
+        for table in TABLE_MODELS
+        if old_doc.get(table) and not new_doc.get(table)
+    ]
+
+    def variables(doc: DocumentIn) -> dict[str, str]:
+        values = {row["variable_name"]: row["variable_value"] for row in doc.get("global_variables", [])}
+        return {name: str(values.get(name, VARIABLES[name].default)) for name in LISTENER_VARIABLES}
+
+    old_vars, new_vars = variables(old_doc), variables(new_doc)
+    risks += [
+        f"{name} changes from {old_vars[name]!r} to {new_vars[name]!r}: clients must connect to the new address"
+        for name in LISTENER_VARIABLES
+        if old_vars[name] != new_vars[name]
+    ]
+    old_listeners = {row["port"]: row["interface"] for row in old_doc.get("pgsql_forward_listeners", [])}
+    for row in new_doc.get("pgsql_forward_listeners", []):
+        before = old_listeners.get(row["port"])
+        if before is not None and before != row["interface"]:
+            risks.append(
+                f"pgsql_forward_listeners port={row['port']}: interface changes from {before!r} to "
+                f"{row['interface']!r}: clients must connect to the new address"
+            )
+    return risks
+
+
+def draft_warnings(cluster: Cluster) -> list[str]:
+    """The warnings a node would log for the draft, as publishing shows them; none while the draft is invalid
+    (publishing says why)."""
+    try:
+        return list(compile_draft(cluster).warnings)
+    except ConfigError:
+        return []
 
 
 def diff_versions(old: ConfigVersion, new: ConfigVersion) -> list[RowChange]:

@@ -49,6 +49,7 @@ urlpatterns = [
     path("versions/", versions.history, name="history"),
     path("versions/diff/", versions.version_diff, name="diff"),
     path("versions/<int:number>/rollback/", versions.rollback, name="rollback"),
+    path("draft/discard/", versions.discard_draft, name="discard_draft"),
     path("backends/", backends.backends, name="backends"),
     path("backends/table/", backends.backends_table, name="backends_table"),
     path("backends/chart/<slug:metric>.json", backends.chart_data, name="chart_data"),

@@ -22,7 +22,8 @@ What the checks decide:
   An error the server answers with (an unknown variable, a missing privilege) is logged, never a reason to shun.
 - SHUNNED when the replication lag exceeds the server's ``max_replication_lag`` (the smallest non-zero one of its
   rows) ``mysql-monitor_replication_lag_count`` checks in a row; back when it no longer does. A stopped or broken
-  replica (``Seconds_Behind_Master`` NULL) counts as ``mysql-monitor_slave_lag_when_null`` seconds.
+  replica (``Seconds_Behind_Master`` NULL) counts as ``mysql-monitor_slave_lag_when_null`` seconds. The lag of
+  every server of a replication pair is measured too, limit or not, for the node's report to show it.
 - SHUNNED while its latest ping took longer than its ``max_latency_ms`` (the smallest non-zero one of its rows);
   back at the first ping within it. ProxySQL leaves such a server ONLINE and silently skips it; here the status
   and its reason say why no query goes there.
@@ -288,12 +289,13 @@ class Monitor:
             await asyncio.sleep(max(0.0, self.settings.intervals[check] / 1000 - (loop.time() - began)))
 
     def _targets(self, check: str) -> list[_Server]:
-        """The servers ``check`` applies to: read_only for servers of replication pairs, lag for servers with a
-        max_replication_lag, the others for every monitored server."""
+        """The servers ``check`` applies to: read_only for servers of replication pairs, lag for those and for
+        servers with a max_replication_lag (only a limit shuns: the others' lag is measured to be shown), the others
+        for every monitored server."""
         if check == "read_only":
             addresses = set(self._read_only_sql())
         elif check == "replication_lag":
-            addresses = set(self._limits("max_replication_lag"))
+            addresses = set(self._limits("max_replication_lag")) | set(self._read_only_sql())
         else:
             addresses = set(self._servers)
         return [server for address, server in self._servers.items() if address in addresses]

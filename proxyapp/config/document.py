@@ -29,6 +29,7 @@ from proxyapp.config.rulecheck import shadowed_rules
 from proxyapp.config.rulecompile import check_rule
 from proxyapp.config.sharding import build, parse_parameters, string_keyed
 from proxyapp.config.tables import (
+    INT_MAX,
     RE_MODIFIERS,
     TABLES,
     GlobalVariable,
@@ -163,6 +164,7 @@ class Column:
     maximum: int | None
     choices: tuple[Any, ...] | None
     regex: bool
+    blank: bool  # whether an empty text is a value
     help: str
 
     def convert(self, raw: object) -> Any:
@@ -176,6 +178,8 @@ class Column:
             raise ValueError("null is not allowed")
         if isinstance(raw, str) and self.name in MESSAGE_COLUMNS and not raw.strip():
             raise ValueError("an empty message; leave it null for none (a blank message would still answer)")
+        if isinstance(raw, str) and not self.blank and not raw.strip():
+            raise ValueError("may not be empty")
         if raw == "" and self.blank_is_null:
             return None
         if self.type is bool:
@@ -229,15 +233,17 @@ def _columns(cls: type) -> dict[str, Column]:
         nullable = type(None) in members
         (base,) = (m for m in members if m is not type(None))
         meta = f.metadata
+        maximum = INT_MAX if base is int and meta["maximum"] is None else meta["maximum"]
         columns[f.name] = Column(
             f.name,
             base,
             nullable,
             f.default,
             meta["minimum"],
-            meta["maximum"],
+            maximum,
             meta["choices"],
             meta["regex"],
+            meta["blank"],
             meta["help"],
         )
     return columns

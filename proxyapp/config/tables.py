@@ -2,7 +2,8 @@
 
 Field names are ProxySQL's column names (mixed case included, e.g. ``flagIN``, ``OK_msg``) and defaults are
 ProxySQL's. Each field's ``metadata`` holds the column's check (range or choices), which the config parser and
-the control plane's forms both enforce: this module is the single definition of what a valid row is.
+the control plane's forms both enforce: this module is the single definition of what a valid row is. An integer
+column declared without a maximum is one of ProxySQL's INT columns, which it keeps in a C int: at most ``INT_MAX``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ CHECK_TYPES = (
 )
 RE_MODIFIERS = ("CASELESS", "GLOBAL")
 UINT32_MAX = 2**32 - 1
+#: The largest value of ProxySQL's INT columns (a C int), the maximum of an integer column declared without one.
+INT_MAX = 2**31 - 1
 
 
 def column(
@@ -32,15 +35,18 @@ def column(
     choices: tuple[Any, ...] | None = None,
     required: bool = False,
     regex: bool = False,
+    blank: bool = True,
     help: str = "",
 ) -> Any:
-    """Declare a table column: its default and the check a value must pass."""
+    """Declare a table column: its default and the check a value must pass (``blank=False``: a text that may not
+    be empty or only spaces)."""
     meta = {
         "minimum": minimum,
         "maximum": maximum,
         "choices": choices,
         "required": required,
         "regex": regex,
+        "blank": blank,
         "help": help,
     }
     if required:
@@ -80,7 +86,7 @@ class MysqlServer:
 class MysqlUser:
     """A user clients log in as and the proxy reaches backends as (``mysql_users``)."""
 
-    username: str = column(required=True)
+    username: str = column(required=True, blank=False)
     password: str = column("", help="clear text, or a mysql_native_password hash '*HEX'")
     active: bool = column(True)
     use_ssl: bool = column(False, help="the client must log in over TLS (mysql-have_ssl)")
@@ -149,7 +155,7 @@ class MysqlQueryRuleFastRouting:
     """A fast routing row (``mysql_query_rules_fast_routing``): a query of this user on this schema whose rule chain
     ended without an ``apply=1`` rule at this flagIN goes to ``destination_hostgroup`` (one hash lookup)."""
 
-    username: str = column(required=True)
+    username: str = column(required=True, blank=False)
     schemaname: str = column(required=True)
     flagIN: int = column(0, minimum=0)
     destination_hostgroup: int = column(required=True, minimum=0)
@@ -297,7 +303,7 @@ class PgsqlUser:
     """A user PostgreSQL clients log in as and the proxy reaches servers as (``pgsql_users``, ProxySQL 3.0's columns
     and ProxyFleet's ``pool_mode``)."""
 
-    username: str = column(required=True)
+    username: str = column(required=True, blank=False)
     password: str = column(
         "",
         help="clear text, or the servers' own SCRAM-SHA-256 verifier or md5 hash (pg_authid.rolpassword): clients "

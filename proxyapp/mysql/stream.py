@@ -105,6 +105,7 @@ class SocketTransport:
             if wire.tls is None and wire.compression is None:
                 got = RECV_APPEND(self.fd, wire.buf)
                 if got > 0:
+                    wire.bytes_in += got
                     wire.arrived()
                     return
             else:
@@ -299,6 +300,7 @@ class WireProtocol(asyncio.Protocol):
                 wire.transport.close()
                 wire.wake()
                 return
+        wire.bytes_in += len(data)
         wire.buf += data
         wire.arrived()
 

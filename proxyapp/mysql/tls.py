@@ -76,6 +76,17 @@ class TlsLayer:
         self.tls.write(raw)
         return self.outgoing.read()
 
+    def close_notify(self) -> bytes:
+        """The alert that ends the TLS session (close_notify), to send before the TCP close so that the peer reads a
+        close, not a cut connection; nothing when the session is not up."""
+        try:
+            self.tls.unwrap()
+        except ssl.SSLWantReadError:  # sent ours; the peer's answer is not waited for
+            pass
+        except ssl.SSLError:
+            return b""
+        return self.outgoing.read()
+
     def pending(self) -> bytes:
         """Records the layer produced on its own while reading (a TLS 1.3 key update's answer), to send."""
         return self.outgoing.read() if self.outgoing.pending else b""

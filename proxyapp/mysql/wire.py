@@ -8,6 +8,7 @@ the raw bytes on in large writes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, Protocol
@@ -130,6 +131,7 @@ class Wire:
 
     __slots__ = (
         "buf",
+        "bytes_in",
         "bytes_out",
         "closed",
         "compression",
@@ -170,6 +172,7 @@ class Wire:
         self.mark = 0  # bytes before the mark may be discarded; [mark, pos) is read but not yet relayed
         self.seq = 0
         self.max_packet = max_packet
+        self.bytes_in = 0  # bytes the peer sent, as read (decrypted, uncompressed), counted by the transport
         self.bytes_out = 0
         self.closed: str | None = None
         self.waiter: asyncio.Future[None] | None = None  # what a task reading this wire awaits
@@ -456,7 +459,13 @@ class Wire:
         return self.transport.get_extra_info("sockname") or ("", 0)
 
     def close(self) -> None:
-        """Close the transport without waiting."""
+        """Close the transport without waiting; over TLS, after the close_notify that says the close is meant."""
+        tls = self.tls
+        if tls is not None and not self.shut and not self.transport.is_closing():
+            alert = tls.close_notify()
+            if alert:
+                with contextlib.suppress(OSError, RuntimeError):  # a connection already broken: the close still runs
+                    self.put(alert)
         self.transport.close()
 
 

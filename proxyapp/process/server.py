@@ -228,6 +228,9 @@ class Proxy(SessionServices):
     def _session_done(self, task: asyncio.Task[None]) -> None:
         self._sessions.discard(task)
         session = self.clients.pop(task, None)
+        if session is not None:  # its client's bytes join those of the sessions that ended before
+            self.counters.Queries_frontends_bytes_sent += session.wire.bytes_out
+            self.counters.Queries_frontends_bytes_recv += session.wire.bytes_in
         if not task.cancelled() and (error := task.exception()) is not None:  # run() never raises: a bug, told
             log.error("session %s ended with an unhandled error", getattr(session, "id", "?"), exc_info=error)
 
@@ -482,6 +485,9 @@ class Proxy(SessionServices):
         rt = self.runtime
         mirror = self.mirror.snapshot()  # first: it refreshes the Mirror_* gauges
         counters = self.counters.snapshot()
+        for session in self.clients.values():  # the bytes of the sessions still open (``_session_done``)
+            counters["Queries_frontends_bytes_sent"] += session.wire.bytes_out
+            counters["Queries_frontends_bytes_recv"] += session.wire.bytes_in
         snapshot = {
             "global": counters,
             "connection_pool": self.pools.rows(),

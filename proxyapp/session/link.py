@@ -191,8 +191,12 @@ class BackendLink:
             ended = response.ended = self.ended = MONOTONIC()
             pool.latency_us += (int((ended - began) * 1_000_000) - pool.latency_us) >> 3
             self.last_pool = pool
-            pool.bytes_sent += conn.wire.bytes_out - sent_before
+            to_backend = conn.wire.bytes_out - sent_before
+            pool.bytes_sent += to_backend
             pool.bytes_recv += relay.written
+            counters = self.services.counters
+            counters.Queries_backends_bytes_sent += to_backend
+            counters.Queries_backends_bytes_recv += relay.written
             if response.status != STATUS_UNKNOWN:  # the common case, without a coroutine
                 conn.status = response.status
             else:

@@ -437,6 +437,12 @@ class Session:
         if not query_only:  # the client is gone before its statement's interruption could reach it as an answer
             log.info("session %d: killed", self.id)
             self.link.killed = True
+            # Told why first, as MariaDB tells it: unasked while idle (sequence 0), else as its statement's answer
+            # when none of that answer was sent yet.
+            if self.idle_since:
+                self.client.send_error(ErrorCode.CONNECTION_KILLED, "Connection was killed", 0)
+            elif conn is not None and self.link.relay.written == 0:
+                self.client.send_error(ErrorCode.CONNECTION_KILLED, "Connection was killed", 1)
             self.wire.close()
         if conn is not None:
             await self.link.kill_query(conn, f"the query of session {self.id} (KILL)")

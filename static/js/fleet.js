@@ -5,6 +5,15 @@ document.addEventListener("change", (event) => {
   if (event.target.matches("select[data-autosubmit]")) event.target.form.submit();
 });
 
+// The header's Menu button (narrow screens): shows or hides the navigation.
+document.addEventListener("click", (event) => {
+  const toggle = event.target.closest(".menu-toggle");
+  if (!toggle) return;
+  const open = toggle.getAttribute("aria-expanded") !== "true";
+  toggle.setAttribute("aria-expanded", String(open));
+  document.getElementById(toggle.getAttribute("aria-controls")).classList.toggle("open", open);
+});
+
 document.addEventListener("submit", (event) => {
   const message = event.target.dataset.confirm;
   if (message && !window.confirm(message)) event.preventDefault();

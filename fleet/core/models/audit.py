@@ -19,6 +19,7 @@ class AuditEntry(models.Model):
         PUBLISH = "publish", "publish"
         ROLLBACK = "rollback", "rollback"
         IMPORT = "import", "import"
+        DISCARD = "discard", "discard draft"
         LOGIN = "login", "login"
         LOGIN_FAILED = "login-fail", "login failed"
         KILL = "kill", "kill"

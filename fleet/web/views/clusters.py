@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -14,6 +15,7 @@ from fleet.core.health import ControlPlane, control_plane
 from fleet.core.models import Cluster, ConfigVersion, ProxyNode
 from fleet.core.push import STALE_AFTER
 from fleet.web.access import choose_cluster, viewer_page
+from proxyapp.report.reader import read_monitor, read_pgsql, read_pgsql_forward
 
 
 @dataclass(frozen=True)
@@ -34,22 +36,51 @@ class NodeStatus:
     @property
     def health(self) -> str:
         """One word, the first that applies: failed (refused the version it was sent), stale (stopped reporting),
-        pending (applying the version it was sent), drift (runs another config than the latest) or ok."""
+        pending (applying the version it was sent), degraded (a backend server of either engine is not ONLINE, or a
+        replica lags), drift (runs another config than the latest) or ok."""
         if self.node.state == ProxyNode.State.FAILED:
             return "failed"
         if self.stale:
             return "stale"
         if self.node.state == ProxyNode.State.PENDING:
             return "pending"
+        if self.troubles:
+            return "degraded"
         if self.drift:
             return "drift"
         return "ok"
 
+    @cached_property
+    def servers(self) -> list[tuple[str, str]]:
+        """Every backend server in the node's last report, MySQL's and PostgreSQL's (pooled and forwarded), as
+        (what it is, its status)."""
+        report = self.node.last_report
+        found = [(f"MySQL {pool.server} (hostgroup {pool.hostgroup})", pool.status) for pool in stats.pools_of(report)]
+        pooling = stats.read_section(read_pgsql, report, None, [])
+        if pooling is not None:
+            found += [
+                (f"PostgreSQL {row.server} (hostgroup {row.hostgroup})", row.status) for row in pooling.connection_pool
+            ]
+        forward = stats.read_section(read_pgsql_forward, report, None, [])
+        if forward is not None:
+            found += [
+                (f"PostgreSQL {row.server} (hostgroup {row.hostgroup_id}, forwarded)", row.status)
+                for row in forward.servers
+            ]
+        return found
+
+    @cached_property
+    def troubles(self) -> list[str]:
+        """What degrades the node: each server not ONLINE, each replica the monitor finds lagging."""
+        found = [f"{server} {status}" for server, status in self.servers if status != "ONLINE"]
+        monitor = stats.read_section(read_monitor, self.node.last_report, None, []) or []
+        found += [f"MySQL {row.server} lags {row.lag_s:g} s" for row in monitor if row.lag_s]
+        return found
+
     @property
     def backends(self) -> tuple[int, int]:
-        """How many of the servers in the node's last report are ONLINE, and how many it reports."""
-        pools = stats.pools_of(self.node.last_report)
-        return sum(pool.status == "ONLINE" for pool in pools), len(pools)
+        """How many of the servers in the node's last report (both engines) are ONLINE, and how many it reports."""
+        return sum(status == "ONLINE" for _, status in self.servers), len(self.servers)
 
 
 @dataclass(frozen=True)

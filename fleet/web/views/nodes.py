@@ -25,6 +25,10 @@ KEY_COUNTERS = (
     "ConnPool_get_conn_success",
     "ConnPool_get_conn_failure",
     "generated_error_packets",
+    "Queries_frontends_bytes_recv",
+    "Queries_frontends_bytes_sent",
+    "Queries_backends_bytes_sent",
+    "Queries_backends_bytes_recv",
 )
 
 
@@ -82,7 +86,8 @@ def node_kill(request: HttpRequest, name: str) -> HttpResponse:
         after={"what": what, "ok": bool(answer.get("ok")), "error": str(answer.get("error") or "")},
     )
     if answer.get("ok"):
-        messages.success(request, f"{what} {session} on {node}: done.")
+        told = "its statement was interrupted" if query_only else "its client was told 1927 Connection was killed"
+        messages.success(request, f"{what} {session} on {node}: done, {told}.")
     else:
         messages.error(request, f"{what} {session} on {node}: {answer.get('error')}")
     return redirect("web:node", name=name)

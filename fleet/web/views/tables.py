@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import Any
+
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
@@ -11,14 +15,15 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
+from fleet.core import publishing
 from fleet.core.drafts import delete_row, save_row
-from fleet.core.models import Cluster, ClusterRow, PgsqlQueryRule, ProxyNode, QueryRule
+from fleet.core.models import Cluster, ClusterRow, ConfigVersion, PgsqlQueryRule, ProxyNode, QueryRule
 from fleet.core.stats import read_section
 from fleet.web.access import current_cluster, operator_only, viewer_page
 from fleet.web.forms import show_model_errors
 from fleet.web.forms.rows import row_form
 from fleet.web.pages import TablePage, table_page
-from proxyapp.config.document import pgsql_rule_as_mysql, validate_row
+from proxyapp.config.document import pgsql_rule_as_mysql, table_columns, validate_row
 from proxyapp.config.rulecheck import shadowed_rules
 from proxyapp.config.tables import MysqlQueryRule
 from proxyapp.config.tables import PgsqlQueryRule as PgsqlRuleRow
@@ -72,13 +77,54 @@ def shadowed(cluster: Cluster | None, model: type[ClusterRow]) -> dict[int, int]
 
 
 def rule_hits(cluster: Cluster | None, problems: list[str]) -> dict[int, list[tuple[str, int]]]:
-    """rule_id -> [(node, hits)] from each node's last report (ProxySQL's stats_mysql_query_rules, per node); a node
-    whose hits do not read is left out, named in ``problems``."""
+    """Draft rule_id -> [(node, hits)] from each node's last report (ProxySQL's stats_mysql_query_rules, per node):
+    a node counts hits by the rule_ids of the version it runs, each shown on the draft's rule that is the same
+    rule (``same_rules``), whatever its number now; a node whose hits do not read is left out, named in
+    ``problems``."""
+    draft = _rules(QueryRule.objects.filter(cluster=cluster).values())
+    nodes = ProxyNode.objects.filter(cluster=cluster).order_by("name")
+    running = {
+        (version.number, version.checksum): _rules(version.document.get("mysql_query_rules", []))
+        for version in ConfigVersion.objects.filter(
+            cluster=cluster, number__in=nodes.values_list("applied_version", flat=True)
+        )
+    }
     hits: dict[int, list[tuple[str, int]]] = {}
-    for name, report in ProxyNode.objects.filter(cluster=cluster).order_by("name").values_list("name", "last_report"):
+    for name, report, number, checksum in nodes.values_list(
+        "name", "last_report", "applied_version", "applied_checksum"
+    ):
+        ran = running.get((number, checksum))
+        to_draft = same_rules(ran, draft) if ran is not None else {rule.rule_id: rule.rule_id for rule in draft}
         for row in read_section(read_rule_hits, report, [], problems, name):
-            hits.setdefault(row.rule_id, []).append((name, row.hits))
+            if row.rule_id in to_draft:
+                hits.setdefault(to_draft[row.rule_id], []).append((name, row.hits))
     return hits
+
+
+def _rules(rows: Iterable[Mapping[str, Any]]) -> list[MysqlQueryRule]:
+    """The rows that read as query rules (a draft row that does not is refused at publish)."""
+    names = set(table_columns("mysql_query_rules"))
+    rules = [validate_row("mysql_query_rules", {k: v for k, v in row.items() if k in names})[0] for row in rows]
+    return [rule for rule in rules if isinstance(rule, MysqlQueryRule)]
+
+
+def same_rules(old: list[MysqlQueryRule], new: list[MysqlQueryRule]) -> dict[int, int]:
+    """old rule_id -> new rule_id of the same rule: first the rules that differ only in their number (renumbered),
+    then, among the rest, those that kept their number (edited in place)."""
+    unmatched = {rule.rule_id: rule for rule in new}
+    by_content: dict[MysqlQueryRule, list[int]] = {}
+    for rule in sorted(new, key=lambda rule: rule.rule_id):
+        by_content.setdefault(dataclasses.replace(rule, rule_id=1), []).append(rule.rule_id)
+    found: dict[int, int] = {}
+    for rule in sorted(old, key=lambda rule: rule.rule_id):
+        same = by_content.get(dataclasses.replace(rule, rule_id=1))
+        if same:
+            found[rule.rule_id] = same.pop(0)
+            del unmatched[found[rule.rule_id]]
+    for rule in old:
+        if rule.rule_id not in found and rule.rule_id in unmatched:
+            found[rule.rule_id] = unmatched.pop(rule.rule_id).rule_id
+    return found
 
 
 @operator_only
@@ -95,12 +141,16 @@ def row_edit(request: HttpRequest, slug: str, pk: int | None = None) -> HttpResp
     initial = {k: v for k, v in request.GET.items() if k in form_class.base_fields} if pk is None else {}
     form = form_class(request.POST if request.method == "POST" else None, instance=instance, initial=initial)
     if form.is_bound and form.is_valid():
+        before = publishing.draft_warnings(cluster)
         try:
             row = save_row(form.save(commit=False), request.user)
         except ValidationError as error:
             show_model_errors(form, error)
         else:
             messages.success(request, f"Saved {row} in the draft.")
+            for warning in publishing.draft_warnings(cluster):  # what publishing will warn of that this save caused
+                if warning not in before:
+                    messages.warning(request, f"Warning: {warning}.")
             return redirect("web:table_list", slug=slug)
     return render(request, "web/row_form.html", {"page": page, "cluster": cluster, "form": form, "row": instance})
 

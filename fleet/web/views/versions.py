@@ -51,6 +51,7 @@ def publish_page(request: HttpRequest) -> HttpResponse:
             errors = errors or error.errors
     context = {
         "cluster": cluster,
+        "latest": cluster.latest_version() if cluster is not None else None,
         "changes": changes,
         "errors": errors,
         "warnings": warnings,
@@ -94,9 +95,30 @@ def version_diff(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 @operator_only
+def discard_draft(request: HttpRequest) -> HttpResponse:
+    """Put the latest version's config back in the working cluster's draft, dropping its unpublished edits."""
+    cluster = current_cluster(request)
+    if cluster is None:
+        messages.error(request, "There is no cluster yet: there is no draft to discard.")
+        return redirect("web:publish")
+    try:
+        latest = publishing.discard_draft(cluster, request.user)
+    except publishing.NothingToDiscard as nothing:
+        messages.info(request, f"Nothing to discard: {nothing}.")
+    else:
+        messages.success(
+            request, f"Discarded the draft's unpublished edits: it is version {latest.number}'s config again."
+        )
+    return redirect("web:publish")
+
+
+@require_POST
+@operator_only
 def rollback(request: HttpRequest, number: int) -> HttpResponse:
-    """Publish version ``number``'s config again as a new version."""
+    """Publish version ``number``'s config again as a new version; the draft's unpublished edits are discarded (the
+    draft becomes that config)."""
     target = get_object_or_404(ConfigVersion, cluster=current_cluster(request), number=number)
+    discarded = publishing.has_unpublished_edits(target.cluster)
     try:
         version = publishing.rollback(target, request.user, comment=request.POST.get("comment", ""))
     except publishing.NothingToPublish:
@@ -106,6 +128,8 @@ def rollback(request: HttpRequest, number: int) -> HttpResponse:
     else:
         delivered, message = publishing.publish_message(version)
         said = f"Rolled back to version {number}'s config as version {version.number}."
+        if discarded:
+            said += " The draft's unpublished edits were discarded."
         if delivered:
             messages.success(request, said)
         else:

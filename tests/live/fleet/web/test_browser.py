@@ -780,7 +780,9 @@ def test_a_node_edited_in_the_browser_shows_its_sessions_and_kills_one(browser: 
         row = page.locator(f'tr[data-session="{session}"]')
         expect(row).to_contain_text("open")  # its transaction, as the node reports it
         row.get_by_role("button", name="Kill", exact=True).click()
-        expect(page.locator(".flash")).to_contain_text(f"KILL {session} on {LIVE_NODE}: done.")
+        expect(page.locator(".flash")).to_have_text(
+            f"KILL {session} on {LIVE_NODE}: done, its client was told 1927 Connection was killed."
+        )
         expect(page.locator(f'tr[data-session="{session}"]')).to_have_count(0)
         with pytest.raises(pymysql.err.MySQLError), client.cursor() as cur:
             cur.execute("SELECT 2")  # the node ended the session

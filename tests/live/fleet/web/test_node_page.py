@@ -47,7 +47,9 @@ def test_sessions_live_from_the_node_and_kill(sandbox: Sandbox, start_proxy: Sta
     done = operator.post(
         reverse("web:node_kill", args=[node.name]), {"session": session, "what": "session"}, follow=True
     )
-    assert f"KILL {session} on live-node: done." in done.content.decode()
+    assert (
+        f"KILL {session} on live-node: done, its client was told 1927 Connection was killed." in done.content.decode()
+    )
     with pytest.raises(pymysql.err.MySQLError), client.cursor() as cur:
         cur.execute("SELECT 2")
     entry = AuditEntry.objects.get(action=AuditEntry.Action.KILL)
@@ -55,7 +57,7 @@ def test_sessions_live_from_the_node_and_kill(sandbox: Sandbox, start_proxy: Sta
     unknown = operator.post(
         reverse("web:node_kill", args=[node.name]), {"session": "99999", "what": "query"}, follow=True
     )
-    assert "KILL QUERY 99999 on live-node: " in unknown.content.decode() and "done." not in unknown.content.decode()
+    assert "KILL QUERY 99999 on live-node: " in unknown.content.decode() and "done" not in unknown.content.decode()
 
 
 def test_a_node_without_its_admin_credential_says_so_and_its_sessions_live_on(

@@ -5,9 +5,11 @@ and a certificate reloaded under sessions that stay up."""
 from __future__ import annotations
 
 import contextlib
+import queue
 import shutil
 import ssl
 import subprocess
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ from cryptography import x509
 
 from devstack.proxy import ProxyProcess, small_pool_config
 from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox
+from devstack.stack import wait_until
 from proxyapp.mysql import auth
 from proxyapp.mysql.constants import Cap
 from proxyapp.mysql.handshake import ssl_request
@@ -274,3 +277,45 @@ def test_a_reloaded_certificate_serves_new_sessions_and_established_ones_stay_up
             assert peer_serial(later) == certs.serial("B")
     finally:
         before.close()
+
+
+def test_a_session_killed_by_the_admin_tells_its_tls_client_why_before_the_close(
+    sandbox: Sandbox, start_proxy: StartProxy, certs: Certificates
+) -> None:
+    """An idle session over TLS killed through the admin endpoint (the web UI's KILL): libmariadb (the CLI's library)
+    reads MariaDB's 1927 "Connection was killed", not a TLS connection cut ("TLS/SSL error: unexpected eof"); a
+    running one gets it as its statement's answer."""
+    proxy = start_proxy(proxy_config(sandbox, certs))
+    connect = dict(host="127.0.0.1", port=proxy.port, user=APP_USER, password=APP_PASSWORD, ssl_ca=str(certs.ca))
+    idle = mariadb.connect(**connect, ssl_verify_cert=True)
+    busy = mariadb.connect(**connect, ssl_verify_cert=True)
+    try:
+        assert proxy.admin("POST", f"/processlist/{idle.connection_id}/kill") == {"ok": True}
+        with pytest.raises(mariadb.Error) as killed:
+            idle.cursor().execute("SELECT 1")
+        assert (killed.value.errno, killed.value.args[0]) == (1927, "Connection was killed")
+
+        answers: queue.Queue[BaseException | None] = queue.Queue()
+        sleeper = threading.Thread(target=run_into, args=(busy, "SELECT SLEEP(60)", answers), daemon=True)
+        sleeper.start()
+
+        def sleeping() -> bool:
+            return any(row["command"] == "Query" for row in proxy.admin("GET", "/processlist"))
+
+        wait_until(sleeping, "the statement runs", timeout=10)
+        assert proxy.admin("POST", f"/processlist/{busy.connection_id}/kill") == {"ok": True}
+        answer = answers.get(timeout=10)
+        assert isinstance(answer, mariadb.Error) and (answer.errno, answer.args[0]) == (1927, "Connection was killed")
+    finally:
+        idle.close()
+        busy.close()
+
+
+def run_into(conn: mariadb.Connection, sql: str, answers: queue.Queue[BaseException | None]) -> None:
+    """Run ``sql`` on ``conn`` and put what it raised (None: nothing) in ``answers``."""
+    try:
+        conn.cursor().execute(sql)
+    except mariadb.Error as error:
+        answers.put(error)
+    else:
+        answers.put(None)

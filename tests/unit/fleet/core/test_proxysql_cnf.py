@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from io import StringIO
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import User as Account
@@ -29,7 +30,8 @@ from fleet.core.models import (
 )
 from fleet.core.proxysql_cnf import CnfError, cnf_to_document, import_cnf, parse_libconfig
 from proxyapp.config.document import ConfigError
-from tests.support.control_plane import LOGIN_PASSWORD, make_account
+from tests.support.control_plane import LOGIN_PASSWORD, make_account, make_cluster
+from tests.unit.fleet.core.test_shard_tester import sharded_document
 
 PROXYSQL_CNF = r"""
 # ProxySQL config file, as shipped and then edited by hand
@@ -509,3 +511,46 @@ def test_a_refused_pgsql_rule_or_pair_names_its_line_and_changes_nothing(rows: s
     assert error.startswith(f"proxysql.cnf line {row}: {table}[0]"), error
     assert message in error, error
     assert not PgsqlUser.objects.filter(cluster=cluster).exists()
+
+
+#: A MySQL-only proxysql.cnf: servers, users, an emptied rules table and variables, nothing of PostgreSQL's.
+MYSQL_ONLY_CNF = """
+mysql_variables = { threads = 2 interfaces = "0.0.0.0:6033" }
+mysql_servers = ( { address = "10.0.0.9" hostgroup = 10 } )
+mysql_users = ( { username = "app" password = "app-pass" default_hostgroup = 10 } )
+mysql_query_rules = ()
+"""
+
+
+def mixed_document() -> dict[str, Any]:
+    """The sharded seed config with PostgreSQL's tables and its listener set too."""
+    document = sharded_document()
+    document["pgsql_servers"] = [{"hostname": "10.0.2.1", "hostgroup_id": 30, "port": 5432}]
+    document["pgsql_users"] = [{"username": "pg_app", "password": "pg-pass", "default_hostgroup": 30}]
+    document["global_variables"].append({"variable_name": "pgsql-interfaces", "variable_value": "127.0.0.1:6133"})
+    return document
+
+
+@pytest.mark.django_db
+def test_a_mysql_only_cnf_keeps_the_drafts_other_tables_and_publishing_warns_of_what_it_takes_away() -> None:
+    cluster = make_cluster("mixed", mixed_document())
+    publishing.publish(cluster, None, "before the migration")
+    config, notes = import_cnf(cluster, MYSQL_ONLY_CNF, None)
+    assert [(s.hostname, s.hostgroup_id) for s in config.mysql_servers] == [("10.0.0.9", 10)]
+    assert not config.mysql_query_rules  # the file holds the table, empty
+    assert [s.hostname for s in config.pgsql_servers] == ["10.0.2.1"]
+    assert [u.username for u in config.pgsql_users] == ["pg_app"]
+    assert len(config.mysql_shards) == 2 and len(config.mysql_sharded_tables) == len(
+        sharded_document()["mysql_sharded_tables"]
+    )
+    variables = dict(Variable.objects.filter(cluster=cluster).values_list("variable_name", "variable_value"))
+    assert variables == {"mysql-threads": "2", "mysql-interfaces": "0.0.0.0:6033", "pgsql-interfaces": "127.0.0.1:6133"}
+    assert "pgsql_servers: the draft's 1 row kept (the file has none of this table)" in notes
+    assert "mysql_shards: the draft's 2 rows kept (the file has none of this table)" in notes
+    assert "global_variables: the draft's pgsql-interfaces kept (the file does not set them)" in notes
+    _, warnings, _ = publishing.draft_preview(cluster)
+    assert "removes the whole of mysql_query_rules: v1 has 2 rows, this version none" in warnings
+    assert (
+        "mysql-interfaces changes from '127.0.0.1:6033' to '0.0.0.0:6033': clients must connect to the new address"
+        in warnings
+    )
