@@ -1,6 +1,6 @@
 """Background tasks the proxy starts and does not await: held until they end (so they are not collected while
 running), and an exception one ends with logged with what it was doing, never left for asyncio to report as
-"Task exception was never retrieved" (``tests/conftest.py`` fails a run whose proxies log either)."""
+"Task exception was never retrieved"."""
 
 from __future__ import annotations
 

@@ -126,8 +126,8 @@ def test_no_secret_in_any_page_api_answer_audit_row_or_log(
     assert not leaks
 
 
-#: Pages the crawl does not follow: they act (logout), or are there to hand secrets back on purpose.
-_SKIPPED = re.compile(r"/logout|secrets=1|/export/\w+$|\.csv$")
+#: Pages the crawl does not follow: they act (logout), are there to hand secrets back on purpose, or are static files.
+_SKIPPED = re.compile(r"/logout|secrets=1|/export/\w+$|\.csv$|^/static/")
 
 
 def _crawl(client: Any, start: str, api: bool = False, limit: int = 600) -> dict[str, str]:
@@ -140,7 +140,8 @@ def _crawl(client: Any, start: str, api: bool = False, limit: int = 600) -> dict
         if url in seen or _SKIPPED.search(url):
             continue
         answer = client.get(url, HTTP_ACCEPT="application/json" if api else "text/html")
-        text = answer.content.decode("utf-8", "replace") if answer.status_code < 400 or api else ""
+        body = b"".join(answer.streaming_content) if answer.streaming else answer.content
+        text = body.decode("utf-8", "replace") if answer.status_code < 400 or api else ""
         seen[url] = text
         if answer.status_code >= 300:
             continue
