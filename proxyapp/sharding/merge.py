@@ -236,7 +236,7 @@ class _Group:
     """One group being merged: its first row (carrying the group keys and the other values) and the aggregates'
     running values, with how far a sum of a division's partial sums may be from the exact one (each partial is
     off by less than one unit of its last digit shown), the distinct arguments a COUNT(DISTINCT) has seen, and a
-    GROUP_CONCAT's elements (each with its sort key and its count of rows)."""
+    GROUP_CONCAT's elements (each with its shard row, for its sort key, and its count of rows)."""
 
     __slots__ = ("counts", "errors", "parts", "row", "seen", "sums")
 
@@ -246,7 +246,7 @@ class _Group:
         self.counts = [0] * size
         self.errors = [Decimal(0)] * size
         self.seen: list[set[tuple[object, ...]]] = [set() for _ in range(size)]
-        self.parts: list[list[tuple[tuple[object, ...], bytes, int]]] = [[] for _ in range(size)]
+        self.parts: list[list[tuple[Row, bytes, int]]] = [[] for _ in range(size)]
 
 
 def _groups(plan: Gather, rows: list[Row], value_of: _Values) -> list[Row]:
@@ -292,8 +292,7 @@ def _accumulate(group: _Group, n: int, aggregate: Aggregate, row: Row, value_of:
         concat = aggregate.concat
         element = row[concat.element]
         if element is not None:
-            key = _sort_key(concat.order, value_of, null_is_zero=True)(row)
-            group.parts[n].append((key, element, int(row[concat.rows] or 0)))
+            group.parts[n].append((row, element, int(row[concat.rows] or 0)))
     elif function in ("SUM", "AVG"):
         part = at if aggregate.sum is None else aggregate.sum  # an AVG's SUM, or a sum with its hidden digits
         raw = row[part]
@@ -337,7 +336,7 @@ def _finish(group: _Group, n: int, aggregate: Aggregate, value_of: _Values) -> N
     elif function == COUNT_DISTINCT:
         group.row[at] = str(len(group.seen[n])).encode()
     elif aggregate.concat is not None:
-        group.row[at] = _concatenated(group.parts[n], aggregate.concat, info)
+        group.row[at] = _concatenated(group.parts[n], aggregate.concat, info, value_of)
     elif function == "SUM":
         total = group.sums[n]
         if isinstance(total, Decimal) and aggregate.digits:
@@ -356,11 +355,14 @@ def _finish(group: _Group, n: int, aggregate: Aggregate, value_of: _Values) -> N
             group.row[at] = _render(average, info)
 
 
-def _concatenated(parts: list[tuple[tuple[object, ...], bytes, int]], concat: Concat, info: ColumnInfo) -> bytes | None:
+def _concatenated(
+    parts: list[tuple[Row, bytes, int]], concat: Concat, info: ColumnInfo, value_of: _Values
+) -> bytes | None:
     """A GROUP_CONCAT's value from its elements (NULL when it has none); ``Refused`` when it would be longer than
     ``group_concat_max_len`` (the server cuts it with a warning the merge cannot place): the column's length is that
     many bytes for a binary string, four times as many in utf8mb4 (taken for any other character set: shorter)."""
-    parts.sort(key=lambda part: part[0])
+    order = _sort_key(concat.order, value_of, null_is_zero=True)
+    parts.sort(key=lambda part: order(part[0]))
     elements = [element for _, element, count in parts for _ in range(count)]
     end = None if concat.limit is None else concat.offset + concat.limit
     elements = elements[concat.offset : end]
