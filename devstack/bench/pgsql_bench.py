@@ -51,9 +51,11 @@ from typing import Any
 
 import psycopg
 
+from devstack import pgbouncer
 from devstack.bench.run_bench import CpuSnapshot, descendants, write_report
 from devstack.bench.sharding_bench import percentile
-from devstack.pgsandbox import APP_PASSWORD, APP_USER, PgSandbox, PgServer, as_server_user, bin_dir, owned_dir
+from devstack.pgbouncer import PgBouncer
+from devstack.pgsandbox import APP_PASSWORD, APP_USER, PgSandbox, PgServer, bin_dir
 from devstack.ports import free_port
 from devstack.proxy import ProxyProcess
 from devstack.stack import wait_until
@@ -362,85 +364,6 @@ def bar(runs: list[Run]) -> str:
     )
 
 
-# ---------------------------------------------------------------------------------------------- PgBouncer
-
-
-class PgBouncer:
-    """Debian's PgBouncer in transaction pooling mode in front of one server, run as the servers' user."""
-
-    def __init__(self, server: PgServer, workdir: Path) -> None:
-        self.server = server
-        self.workdir = workdir
-        self.port = free_port()
-        self.ini = workdir / "pgbouncer.ini"
-        self.userlist = workdir / "userlist.txt"
-        self.log_path = workdir / "pgbouncer.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def config_text(self) -> str:
-        """One database (the server's ``app``), transaction pooling, ``POOL_SIZE`` server connections, SCRAM."""
-        return (
-            "; written by devstack/bench/pgsql_bench.py\n"
-            "[databases]\n"
-            f"{DATABASE} = host={self.server.host} port={self.server.port} dbname={DATABASE}\n"
-            "[pgbouncer]\n"
-            "listen_addr = 127.0.0.1\n"
-            f"listen_port = {self.port}\n"
-            "unix_socket_dir =\n"
-            "auth_type = scram-sha-256\n"
-            f"auth_file = {self.userlist}\n"
-            "pool_mode = transaction\n"
-            f"default_pool_size = {POOL_SIZE}\n"
-            "max_client_conn = 2000\n"
-            "ignore_startup_parameters = extra_float_digits\n"
-        )
-
-    def start(self, timeout: float = 15) -> PgBouncer:
-        """Write the ini and userlist, start PgBouncer in the foreground and wait until ``app`` logs in through it."""
-        owned_dir(self.workdir)
-        self.ini.write_text(self.config_text())
-        self.userlist.write_text(f'"{APP_USER}" "{APP_PASSWORD}"\n')
-        binary = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
-        with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(
-                [binary, str(self.ini)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                **as_server_user(),
-            )
-        proc = self.proc
-
-        def answers() -> bool:
-            if proc.poll() is not None:
-                raise RuntimeError(f"pgbouncer exited with {proc.returncode}:\n{self.log_path.read_text()}")
-            try:
-                connect(self.port).close()
-            except psycopg.OperationalError:
-                return False
-            return True
-
-        wait_until(answers, "a login through PgBouncer", timeout, interval=0.05)
-        return self
-
-    def stop(self) -> None:
-        """Stop PgBouncer (SIGTERM, its immediate shutdown; then SIGKILL)."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
-
-    @staticmethod
-    def version() -> str:
-        """PgBouncer's version line."""
-        out = subprocess.run([shutil.which("pgbouncer") or "/usr/sbin/pgbouncer", "--version"], capture_output=True)
-        return out.stdout.decode(errors="replace").splitlines()[0] if out.stdout else "unknown"
-
-
 def connect(port: int) -> psycopg.Connection[Any]:
     """``app`` to its database on a loopback port, by SCRAM."""
     return psycopg.connect(
@@ -519,7 +442,9 @@ class Bench:
         if init.returncode != 0:
             raise RuntimeError(f"pgbench -i failed ({init.returncode}):\n{init.stdout}")
         if PGBOUNCER in self.settings.targets:
-            self.pgbouncer = PgBouncer(primary, OUT / "pgbouncer").start()
+            databases = [f"{DATABASE} = host={primary.host} port={primary.port} dbname={DATABASE}"]
+            bouncer = PgBouncer(OUT / "pgbouncer", databases, APP_USER, APP_PASSWORD, POOL_SIZE, DATABASE)
+            self.pgbouncer = bouncer.start()
             self.ports[PGBOUNCER] = self.pgbouncer.port
         wanted = [t for t in (PROXYFLEET, POOLER) if t in self.settings.targets]
         if wanted:
@@ -709,9 +634,28 @@ def machine(bench: Bench) -> str:
         f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC · {len(os.sched_getaffinity(0))} CPUs, "
         f"{platform.system()} {platform.release()} · PostgreSQL {version} (sandbox primary, "
         f"max_connections {SERVER_SETTINGS['max_connections']}, shared_buffers {SERVER_SETTINGS['shared_buffers']}, "
-        f"fsync and synchronous_commit off) · {PgBouncer.version()} (pool_mode transaction, default_pool_size "
+        f"fsync and synchronous_commit off) · {pgbouncer.version_line()} (pool_mode transaction, default_pool_size "
         f"{POOL_SIZE}) · ProxyFleet {revision.stdout.strip()}, {len(native)} compiled modules, "
         f"mysql-threads {bench.settings.proxy_threads} · Python {platform.python_version()}"
+    )
+
+
+def prepared_note() -> str:
+    """What the PgBouncer that ran does with prepared statements (``max_prepared_statements`` came in 1.21)."""
+    line = pgbouncer.version_line()
+    if pgbouncer.version() >= (1, 21):
+        return (
+            f"- {line} ran with `max_prepared_statements = {pgbouncer.MAX_PREPARED_STATEMENTS}`: it keeps each "
+            "client's prepared statements across the server connections of transaction pooling, as ProxyFleet's "
+            "pooler does."
+        )
+    return (
+        f"- {line} keeps no prepared statements across the server connections of transaction pooling "
+        "(`max_prepared_statements` came in 1.21; `PGBOUNCER=/path/to/pgbouncer` runs a newer one): with "
+        "`-M prepared` its clients meet statements another client prepared, or miss their own, and pgbench aborts "
+        "them. The forwarding listener gives each client its own server connection, so prepared statements work as "
+        "they do directly; ProxyFleet's pooler keeps each client's and prepares them on whichever server connection "
+        "a transaction gets."
     )
 
 
@@ -745,11 +689,7 @@ def render(bench: Bench, machine_line: str, command: str, loads: tuple[str, str]
         "of the PgBouncer process or of the proxy's processes per 1,000 transactions (at 1,000 clients it includes "
         "their logins: PgBouncer checks each client's SCRAM proof itself, the forwarding listener only passes the "
         "bytes).",
-        f"- PgBouncer {PgBouncer.version().split()[-1]} keeps no prepared statements across the server connections "
-        "of transaction pooling (`max_prepared_statements` came in 1.21): with `-M prepared` its clients meet "
-        "statements another client prepared, or miss their own, and pgbench aborts them. The forwarding listener "
-        "gives each client its own server connection, so prepared statements work as they do directly; ProxyFleet's "
-        "pooler keeps each client's and prepares them on whichever server connection a transaction gets.",
+        prepared_note(),
         "",
         *table(bench.runs, targets),
         "",

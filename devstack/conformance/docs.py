@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from devstack.conformance.compare import BY_DESIGN, FLAKY, KNOWN_DEFECT, PROXY_ONLY, Finding
-from devstack.conformance.report import COLUMNS, TargetReport, from_json
+from devstack.conformance.report import COLUMNS, TargetReport, beside, from_json
 from devstack.sandbox import REPO
 
 DOC = REPO / "docs" / "compatibility.md"
@@ -34,17 +34,24 @@ passes direct and fails through the proxy is a **proxy-only failure**: the proxy
   host and port, so the clone goes through the proxy too.
 - **Django's test suite on PostgreSQL** (`django-pgsql`): the same apps over psycopg 3; `direct` is PostgreSQL at
   127.0.0.1:5432 as `conformance` (a superuser role the harness makes), `pooler` is the pooling proxy
-  (`pgsql-interfaces`, `conformance` in `pgsql_users`, transaction pooling). Both run serially (`--parallel 1`):
+  (`pgsql-interfaces`, `conformance` in `pgsql_users`, transaction pooling), `forward` a `pgsql_forward_listeners`
+  port on the same node, and `pgbouncer` PgBouncer beside them (below). All run serially (`--parallel 1`):
   Django's parallel runner clones the test database with `CREATE DATABASE ... TEMPLATE`, which PostgreSQL refuses
-  while any session is connected to the template, and the pooler keeps the idle server connection the migrations
-  ran on (PgBouncer keeps its idle server connections too; the pooler has no setting or command to close a
-  database's idle connections).
-  The harness drops the test databases `WITH (FORCE)` before each run, so that a run cut off while the pooler held
-  them does not stop the next one.
+  while any session is connected to the template, and a pooler keeps the idle server connection the migrations ran
+  on (PgBouncer too). The harness drops the test databases `WITH (FORCE)` before each run, so that a run cut off
+  while a pooler held them does not stop the next one.
 - **asyncpg's test suite** (`asyncpg`): asyncpg 0.32.0's `tests/` from its sdist under pytest, pointed at an
   existing server with `PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD` and `PGDATABASE` (asyncpg's `_testbase` then uses
-  it instead of starting a cluster of its own, and skips the tests that need one); `direct`, `pooler`, and `forward`
-  (a `pgsql_forward_listeners` port on the same node).
+  it instead of starting a cluster of its own, and skips the tests that need one); `direct`, `pooler`, `forward`
+  and `pgbouncer`.
+
+**PgBouncer as the reference.** The PostgreSQL suites also run through PgBouncer in transaction pooling mode
+(`devstack/pgbouncer.py`: every database of the server, `conformance` by SCRAM, 20 server connections, and
+`max_prepared_statements = 200` when the version has it, 1.21 and later). It is Debian's (1.18 on Debian 12) unless
+`PGBOUNCER=/path/to/pgbouncer` names another, such as a release built from its source elsewhere (the last run
+below names the version that ran). Its differences from direct are its own: no list names them, a rerun tells the
+flaky ones, and they never fail the run. The table "Beside PgBouncer" lists, per suite and target, the tests that
+fail through the target and pass through PgBouncer, and the other way round (flaky ones left out).
 
 The sdists are downloaded from PyPI at pinned versions and checked against the sha256 pinned in
 `devstack/conformance/sources.py`, cached and unpacked under `var/conformance/`; nothing of them is in the
@@ -59,7 +66,7 @@ Direct and proxied runs use databases of different names.
 ## How to run it
 
 ```sh
-make conformance                                       # all three suites, about 20 minutes
+make conformance                                       # all three suites, about 35 minutes
 make conformance CONFORMANCE_ARGS='--suite asyncpg'    # one suite
 make conformance CONFORMANCE_ARGS='--ci'               # the CI subset that make test runs
 make conformance CONFORMANCE_ARGS='--write-docs'       # and write this page from the run
@@ -103,8 +110,13 @@ def _why(finding: Finding) -> str:
 
 
 def _section(report: TargetReport) -> list[str]:
-    lines = [f"### {report.suite} / {report.target}", ""]
-    for kind, title in ((PROXY_ONLY, "Proxy-only failures"), (KNOWN_DEFECT, "Known defects"),
+    if report.reference:
+        lines = [f"### {report.suite} / {report.target} (reference)", ""]
+        failing = "Fail through it and pass direct, again when rerun"
+    else:
+        lines = [f"### {report.suite} / {report.target}", ""]
+        failing = "Proxy-only failures"
+    for kind, title in ((PROXY_ONLY, failing), (KNOWN_DEFECT, "Known defects"),
                         (BY_DESIGN, "By design"), (FLAKY, "Flaky")):  # fmt: skip
         found = report.of(kind)
         if not found:
@@ -128,6 +140,18 @@ def render(doc: dict[str, object]) -> str:
     lines += ["", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(r.row()) + " |" for r in reports]
     lines.append("")
+    sides = beside(reports)
+    if sides:
+        lines += [f"### Beside PgBouncer ({doc.get('pgbouncer', 'version unknown')})", ""]
+        lines += ["| suite | target | fail through the target, pass through PgBouncer | the other way round |"]
+        lines += ["|---|---|---|---|"]
+        lines += [f"| {b.suite} | {b.target} | {len(b.worse)} | {len(b.better)} |" for b in sides]
+        lines.append("")
+        for b in sides:
+            for tests, what in ((b.worse, f"fail through {b.target} and pass through PgBouncer"),
+                                (b.better, f"fail through PgBouncer and pass through {b.target}")):  # fmt: skip
+                if tests:
+                    lines += [f"{b.suite}: {len(tests)} {what}:", "", *(f"- `{t}`" for t in tests), ""]
     for r in reports:
         lines += _section(r)
     return "\n".join(lines).rstrip() + "\n"

@@ -34,6 +34,7 @@ class TargetReport:
     failing_direct: list[str] = field(default_factory=list)
     stale: list[Expectation] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    reference: bool = False  # a peer measured beside the proxy (PgBouncer): its differences are its own
 
     def of(self, kind: str) -> list[Finding]:
         """The findings of one kind."""
@@ -41,14 +42,51 @@ class TargetReport:
 
     @property
     def failed(self) -> bool:
-        """Whether this comparison fails the run: a proxy-only failure, or a run that went wrong."""
-        return bool(self.of(PROXY_ONLY) or self.problems)
+        """Whether this comparison fails the run: a proxy-only failure, or a run that went wrong (never a
+        reference's)."""
+        return not self.reference and bool(self.of(PROXY_ONLY) or self.problems)
+
+    def failing(self) -> set[str]:
+        """The tests that passed direct and failed here again when rerun (a reference's unexplained differences,
+        the proxy's proxy-only, by-design and known ones): flaky ones left out."""
+        return {f.test for f in self.findings if f.kind != FLAKY}
 
     def row(self) -> tuple[str, ...]:
         """The table's row."""
         kinds = (PROXY_ONLY, BY_DESIGN, KNOWN_DEFECT, FLAKY)
         counts = (self.direct.total, self.direct.passed, self.proxy.passed, *(len(self.of(k)) for k in kinds))
-        return (self.suite, self.target, *(str(n) for n in counts))
+        target = f"{self.target} (reference)" if self.reference else self.target
+        return (self.suite, target, *(str(n) for n in counts))
+
+
+@dataclass(frozen=True)
+class Beside:
+    """A proxy target beside a reference on one suite: the tests that fail through one of them and pass through
+    the other (each passing direct; flaky ones left out)."""
+
+    suite: str
+    target: str
+    reference: str
+    worse: list[str]  # fail through the target, pass through the reference
+    better: list[str]  # fail through the reference, pass through the target
+
+    def summary(self) -> str:
+        """One line: how many tests each fails where the other passes."""
+        return (
+            f"[conformance] {self.suite}: {len(self.worse)} tests fail through {self.target} and pass through "
+            f"{self.reference}; {len(self.better)} fail through {self.reference} and pass through {self.target}"
+        )
+
+
+def beside(reports: list[TargetReport]) -> list[Beside]:
+    """Each proxy target beside each reference of the same suite."""
+    out = []
+    for ref in (r for r in reports if r.reference):
+        for r in reports:
+            if r.suite == ref.suite and not r.reference:
+                ours, theirs = r.failing(), ref.failing()
+                out.append(Beside(r.suite, r.target, ref.target, sorted(ours - theirs), sorted(theirs - ours)))
+    return out
 
 
 def table(reports: list[TargetReport]) -> str:
@@ -86,12 +124,12 @@ def details(reports: list[TargetReport]) -> str:
     out: list[str] = []
     for r in reports:
         where = f"{r.suite} / {r.target}"
-        for f in r.of(PROXY_ONLY):
+        for f in [] if r.reference else r.of(PROXY_ONLY):
             out.append(f"PROXY-ONLY {where}: {f.test} ({f.proxy.status} through the proxy)")
             out.append("    " + excerpt(f.proxy.detail).replace("\n", "\n    "))
         out += [f"FLAKY {where}: {f.test}: {f.note}" for f in r.of(FLAKY)]
         out += [f"STALE {where}: {e.tests} ({e.reason}) no longer differs" for e in r.stale]
-        out += [f"PROBLEM {where}: {p}" for p in r.problems]
+        out += [f"{'NOTE' if r.reference else 'PROBLEM'} {where}: {p}" for p in r.problems]
     return "\n".join(out)
 
 

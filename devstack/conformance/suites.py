@@ -1,12 +1,12 @@
 """The suites the harness runs and their targets: Django's on MySQL (direct, through the proxy), Django's on
-PostgreSQL (direct, through the pooler) and asyncpg's (direct, through the pooler and the forwarding listener), each
-with how it runs a selection of tests, reruns it for the tests that differ, and starts the proxy in front of its
-server."""
+PostgreSQL and asyncpg's (direct, through the pooler and the forwarding listener, and through PgBouncer beside them),
+each with how it runs a selection of tests, reruns it for the tests that differ, and starts the proxy (and PgBouncer)
+in front of its server."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +19,7 @@ from devstack.conformance.targets import (
     PGSQL_DIRECT,
     Endpoint,
     MysqlProxy,
+    PgbouncerReference,
     PgsqlProxy,
     drop_pgsql_databases,
     ensure_mysql_user,
@@ -41,6 +42,17 @@ def _problems(finished: list[Finished], outcomes: dict[str, Outcome], log: Path)
     if not outcomes:
         problems.append(f"no test ran (log: {log})")
     return problems
+
+
+@contextmanager
+def pgsql_endpoints(workdir: Path, targets: tuple[str, ...]) -> Iterator[dict[str, Endpoint]]:
+    """A proxy node in front of the PostgreSQL at 127.0.0.1:5432 (``pooler``, ``forward``), and PgBouncer when
+    ``targets`` has ``pgbouncer``, while the block runs: the endpoint of each target."""
+    with ExitStack() as stack:
+        endpoints = stack.enter_context(PgsqlProxy(workdir))
+        if "pgbouncer" in targets:
+            endpoints["pgbouncer"] = stack.enter_context(PgbouncerReference(workdir / "pgbouncer"))
+        yield endpoints
 
 
 @dataclass(frozen=True)
@@ -73,8 +85,8 @@ class DjangoSuite:
             with MysqlProxy(workdir) as endpoint:
                 yield {"proxy": endpoint}
         else:
-            with PgsqlProxy(workdir) as endpoints:
-                yield {"pooler": endpoints["pooler"]}
+            with pgsql_endpoints(workdir, self.targets) as endpoints:
+                yield endpoints
 
     def run(self, endpoint: Endpoint, selection: list[str], workdir: Path) -> SuiteRun:
         """``runtests.py`` over the selection with the suite's ``--parallel``, on PostgreSQL after the test
@@ -101,7 +113,7 @@ class AsyncpgSuite:
 
     name: str = "asyncpg"
     direct: Endpoint = PGSQL_DIRECT
-    targets: tuple[str, ...] = ("pooler", "forward")
+    targets: tuple[str, ...] = ("pooler", "forward", "pgbouncer")
 
     def selection(self, ci: bool) -> list[str]:
         """Every test file (the CI subset has none)."""
@@ -113,8 +125,9 @@ class AsyncpgSuite:
 
     @contextmanager
     def proxies(self, workdir: Path) -> Iterator[dict[str, Endpoint]]:
-        """The proxy in front of PostgreSQL while the block runs: its pooler and its forwarding listener."""
-        with PgsqlProxy(workdir) as endpoints:
+        """The proxy in front of PostgreSQL while the block runs (its pooler and its forwarding listener), and
+        PgBouncer."""
+        with pgsql_endpoints(workdir, self.targets) as endpoints:
             yield endpoints
 
     def run(self, endpoint: Endpoint, selection: list[str], workdir: Path) -> SuiteRun:
@@ -137,8 +150,10 @@ Suite = DjangoSuite | AsyncpgSuite
 SUITES: dict[str, Suite] = {
     "django-mysql": DjangoSuite("django-mysql", "mysql", MYSQL_DIRECT, ("proxy",)),
     # Serial: Django's parallel runner clones the test database with CREATE DATABASE ... TEMPLATE, which PostgreSQL
-    # refuses while the pooler keeps the idle server connection the migrations ran on (docs/compatibility.md).
-    "django-pgsql": DjangoSuite("django-pgsql", "postgresql", PGSQL_DIRECT, ("pooler",), parallel=1),
+    # refuses while a pooler keeps the idle server connection the migrations ran on (docs/compatibility.md).
+    "django-pgsql": DjangoSuite(
+        "django-pgsql", "postgresql", PGSQL_DIRECT, ("pooler", "forward", "pgbouncer"), parallel=1
+    ),
     "asyncpg": AsyncpgSuite(),
 }
 #: The suites of the CI subset (``make test``).

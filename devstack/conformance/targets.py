@@ -9,6 +9,7 @@ from pathlib import Path
 import psycopg
 import pymysql
 
+from devstack.pgbouncer import PgBouncer
 from devstack.ports import free_port
 from devstack.proxy import ProxyProcess
 
@@ -26,7 +27,7 @@ PGSQL_HOSTGROUP = 100
 class Endpoint:
     """One way to a server: its address and the login used there."""
 
-    name: str  # direct, proxy, pooler, forward
+    name: str  # direct, proxy, pooler, forward, pgbouncer
     port: int
     user: str
     password: str
@@ -135,3 +136,27 @@ class PgsqlProxy:
 
     def __exit__(self, *exc: object) -> None:
         self.process.stop()
+
+
+#: The reference targets: peers measured beside the proxy, whose failures are theirs (reported, never failing a run).
+REFERENCES = frozenset({"pgbouncer"})
+#: PgBouncer's server connections per user and database (the suites run one client at a time, asyncpg's pool tests a
+#: few more).
+PGBOUNCER_POOL_SIZE = 20
+
+
+class PgbouncerReference:
+    """PgBouncer in transaction pooling mode in front of the PostgreSQL at 127.0.0.1:5432 (every database,
+    ``conformance`` by SCRAM; ``devstack/pgbouncer.py`` picks the binary), for the ``pgbouncer`` target."""
+
+    def __init__(self, workdir: Path) -> None:
+        databases = [f"* = host={HOST} port={PGSQL_PORT}"]
+        self.bouncer = PgBouncer(workdir, databases, USER, PASSWORD, PGBOUNCER_POOL_SIZE, "postgres")
+
+    def __enter__(self) -> Endpoint:
+        ensure_pgsql_user()
+        self.bouncer.start()
+        return Endpoint("pgbouncer", self.bouncer.port, USER, PASSWORD)
+
+    def __exit__(self, *exc: object) -> None:
+        self.bouncer.stop()

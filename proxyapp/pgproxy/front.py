@@ -26,10 +26,11 @@ from typing import Any
 from proxyapp.backends.topology import MonitorState, show_address
 from proxyapp.clock import Clock
 from proxyapp.config.document import Config
+from proxyapp.pgproxy.client_pids import CLIENT_PIDS
 from proxyapp.pgproxy.login import Cancel, LoginFailed, authenticate, negotiate
 from proxyapp.pgproxy.pool import PgPools, PoolRefused, ServerConn
 from proxyapp.pgproxy.routing import PgRouter
-from proxyapp.pgproxy.session import CLIENT_PIDS, PgSession, SessionCounters
+from proxyapp.pgproxy.session import PgSession, SessionCounters
 from proxyapp.pgproxy.settings import quote_literal, startup_settings
 from proxyapp.pgsql.backend import PgError, PgUnreachable, send_cancel
 from proxyapp.pgsql.messages import (

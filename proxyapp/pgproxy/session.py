@@ -21,6 +21,7 @@ from typing import Protocol
 
 from proxyapp.clock import MONOTONIC
 from proxyapp.config.variables import NO_TIMEOUT_MS
+from proxyapp.pgproxy.client_pids import REFUSED, bound_client_pid, refusal, refuse_written_pid
 from proxyapp.pgproxy.pool import PgPools, PoolRefused, ServerConn
 from proxyapp.pgproxy.responses import FORWARD, SWALLOW, Entry, ResponseOrder
 from proxyapp.pgproxy.routing import PgRouter, Route
@@ -65,10 +66,6 @@ _EXTENDED = frozenset(b"PBDECH")
 _NAMING = frozenset(b"PBDC")
 #: Bytes written to a client before the relay waits for it to read them (the client's transport then says it is slow).
 _HIGH_WATER = 256 * 1024
-#: The process ids clients are told (``front``): no server process can have one (Linux's stay below 2**22).
-CLIENT_PIDS = range(1 << 30, 1 << 31)
-#: A call of pg_terminate_backend or pg_cancel_backend with a literal process id.
-_SIGNAL_BACKEND = re.compile(r"pg_(?:terminate|cancel)_backend\s*\(\s*(\d{1,12})\b", re.IGNORECASE)
 #: The start of a statement that may need a database without other sessions (``vacated_database`` reads it then).
 _MAY_VACATE = re.compile(rb"\s*(?:[Dd][Rr][Oo][Pp]|[Aa][Ll][Tt][Ee][Rr])\s")
 #: The first bytes such a statement may have (a cheaper look first).
@@ -362,7 +359,7 @@ class PgSession:
             return routed[1]
         route = self.host.router.route(sql, self.user, self.database, self.client_addr, self.proxy_port)
         if route.error is None:
-            route = _refuse_client_pid(route)
+            route = refuse_written_pid(route)
         self.routed = (sql, route) if self.server is None else None
         return route
 
@@ -397,6 +394,10 @@ class PgSession:
                 out.append(self._parse(server, msg))
                 return
             if kind == 66:  # Bind
+                pid = bound_client_pid(self._bound_query(msg), msg[5:])
+                if pid is not None:
+                    self._block(66, refusal(pid), REFUSED)
+                    return
                 out.append(self._bind(server, msg))
                 order.sent(kind)
                 return
@@ -492,6 +493,15 @@ class PgSession:
         closes = self._remember(server, statement.server_name)
         self.order.sent(80, FORWARD, statement.server_name, named=(name, statement))
         return closes + statement.parse
+
+    def _bound_query(self, msg: bytes) -> str:
+        """The text of the statement a Bind names (the unnamed one's last Parse; "" for one the client never
+        prepared)."""
+        name = bind_statement(msg[5:])
+        if not name:
+            return self.unnamed_query
+        statement = self.statements.get(name)
+        return statement.query if statement is not None else ""
 
     def _bind(self, server: ServerConn, msg: bytes) -> bytes:
         """A Bind of a client's statement names the server's, prepared there first if the connection lacks it."""
@@ -789,24 +799,6 @@ def _may_vacate(kind: int, msg: bytes) -> bool:
     """Whether a Query's or Parse's text may be a statement that ``vacated_database`` reads."""
     at = 5 if kind == 81 else msg.index(b"\0", 5) + 1
     return at < len(msg) and msg[at] in _VACATE_FIRST and _MAY_VACATE.match(msg, at) is not None
-
-
-def _refuse_client_pid(route: Route) -> Route:
-    """``route``, or its refusal when its query signals a client's process id (``CLIENT_PIDS``): that id names no
-    server process, and the server connection the client holds now serves others too (a process id bound as a
-    parameter reaches the server, which has no such process)."""
-    query = route.query
-    if "ackend" not in query and "ACKEND" not in query:  # a cheaper look first
-        return route
-    for found in _SIGNAL_BACKEND.finditer(query):
-        pid = int(found.group(1))
-        if pid in CLIENT_PIDS:
-            error = (
-                f"ProxyFleet: process {pid} is a pooler client's, not a server's: a pooled session cannot be signalled "
-                "with pg_terminate_backend or pg_cancel_backend (its client's cancel request cancels its query)"
-            )
-            return Route(route.hostgroup, query, error, sqlstate="42501")
-    return route
 
 
 #: A portal the session does not know: no text, the default timeout.

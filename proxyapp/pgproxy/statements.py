@@ -12,6 +12,7 @@ Close of a client's statement is answered by the proxy: the server keeps the sta
 from __future__ import annotations
 
 import hashlib
+import struct
 
 from proxyapp.pgsql.messages import cstring, message
 
@@ -69,6 +70,31 @@ def bind_statement(body: bytes) -> str:
     _, at = cstring(body, 0)
     name, _ = cstring(body, at)
     return name.decode("utf-8", "surrogateescape")
+
+
+def bind_parameter(body: bytes, index: int) -> tuple[int, bytes | None]:
+    """A Bind body's parameter ``index`` (from 0): its format code (0 text, 1 binary) and its value (None: NULL, or
+    no such parameter); ValueError when malformed."""
+    _, at = cstring(body, 0)
+    _, at = cstring(body, at)
+    (formats,) = struct.unpack_from("!h", body, at)
+    codes = struct.unpack_from(f"!{formats}h", body, at + 2)
+    at += 2 + 2 * formats
+    (count,) = struct.unpack_from("!h", body, at)
+    at += 2
+    if not 0 <= index < count:
+        return 0, None
+    for _ in range(index):
+        (size,) = struct.unpack_from("!i", body, at)
+        at += 4 + max(size, 0)
+    (size,) = struct.unpack_from("!i", body, at)
+    code = codes[0] if formats == 1 else codes[index] if formats else 0
+    if size < 0:
+        return code, None
+    value = body[at + 4 : at + 4 + size]
+    if len(value) != size:
+        raise ValueError("a Bind parameter runs past its message")
+    return code, value
 
 
 def target(body: bytes) -> tuple[bytes, str]:

@@ -53,6 +53,25 @@ def test_signalling_a_clients_process_id_is_refused(pooler: Pooler, function: st
     assert pooler.stats()["blocked"] == 2
 
 
+@pytest.mark.parametrize("function", ["pg_terminate_backend", "pg_cancel_backend"])
+def test_signalling_a_clients_process_id_bound_as_a_parameter_is_refused(pooler: Pooler, function: str) -> None:
+    """The id bound to ``$1`` (text and binary, the unnamed statement and a prepared one): refused at the Bind, the
+    statement's Parse answered as the server answers it, the connection usable after; a server's id passes."""
+    with pooler.connect(autocommit=True) as conn, pooler.connect(autocommit=True) as other:
+        pid = other.info.backend_pid
+        tries = [{"binary": False}, {"binary": True}, {"prepare": True}, {"prepare": True, "binary": True}]
+        for options in tries:
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match=f"process {pid} is a pooler client's"):
+                conn.execute(f"SELECT {function}(%s)", (pid,), **options)  # type: ignore[arg-type]
+            assert conn.execute("SELECT 3").fetchone() == (3,)
+        assert other.execute("SELECT 1").fetchone() == (1,)
+        with conn.transaction(), pytest.raises(psycopg.errors.InsufficientPrivilege):  # in a transaction too
+            conn.execute(f"SELECT {function}(%s::int)", (pid,))
+        (server_pid,) = conn.execute("SELECT pg_backend_pid()").fetchone() or (0,)
+        assert conn.execute("SELECT pg_cancel_backend(%s)", (server_pid + 2**22,)).fetchone() == (False,)
+    assert pooler.stats()["blocked"] == len(tries) + 1
+
+
 def test_a_cancel_request_with_any_key_closes_its_connection(pooler: Pooler) -> None:
     sock, (pid, key) = login(pooler.port, ROLE, PASSWORD, DATABASE, 10)
     with sock:
