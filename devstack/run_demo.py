@@ -291,7 +291,7 @@ def main() -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C or SIGTERM must not cut the cleanup short
             signal.signal(sig, signal.SIG_IGN)
         print("\nstopping...", flush=True)
-        stack.stop_all(services)
+        stack.stop_started()  # ``services`` and any a SIGTERM caught while its helper waited for it
         for box in (sandbox, *shards, pg):
             box.stop()  # their data and ports stay for the next make run
         print("stopped.")

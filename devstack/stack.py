@@ -46,7 +46,10 @@ class Service:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Service:
-        """Start the process (in its own session, so a terminal's Ctrl-C reaches only this one, which stops it)."""
+        """Start the process (in its own session, so a terminal's Ctrl-C reaches only this one, which stops it),
+        known to ``stop_started`` from now on."""
+        if self not in STARTED:
+            STARTED.append(self)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
@@ -256,6 +259,16 @@ def stop_all(services: Sequence[Service]) -> None:
     """Stop services, the last started first."""
     for service in reversed(services):
         service.stop()
+
+
+#: Every service this process started, in order: a Ctrl-C or SIGTERM that comes while a helper starts one and waits
+#: for it (``web``, ``node``) leaves it in no caller's list, and ``stop_started`` stops it all the same.
+STARTED: list[Service] = []
+
+
+def stop_started() -> None:
+    """Stop every service this process started and has not stopped, the last started first."""
+    stop_all(STARTED)
 
 
 @dataclass

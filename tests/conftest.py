@@ -97,6 +97,24 @@ def module_pg_sandbox_dir(label: str) -> str:
     return f"{TEST_PG_SANDBOX_DIR}-{label}"
 
 
+#: What a proxy logs when one of its tasks failed and nobody handled it: a bug, whatever the test asserted.
+UNHANDLED = ("Task exception was never retrieved", "ended with an unhandled error")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_unhandled_task_errors(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Fail the run when any proxy a test started (its log under the run's temporary directory) logged a task's
+    exception that nobody handled."""
+    yield
+    base = tmp_path_factory.getbasetemp()
+    found = [
+        str(path.relative_to(base))
+        for path in base.rglob("*.log")
+        if any(mark in path.read_text(errors="replace") for mark in UNHANDLED)
+    ]
+    assert not found, f"unhandled task errors in the logs of: {', '.join(sorted(found))}"
+
+
 @pytest.fixture(scope="session")
 def sandbox() -> Iterator[Sandbox]:
     """The test sandbox for the whole run: a primary and one replica with GTID replication, whose users

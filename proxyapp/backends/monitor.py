@@ -333,7 +333,8 @@ class Monitor:
         began = self.clock()
         reached = logged_in = True
         try:
-            outcome = await asyncio.wait_for(self._probe(check, server, timeout_ms / 1000), timeout_ms / 1000)
+            async with asyncio.timeout(timeout_ms / 1000):  # in this task: no inner task whose error may be lost
+                outcome = await self._probe(check, server, timeout_ms / 1000)
         except TimeoutError:
             outcome, reached = Outcome(error=f"{_CHECK_NAMES[check]} timed out after {timeout_ms} ms"), False
         except BackendError as refused:  # no login: unreachable, or it answered with an error (a wrong password)

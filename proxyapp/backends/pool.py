@@ -53,6 +53,12 @@ OFFLINE_SOFT: Final = "OFFLINE_SOFT"
 OFFLINE_HARD: Final = "OFFLINE_HARD"
 #: A transition's ``from``/``to`` when the server was not, or is no longer, in the hostgroup.
 ABSENT = "ABSENT"
+#: ``mysql-throttle_connections_per_sec_to_hostgroup``'s default (ProxySQL's): no throttle, nothing counted.
+UNTHROTTLED: Final = 1_000_000
+#: ``mysql-max_connects_in_flight``'s default: connects one worker has under way to one server at once.
+CONNECTS_IN_FLIGHT: Final = 16
+#: The bound of connects in flight that stands for none (``mysql-max_connects_in_flight`` 0).
+_NO_BOUND: Final = 1 << 30
 
 
 class PoolError(Exception):
@@ -79,6 +85,8 @@ class PoolSettings:
     ping_timeout_server_ms: int = 200
     connection_wait_timeout_ms: int = 10000
     no_writer_wait_ms: int = 5000
+    max_connects_in_flight: int = CONNECTS_IN_FLIGHT  # per server and worker (0: no bound)
+    throttle_connections_per_sec: int = UNTHROTTLED  # per hostgroup, shared by the workers
     max_allowed_packet: int = 1 << 26
     tls: ssl.SSLContext | None = None  # how servers with use_ssl=1 are reached (None: they cannot be)
 
@@ -99,6 +107,8 @@ class PoolSettings:
             ping_timeout_server_ms=v.integer("mysql-ping_timeout_server"),
             connection_wait_timeout_ms=v.integer("mysql-connection_wait_timeout"),
             no_writer_wait_ms=v.integer("mysql-no_writer_wait_ms"),
+            max_connects_in_flight=v.integer("mysql-max_connects_in_flight"),
+            throttle_connections_per_sec=v.integer("mysql-throttle_connections_per_sec_to_hostgroup"),
             max_allowed_packet=v.integer("mysql-max_allowed_packet"),
         )
 
@@ -125,6 +135,7 @@ class ServerPool:
         "conn_err",
         "conn_ok",
         "connect_errors",
+        "connect_slots",
         "connecting",
         "hostgroup",
         "idle",
@@ -156,6 +167,7 @@ class ServerPool:
         self.busy: list[BackendConnection] = []
         self.used = 0
         self.connecting = 0
+        self.connect_slots = hostgroup.manager.connect_slots  # connects it may have under way at once
         self.max_used = 0
         self.conn_ok = 0
         self.conn_err = 0
@@ -169,8 +181,14 @@ class ServerPool:
 
     @property
     def has_room(self) -> bool:
-        """Whether a connection can be handed out without waiting."""
-        return bool(self.idle) or self.used + self.connecting < self.cap
+        """Whether a connection can be handed out without waiting: an idle one, or room for one more connect."""
+        return bool(self.idle) or self.may_open
+
+    @property
+    def may_open(self) -> bool:
+        """Whether a connect may start now: within ``max_connections`` and ``mysql-max_connects_in_flight``."""
+        connecting = self.connecting
+        return self.used + connecting < self.cap and connecting < self.connect_slots
 
     def unmark_used(self, conn: BackendConnection) -> None:
         """Take ``conn`` out of the connections handed out (the last one takes its place); nothing if it is not one."""
@@ -346,7 +364,20 @@ def _wake(future: asyncio.Future[None]) -> None:
 class Hostgroup:
     """A hostgroup: its server pools, the sessions waiting for a connection and those waiting for a writer."""
 
-    __slots__ = ("change_waiters", "ended", "expiry", "expiry_at", "id", "manager", "pools", "resuming", "waiters")
+    __slots__ = (
+        "change_waiters",
+        "ended",
+        "expiry",
+        "expiry_at",
+        "id",
+        "manager",
+        "pools",
+        "resuming",
+        "token_timer",
+        "tokens",
+        "tokens_at",
+        "waiters",
+    )
 
     def __init__(self, hostgroup_id: int, manager: PoolManager) -> None:
         self.id = hostgroup_id
@@ -362,6 +393,11 @@ class Hostgroup:
         # (``_end``, ``_resume``): a call of their own each cost ~1,500 instructions when most queries wait.
         self.ended: list[_Waiter] = []
         self.resuming = False  # ``_resume`` is scheduled
+        # mysql-throttle_connections_per_sec_to_hostgroup: a bucket of connects refilled at the worker's share of the
+        # rate (real time), at most a second's worth; a session refused one is woken when the next is due.
+        self.tokens = 0.0
+        self.tokens_at = 0.0  # the bucket is full at the first connect
+        self.token_timer: asyncio.TimerHandle | None = None
 
     def _choose(self) -> tuple[ServerPool | None, bool]:
         """Pick a server by weight among those with room; returns (pool, whether any server is usable)."""
@@ -415,6 +451,7 @@ class Hostgroup:
             pool, any_usable = (None, True) if len(self.waiters) else self._choose()
             if pool is None and any_usable:
                 deadline = MONOTONIC() + self.manager.settings.connection_wait_timeout_ms / 1000
+                self._count_connect_wait()
                 waiter, wait = self._queue(credentials, schema, deadline)
                 try:  # as in ``_search``
                     await wait
@@ -438,6 +475,7 @@ class Hostgroup:
         last_error: BackendError | None = None
         attempts = 0
         connect_deadline: float | None = None  # mysql-connect_timeout_server_max, from the first connect attempt
+        waited = False  # counted in Server_Connects_waited
         writer_deadline: float | None = None  # mysql-no_writer_wait_ms, from the first time no server is usable
         while True:
             pool: ServerPool | None
@@ -468,6 +506,11 @@ class Hostgroup:
                 if conn is not None:
                     self.manager.counters.ConnPool_get_conn_immediate += 1
                     return conn
+            if pool is not None and not (pool.connecting < pool.connect_slots and self._take_token()):
+                if not waited:  # too many connects under way, or throttled: wait in line (below)
+                    waited = True
+                    self.manager.counters.Server_Connects_waited += 1
+            elif pool is not None:
                 if connect_deadline is None:
                     now = MONOTONIC()
                     connect_deadline = now + settings.connect_timeout_max_ms / 1000
@@ -489,15 +532,17 @@ class Hostgroup:
                         raise PoolError(
                             f"cannot connect to any server of hostgroup {self.id} after {attempts} attempts: {exc}"
                         ) from None
-                    await asyncio.sleep(settings.connect_retries_delay_ms / 1000)
-                    continue
+                # Waited outside the ``except`` block: compiled, a coroutine suspended inside one leaves its exception
+                # as the thread's handled exception for whatever runs next (another session's ``finally`` re-raised it).
+                await asyncio.sleep(settings.connect_retries_delay_ms / 1000)
+                continue
             now = MONOTONIC()
             if not deadline:
                 deadline = now + settings.connection_wait_timeout_ms / 1000
             elif now >= deadline:
                 raise PoolError(
                     f"hostgroup {self.id}: no free backend connection within "
-                    f"{settings.connection_wait_timeout_ms} ms (all {self._capacity()} connections in use)"
+                    f"{settings.connection_wait_timeout_ms} ms ({self._busy()})"
                 )
             # Queued until a connection is handed over, or the wait ends with none (try again, or the time is up).
             waiter, wait = self._queue(credentials, schema, deadline)
@@ -592,6 +637,8 @@ class Hostgroup:
             raise
         pool.connecting -= 1
         pool.conn_ok += 1
+        if len(self.waiters) and pool.may_open:  # a connect slot is free: the next in line may start one
+            self._wake_one()
         conn.created_at = conn.last_used = self.manager.clock.now()
         if self.manager.backend_version is None:
             self.manager.backend_version = conn.server_version
@@ -761,8 +808,49 @@ class Hostgroup:
                     {"message": "resuming a session handed a connection failed", "exception": exc}
                 )
 
+    def _count_connect_wait(self) -> None:
+        """A session queues at once: counted in Server_Connects_waited when a server has its connects under way at
+        the bound (it may have room for more connections)."""
+        for pool in self.pools:
+            if pool.connecting >= pool.connect_slots:
+                self.manager.counters.Server_Connects_waited += 1
+                return
+
+    def _take_token(self) -> bool:
+        """Whether a connect may start under ``mysql-throttle_connections_per_sec_to_hostgroup`` (taking its token);
+        when not, the first in line is woken when the next token is due."""
+        rate = self.manager.connect_rate
+        if rate <= 0.0:  # not throttled
+            return True
+        now = MONOTONIC()
+        tokens = min(max(rate, 1.0), self.tokens + (now - self.tokens_at) * rate)
+        self.tokens_at = now
+        if tokens >= 1.0:
+            self.tokens = tokens - 1.0
+            return True
+        self.tokens = tokens
+        if self.token_timer is None:
+            self.token_timer = self.manager.loop().call_later((1.0 - tokens) / rate, self._token_due)
+        return False
+
+    def _token_due(self) -> None:
+        self.token_timer = None
+        self._wake_one()
+
     def _capacity(self) -> int:
         return sum(p.cap for p in self.pools if p.status == ONLINE)
+
+    def _busy(self) -> str:
+        """Why a session found no connection: connects under way at their bound, the throttle, or every connection
+        in use."""
+        online = [p for p in self.pools if p.status == ONLINE]
+        if any(p.used + p.connecting < p.cap and p.connecting >= p.connect_slots for p in online):
+            under_way = sum(p.connecting for p in online)
+            return f"{under_way} connects under way, at mysql-max_connects_in_flight"
+        if self.token_timer is not None:
+            throttle = self.manager.settings.throttle_connections_per_sec
+            return f"new connections throttled to {throttle}/s (mysql-throttle_connections_per_sec_to_hostgroup)"
+        return f"all {self._capacity()} connections in use"
 
     def _states(self) -> str:
         if not self.pools:
@@ -789,6 +877,8 @@ class PoolManager:
         self._applied = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pings: set[asyncio.Task[None]] = set()  # keep-alive pings of idle connections in flight
+        self.connect_slots = CONNECTS_IN_FLIGHT  # each server's bound of connects under way
+        self.connect_rate = 0.0  # this worker's share of the hostgroups' connect throttle per second (0: none)
 
     def loop(self) -> asyncio.AbstractEventLoop:
         """The running event loop, kept: ``asyncio.get_running_loop()`` makes a getpid() system call each time."""
@@ -814,6 +904,9 @@ class PoolManager:
         placed = placement or {}
         reasons = status_reasons or {}
         self.settings = settings
+        self.connect_slots = settings.max_connects_in_flight or _NO_BOUND
+        throttle = settings.throttle_connections_per_sec
+        self.connect_rate = 0.0 if throttle >= UNTHROTTLED else throttle / self.workers
         self.reader_of = reader_of or {}
         fresh: dict[tuple[int, str, int], ServerPool] = {}
         hostgroups: dict[int, Hostgroup] = {}
@@ -839,6 +932,7 @@ class PoolManager:
                 if wanted:
                     pool.set_status(server.status, reasons.get(key) or f"set to {server.status} in the config")
                 pool.cap = self.share_of(server.max_connections)
+                pool.connect_slots = self.connect_slots
             hg.pools.append(pool)
             fresh[key] = pool
         for key, pool in self._pools.items():

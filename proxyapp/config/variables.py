@@ -377,9 +377,18 @@ _SPECS = (
     _int(
         "mysql-throttle_connections_per_sec_to_hostgroup",
         1_000_000,
-        "new backend connections per second allowed to one hostgroup",
+        "new backend connections per second allowed to one hostgroup (shared by the workers); a session that needs "
+        "one beyond it waits in line for a connection",
         minimum=1,
         maximum=100_000_000,
+    ),
+    _int(
+        "mysql-max_connects_in_flight",
+        16,
+        "ProxyFleet's own: backend connects one worker has under way to one server at once; a session that needs "
+        "another waits in line for a connection (one released, or the next connect), so that a burst of logins "
+        "neither floods the server nor times out its own connects (0: no bound)",
+        maximum=100_000,
     ),
     _bool(
         "mysql-kill_backend_connection_when_disconnect",
@@ -825,7 +834,6 @@ VARIABLES: dict[str, VariableSpec] = {spec.name: spec for spec in _SPECS}
 #: config that sets one to another value than its default gets a warning saying so, never silence.
 NOT_HONOURED = frozenset(
     {
-        "mysql-throttle_connections_per_sec_to_hostgroup",
         "mysql-set_query_lock_on_hostgroup",
         "mysql-keep_multiplexing_variables",
         "mysql-connection_delay_multiplex_ms",

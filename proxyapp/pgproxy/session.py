@@ -394,11 +394,10 @@ class PgSession:
                 out.append(self._parse(server, msg))
                 return
             if kind == 66:  # Bind
-                pid = bound_client_pid(self._bound_query(msg), msg[5:])
-                if pid is not None:
-                    self._block(66, refusal(pid), REFUSED)
-                    return
-                out.append(self._bind(server, msg))
+                bind = self._bind(server, msg)
+                if not bind:
+                    return  # refused
+                out.append(bind)
                 order.sent(kind)
                 return
             if kind in (68, 67):  # Describe, Close
@@ -494,20 +493,17 @@ class PgSession:
         self.order.sent(80, FORWARD, statement.server_name, named=(name, statement))
         return closes + statement.parse
 
-    def _bound_query(self, msg: bytes) -> str:
-        """The text of the statement a Bind names (the unnamed one's last Parse; "" for one the client never
-        prepared)."""
-        name = bind_statement(msg[5:])
-        if not name:
-            return self.unnamed_query
-        statement = self.statements.get(name)
-        return statement.query if statement is not None else ""
-
     def _bind(self, server: ServerConn, msg: bytes) -> bytes:
-        """A Bind of a client's statement names the server's, prepared there first if the connection lacks it."""
+        """A Bind of a client's statement names the server's, prepared there first if the connection lacks it; b""
+        when it is refused (it binds a client's process id to pg_terminate_backend or pg_cancel_backend: answered)."""
         portal = msg[5 : msg.index(b"\0", 5)]
         name = bind_statement(msg[5:])
         statement = self.statements.get(name) if name else None
+        query = statement.query if statement is not None else self.unnamed_query if not name else ""
+        pid = bound_client_pid(query, msg[5:])
+        if pid is not None:
+            self._block(66, refusal(pid), REFUSED)
+            return b""
         if statement is not None:
             self.portals[portal] = (statement.query, statement.timeout)
         else:

@@ -12,6 +12,7 @@ are checked once per node, not once per worker, and every worker routes by the s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -78,19 +79,21 @@ class Supervisor:
         self._pushes: set[asyncio.Task[None]] = set()
 
     async def run(self, listen: tuple[str, int], admin: tuple[str, int] | None) -> None:
-        """Serve until SIGINT/SIGTERM; SIGHUP reloads the config file."""
+        """Serve until SIGINT/SIGTERM; SIGHUP reloads the config file. A SIGINT or SIGTERM while the workers start
+        stops the start: the workers started so far are stopped too, none is left behind."""
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
+        loop.add_signal_handler(signal.SIGINT, stop.set)
         self.sock = socket.create_server(listen, backlog=4096, reuse_port=False)
         self.sock.set_inheritable(True)
         self._http = aiohttp.ClientSession(
             timeout=aiohttp.ClientTimeout(total=10), headers=credential.header(self.token)
         )
         try:
-            await asyncio.gather(*(self._spawn(w) for w in self.workers))
-            self.monitor = Monitor(self.config, self._relay_state, self.clock.now, tls=load_tls(self.config).backend)
-            self.monitor.start()
-            if admin is not None:
-                self.admin = AdminServer(self, admin[0], admin[1], self.token, clock_movable=admin_may_advance())
-                await self.admin.start()
+            if not await self._start_unless_stopped(admin, stop):
+                log.info("stopped while starting")
+                return
             log.info(
                 "ProxyFleet listening on %s:%d with %d worker processes (admin %s), config %s",
                 *self.sock.getsockname()[:2],
@@ -98,17 +101,14 @@ class Supervisor:
                 f"{self.admin.host}:{self.admin.port}" if self.admin else "off",
                 self.config.checksum[:12],
             )
-            loop = asyncio.get_running_loop()
-            stop = asyncio.Event()
             loop.add_signal_handler(signal.SIGHUP, lambda: loop.create_task(self.reload(None)))
-            loop.add_signal_handler(signal.SIGTERM, stop.set)
-            loop.add_signal_handler(signal.SIGINT, stop.set)
             watchers = [loop.create_task(self._watch(w)) for w in self.workers]
             await stop.wait()
             self._stopping = True
             for task in watchers:
                 task.cancel()
         finally:
+            self._stopping = True
             if self.monitor is not None:
                 await self.monitor.stop()
             await self._stop_workers()
@@ -117,6 +117,33 @@ class Supervisor:
                 await self.admin.stop()
             await self._http.close()
             self.sock.close()
+
+    async def _start_unless_stopped(self, admin: tuple[str, int] | None, stop: asyncio.Event) -> bool:
+        """Start the workers, the monitor and the admin endpoint; False when ``stop`` came first (the start is
+        cancelled where it was: ``run`` then stops what did start)."""
+        loop = asyncio.get_running_loop()
+        starting = loop.create_task(self._start(admin))
+        stopped = loop.create_task(stop.wait())
+        try:
+            await asyncio.wait((starting, stopped), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+        if starting.done():
+            starting.result()  # a start that failed raises here
+            return True
+        starting.cancel()
+        with contextlib.suppress(asyncio.CancelledError, OSError, RuntimeError, TimeoutError):
+            await starting
+        return False
+
+    async def _start(self, admin: tuple[str, int] | None) -> None:
+        """Spawn the workers, then start the monitor and the admin endpoint."""
+        await asyncio.gather(*(self._spawn(w) for w in self.workers))
+        self.monitor = Monitor(self.config, self._relay_state, self.clock.now, tls=load_tls(self.config).backend)
+        self.monitor.start()
+        if admin is not None:
+            self.admin = AdminServer(self, admin[0], admin[1], self.token, clock_movable=admin_may_advance())
+            await self.admin.start()
 
     async def _spawn(self, worker: _Worker) -> None:
         assert self.sock is not None

@@ -268,6 +268,10 @@ class GlobalCounters:
     Server_Connections_connected: int = _gauge("backend connections currently open")
     Server_Connections_created: int = _counter("backend connections opened")
     Server_Connections_aborted: int = _counter("backend connections that failed or broke")
+    Server_Connects_waited: int = _counter(
+        "requests for a backend connection that waited in line because their server had mysql-max_connects_in_flight "
+        "connects under way or their hostgroup reached mysql-throttle_connections_per_sec_to_hostgroup"
+    )
     Query_Cache_count_GET: int = _counter("query cache lookups")
     Query_Cache_count_GET_OK: int = _counter("query cache lookups that found a fresh entry")
     Query_Cache_count_SET: int = _counter("responses stored in the query cache")

@@ -125,7 +125,10 @@ class TransactionQueue:
         if conn is not None and conn.in_transaction:
             try:
                 await conn.simple_command(b"\x03ROLLBACK")
+                lost = False
             except (PeerClosed, ProtocolError, OSError):
+                lost = True
+            if lost:  # awaited outside the ``except`` block (``backends.pool._search`` says why)
                 await link.drop(reset=False)
         link.end_transaction()
         await link.maybe_release()
