@@ -94,6 +94,7 @@ class PgFront:
         self.counters = SessionCounters()
         self.router = PgRouter(config)
         self.known: OrderedDict[str, None] = OrderedDict()  # statements a server prepared (``PgSession``)
+        self.schema_epoch = 0  # schema-changing statements sent (``SessionHost.schema_epoch``)
         self.digests = DigestStats(schema_column="database")  # stats_pgsql_query_digest
         self.cache = QueryCache(
             config.variables.integer("pgsql-query_cache_size_MB") << 20, GlobalCounters(), clock.now

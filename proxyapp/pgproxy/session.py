@@ -29,6 +29,7 @@ from proxyapp.pgproxy.settings import (
     DROPS_STATEMENTS,
     apply_change,
     deallocated,
+    executed,
     pin_reason,
     read_change,
     replay,
@@ -50,7 +51,14 @@ from proxyapp.pgproxy.statements import (
 )
 from proxyapp.pgsql.auth import ServerSecret
 from proxyapp.pgsql.backend import send_cancel
-from proxyapp.pgsql.messages import CONNECTION_FAILURE, QUERY_CANCELED, error_response, message, ready_for_query
+from proxyapp.pgsql.messages import (
+    CONNECTION_FAILURE,
+    QUERY_CANCELED,
+    error_response,
+    is_fatal,
+    message,
+    ready_for_query,
+)
 from proxyapp.pgsql.wire import PeerGone, PgWire, ProtocolViolation
 from proxyapp.report.stats import DigestMemo, DigestStats
 from proxyapp.rules.cache import QueryCache
@@ -70,6 +78,12 @@ _HIGH_WATER = 256 * 1024
 _MAY_VACATE = re.compile(rb"\s*(?:[Dd][Rr][Oo][Pp]|[Aa][Ll][Tt][Ee][Rr])\s")
 #: The first bytes such a statement may have (a cheaper look first).
 _VACATE_FIRST = frozenset(b"DdAa \t\r\n")
+#: A statement that may change what a prepared statement's parameters and results are (``schema_epoch``).
+_CHANGES_SCHEMA = re.compile(r"\s*(?:create|alter|drop)\s", re.IGNORECASE)
+#: The SQLSTATE of a Parse of a statement name the session has (duplicate_prepared_statement).
+DUPLICATE_STATEMENT = "42P05"
+#: The first characters such a statement may have (a cheaper look first).
+_DDL_FIRST = frozenset("CcAaDd \t\r\n")
 #: Server messages an answer kept in the query cache may hold: RowDescription, DataRow, CommandComplete,
 #: EmptyQueryResponse, NoticeResponse (an error, a parameter status or COPY is never kept).
 _CACHEABLE = frozenset(b"TDCIN")
@@ -98,6 +112,9 @@ class SessionHost(Protocol):
     cache: QueryCache
     #: Server-side statement names a server of this process prepared (least recently first).
     known: OrderedDict[str, None]
+    #: Statements that may change the schema (CREATE, ALTER, DROP) this process's sessions sent: part of every
+    #: server-side statement's name (``statements.server_statement``).
+    schema_epoch: int
 
     def max_prepared(self) -> int:
         """``pgsql-max_prepared_statements``."""
@@ -162,6 +179,7 @@ class PgSession:
         self.unsynced = False
         self.pinned: str | None = None
         self.last_tag = b""  # the latest CommandComplete's tag
+        self.server_ended_it = False  # the held server connection said FATAL: it closes, and that error is the one
         self.digest_memo = DigestMemo()  # its entries in the digest statistics (``DigestStats.record``)
         self.caching: _Caching | None = None  # the simple Query whose answer goes to the query cache
         self.unnamed_timeout = 0  # the unnamed statement's rule timeout (ms; 0: the default)
@@ -300,10 +318,16 @@ class PgSession:
             name, query, types = parse_fields(msg[5:])
             route = self._route(query.decode("utf-8", "surrogateescape"))
             statement = server_statement(
-                route.query.encode("utf-8", "surrogateescape"), types, route.hostgroup, route.timeout
+                route.query.encode("utf-8", "surrogateescape"),
+                types,
+                route.hostgroup,
+                route.timeout,
+                self.host.schema_epoch,
             )
             known = statement.server_name in self.host.known
             if not name or route.error is not None or not known or name in self.statements:
+                return False
+            if route.query.lstrip()[:1] in "Ee":  # an EXECUTE may name a client's statement (``_parse``)
                 return False
             self.routed = None
             self._note(route.query)
@@ -435,7 +459,10 @@ class PgSession:
             msg = message(b"Q", sql.encode("utf-8", "surrogateescape") + b"\0")
         self._arm(server, route.timeout)
         self._note(sql)
-        if sql.lstrip()[:1] not in ("D", "d"):  # what follows reads DROP DATABASE, DISCARD and DEALLOCATE only
+        first = sql.lstrip()[:1]
+        if first in ("E", "e"):
+            return self._execute_named(server, sql, sync=True) or msg, sql
+        if first not in ("D", "d"):  # what follows reads DROP DATABASE, DISCARD and DEALLOCATE only
             return msg, sql
         if DROPS_STATEMENTS.match(sql):
             server.prepared.clear()
@@ -461,6 +488,8 @@ class PgSession:
             log.debug("pgsql session %d pinned to its server connection: %s", self.id, reason)
         if change is not None:
             self.pending_changes.append(change)
+        if sql[:1] in _DDL_FIRST and _CHANGES_SCHEMA.match(sql) is not None:
+            self.host.schema_epoch += 1  # the statements prepared from now on are read afresh by the server
 
     def _parse(self, server: ServerConn, msg: bytes) -> bytes:
         """A Parse: a named one is remembered and prepared under the proxy's name (or answered by the proxy when
@@ -474,6 +503,11 @@ class PgSession:
             query = route.query.encode("utf-8", "surrogateescape")
             msg = parse_message(name, query, types)
         existing = self.statements.get(name) if name else None
+        if existing is not None and existing.query == route.query:  # valid, it was prepared: "already exists"
+            text = f'prepared statement "{name}" already exists'
+            self._answer(error_response(DUPLICATE_STATEMENT, text, severity="ERROR"))
+            self.skipping = True  # the messages up to the Sync are dropped, as the server drops them
+            return b""
         if existing is not None:  # the server's own refusal (its syntax error first, else "already exists")
             prefix = self._ensure(server, existing)
             self.order.sent(80)
@@ -482,16 +516,24 @@ class PgSession:
         if not name:
             self.unnamed_query = route.query
             self.unnamed_timeout = route.timeout
-            self.order.sent(80)
-            return msg
-        statement = server_statement(query, types, route.hostgroup, route.timeout)
+            named = self._execute_named(server, route.query, types=types) if route.query.lstrip()[:1] in "Ee" else b""
+            self.order.sent(80)  # after the Parse ``_execute_named`` may send first
+            return named or msg
+        executes = self._executed(route.query) if route.query.lstrip()[:1] in "Ee" else None
+        if executes is not None:  # its text names the server's statement, prepared here first
+            query = executes[1]
+        statement = server_statement(query, types, route.hostgroup, route.timeout, self.host.schema_epoch)
         self.statements[name] = statement
+        prefix = b""
+        if executes is not None:
+            statement.depends = executes[0]
+            prefix = self._ensure(server, executes[0])
         if statement.server_name in server.prepared:
             server.prepared.move_to_end(statement.server_name)
-            return self._answer(PARSE_COMPLETE, 80, (name, statement))
+            return prefix + self._answer(PARSE_COMPLETE, 80, (name, statement))
         closes = self._remember(server, statement.server_name)
         self.order.sent(80, FORWARD, statement.server_name, named=(name, statement))
-        return closes + statement.parse
+        return prefix + closes + statement.parse
 
     def _bind(self, server: ServerConn, msg: bytes) -> bytes:
         """A Bind of a client's statement names the server's, prepared there first if the connection lacks it; b""
@@ -528,13 +570,38 @@ class PgSession:
         self.outbox.append(prefix + renamed_target(b"D", statement.server_name))
         self.order.sent(kind)
 
+    def _executed(self, sql: str) -> tuple[Statement, bytes] | None:
+        """For an ``EXECUTE name`` of a statement the client prepared by the protocol: that statement, and ``sql``
+        naming the server's statement instead; None when ``sql`` executes no such statement (the server's own, or
+        none: it says so)."""
+        found = executed(sql)
+        statement = self.statements.get(found[0]) if found is not None else None
+        if found is None or statement is None:
+            return None
+        _, start, end = found
+        return statement, (sql[:start] + statement.server_name + sql[end:]).encode("utf-8", "surrogateescape")
+
+    def _execute_named(self, server: ServerConn, sql: str, sync: bool = False, types: bytes | None = None) -> bytes:
+        """An ``EXECUTE name`` of a statement the client prepared by the protocol, as a Query (or an unnamed Parse
+        with ``types``) naming the server's statement, prepared on ``server`` first; b"" when ``_executed`` finds
+        none."""
+        executes = self._executed(sql)
+        if executes is None:
+            return b""
+        statement, text = executes
+        prefix = self._ensure(server, statement, sync=sync)
+        if types is None:
+            return prefix + message(b"Q", text + b"\0")
+        return prefix + parse_message("", text, types)
+
     def _ensure(self, server: ServerConn, statement: Statement, sync: bool = False) -> bytes:
         """The Parse that prepares ``statement`` on ``server`` if it lacks it (its answer left out), else b"";
         ``sync``: followed by a Sync of the proxy's (before a simple Query, which an error would leave unread)."""
+        first = b"" if statement.depends is None else self._ensure(server, statement.depends, sync)
         if statement.server_name in server.prepared:
             server.prepared.move_to_end(statement.server_name)
-            return b""
-        closes = self._remember(server, statement.server_name)
+            return first
+        closes = first + self._remember(server, statement.server_name)
         self.order.sent(80, SWALLOW, statement.server_name)
         if not sync:
             return closes + statement.parse
@@ -601,7 +668,10 @@ class PgSession:
         if server is None:
             return
         if batch is None:
-            if not self.ended:
+            if self.server_ended_it and not self.ended:  # the client has the server's own reason already
+                self.client.close()
+                self.ended = True
+            elif not self.ended:
                 why = server.conn.wire.closed or "the connection broke"
                 self._fatal(CONNECTION_FAILURE, f"ProxyFleet: lost the server connection: {why}")
             self._release(server, False)
@@ -628,6 +698,8 @@ class PgSession:
                 self._undo(order.undone)
             if kind == 67:  # CommandComplete: its tag
                 self.last_tag = cstring_body(msg)
+            elif kind == 69 and is_fatal(msg):  # the server ends the connection (an administrator, a shutdown)
+                self.server_ended_it = True
             if ended is not None and ended.query:
                 self._record(ended, server)
             if out:

@@ -146,6 +146,19 @@ def deallocated(sql: str) -> str | None:
     return name[1:-1] if name.startswith('"') else name.lower()
 
 
+#: ``EXECUTE name [(args)]``: the name's span is what ``executed`` finds.
+_EXECUTE = re.compile(r"\s*EXECUTE\s+(?P<name>[A-Za-z_][A-Za-z0-9_$]*|\"[^\"]+\")", re.IGNORECASE)
+
+
+def executed(sql: str) -> tuple[str, int, int] | None:
+    """The statement name an ``EXECUTE name`` runs and where that name is in ``sql`` (start, end), or None."""
+    match = _EXECUTE.match(sql)
+    if match is None:
+        return None
+    name = match["name"]
+    return (name[1:-1] if name.startswith('"') else name.lower()), match.start("name"), match.end("name")
+
+
 def apply_change(settings: dict[str, str], change: Change, defaults: dict[str, str]) -> None:
     """Apply ``change`` to a session's ``settings``; RESET returns a setting to its startup value (``defaults``)."""
     name, value = change

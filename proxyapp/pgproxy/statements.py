@@ -24,7 +24,7 @@ class Statement:
     """A client's named statement: its server-side name, the Parse that prepares it there, its text, the hostgroup
     the query rules route it to (None: the user's default) and their timeout (ms; 0: the default)."""
 
-    __slots__ = ("hostgroup", "parse", "query", "server_name", "timeout")
+    __slots__ = ("depends", "hostgroup", "parse", "query", "server_name", "timeout")
 
     def __init__(
         self, server_name: str, parse: bytes, query: str, hostgroup: int | None = None, timeout: int = 0
@@ -34,6 +34,7 @@ class Statement:
         self.query = query
         self.hostgroup = hostgroup
         self.timeout = timeout
+        self.depends: Statement | None = None  # the statement an ``EXECUTE`` runs: prepared before this one
 
 
 def parse_fields(body: bytes) -> tuple[str, bytes, bytes]:
@@ -43,10 +44,16 @@ def parse_fields(body: bytes) -> tuple[str, bytes, bytes]:
     return name.decode("utf-8", "surrogateescape"), query, body[rest_at:]
 
 
-def server_statement(query: bytes, types: bytes, hostgroup: int | None = None, timeout: int = 0) -> Statement:
+def server_statement(
+    query: bytes, types: bytes, hostgroup: int | None = None, timeout: int = 0, epoch: int = 0
+) -> Statement:
     """The server-side statement of a query and its parameter types (routed to ``hostgroup``, with the rules'
-    ``timeout``)."""
-    digest = hashlib.sha1(query + b"\0" + types, usedforsecurity=False).hexdigest()[:24]
+    ``timeout``), in schema ``epoch``: a statement prepared after a schema change is another one on the server (its
+    parameter and result types are read again), not the one prepared before it."""
+    key = query + b"\0" + types
+    if epoch:
+        key += b"\0" + str(epoch).encode()
+    digest = hashlib.sha1(key, usedforsecurity=False).hexdigest()[:24]
     name = PREFIX + digest
     text = query.decode("utf-8", "surrogateescape")
     return Statement(name, message(b"P", name.encode() + b"\0" + query + b"\0" + types), text, hostgroup, timeout)

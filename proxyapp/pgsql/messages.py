@@ -55,6 +55,12 @@ def error_response(sqlstate: str, message: str, severity: str = "FATAL", detail:
     return b"E" + struct.pack("!i", len(body) + 4) + body
 
 
+def is_fatal(msg: bytes) -> bool:
+    """Whether a whole ErrorResponse ends its session: its non-localized severity (``V``, from PostgreSQL 9.6) or
+    else its severity (``S``, first) is FATAL or PANIC."""
+    return b"\0VFATAL\0" in msg or b"\0VPANIC\0" in msg or msg[5:12] in (b"SFATAL\0", b"SPANIC\0")
+
+
 def message(kind: bytes, body: bytes = b"") -> bytes:
     """A typed message: its type byte, its length (itself included) and its body."""
     return kind + struct.pack("!i", len(body) + 4) + body

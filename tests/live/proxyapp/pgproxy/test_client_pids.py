@@ -12,7 +12,7 @@ import pytest
 
 from devstack.stack import wait_until
 from tests.live.proxyapp.pgproxy.conftest import DATABASE, PASSWORD, ROLE, Pooler, server_sessions, superuser
-from tests.support.pgraw import cancel_request, login, message, read_message
+from tests.support.pgraw import cancel_request, logged_in, login, message, read_message
 
 StartPooler = Callable[..., Pooler]
 #: The highest process id Linux may give (its pid_max is at most 2**22).
@@ -103,3 +103,25 @@ def test_a_cancel_request_with_a_key_of_the_top_bit_cancels(pooler: Pooler) -> N
         assert read_message(sock)[0] == b"T"
         kind, body = read_message(sock)
         assert kind == b"E" and b"C57014\0" in body  # canceling statement due to user request
+
+
+def test_a_server_process_ended_by_an_administrator_tells_the_client_its_own_reason(pooler: Pooler) -> None:
+    """pg_terminate_backend of the server process a client's statement runs on: the client gets the server's FATAL
+    (57P01, "terminating connection due to administrator command") and then the end of the connection, as direct,
+    with no error of the proxy's after it (asyncpg reports the last error before the close)."""
+    sock = logged_in(pooler.port, ROLE, PASSWORD, DATABASE, 30)
+    with sock:
+        sock.sendall(message(b"Q", b"SELECT pg_sleep(60)\0"))
+        wait_until(lambda: ("active", "SELECT pg_sleep(60)") in server_sessions(), "the sleep running", 10)
+        with superuser() as conn:
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(60)'")
+        errors = []
+        while True:
+            try:
+                kind, body = read_message(sock)
+            except (AssertionError, OSError):  # the connection ended
+                break
+            if kind == b"E":
+                errors.append(body)
+    assert len(errors) == 1 and b"C57P01\0" in errors[0], errors
+    assert b"terminating connection due to administrator command" in errors[0]
