@@ -19,7 +19,7 @@ import psycopg
 
 from devstack.pgsandbox import as_server_user, owned_dir
 from devstack.ports import free_port
-from devstack.stack import wait_until
+from devstack.stack import terminate, wait_until
 
 #: Prepared statements PgBouncer keeps per server connection, from 1.21 (the pooler's default is the same).
 MAX_PREPARED_STATEMENTS = 200
@@ -115,14 +115,7 @@ class PgBouncer:
 
     def stop(self) -> None:
         """Stop PgBouncer (SIGTERM, its immediate shutdown; then SIGKILL)."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
+        terminate(self.proc)
 
     def __enter__(self) -> PgBouncer:
         return self.start()

@@ -70,21 +70,26 @@ class Service:
 
     def stop(self, timeout: float = 20) -> None:
         """SIGTERM, then SIGKILL after ``timeout`` seconds; waits for the exit."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        terminate(self.proc, timeout)
 
     def log(self, lines: int = LOG_TAIL_LINES) -> str:
         """The last ``lines`` lines of the process's output."""
         if not self.log_path.exists():
             return ""
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def terminate(proc: subprocess.Popen[bytes] | None, timeout: float = 10) -> None:
+    """Stop a child process: SIGTERM, then SIGKILL after ``timeout`` seconds; waits for the exit (nothing when it
+    was never started or has exited)."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 class RestartPolicy:

@@ -47,6 +47,7 @@ from devstack.bench.pinning import Layout, PinningError, pin_processes, pinned_s
 from devstack.ports import free_port
 from devstack.proxy import ProxyProcess
 from devstack.sandbox import Sandbox, SandboxServer, pid_alive
+from devstack.stack import terminate
 from fleet.bench.engine.sysbench import parse_sysbench
 from proxyapp.config.variables import VARIABLES
 
@@ -233,14 +234,7 @@ class Haproxy:
 
     def stop(self) -> None:
         """Stop haproxy (SIGTERM, then SIGKILL)."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
+        terminate(self.proc)
 
     def version(self) -> str:
         """haproxy's version line."""
