@@ -80,10 +80,10 @@ _MAY_VACATE = re.compile(rb"\s*(?:[Dd][Rr][Oo][Pp]|[Aa][Ll][Tt][Ee][Rr])\s")
 _VACATE_FIRST = frozenset(b"DdAa \t\r\n")
 #: A statement that may change what a prepared statement's parameters and results are (``schema_epoch``).
 _CHANGES_SCHEMA = re.compile(r"\s*(?:create|alter|drop)\s", re.IGNORECASE)
-#: The SQLSTATE of a Parse of a statement name the session has (duplicate_prepared_statement).
-DUPLICATE_STATEMENT = "42P05"
 #: The first characters such a statement may have (a cheaper look first).
 _DDL_FIRST = frozenset("CcAaDd \t\r\n")
+#: The SQLSTATE of a Parse of a statement name the session has (duplicate_prepared_statement).
+DUPLICATE_STATEMENT = "42P05"
 #: Server messages an answer kept in the query cache may hold: RowDescription, DataRow, CommandComplete,
 #: EmptyQueryResponse, NoticeResponse (an error, a parameter status or COPY is never kept).
 _CACHEABLE = frozenset(b"TDCIN")
