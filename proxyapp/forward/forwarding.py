@@ -32,6 +32,7 @@ from proxyapp.config.document import Config
 from proxyapp.config.tables import PgsqlForwardListener, PgsqlServer
 from proxyapp.forward.relay import CancelSender, ClientSide, ListenerCounters, Refused, ServerCounters, ServerSide
 from proxyapp.forward.splicing import RELAY, SPLICER, connect_socket
+from proxyapp.pgsql.backend import deliver_cancel
 from proxyapp.pgsql.messages import CANCEL_REQUEST_LENGTH, CONNECTION_FAILURE, TOO_MANY_CONNECTIONS
 
 log = logging.getLogger("proxyapp.forward")
@@ -282,19 +283,17 @@ class Forwarding:
 
     def _cancel(self, listener: Listener) -> CancelSender:
         async def send(request: bytes) -> None:
-            """A CancelRequest to every server of the hostgroup that may run sessions: only the one running the
-            session it names acts on it."""
+            """A CancelRequest to every server of the hostgroup that may run sessions (only the one running the
+            session it names acts on it), done when each has acted on it or could not be reached."""
             hostgroup = listener.row.hostgroup_id
-            for target in list(self.targets.values()):
-                if target.server.hostgroup_id != hostgroup or target.server.status == OFFLINE_HARD:
-                    continue
-                host, port = target.server.address
-                try:
-                    _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), self.connect_timeout_s)
-                except (OSError, TimeoutError):
-                    continue
-                writer.write(request[:CANCEL_REQUEST_LENGTH])
-                writer.close()
+            addresses = [
+                target.server.address
+                for target in self.targets.values()
+                if target.server.hostgroup_id == hostgroup and target.server.status != OFFLINE_HARD
+            ]
+            packet = request[:CANCEL_REQUEST_LENGTH]
+            timeout_s = self.connect_timeout_s
+            await asyncio.gather(*(deliver_cancel(host, port, packet, timeout_s) for host, port in addresses))
 
         return send
 

@@ -32,7 +32,7 @@ from proxyapp.pgproxy.pool import PgPools, PoolRefused, ServerConn
 from proxyapp.pgproxy.routing import PgRouter
 from proxyapp.pgproxy.session import PgSession, SessionCounters
 from proxyapp.pgproxy.settings import quote_literal, startup_settings
-from proxyapp.pgsql.backend import PgError, PgUnreachable, send_cancel
+from proxyapp.pgsql.backend import PgError, PgUnreachable
 from proxyapp.pgsql.messages import (
     CANNOT_CONNECT_NOW,
     TOO_MANY_CONNECTIONS,
@@ -326,8 +326,7 @@ class PgFront:
         server = session.server
         if server is None:
             return  # nothing running
-        host, port = server.target.server.address
-        await send_cancel(host, port, server.conn.backend_key)
+        await self.pools.cancel(server)
 
     # ------------------------------------------------------------------------------------------- report
 

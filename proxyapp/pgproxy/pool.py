@@ -30,7 +30,7 @@ from proxyapp.backends.topology import MonitorState, pgsql_runtime, show_address
 from proxyapp.config.document import Config
 from proxyapp.config.tables import PgsqlServer
 from proxyapp.pgsql.auth import ServerSecret
-from proxyapp.pgsql.backend import PgConnection, PgError, PgUnreachable
+from proxyapp.pgsql.backend import PgConnection, PgError, PgUnreachable, send_cancel
 from proxyapp.pgsql.messages import CONNECTION_FAILURE, TOO_MANY_CONNECTIONS, error_response, message
 
 log = logging.getLogger("proxyapp.pgproxy")
@@ -60,7 +60,7 @@ class PoolRefused(Exception):
 class ServerConn:
     """A logged-in server connection and what the proxy knows of its state."""
 
-    __slots__ = ("conn", "key", "prepared", "settings", "target")
+    __slots__ = ("cancels", "conn", "key", "prepared", "returned", "settings", "target")
 
     def __init__(self, conn: PgConnection, target: PgTarget, key: PoolKey) -> None:
         self.conn = conn
@@ -68,6 +68,8 @@ class ServerConn:
         self.key = key
         self.settings: dict[str, str] = {}  # name -> SQL value the proxy SET on it
         self.prepared: OrderedDict[str, None] = OrderedDict()  # server-side statement names, least recent first
+        self.cancels = 0  # CancelRequests for it the server has not acted on yet (``PgPools.cancel``)
+        self.returned: bool | None = None  # released while one was: reusable or not, its release when they are done
 
     def close(self) -> None:
         """Close the connection."""
@@ -318,9 +320,28 @@ class PgPools:
         target.max_used = max(target.max_used, len(target.lent))
         return sc
 
+    async def cancel(self, sc: ServerConn) -> None:
+        """Ask the server to cancel what ``sc`` runs (a client's CancelRequest, a statement's timeout), done when
+        the server has acted on it; until then ``sc`` goes to no other client (a release waits for it), so a cancel
+        meant for one client's statement never reaches another's."""
+        sc.cancels += 1
+        try:
+            host, port = sc.target.server.address
+            await send_cancel(host, port, sc.conn.backend_key)
+        finally:
+            sc.cancels -= 1
+            returned = sc.returned
+            if not sc.cancels and returned is not None:
+                sc.returned = None
+                self.release(sc, returned)
+
     def release(self, sc: ServerConn, reusable: bool) -> None:
         """Take a connection back: idle for the next borrower of its key when ``reusable`` (idle, no transaction,
-        nothing pinned left on it) and its server is still ONLINE, closed otherwise."""
+        nothing pinned left on it) and its server is still ONLINE, closed otherwise; once the server has acted on
+        the cancels sent for it (``cancel``)."""
+        if sc.cancels:
+            sc.returned = reusable if sc.returned is None else sc.returned and reusable
+            return
         target = sc.target
         current = self.targets.get(target.server.key)
         hostgroup = target.server.hostgroup_id

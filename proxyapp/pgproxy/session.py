@@ -50,7 +50,6 @@ from proxyapp.pgproxy.statements import (
     target,
 )
 from proxyapp.pgsql.auth import ServerSecret
-from proxyapp.pgsql.backend import send_cancel
 from proxyapp.pgsql.messages import (
     CONNECTION_FAILURE,
     QUERY_CANCELED,
@@ -185,8 +184,7 @@ class PgSession:
         self.unnamed_timeout = 0  # the unnamed statement's rule timeout (ms; 0: the default)
         self.timer: asyncio.TimerHandle | None = None  # the running statement's timeout
         self.timed_out = 0  # the timeout (ms) of the statement the server was asked to cancel
-        self.cancelled: ServerConn | None = None  # the connection of that statement (closed, never pooled)
-        self.cancelling: asyncio.Task[bool] | None = None  # the CancelRequest being sent
+        self.cancelling: asyncio.Task[None] | None = None  # the CancelRequest being sent
         self.settled: asyncio.Future[None] | None = None  # set when the answers ``_settle`` waits for came
         self.ended = False
 
@@ -764,16 +762,13 @@ class PgSession:
 
     def _time_out(self, server: ServerConn, ms: int) -> None:
         """A statement ran past its timeout: the server is asked to cancel it (a CancelRequest, as a client's
-        cancel), its error says why, and the connection is closed rather than pooled (a late cancel must not reach
-        another client's statement)."""
+        cancel; the connection goes to no other client before the server has acted on it), its error says why."""
         self.timer = None
         if self.server is not server or not self.order:
             return
         self.timed_out = ms
-        self.cancelled = server
         self.counters.timed_out += 1
-        host, port = server.target.server.address
-        self.cancelling = asyncio.get_running_loop().create_task(send_cancel(host, port, server.conn.backend_key))
+        self.cancelling = asyncio.get_running_loop().create_task(self.pools.cancel(server))
 
     def _timeout_error(self) -> bytes:
         return error_response(
@@ -810,7 +805,7 @@ class PgSession:
         )
 
     def _release(self, server: ServerConn, reusable: bool) -> None:
-        reusable = reusable and not self.order and server is not self.cancelled
+        reusable = reusable and not self.order
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
@@ -846,7 +841,7 @@ class PgSession:
             server.conn.wire.sink = None
             server.conn.wire.resume()
             self.server = None
-            clean = self.status == b"I" and not self.order and not self.unsynced and server is not self.cancelled
+            clean = self.status == b"I" and not self.order and not self.unsynced
             if clean and self.pinned is not None:
                 clean = await self._discard_all(server)
             self.pools.release(server, clean)

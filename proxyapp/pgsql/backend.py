@@ -15,6 +15,7 @@ import struct
 from proxyapp.pgsql.auth import MECHANISM, AuthError, ScramClient, SecretMissing, ServerSecret
 from proxyapp.pgsql.messages import (
     CANCEL_REQUEST,
+    CANCEL_REQUEST_LENGTH,
     SSL_REQUEST,
     data_row,
     error_fields,
@@ -173,12 +174,25 @@ class PgConnection:
 
 async def send_cancel(host: str, port: int, backend_key: tuple[int, int], timeout_s: float = 5.0) -> bool:
     """Ask the server at ``host``:``port`` to cancel what its session ``backend_key`` (process id, secret key) is
-    running: a CancelRequest on a connection of its own, which the server answers with nothing. Whether it was
-    sent (False: the server could not be reached within ``timeout_s``)."""
+    running (``deliver_cancel``)."""
+    packet = struct.pack("!iiii", CANCEL_REQUEST_LENGTH, CANCEL_REQUEST, backend_key[0], backend_key[1])
+    return await deliver_cancel(host, port, packet, timeout_s)
+
+
+async def deliver_cancel(host: str, port: int, packet: bytes, timeout_s: float = 5.0) -> bool:
+    """Send a CancelRequest (its 16 bytes) to the server at ``host``:``port`` on a connection of its own, and wait
+    until the server closes it: the server has then acted on it, so a client told the cancel is done (its own
+    cancel connection closed) cannot have its next statement cancelled by it, as with the server direct. Whether it
+    was delivered within ``timeout_s``."""
+    sender: asyncio.StreamWriter | None = None
     try:
-        _, sender = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+        async with asyncio.timeout(timeout_s):
+            reader, sender = await asyncio.open_connection(host, port)
+            sender.write(packet)
+            await reader.read()  # the server answers nothing and closes when it has signalled the session
     except (OSError, TimeoutError):
         return False
-    sender.write(struct.pack("!iiii", 16, CANCEL_REQUEST, backend_key[0], backend_key[1]))
-    sender.close()
+    finally:
+        if sender is not None:
+            sender.close()
     return True

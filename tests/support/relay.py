@@ -2,7 +2,9 @@
 come when the test says (so that a test can make them late on the proxy's clock, ``ProxyProcess.advance_clock``).
 
 Holding is an event: no real time needs to pass. ``hold()`` stops the replies, ``held`` counts those waiting,
-``let_through(n)`` lets the next ``n`` go, ``release()`` lets all flow again; ``close()`` ends it.
+``let_through(n)`` lets the next ``n`` go, ``release()`` lets all flow again; ``close()`` ends it. The requests of
+new connections can wait too (a server slow to act on a new connection's first message, such as a CancelRequest):
+``hold_new()``, ``new_held`` and ``release_new()``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ class SlowRelay:
         self._allowance: int | None = None  # replies that may pass while holding; None: not holding
         self._turn = threading.Condition()
         self._closed = False
+        self._hold_new = False  # the requests of connections accepted now wait until ``release_new``
+        self.new_held = 0  # connections whose requests wait now
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.sockets: list[socket.socket] = []
         threading.Thread(target=self._accept, daemon=True).start()
@@ -32,11 +36,14 @@ class SlowRelay:
             except OSError:  # closed: the test is over
                 return
             self.sockets += [client, server]
-            threading.Thread(target=self._pipe, args=(client, server, False), daemon=True).start()
+            held = self._hold_new
+            threading.Thread(target=self._pipe, args=(client, server, False, held), daemon=True).start()
             threading.Thread(target=self._pipe, args=(server, client, True), daemon=True).start()
 
-    def _pipe(self, source: socket.socket, target: socket.socket, replies: bool) -> None:
+    def _pipe(self, source: socket.socket, target: socket.socket, replies: bool, held: bool = False) -> None:
         try:
+            if held:
+                self._wait_new()
             while data := source.recv(65536):
                 if replies:
                     self._wait_turn()
@@ -44,6 +51,10 @@ class SlowRelay:
         except OSError:
             pass
         finally:
+            try:  # a close alone sends nothing while the other direction's thread still reads the socket
+                target.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
             target.close()
 
     def _wait_turn(self) -> None:
@@ -54,6 +65,25 @@ class SlowRelay:
             self.held -= 1
             if self._allowance:
                 self._allowance -= 1
+
+    def _wait_new(self) -> None:
+        """Wait until the requests of a connection accepted while holding new ones may pass."""
+        with self._turn:
+            self.new_held += 1
+            self._turn.notify_all()
+            self._turn.wait_for(lambda: self._closed or not self._hold_new)
+            self.new_held -= 1
+
+    def hold_new(self) -> None:
+        """The requests of connections accepted from now on wait (until ``release_new`` or ``close``)."""
+        with self._turn:
+            self._hold_new = True
+
+    def release_new(self) -> None:
+        """Let the held new connections' requests pass, and new connections' from now on."""
+        with self._turn:
+            self._hold_new = False
+            self._turn.notify_all()
 
     def hold(self) -> None:
         """From now on the server's replies wait (until ``let_through``, ``release`` or ``close``)."""

@@ -149,6 +149,17 @@ def test_a_cancel_request_reaches_its_session(start_proxy: StartProxy) -> None:
     assert listener_row(proxy, port)["connections_total"] == 3  # the session, the watcher, the cancel request
 
 
+def test_a_cancel_request_is_done_when_the_client_is_told_so(start_proxy: StartProxy) -> None:
+    """The listener closes the client's cancel connection only after each server closed the one it sent it on, the
+    server having acted on it: a cancel sent while nothing runs is spent and never cancels the next statement."""
+    port = free_port()
+    start_proxy(forward_config(port))
+    with connect(port) as conn:
+        for _ in range(5):
+            conn.cancel_safe()
+            assert conn.execute("SELECT pg_sleep(0.2), 7").fetchone() == ("", 7)
+
+
 def test_offline_soft_drains_and_offline_hard_closes(start_proxy: StartProxy) -> None:
     port = free_port()
     config = forward_config(port)

@@ -13,14 +13,28 @@ import subprocess
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import psycopg
 import pytest
 
 from devstack.certs import loopback_certificate
+from devstack.ports import free_port
+from devstack.proxy import ProxyProcess
 from devstack.stack import wait_until
-from tests.live.proxyapp.pgproxy.conftest import DATABASE, HG, PASSWORD, ROLE, Pooler, pool_config, server_sessions
+from tests.live.proxyapp.pgproxy.conftest import (
+    DATABASE,
+    HG,
+    PASSWORD,
+    PG_HOST,
+    PG_PORT,
+    ROLE,
+    Pooler,
+    pool_config,
+    server_sessions,
+)
+from tests.support.relay import SlowRelay
 
 StartPooler = Callable[..., Pooler]
 
@@ -179,6 +193,67 @@ def test_a_cancel_request_reaches_the_running_query(start_pooler: StartPooler) -
         thread.join(30)
         assert [type(e) for e in errors] == [psycopg.errors.QueryCanceled]
         assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+@pytest.mark.parametrize("through", ["direct", "pooler"])
+def test_a_cancel_request_is_done_when_the_client_is_told_so(start_pooler: StartPooler, through: str) -> None:
+    """libpq's cancel returns when the server closes the cancel connection, the server having acted on it by then;
+    the pooler closes the client's only after the server closed its own, so a cancel sent while nothing runs is
+    spent, as direct, and never cancels the session's next statement (asyncpg's COPY tests cancel after a CopyFail)."""
+    pooler = start_pooler()
+    direct = dict(host=PG_HOST, port=PG_PORT, user=ROLE, password=PASSWORD, dbname=DATABASE, sslmode="disable")
+    with psycopg.connect(**direct) if through == "direct" else pooler.connect() as conn:
+        conn.execute("SELECT 1")  # in a transaction: the session holds its server connection, idle
+        for _ in range(5):
+            conn.cancel_safe()
+            assert conn.execute("SELECT pg_sleep(0.2), 7").fetchone() == ("", 7)
+        conn.rollback()
+
+
+def test_a_late_cancel_never_reaches_the_next_client_of_its_connection(
+    pg_database: str, start_proxy: Callable[[dict[str, Any]], ProxyProcess]
+) -> None:
+    """A's CancelRequest reaches the server late (the relay holds it) while A's transaction ends: A's connection,
+    the only one, goes to B only once the server has acted on the cancel, so B's statement runs whole."""
+    relay = SlowRelay(PG_PORT)
+    port = free_port()
+    config = pool_config(port, max_connections=1)
+    config["pgsql_servers"][0]["port"] = relay.listener.getsockname()[1]
+    pooler = Pooler(start_proxy(config), port)
+    try:
+        a = pooler.connect()
+        a.execute("SELECT 1")  # in a transaction: A holds the one server connection, idle
+        relay.hold_new()
+        cancel = threading.Thread(target=a.cancel_safe)
+        cancel.start()
+        wait_until(lambda: relay.new_held == 1, "the cancel request held on its way", 10)
+        a.commit()
+        outcome: list[object] = []
+
+        def second_client() -> None:
+            try:
+                with pooler.connect() as b:
+                    outcome.append(b.execute("SELECT pg_sleep(0.5), 'whole'").fetchone())
+            except psycopg.Error as exc:
+                outcome.append(exc)
+
+        b_thread = threading.Thread(target=second_client)
+        b_thread.start()
+        wait_until(
+            lambda: (
+                pooler.stats()["waiting_clients"] == 1
+                or ("active", "SELECT pg_sleep(0.5), 'whole'") in server_sessions()
+            ),
+            "B waiting for the connection, or running on it",
+            10,
+        )
+        relay.release_new()
+        cancel.join(30)
+        b_thread.join(30)
+        assert outcome == [("", "whole")]
+        a.close()
+    finally:
+        relay.close()
 
 
 def test_errors_reach_the_client_with_their_fields(start_pooler: StartPooler) -> None:
