@@ -1,4 +1,4 @@
-"""The sharding digests of a cluster: each node's last ``sharding_digest`` section (``proxyapp.sharding.stats``: per
+"""The sharding digests of a cluster: each node's last ``sharding_digest`` section (``proxyapp.report.sharding``: per
 statement on sharded tables, how often it reached one shard, several or was refused, and what its merges cost),
 merged across the nodes by (schemaname, digest), worst scatter ratio first, so a DBA sees which statements miss
 the shard key. The Shards page, the digests page and the API read them here."""
@@ -10,7 +10,7 @@ from dataclasses import asdict
 from fleet.core.models import Cluster, ProxyNode
 from fleet.core.stats import read_section
 from proxyapp.report.reader import ShardingRow, read_sharding
-from proxyapp.sharding.stats import merge_rows
+from proxyapp.report.sharding import merge_rows
 
 #: How many sharding digests the Shards page and the API list.
 TOP = 50

@@ -40,8 +40,8 @@ from proxyapp import credential
 from proxyapp.config.document import ConfigError, parse_config
 from proxyapp.node.node import AppliedVersion, NodeStore
 from proxyapp.node.signature import SignatureError, SignedConfig, verify
+from proxyapp.report.sharding import most_scattered
 from proxyapp.report.stats import order_digest_rows
-from proxyapp.sharding.stats import most_scattered
 
 log = logging.getLogger("proxyapp.node.agent")
 

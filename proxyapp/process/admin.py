@@ -80,7 +80,7 @@ class AdminProvider(Protocol):
         ``query_digest`` (stats_mysql_query_digest rows), ``query_rules`` (``{"rule_id", "hits"}`` rows) and
         ``config`` (``{"checksum": str, "loaded_at": float, "source": str}``); optionally
         ``query_digest_overflow`` (queries not recorded because the digest table was full), ``sharding_digest``
-        (``proxyapp.sharding.stats``), ``sharding_tables`` (``proxyapp.sharding.tablerows``), ``server_transitions``,
+        (``proxyapp.report.sharding``), ``sharding_tables`` (``proxyapp.sharding.tablerows``), ``server_transitions``,
         ``monitor`` and ``monitor_checks`` (``proxyapp.backends.monitor``); any others are passed through to
         ``GET /stats``.
         """

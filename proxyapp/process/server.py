@@ -32,6 +32,7 @@ from proxyapp.pgproxy.front import PgFront
 from proxyapp.process.admin import AdminServer
 from proxyapp.process.memory import TRIM_EVERY_S, Memory
 from proxyapp.report.eventslog import EventsLog
+from proxyapp.report.sharding import ShardingStats
 from proxyapp.report.stats import DigestStats, GlobalCounters
 from proxyapp.rules.cache import QueryCache
 from proxyapp.rules.runtime import Runtime
@@ -44,7 +45,6 @@ from proxyapp.session.throttle import AuthThrottle
 from proxyapp.sharding.coordinator import Coordinator, monitor_connect
 from proxyapp.sharding.nodeblocks import NodeBlocks
 from proxyapp.sharding.sequence import Sequences
-from proxyapp.sharding.stats import ShardingStats
 from proxyapp.sharding.tablerows import TableRows
 from proxyapp.tasks import spawn
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from proxyapp.sharding.stats import merge_rows as merge_sharding_rows
+from proxyapp.report.sharding import merge_rows as merge_sharding_rows
 
 _SUMMED_POOL = (
     "ConnUsed",

@@ -153,7 +153,7 @@ class PgsqlDigestRow:
 
 @dataclass(frozen=True, slots=True)
 class ShardingRow:
-    """A ``sharding_digest`` row (``proxyapp.sharding.stats``): how often a statement on sharded tables reached one
+    """A ``sharding_digest`` row (``proxyapp.report.sharding``): how often a statement on sharded tables reached one
     shard, several (a scatter) or was refused, the shards it reached in all, and its merges' rows and microseconds;
     ``scatter_ratio`` is the share of the statements that ran that scattered."""
 

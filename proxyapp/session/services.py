@@ -16,6 +16,7 @@ from proxyapp.hotrows.heat import HeatMap
 from proxyapp.hotrows.service import HotRows
 from proxyapp.mysql.tls import TlsContexts
 from proxyapp.report.eventslog import EventsLog
+from proxyapp.report.sharding import ShardingStats
 from proxyapp.report.stats import DigestStats, GlobalCounters
 from proxyapp.rules.cache import QueryCache
 from proxyapp.rules.runtime import Runtime
@@ -24,7 +25,6 @@ from proxyapp.session.seats import Seats
 from proxyapp.session.throttle import AuthThrottle
 from proxyapp.sharding.coordinator import Coordinator
 from proxyapp.sharding.sequence import Sequences
-from proxyapp.sharding.stats import ShardingStats
 
 
 class SessionServices:

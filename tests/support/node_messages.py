@@ -9,7 +9,7 @@ from typing import Any
 from fleet.core import tasks
 from fleet.core.models import ConfigVersion, ProxyNode
 from proxyapp.report.merge import PGSQL_COUNTS
-from proxyapp.sharding.stats import with_ratio
+from proxyapp.report.sharding import with_ratio
 
 
 def pool_row(host: str, port: int, hostgroup: int, status: str = "ONLINE", **figures: float) -> dict[str, Any]:

@@ -9,6 +9,7 @@ new connections can wait too (a server slow to act on a new connection's first m
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 
@@ -51,10 +52,8 @@ class SlowRelay:
         except OSError:
             pass
         finally:
-            try:  # a close alone sends nothing while the other direction's thread still reads the socket
+            with contextlib.suppress(OSError):  # a close alone sends nothing while another thread reads it
                 target.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             target.close()
 
     def _wait_turn(self) -> None:

@@ -34,8 +34,8 @@ from proxyapp.report.reader import (
     read_sharding_tables,
     read_transitions,
 )
+from proxyapp.report.sharding import ShardingStats
 from proxyapp.report.stats import DigestStats, GlobalCounters
-from proxyapp.sharding.stats import ShardingStats
 from tests.support.node_messages import (
     digest_row,
     pgsql_pool_row,

@@ -1,9 +1,9 @@
-"""Per-digest sharding statistics (proxyapp.sharding.stats): a statement counted by the shards it reached, rows of
+"""Per-digest sharding statistics (proxyapp.report.sharding): a statement counted by the shards it reached, rows of
 several workers merged with their scatter ratio, the table bounded, and the rows a node's report carries."""
 
 from __future__ import annotations
 
-from proxyapp.sharding.stats import ShardingStats, merge_rows, most_scattered
+from proxyapp.report.sharding import ShardingStats, merge_rows, most_scattered
 from tests.support.node_messages import sharding_row
 
 
