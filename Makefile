@@ -114,10 +114,10 @@ test-sharding-long: deps build
 clean:
 	@if [ -x $(PY) ]; then \
 	  for state in $$(find var -name sandbox.json 2>/dev/null); do \
-	    $(PY) manage.py sandbox down --dir "$$(cd "$$(dirname "$$state")" && pwd)"; \
+	    $(PY) -m devstack.sandboxes mysql down --dir "$$(cd "$$(dirname "$$state")" && pwd)"; \
 	  done; \
 	  for state in $$(find var -name pgsandbox.json 2>/dev/null); do \
-	    $(PY) manage.py pgsandbox down --dir "$$(cd "$$(dirname "$$state")" && pwd)"; \
+	    $(PY) -m devstack.sandboxes pgsql down --dir "$$(cd "$$(dirname "$$state")" && pwd)"; \
 	  done; \
 	fi
 	rm -rf var

@@ -1,10 +1,10 @@
 """Throwaway PostgreSQL servers on free loopback ports: a primary and N streaming replicas, Debian's binaries.
 
-The PostgreSQL twin of ``devstack/sandbox.py`` (plain Python, no Django; ``python manage.py pgsandbox`` wraps it):
-everything lives under one base directory whose state file (``pgsandbox.json``) records the shape, the settings and
-every server's port and pid, so ``down`` stops only those processes. The binaries are those of the newest version
-under ``/usr/lib/postgresql`` (``initdb``, ``postgres``, ``pg_basebackup``). PostgreSQL refuses to run as root, so a
-root caller runs them as the ``postgres`` system user, which then owns the base directory.
+The PostgreSQL twin of ``devstack/sandbox.py`` (plain Python, no Django; ``python -m devstack.sandboxes pgsql``
+wraps it): everything lives under one base directory whose state file (``pgsandbox.json``) records the shape, the
+settings and every server's port and pid, so ``down`` stops only those processes. The binaries are those of the
+newest version under ``/usr/lib/postgresql`` (``initdb``, ``postgres``, ``pg_basebackup``). PostgreSQL refuses to run
+as root, so a root caller runs them as the ``postgres`` system user, which then owns the base directory.
 
 Each server listens on 127.0.0.1 only, its unix socket in its own directory (``<base>/<name>``). Replicas are
 ``pg_basebackup`` copies of the primary, streaming from it (``standby.signal``, ``primary_conninfo`` naming the

@@ -210,7 +210,7 @@ def banner(number: int, checksum: str, admin_password: str, redis_url: str) -> s
 def supervise(services: list[stack.Service], sandboxes: list[Sandbox | PgSandbox]) -> None:
     """Until Ctrl-C: a child that exits is logged and started again while the others keep running (the nodes
     serve whatever happens to the control plane); one that keeps exiting is left stopped. A sandbox server stopped
-    from another shell (``sandbox stop NAME``) is reaped, not left a zombie."""
+    from another shell (``devstack.sandboxes mysql stop NAME``) is reaped, not left a zombie."""
     policy = stack.RestartPolicy()
     given_up: set[int] = set()
     while True:

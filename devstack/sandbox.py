@@ -1,7 +1,7 @@
 """Throwaway MariaDB servers on free loopback ports: a primary and N replicas wired with GTID replication.
 
 Plain Python (no Django): the proxy's tests, ``make run`` and the benchmarks use it directly, and
-``python manage.py sandbox`` wraps it. Everything lives under one base directory; its state file
+``python -m devstack.sandboxes mysql`` wraps it. Everything lives under one base directory; its state file
 (``sandbox.json``) records the shape and every server's port and pid, so ``down`` stops only those processes.
 
 Every server has ``root`` with no password over TCP, and the primary creates (and so replicates to every
@@ -292,7 +292,7 @@ class Sandbox:
 
     def reap(self) -> None:
         """Collect the exit status of this sandbox's servers that ended while this process is their parent: one a
-        ``sandbox stop NAME`` from another shell stopped stays a zombie until its parent does."""
+        ``devstack.sandboxes mysql stop NAME`` from another shell stopped stays a zombie until its parent does."""
         state = self._load()
         for server in state.servers if state else []:
             if server.pid:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -103,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--suite", action="append", choices=sorted(SUITES), help="run only this suite (repeatable)")
     parser.add_argument("--write-docs", action="store_true", help="write docs/compatibility.md from this run")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # a SIGTERM stops the proxy and PgBouncer it started
     names = args.suite or (list(CI_SUITES) if args.ci else list(SUITES))
     by_design = expectations.load(expectations.BY_DESIGN, need_issue=False)
     known = expectations.load(expectations.KNOWN_DEFECTS, need_issue=True)

@@ -60,8 +60,8 @@ from proxyapp.config.tables import (
 from proxyapp.config.variables import Variables
 from proxyapp.mysql.backend import BackendConnection, BackendError, Credentials
 from proxyapp.mysql.constants import Command
-from proxyapp.mysql.packets import ErrPacket, ProtocolError
-from proxyapp.mysql.wire import PeerClosed
+from proxyapp.mysql.packets import ErrPacket
+from proxyapp.mysql.wire import CONNECTION_LOST
 from proxyapp.pgsql.auth import ServerSecret
 from proxyapp.pgsql.backend import PgConnection, PgError, PgUnreachable
 
@@ -400,7 +400,7 @@ class Monitor:
             conn = kept
             try:
                 return await self._query(check, conn, server)
-            except (PeerClosed, ProtocolError, OSError) as broken:
+            except CONNECTION_LOST as broken:
                 server.discard(conn)
                 raise _Unreachable(f"lost the connection to {show_address(server.address)}: {broken}") from None
             except BaseException:  # a timeout (cancelled): the connection's state is unknown

@@ -34,8 +34,7 @@ from proxyapp.config.variables import Variables
 from proxyapp.driver import RUNNING, Driver
 from proxyapp.mysql.backend import BackendConnection, BackendError, Credentials
 from proxyapp.mysql.constants import Command, ErrorCode
-from proxyapp.mysql.packets import ProtocolError
-from proxyapp.mysql.wire import PeerClosed
+from proxyapp.mysql.wire import CONNECTION_LOST
 from proxyapp.report.stats import GlobalCounters
 from proxyapp.tasks import spawn
 
@@ -765,7 +764,7 @@ class Hostgroup:
         timeout = self.manager.settings.ping_timeout_server_ms / 1000
         try:
             alive = await asyncio.wait_for(conn.simple_command(bytes((Command.PING,))), timeout) is None
-        except (PeerClosed, ProtocolError, OSError, TimeoutError):
+        except CONNECTION_LOST:
             alive = False
         if alive:
             conn.last_used = self.manager.clock.now()

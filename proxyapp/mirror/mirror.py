@@ -55,8 +55,8 @@ from proxyapp.config.document import Config
 from proxyapp.config.variables import ordered_mirror_hostgroups
 from proxyapp.mirror.spill import SpillRecord, SpillStore
 from proxyapp.mysql.backend import BackendConnection, Credentials
-from proxyapp.mysql.packets import ErrPacket, ProtocolError
-from proxyapp.mysql.wire import PeerClosed, Response, read_response
+from proxyapp.mysql.packets import ErrPacket
+from proxyapp.mysql.wire import CONNECTION_LOST, Response, read_response
 from proxyapp.report.stats import GlobalCounters
 from proxyapp.rules.engine import QueryContext, RuleEngine, RuleOutcome
 from proxyapp.session.events import QueryDone, SessionListener
@@ -704,7 +704,7 @@ class Mirror(SessionListener):
             else:
                 self._complete(1)
             reusable = entry.reusable and not conn.in_transaction
-        except (PeerClosed, ProtocolError, OSError) as lost:
+        except CONNECTION_LOST as lost:
             self._fail(LOST_CONNECTION)
             self.last_error = f"hostgroup {entry.hostgroup}: lost the mirror connection: {lost}"
         finally:
@@ -981,7 +981,7 @@ class Mirror(SessionListener):
             return False
         try:
             return await self._run_unit(lane, conn, unit)
-        except (PeerClosed, ProtocolError, OSError) as lost:
+        except CONNECTION_LOST as lost:
             self._release(lane, reusable=False)
             lane.error = self.last_error = f"hostgroup {lane.hostgroup}: lost the mirror connection: {lost}"
             unit.attempts += 1

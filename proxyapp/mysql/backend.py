@@ -24,7 +24,7 @@ from proxyapp.mysql.handshake import ClientLogin, ServerGreeting, parse_auth_swi
 from proxyapp.mysql.packets import ErrPacket, ProtocolError, parse_err, parse_ok
 from proxyapp.mysql.resultset import read_named_result, read_text_result
 from proxyapp.mysql.stream import open_wire
-from proxyapp.mysql.wire import STATUS_UNKNOWN, PeerClosed, Response, Wire, read_response
+from proxyapp.mysql.wire import CONNECTION_LOST, STATUS_UNKNOWN, Response, Wire, read_response
 
 _IN_TRANS: Final = 0x0001  # Status.IN_TRANS
 _PING = bytes((Command.PING,))
@@ -162,7 +162,7 @@ class BackendConnection:
         self.status = STATUS_UNKNOWN
         try:
             refused = await self.simple_command(_PING)
-        except (PeerClosed, ProtocolError, OSError):
+        except CONNECTION_LOST:
             refused = None
         if refused is not None or self.status == STATUS_UNKNOWN:
             self.wire.close()
@@ -211,7 +211,7 @@ class BackendConnection:
             raise BackendError(
                 f"TLS with {host}:{port} failed: {failed.reason or failed}", ErrorCode.SSL_CONNECTION
             ) from None
-        except (OSError, PeerClosed) as refused:
+        except OSError as refused:
             reason = os.strerror(refused.errno) if refused.errno else str(refused)  # "Connection refused"
             raise BackendError(f"cannot connect to {host}:{port}: {reason}") from None
         except ProtocolError as malformed:

@@ -79,6 +79,11 @@ class PeerClosed(ConnectionError):
     """The peer closed the connection (or it broke) before a whole packet arrived."""
 
 
+#: What a lost connection to a server raises, caught as one family: it closed or broke (``PeerClosed`` and every
+#: other ``OSError``, ``TimeoutError`` among them), or it sent what is not MySQL (``ProtocolError``).
+CONNECTION_LOST = (OSError, ProtocolError)
+
+
 class Transport(Protocol):
     """What a wire asks of its transport: uvloop's and asyncio's stream transports, and ``stream.SocketTransport``."""
 

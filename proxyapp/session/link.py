@@ -15,8 +15,8 @@ from proxyapp.clock import MONOTONIC
 from proxyapp.config.variables import NO_TIMEOUT_MS
 from proxyapp.mysql.backend import BackendConnection, BackendError
 from proxyapp.mysql.constants import ErrorCode
-from proxyapp.mysql.packets import ErrPacket, ProtocolError
-from proxyapp.mysql.wire import STATUS_UNKNOWN, PeerClosed, Relay, Response, read_response, walked_response
+from proxyapp.mysql.packets import ErrPacket
+from proxyapp.mysql.wire import CONNECTION_LOST, STATUS_UNKNOWN, Relay, Response, read_response, walked_response
 from proxyapp.rules.engine import RuleOutcome
 from proxyapp.session.client import Client, SessionEnd
 from proxyapp.session.relay import Forward, InfileAbandoned, Runner
@@ -156,7 +156,7 @@ class BackendLink:
                             )
                 else:
                     response = await run(conn, relay)
-            except (PeerClosed, ProtocolError, OSError) as exc:
+            except CONNECTION_LOST as exc:
                 lost: BaseException | None = exc
             except InfileAbandoned as abandoned:
                 # As the server does: the statement is abandoned with its connection (closed mid-file, the server
@@ -316,7 +316,7 @@ class BackendLink:
     async def _sync_safely(self, conn: BackendConnection, schema: str | None = None) -> ErrPacket | None:
         try:
             return await bring(conn, self.state, schema)
-        except (PeerClosed, ProtocolError, OSError) as exc:
+        except CONNECTION_LOST as exc:
             pool = conn.pool
             assert isinstance(pool, ServerPool)
             self.lose(conn, pool)
@@ -370,7 +370,7 @@ class BackendLink:
         pool.queries += 1  # the backend runs it as a command of its own
         try:
             err = await conn.simple_command(opening)
-        except (PeerClosed, ProtocolError, OSError) as exc:
+        except CONNECTION_LOST as exc:
             self.lose(conn, pool)
             self.end_transaction()
             self.client.send_error(
@@ -416,7 +416,7 @@ class BackendLink:
         if reset and (conn.dirty or conn.in_transaction or self.state.transaction_open or self.state.pins & DIRTY_PINS):
             try:
                 reusable = await asyncio.wait_for(conn.reset(), 2)
-            except (PeerClosed, ProtocolError, TimeoutError, OSError):
+            except CONNECTION_LOST:
                 reusable = False
         pool.hostgroup.release(conn, pool, reusable)
 
@@ -443,7 +443,7 @@ class BackendLink:
         try:
             await killer.query(f"KILL QUERY {conn.thread_id}")
             self.services.counters.mysql_killed_backend_queries += 1
-        except (PeerClosed, ProtocolError, OSError) as exc:
+        except CONNECTION_LOST as exc:
             log.warning("session %d: cannot kill %s: %s", self.session_id, what, exc)
         finally:
             killer.close()
@@ -457,7 +457,7 @@ class BackendLink:
         unique = list(dict.fromkeys(names))
         try:
             result = await conn.fetch_row("SELECT " + ", ".join(user_variable(n) for n in unique))
-        except (PeerClosed, ProtocolError, OSError):
+        except CONNECTION_LOST:
             return False
         if isinstance(result, ErrPacket):
             return False
@@ -471,7 +471,7 @@ class BackendLink:
         """After ``LAST_INSERT_ID(expr)`` (no OK packet tells it), read the session's insert id back."""
         try:
             result = await conn.fetch_row("SELECT LAST_INSERT_ID()")
-        except (PeerClosed, ProtocolError, OSError):
+        except CONNECTION_LOST:
             return
         if not isinstance(result, ErrPacket) and result[1] and result[1][0] is not None:
             self.last_insert_id = int(result[1][0])

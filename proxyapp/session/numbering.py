@@ -17,8 +17,8 @@ from contextlib import asynccontextmanager
 from proxyapp.backends.pool import PoolError
 from proxyapp.mysql.backend import BackendConnection, Credentials
 from proxyapp.mysql.constants import ErrorCode
-from proxyapp.mysql.packets import ErrPacket, ProtocolError
-from proxyapp.mysql.wire import PeerClosed, Response
+from proxyapp.mysql.packets import ErrPacket
+from proxyapp.mysql.wire import CONNECTION_LOST, Response
 from proxyapp.session.client import Client
 from proxyapp.session.link import release
 from proxyapp.session.services import SessionServices
@@ -132,7 +132,7 @@ class _Reserver:
         except SequenceError:
             reusable = True
             raise
-        except (PeerClosed, ProtocolError, OSError) as exc:
+        except CONNECTION_LOST as exc:
             raise SequenceError(ErrorCode.BACKEND_LOST, f"{where}: lost connection: {exc}") from None
         finally:
             release(conn, reusable=reusable)

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from proxyapp.mysql.backend import BackendConnection
 from proxyapp.mysql.constants import ErrorCode
-from proxyapp.mysql.packets import ErrPacket, ProtocolError
-from proxyapp.mysql.wire import PeerClosed
+from proxyapp.mysql.packets import ErrPacket
+from proxyapp.mysql.wire import CONNECTION_LOST
 from proxyapp.session.client import Client
 from proxyapp.session.link import BackendLink, release
 from proxyapp.session.prepared import ClientStatement, prepare_anew, rendered, with_client_id
@@ -47,7 +47,7 @@ class ShardedStatements:
             return False
         try:
             result, raw = await prepare_anew(conn, rewrite(stmt.sql, shard))
-        except (PeerClosed, ProtocolError, OSError) as exc:
+        except CONNECTION_LOST as exc:
             release(conn, reusable=False)
             self.client.send_error(
                 ErrorCode.BACKEND_LOST,

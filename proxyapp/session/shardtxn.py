@@ -22,8 +22,8 @@ from collections.abc import Collection
 from proxyapp.backends.pool import ServerPool
 from proxyapp.mysql.backend import BackendConnection
 from proxyapp.mysql.constants import Command
-from proxyapp.mysql.packets import ErrPacket, ProtocolError
-from proxyapp.mysql.wire import PeerClosed
+from proxyapp.mysql.packets import ErrPacket
+from proxyapp.mysql.wire import CONNECTION_LOST
 from proxyapp.session.client import Client, server_status
 from proxyapp.session.link import BackendLink, release
 from proxyapp.session.services import SessionServices
@@ -82,7 +82,7 @@ class ShardTransaction:
             return None
         try:
             err = await conn.simple_command(bytes((Command.QUERY,)) + xa_start_sql(self.xid, shard.number).encode())
-        except (PeerClosed, ProtocolError, OSError) as exc:
+        except CONNECTION_LOST as exc:
             pool = conn.pool
             assert isinstance(pool, ServerPool)
             link.lose(conn, pool)
@@ -156,7 +156,7 @@ class ShardTransaction:
                 continue
             try:
                 err = await branch.conn.simple_command(bytes((Command.QUERY,)) + sql.encode("utf-8", "surrogateescape"))
-            except (PeerClosed, ProtocolError, OSError) as exc:
+            except CONNECTION_LOST as exc:
                 err = ErrPacket(2013, "HY000", f"Lost connection to shard {branch.shard}: {exc}")
             first = first or err
         return first

@@ -14,8 +14,7 @@ from typing import Final
 from proxyapp.hotrows.marks import MarkError, column_keys, hinted, ordered
 from proxyapp.hotrows.queues import DEADLOCK, GRANTED, REFUSED, TIMED_OUT, UNQUEUED, WITHDRAWN, QueueKey
 from proxyapp.mysql.constants import ErrorCode
-from proxyapp.mysql.packets import ProtocolError
-from proxyapp.mysql.wire import PeerClosed
+from proxyapp.mysql.wire import CONNECTION_LOST
 from proxyapp.rules.engine import RuleOutcome
 from proxyapp.session.client import Client, SessionEnd
 from proxyapp.session.link import BackendLink
@@ -126,7 +125,7 @@ class TransactionQueue:
             try:
                 await conn.simple_command(b"\x03ROLLBACK")
                 lost = False
-            except (PeerClosed, ProtocolError, OSError):
+            except CONNECTION_LOST:
                 lost = True
             if lost:  # awaited outside the ``except`` block (``backends.pool._search`` says why)
                 await link.drop(reset=False)

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from proxyapp.mysql.backend import BackendError
-from proxyapp.mysql.packets import ErrPacket, ProtocolError
-from proxyapp.mysql.wire import PeerClosed
+from proxyapp.mysql.packets import ErrPacket
+from proxyapp.mysql.wire import CONNECTION_LOST
 from proxyapp.sharding.shardmap import ShardMap
 from proxyapp.sharding.xa import Connect
 
@@ -118,7 +118,7 @@ class TableRows:
         else:
             try:
                 answer = await self._query(server, rows_sql(tables))
-            except (BackendError, PeerClosed, ProtocolError, OSError, TimeoutError) as exc:
+            except (BackendError, *CONNECTION_LOST) as exc:
                 error = f"{server}: {exc or 'timed out'}"
             else:
                 if isinstance(answer, ErrPacket):

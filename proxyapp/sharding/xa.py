@@ -52,8 +52,8 @@ from enum import StrEnum
 
 from proxyapp.mysql.backend import BackendConnection, BackendError
 from proxyapp.mysql.constants import ErrorCode
-from proxyapp.mysql.packets import ErrPacket, ProtocolError
-from proxyapp.mysql.wire import PeerClosed
+from proxyapp.mysql.packets import ErrPacket
+from proxyapp.mysql.wire import CONNECTION_LOST
 from proxyapp.sharding.decisions import DecisionLog
 
 log = logging.getLogger("proxyapp.sharding.xa")
@@ -232,7 +232,7 @@ async def _run(branch: Branch, sql: str, timeout: float) -> ErrPacket | None:
     except TimeoutError:
         branch.conn.close()
         raise _Lost(f"no answer to {sql.split(' ', 2)[1]} within {timeout:g} s") from None
-    except (PeerClosed, ProtocolError, OSError) as exc:
+    except CONNECTION_LOST as exc:
         branch.conn.close()
         raise _Lost(f"connection lost: {exc}") from None
     if response.error is not None and branch.conn.wire.transport.is_closing():
@@ -397,7 +397,7 @@ async def _recover_server(
                 clean = False
         if clean:
             report.scanned.add(server)
-    except (PeerClosed, ProtocolError, OSError, TimeoutError) as exc:
+    except CONNECTION_LOST as exc:
         report.errors.append(f"{server}: connection lost: {exc or 'timed out'}")
     finally:
         conn.close()

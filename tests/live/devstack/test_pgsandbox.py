@@ -15,7 +15,6 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from django.core.management import call_command
 
 from devstack.pgsandbox import (
     APP_PASSWORD,
@@ -29,6 +28,7 @@ from devstack.pgsandbox import (
     PgSandbox,
 )
 from devstack.sandbox import pid_alive
+from devstack.sandboxes import main as sandboxes
 from tests.conftest import TEST_PG_SANDBOX_DIR, module_pg_sandbox_dir
 
 #: Whether this session is encrypted, asked of the server.
@@ -102,7 +102,7 @@ def test_up_again_in_the_same_shape_returns_the_running_servers(pg_sandbox: PgSa
 
 def test_status_command_json(pg_sandbox: PgSandbox) -> None:
     out = io.StringIO()
-    call_command("pgsandbox", "status", "--json", "--dir", TEST_PG_SANDBOX_DIR, stdout=out)
+    assert sandboxes(["pgsql", "status", "--json", "--dir", TEST_PG_SANDBOX_DIR], out) == 0
     rows = json.loads(out.getvalue())
     assert [(r["name"], r["role"], r["running"]) for r in rows] == [
         ("primary", "primary", True),
@@ -134,8 +134,8 @@ def test_command_up_kill_start_and_down_stops_every_process() -> None:
     box = PgSandbox(where)
     try:
         out = io.StringIO()
-        command = ("pgsandbox", "up", "--set", "max_connections=150", "--tls", "on", "--json", "--dir", where)
-        call_command(*command, stdout=out)
+        command = ("up", "--set", "max_connections=150", "--tls", "on", "--json", "--dir", where)
+        assert sandboxes(["pgsql", *command], out) == 0
         assert [r["role"] for r in json.loads(out.getvalue())] == ["primary", "replica"]
         primary, replica = box.status()
         for server in (primary, replica):
@@ -159,7 +159,7 @@ def test_command_up_kill_start_and_down_stops_every_process() -> None:
 
         processes = [pid for s in box.status() for pid in (s.pid, *s.children())]
         assert len(processes) > 4  # postmasters with their checkpointers, walsender, walreceiver...
-        call_command("pgsandbox", "down", "--dir", where, stdout=io.StringIO())
+        assert sandboxes(["pgsql", "down", "--dir", where], io.StringIO()) == 0
         assert not [pid for pid in processes if pid_alive(pid)]
         assert not (REPO / where).exists()
         assert box.status() == []

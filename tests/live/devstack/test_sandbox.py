@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pymysql
 import pytest
-from django.core.management import call_command
 
 from devstack.sandbox import (
     APP_PASSWORD,
@@ -23,6 +22,7 @@ from devstack.sandbox import (
     SandboxServer,
     pid_alive,
 )
+from devstack.sandboxes import main as sandboxes
 from devstack.stack import wait_until
 from tests.conftest import TEST_SANDBOX_DIR
 
@@ -104,7 +104,7 @@ def test_kill_and_start_keeps_data_and_replication(sandbox: Sandbox) -> None:
 
 def test_status_command_json(sandbox: Sandbox) -> None:
     out = io.StringIO()
-    call_command("sandbox", "status", "--json", "--dir", TEST_SANDBOX_DIR, stdout=out)
+    assert sandboxes(["mysql", "status", "--json", "--dir", TEST_SANDBOX_DIR], out) == 0
     rows = json.loads(out.getvalue())
     assert [(r["name"], r["role"], r["running"]) for r in rows] == [
         ("primary", "primary", True),
@@ -119,7 +119,7 @@ def test_status_command_json(sandbox: Sandbox) -> None:
 def test_command_semi_sync_up_kill_and_down(tmp_path: Path) -> None:
     base = tmp_path / "box"
     out = io.StringIO()
-    call_command("sandbox", "up", "--replicas", "1", "--semi-sync", "--json", "--dir", str(base), stdout=out)
+    assert sandboxes(["mysql", "up", "--replicas", "1", "--semi-sync", "--json", "--dir", str(base)], out) == 0
     rows = json.loads(out.getvalue())
     assert [r["role"] for r in rows] == ["primary", "replica"]
     box = Sandbox(base)
@@ -135,7 +135,7 @@ def test_command_semi_sync_up_kill_and_down(tmp_path: Path) -> None:
 
     box.kill("replica1")  # a dead server in the state file must not upset down
     pids = [r["pid"] for r in rows]
-    call_command("sandbox", "down", "--dir", str(base), stdout=io.StringIO())
+    assert sandboxes(["mysql", "down", "--dir", str(base)], io.StringIO()) == 0
     assert not any(pid_alive(pid) for pid in pids)
     assert not base.exists()
     assert box.status() == []
@@ -159,17 +159,17 @@ def test_up_restarts_what_stopped_and_keeps_data_and_ports(tmp_path: Path) -> No
         box.up(replicas=1)
         assert box.primary().pid == primary.pid  # the healthy primary was left running
         assert {s.name: s.port for s in box.status()} == ports
-        call_command("sandbox", "stop", "--dir", str(base), stdout=io.StringIO())
+        assert sandboxes(["mysql", "stop", "--dir", str(base)], io.StringIO()) == 0
         assert not any(s.running for s in box.status()) and base.exists()
-        call_command("sandbox", "up", "--dir", str(base), stdout=io.StringIO())
+        assert sandboxes(["mysql", "up", "--dir", str(base)], io.StringIO()) == 0
         assert {s.name: s.port for s in box.status()} == ports
         for server in box.status():
             with server.connect() as conn, conn.cursor() as cur:
                 cur.execute("SELECT id FROM test.kept")
                 assert cur.fetchall() == ((7,),), server.name
-        call_command("sandbox", "stop", "replica1", "--dir", str(base), stdout=io.StringIO())
+        assert sandboxes(["mysql", "stop", "replica1", "--dir", str(base)], io.StringIO()) == 0
         assert [s.running for s in box.status()] == [True, False]
-        call_command("sandbox", "start", "replica1", "--dir", str(base), stdout=io.StringIO())
+        assert sandboxes(["mysql", "start", "replica1", "--dir", str(base)], io.StringIO()) == 0
         assert [s.running for s in box.status()] == [True, True]
     finally:
         box.down()
@@ -184,7 +184,7 @@ def test_a_server_stopped_from_another_shell_is_reaped_not_left_a_zombie(tmp_pat
         box.up(replicas=0)
         pid = box.primary().pid
         assert pid is not None
-        stop = [sys.executable, "manage.py", "sandbox", "stop", "primary", "--dir", str(base)]
+        stop = [sys.executable, "-m", "devstack.sandboxes", "mysql", "stop", "primary", "--dir", str(base)]
         subprocess.run(stop, cwd=REPO, check=True, capture_output=True)
         state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
         assert state == "Z"  # this process is its parent: a zombie until it is reaped
