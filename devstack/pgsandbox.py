@@ -41,7 +41,7 @@ from typing import Any
 import psycopg
 
 from devstack.ports import free_port
-from devstack.sandbox import REPO, SandboxError, pid_alive, reap, wait_gone
+from devstack.sandboxbase import REPO, SandboxError, ServerSandbox, log_since, log_tail, pid_alive, wait_gone
 from devstack.stack import wait_until
 from proxyapp.mysql.tls import make_certificate
 
@@ -216,31 +216,15 @@ def _is_server_process(server: PgServer) -> bool:
     return server.datadir.encode() in argv
 
 
-def _stop(servers: list[PgServer], sig: int) -> None:
-    """Signal the servers' postmasters (only those still ours) and wait until they and their children are gone:
-    SIGINT is PostgreSQL's fast shutdown, SIGQUIT its immediate one, SIGKILL leaves the children to notice."""
-    ours = [s for s in servers if s.pid and _is_server_process(s)]
-    pids = [pid for s in ours for pid in (s.pid, *s.children()) if pid]
-    for server in ours:
-        assert server.pid is not None
-        os.kill(server.pid, sig)
-    stubborn = wait_gone(pids, 10 if sig in (signal.SIGKILL, signal.SIGQUIT) else _STOP_TIMEOUT)
-    for pid in stubborn:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    if wait_gone(stubborn, 10):
-        raise SandboxError(f"could not stop the postgres processes {stubborn}")
-    for server in servers:
-        server.running = False
-
-
-class PgSandbox:
+class PgSandbox(ServerSandbox[PgServer, _State]):
     """A primary and streaming replicas under ``base_dir`` (relative paths are taken from the repository root)."""
 
+    WHAT = "PostgreSQL sandbox"
+    STOP_SIGNAL = signal.SIGINT  # PostgreSQL's fast shutdown
+    DOWN_SIGNAL = signal.SIGQUIT  # its immediate one: the data is thrown away
+
     def __init__(self, base_dir: Path | str = "var/pgsandbox") -> None:
-        base = Path(base_dir)
-        self.base_dir = base if base.is_absolute() else REPO / base
-        self.state_file = self.base_dir / STATE_FILE
+        super().__init__(base_dir, STATE_FILE)
 
     # --- state ------------------------------------------------------------------------------------------
 
@@ -262,27 +246,22 @@ class PgSandbox:
         tmp.write_text(json.dumps(doc, indent=2))
         tmp.replace(self.state_file)
 
-    def status(self) -> list[PgServer]:
-        """The servers this sandbox started (primary first), each with whether it runs now; [] when not up."""
-        state = self._load()
-        return state.servers if state else []
-
-    def primary(self) -> PgServer:
-        """The primary server."""
-        for server in self.status():
-            if server.role == "primary":
-                return server
-        raise SandboxError(f"the PostgreSQL sandbox in {self.base_dir} is not up")
-
-    def replicas(self) -> list[PgServer]:
-        """The replica servers, in order."""
-        return [s for s in self.status() if s.role == "replica"]
-
-    def _server(self, state: _State | None, name: str) -> PgServer:
-        for server in state.servers if state else []:
-            if server.name == name:
-                return server
-        raise SandboxError(f"no PostgreSQL sandbox server named {name!r} in {self.base_dir}")
+    def _stop(self, servers: list[PgServer], sig: int) -> None:
+        """Signal the servers' postmasters (only those still ours) and wait until they and their children are gone:
+        SIGINT is PostgreSQL's fast shutdown, SIGQUIT its immediate one, SIGKILL leaves the children to notice."""
+        ours = [s for s in servers if s.pid and _is_server_process(s)]
+        pids = [pid for s in ours for pid in (s.pid, *s.children()) if pid]
+        for server in ours:
+            assert server.pid is not None
+            os.kill(server.pid, sig)
+        stubborn = wait_gone(pids, 10 if sig in (signal.SIGKILL, signal.SIGQUIT) else _STOP_TIMEOUT)
+        for pid in stubborn:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if wait_gone(stubborn, 10):
+            raise SandboxError(f"could not stop the postgres processes {stubborn}")
+        for server in servers:
+            server.running = False
 
     # --- up and down ------------------------------------------------------------------------------------
 
@@ -343,46 +322,10 @@ class PgSandbox:
                 self._save(state)
             self.wait_replicated()
         except BaseException:
-            _stop(state.servers, signal.SIGKILL)
+            self._stop(state.servers, signal.SIGKILL)
             shutil.rmtree(self.base_dir, ignore_errors=True)
             raise
         return self.status()
-
-    def down(self) -> None:
-        """Stop the servers this sandbox started (only those: pids are checked against their datadirs), with their
-        children, and remove the base directory. A stale or missing state file is fine."""
-        state = self._load()
-        if state:
-            _stop(state.servers, signal.SIGQUIT)  # the data is thrown away: PostgreSQL's immediate shutdown
-        shutil.rmtree(self.base_dir, ignore_errors=True)
-
-    def stop(self, name: str | None = None) -> None:
-        """Shut server ``name`` (every server when None) down cleanly; its data and port stay for ``up``/``start``."""
-        state = self._load()
-        servers = (state.servers if state else []) if name is None else [self._server(state, name)]
-        _stop(servers, signal.SIGINT)
-
-    def reap(self) -> None:
-        """Collect the exit status of this sandbox's postmasters that ended while this process is their parent
-        (as ``Sandbox.reap``)."""
-        state = self._load()
-        for server in state.servers if state else []:
-            if server.pid:
-                reap(server.pid)
-
-    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
-        """Stop one server's postmaster with ``sig`` and wait until it and its children are gone; its data stays."""
-        _stop([self._server(self._load(), name)], sig)
-
-    def start(self, name: str) -> PgServer:
-        """Start a stopped server again on its datadir and port (a replica resumes streaming by itself)."""
-        state = self._load()
-        server = self._server(state, name)
-        if not server.running:
-            assert state is not None
-            self._launch(state, server, port_may_change=False)
-            self._save(state)
-        return server
 
     def wait_replicated(self, timeout: float = 30) -> None:
         """Wait until every running replica streams from the primary and has replayed the primary's WAL as far as
@@ -401,7 +344,7 @@ class PgSandbox:
                 with replica.connect() as conn:
                     _wait_replayed(conn, replica, position, timeout)
         except RuntimeError as exc:
-            tails = "\n".join(f"the end of {r.log}:\n{self._log_tail(r)}" for r in running)
+            tails = "\n".join(f"the end of {r.log}:\n{log_tail(r.log)}" for r in running)
             raise SandboxError(f"{exc}\n{tails}") from None
 
     # --- one server -------------------------------------------------------------------------------------
@@ -510,10 +453,10 @@ class PgSandbox:
                 server.running = True
                 return
             server.pid = None
-            if port_may_change and attempt < _PORT_TRIES and _PORT_IN_USE in self._log_since(server, offset):
+            if port_may_change and attempt < _PORT_TRIES and _PORT_IN_USE in log_since(server.log, offset):
                 server.port = free_port()
                 continue
-            tail = self._log_tail(server)
+            tail = log_tail(server.log)
             raise SandboxError(f"{server.name} exited with status {proc.returncode}; the end of {server.log}:\n{tail}")
 
     def _wait_ready(self, server: PgServer, proc: subprocess.Popen[bytes]) -> bool:
@@ -532,25 +475,9 @@ class PgSandbox:
         try:
             wait_until(ready, f"login to {server.name} on port {server.port}", _START_TIMEOUT, interval=_POLL_S)
         except RuntimeError as exc:
-            _stop([server], signal.SIGKILL)
-            raise SandboxError(f"{exc}; the end of {server.log}:\n{self._log_tail(server)}") from None
+            self._stop([server], signal.SIGKILL)
+            raise SandboxError(f"{exc}; the end of {server.log}:\n{log_tail(server.log)}") from None
         return proc.poll() is None
-
-    @staticmethod
-    def _log_since(server: PgServer, offset: int) -> str:
-        try:
-            with open(server.log, "rb") as f:
-                f.seek(offset)
-                return f.read().decode(errors="replace")
-        except OSError:
-            return ""
-
-    @staticmethod
-    def _log_tail(server: PgServer, lines: int = 25) -> str:
-        try:
-            return "\n".join(server.log.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
 
 
 def _install_certificate(server: PgServer, cert: bytes, key: bytes) -> None:

@@ -16,7 +16,6 @@ against ``Sandbox.ca_file``.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -31,6 +30,14 @@ from typing import Any
 import pymysql
 
 from devstack.ports import free_port
+from devstack.sandboxbase import (
+    SandboxError,
+    ServerSandbox,
+    log_since,
+    log_tail,
+    pid_alive,
+    wait_gone,
+)
 from proxyapp.mysql.tls import make_certificate
 
 REPO = Path(__file__).resolve().parent.parent
@@ -60,10 +67,6 @@ _PRIMARY_SETUP = (
     "CREATE DATABASE IF NOT EXISTS test",
     "CREATE DATABASE IF NOT EXISTS app",
 )
-
-
-class SandboxError(RuntimeError):
-    """A sandbox server could not be set up, started or found."""
 
 
 @dataclass
@@ -109,18 +112,6 @@ class _State:
     tls: bool = False  # the servers offer TLS with the sandbox's certificates
 
 
-def pid_alive(pid: int | None) -> bool:
-    """Whether a process with this pid runs (a zombie does not)."""
-    if not pid:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            # The state follows the parenthesised command name, which may itself contain spaces.
-            return f.read().rpartition(")")[2].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def _is_server_process(server: SandboxServer) -> bool:
     """Whether the recorded pid is alive and still the mariadbd started on this server's datadir."""
     if not pid_alive(server.pid):
@@ -132,45 +123,11 @@ def _is_server_process(server: SandboxServer) -> bool:
     return f"--datadir={server.datadir}".encode() in argv
 
 
-def reap(pid: int) -> None:
-    """Collect the exit status if the process is our own child, so it does not linger as a zombie."""
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)
-
-
-def wait_gone(pids: list[int], timeout: float) -> list[int]:
-    """Wait until the processes have exited; returns those still alive after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        for pid in pids:
-            reap(pid)
-        pids = [pid for pid in pids if pid_alive(pid)]
-        if not pids or time.monotonic() > deadline:
-            return pids
-        time.sleep(0.02)
-
-
-def _stop(servers: list[SandboxServer], sig: int) -> None:
-    """Signal the servers' processes (only those that are still ours) and wait until they are gone."""
-    pids = [s.pid for s in servers if s.pid and _is_server_process(s)]
-    for pid in pids:
-        os.kill(pid, sig)
-    stubborn = wait_gone(pids, 10 if sig == signal.SIGKILL else _STOP_TIMEOUT)
-    for pid in stubborn:
-        os.kill(pid, signal.SIGKILL)
-    if wait_gone(stubborn, 10):
-        raise SandboxError(f"could not stop the mariadbd processes {stubborn}")
-    for server in servers:
-        server.running = False
-
-
-class Sandbox:
+class Sandbox(ServerSandbox[SandboxServer, _State]):
     """A primary and replicas under ``base_dir`` (relative paths are taken from the repository root)."""
 
     def __init__(self, base_dir: Path | str = "var/sandbox") -> None:
-        base = Path(base_dir)
-        self.base_dir = base if base.is_absolute() else REPO / base
-        self.state_file = self.base_dir / "sandbox.json"
+        super().__init__(base_dir, "sandbox.json")
 
     # --- state ------------------------------------------------------------------------------------------
 
@@ -192,27 +149,18 @@ class Sandbox:
         tmp.write_text(json.dumps(doc, indent=2))
         tmp.replace(self.state_file)
 
-    def status(self) -> list[SandboxServer]:
-        """The servers this sandbox started (primary first), each with whether it runs now; [] when not up."""
-        state = self._load()
-        return state.servers if state else []
-
-    def primary(self) -> SandboxServer:
-        """The primary server."""
-        for server in self.status():
-            if server.role == "primary":
-                return server
-        raise SandboxError(f"the sandbox in {self.base_dir} is not up")
-
-    def replicas(self) -> list[SandboxServer]:
-        """The replica servers, in order."""
-        return [s for s in self.status() if s.role == "replica"]
-
-    def _server(self, state: _State | None, name: str) -> SandboxServer:
-        for server in state.servers if state else []:
-            if server.name == name:
-                return server
-        raise SandboxError(f"no sandbox server named {name!r} in {self.base_dir}")
+    def _stop(self, servers: list[SandboxServer], sig: int) -> None:
+        """Signal the servers' processes (only those that are still ours) and wait until they are gone."""
+        pids = [s.pid for s in servers if s.pid and _is_server_process(s)]
+        for pid in pids:
+            os.kill(pid, sig)
+        stubborn = wait_gone(pids, 10 if sig == signal.SIGKILL else _STOP_TIMEOUT)
+        for pid in stubborn:
+            os.kill(pid, signal.SIGKILL)
+        if wait_gone(stubborn, 10):
+            raise SandboxError(f"could not stop the mariadbd processes {stubborn}")
+        for server in servers:
+            server.running = False
 
     # --- up and down ------------------------------------------------------------------------------------
 
@@ -271,46 +219,10 @@ class Sandbox:
                 list(pool.map(lambda r: self._setup_replica(r, primary), others))
             self.wait_replicated()
         except BaseException:
-            _stop(state.servers, signal.SIGKILL)
+            self._stop(state.servers, signal.SIGKILL)
             shutil.rmtree(self.base_dir, ignore_errors=True)
             raise
         return self.status()
-
-    def down(self) -> None:
-        """Stop the servers this sandbox started (only those: pids are checked against their datadirs) and
-        remove the base directory. A stale or missing state file is fine."""
-        state = self._load()
-        if state:
-            _stop(state.servers, signal.SIGKILL)  # the data is thrown away, so no clean shutdown is needed
-        shutil.rmtree(self.base_dir, ignore_errors=True)
-
-    def stop(self, name: str | None = None) -> None:
-        """Shut server ``name`` (every server when None) down cleanly; its data and port stay for ``up``/``start``."""
-        state = self._load()
-        servers = (state.servers if state else []) if name is None else [self._server(state, name)]
-        _stop(servers, signal.SIGTERM)
-
-    def reap(self) -> None:
-        """Collect the exit status of this sandbox's servers that ended while this process is their parent: one a
-        ``devstack.sandboxes mysql stop NAME`` from another shell stopped stays a zombie until its parent does."""
-        state = self._load()
-        for server in state.servers if state else []:
-            if server.pid:
-                reap(server.pid)
-
-    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
-        """Stop one server with ``sig`` and wait until it is gone; its data stays for ``start``."""
-        _stop([self._server(self._load(), name)], sig)
-
-    def start(self, name: str) -> SandboxServer:
-        """Start a stopped server again on its datadir and port (a replica resumes replicating by itself)."""
-        state = self._load()
-        server = self._server(state, name)
-        if not server.running:
-            assert state is not None
-            self._launch(state, server, port_may_change=False)
-            self._save(state)
-        return server
 
     def wait_replicated(self, timeout: float = 30) -> None:
         """Wait until every running replica has applied everything in the primary's binlog (its GTID position)."""
@@ -446,12 +358,12 @@ class Sandbox:
                 server.running = True
                 return
             server.pid = None
-            if port_may_change and attempt < _PORT_TRIES and _PORT_IN_USE in self._log_since(server, log_offset):
+            if port_may_change and attempt < _PORT_TRIES and _PORT_IN_USE in log_since(server.error_log, log_offset):
                 server.port = free_port()
                 continue
             raise SandboxError(
                 f"{server.name} exited with status {proc.returncode}; the end of {server.error_log}:\n"
-                f"{self._log_tail(server)}"
+                f"{log_tail(server.error_log)}"
             )
 
     def _wait_ready(self, server: SandboxServer, proc: subprocess.Popen[bytes]) -> bool:
@@ -467,10 +379,10 @@ class Sandbox:
             except pymysql.err.MySQLError:
                 pass
             time.sleep(0.05)
-        _stop([server], signal.SIGKILL)
+        self._stop([server], signal.SIGKILL)
         raise SandboxError(
             f"{server.name} did not accept a root login on port {server.port} within {_START_TIMEOUT:.0f} s; "
-            f"the end of {server.error_log}:\n{self._log_tail(server)}"
+            f"the end of {server.error_log}:\n{log_tail(server.error_log)}"
         )
 
     @staticmethod
@@ -482,22 +394,6 @@ class Sandbox:
             cur.execute("SELECT @@datadir")
             row = cur.fetchone()
         return row is not None and Path(row[0]).resolve() == Path(server.datadir).resolve()
-
-    @staticmethod
-    def _log_since(server: SandboxServer, offset: int) -> str:
-        try:
-            with open(server.error_log, "rb") as f:
-                f.seek(offset)
-                return f.read().decode(errors="replace")
-        except OSError:
-            return ""
-
-    @staticmethod
-    def _log_tail(server: SandboxServer, lines: int = 25) -> str:
-        try:
-            return "\n".join(server.error_log.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no error log)"
 
     @staticmethod
     def _setup_primary(primary: SandboxServer) -> None:
