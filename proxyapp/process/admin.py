@@ -47,6 +47,7 @@ import ipaddress
 import logging
 import math
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from aiohttp import web
@@ -68,6 +69,35 @@ METRICS_TOP_DIGESTS = 100
 #: Digest texts longer than this are cut in the ``proxyfleet_query_digest_info`` label.
 METRICS_DIGEST_TEXT_MAX = 256
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+@dataclass(frozen=True)
+class ReloadResult:
+    """What a reload did: the checksum of the config running afterwards, and the errors that refused the new one
+    (the running one stays) or the warnings it was loaded with."""
+
+    checksum: str
+    errors: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """Whether the new config was loaded."""
+        return not self.errors
+
+    @classmethod
+    def loaded(cls, checksum: str, warnings: Iterable[str] = ()) -> ReloadResult:
+        """The new config (``checksum``) runs."""
+        return cls(checksum, (), tuple(warnings))
+
+    @classmethod
+    def refused(cls, running: str, errors: Iterable[str]) -> ReloadResult:
+        """The new config was refused for ``errors``; the one running (``running``, its checksum) stays."""
+        return cls(running, tuple(errors) or ("the config was refused",))
+
+    def document(self) -> dict[str, Any]:
+        """As the admin endpoint answers it: ``{"ok", "checksum", "errors", "warnings"}``."""
+        return {"ok": self.ok, "checksum": self.checksum, "errors": list(self.errors), "warnings": list(self.warnings)}
 
 
 class AdminProvider(Protocol):
@@ -134,11 +164,8 @@ class AdminProvider(Protocol):
         """The digest rows, after which the digest table is empty."""
         ...
 
-    async def reload(self, document: dict[str, Any] | None) -> dict[str, Any]:
-        """Load ``document`` as the config (None: re-read the config file).
-
-        Returns ``{"ok": bool, "checksum": str, "errors": [str], "warnings": [str]}``.
-        """
+    async def reload(self, document: dict[str, Any] | None) -> ReloadResult:
+        """Load ``document`` as the config (None: re-read the config file)."""
         ...
 
 
@@ -365,9 +392,9 @@ class AdminServer:
             return document
         async with self._reload_lock:
             result = await self.provider.reload(document)
-        if not result.get("ok"):
-            return web.json_response({"error": "the config was refused", **result}, status=422)
-        return web.json_response(result)
+        if not result.ok:
+            return web.json_response({"error": "the config was refused", **result.document()}, status=422)
+        return web.json_response(result.document())
 
     async def _metrics(self, request: web.Request) -> web.Response:
         text = render_metrics(await self.provider.stats_snapshot())

@@ -29,7 +29,7 @@ from proxyapp.mysql.tls import TlsContexts, TlsError, contexts
 from proxyapp.mysql.wire import Wire
 from proxyapp.native import compiled_modules
 from proxyapp.pgproxy.front import PgFront
-from proxyapp.process.admin import AdminServer
+from proxyapp.process.admin import AdminServer, ReloadResult
 from proxyapp.process.memory import TRIM_EVERY_S, Memory
 from proxyapp.report.eventslog import EventsLog
 from proxyapp.report.sharding import ShardingStats
@@ -428,32 +428,23 @@ class Proxy(SessionServices):
         self.monitor_state = state
         self._apply_servers()
 
-    def reload_file(self) -> dict[str, object]:
+    def reload_file(self) -> ReloadResult:
         """Re-read the config file; a broken file is refused and the running config stays."""
+        running = self.runtime.config.checksum
         if self.config_path is None:
-            return {
-                "ok": False,
-                "checksum": self.runtime.config.checksum,
-                "errors": ["the proxy was not started from a config file"],
-                "warnings": [],
-            }
+            return ReloadResult.refused(running, ["the proxy was not started from a config file"])
         try:
             config = load_config_file(self.config_path)
             tls = load_tls(config)
         except ConfigError as exc:
-            log.error("reload refused, keeping config %s:\n%s", self.runtime.config.checksum[:12], exc)
-            return {
-                "ok": False,
-                "checksum": self.runtime.config.checksum,
-                "errors": exc.errors,
-                "warnings": [],
-            }
+            log.error("reload refused, keeping config %s:\n%s", running[:12], exc)
+            return ReloadResult.refused(running, exc.errors)
         self.apply(config, str(self.config_path), tls)
-        return {"ok": True, "checksum": config.checksum, "errors": [], "warnings": list(config.warnings)}
+        return ReloadResult.loaded(config.checksum, config.warnings)
 
     # --------------------------------------------------------------------------------------- admin provider
 
-    async def reload(self, document: dict | None) -> dict:
+    async def reload(self, document: dict | None) -> ReloadResult:
         """Admin call: load ``document`` (or re-read the file when None)."""
         if document is None:
             return self.reload_file()
@@ -461,15 +452,10 @@ class Proxy(SessionServices):
             config = parse_config(document)
             tls = load_tls(config)
         except ConfigError as exc:
-            return {
-                "ok": False,
-                "checksum": self.runtime.config.checksum,
-                "errors": exc.errors,
-                "warnings": [],
-            }
+            return ReloadResult.refused(self.runtime.config.checksum, exc.errors)
         self.apply(config, "admin", tls)
         await self._bind_pgsql()  # the listeners are open (or their error reported) when the answer comes
-        return {"ok": True, "checksum": config.checksum, "errors": [], "warnings": list(config.warnings)}
+        return ReloadResult.loaded(config.checksum, config.warnings)
 
     async def config_document(self) -> dict:
         """The running config as a document."""

@@ -31,7 +31,7 @@ from proxyapp.clock import Clock, admin_may_advance
 from proxyapp.config.document import Config, ConfigError, load_config_file, parse_config
 from proxyapp.hotrows.broker import HotRowBroker
 from proxyapp.hotrows.service import HotRowSettings
-from proxyapp.process.admin import AdminServer
+from proxyapp.process.admin import AdminServer, ReloadResult
 from proxyapp.process.server import load_tls
 from proxyapp.report.merge import merge_digest_rows, merge_snapshots
 from proxyapp.session.kill import forward_kill, unknown_thread, worker_of
@@ -342,26 +342,21 @@ class Supervisor:
             [row for rows in await self._each("POST", "/stats/query_digest/reset") for row in rows]
         )
 
-    async def reload(self, document: dict[str, Any] | None) -> dict[str, Any]:
+    async def reload(self, document: dict[str, Any] | None) -> ReloadResult:
         """Validate once (the file when ``document`` is None), then load the config in every worker."""
         try:
             config = load_config_file(self.config_path) if document is None else parse_config(document)
             tls = load_tls(config)
         except ConfigError as exc:
             log.error("reload refused, keeping config %s:\n%s", self.config.checksum[:12], exc)
-            return {"ok": False, "checksum": self.config.checksum, "errors": exc.errors, "warnings": []}
+            return ReloadResult.refused(self.config.checksum, exc.errors)
         results = await self._each("POST", "/reload", config.to_document())
         failed = [r for r in results if not r.get("ok")]
         if failed:
-            return {
-                "ok": False,
-                "checksum": self.config.checksum,
-                "errors": failed[0].get("errors", []),
-                "warnings": [],
-            }
+            return ReloadResult.refused(self.config.checksum, failed[0].get("errors", []))
         self.config = config
         self.hot_rows.configure(HotRowSettings(config))
         if self.monitor is not None:
             self.monitor.reconfigure(config, tls.backend)
         log.info("config %s loaded in %d workers", config.checksum[:12], len(self.workers))
-        return {"ok": True, "checksum": config.checksum, "errors": [], "warnings": list(config.warnings)}
+        return ReloadResult.loaded(config.checksum, config.warnings)

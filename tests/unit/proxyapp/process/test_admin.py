@@ -15,7 +15,7 @@ import pytest
 
 from proxyapp import credential
 from proxyapp.clock import Clock
-from proxyapp.process.admin import METRICS_TOP_DIGESTS, AdminServer
+from proxyapp.process.admin import METRICS_TOP_DIGESTS, AdminServer, ReloadResult
 from proxyapp.report.stats import DigestStats, GlobalCounters
 
 Scenario = Callable[[aiohttp.ClientSession], Awaitable[None]]
@@ -67,16 +67,16 @@ class Provider:
         """Rows, then an empty digest table."""
         return self.digests.reset()
 
-    async def reload(self, document: dict[str, Any] | None) -> dict[str, Any]:
+    async def reload(self, document: dict[str, Any] | None) -> ReloadResult:
         """Refuse with ``self.refusal`` when set, else adopt ``document`` (None: keep the "file" document)."""
         self.reloads.append(document)
         await asyncio.sleep(0)
         if self.refusal:
-            return {"ok": False, "checksum": self.checksum, "errors": list(self.refusal), "warnings": []}
+            return ReloadResult.refused(self.checksum, self.refusal)
         if document is not None:
             self.document = document
             self.source = "admin"
-        return {"ok": True, "checksum": self.checksum, "errors": [], "warnings": ["a warning"]}
+        return ReloadResult.loaded(self.checksum, ["a warning"])
 
     async def advance_clock(self, seconds: float) -> dict[str, Any]:
         """Move the clock."""
