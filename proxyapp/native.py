@@ -41,6 +41,7 @@ COMPILED = (
     "proxyapp/mysql/stream.py",
     "proxyapp/mysql/tls.py",
     "proxyapp/mysql/wire.py",
+    "proxyapp/pgproxy/caching.py",
     "proxyapp/pgproxy/client_pids.py",
     "proxyapp/pgproxy/pool.py",
     "proxyapp/pgproxy/responses.py",

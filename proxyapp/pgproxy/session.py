@@ -21,6 +21,7 @@ from typing import Protocol
 
 from proxyapp.clock import MONOTONIC
 from proxyapp.config.variables import NO_TIMEOUT_MS
+from proxyapp.pgproxy.caching import CachedAnswer
 from proxyapp.pgproxy.client_pids import REFUSED, bound_client_pid, refusal, refuse_written_pid
 from proxyapp.pgproxy.pool import PgPools, PoolRefused, ServerConn
 from proxyapp.pgproxy.responses import FORWARD, SWALLOW, Entry, ResponseOrder
@@ -83,9 +84,6 @@ _CHANGES_SCHEMA = re.compile(r"\s*(?:create|alter|drop)\s", re.IGNORECASE)
 _DDL_FIRST = frozenset("CcAaDd \t\r\n")
 #: The SQLSTATE of a Parse of a statement name the session has (duplicate_prepared_statement).
 DUPLICATE_STATEMENT = "42P05"
-#: Server messages an answer kept in the query cache may hold: RowDescription, DataRow, CommandComplete,
-#: EmptyQueryResponse, NoticeResponse (an error, a parameter status or COPY is never kept).
-_CACHEABLE = frozenset(b"TDCIN")
 
 
 class SessionCounters:
@@ -180,7 +178,7 @@ class PgSession:
         self.last_tag = b""  # the latest CommandComplete's tag
         self.server_ended_it = False  # the held server connection said FATAL: it closes, and that error is the one
         self.digest_memo = DigestMemo()  # its entries in the digest statistics (``DigestStats.record``)
-        self.caching: _Caching | None = None  # the simple Query whose answer goes to the query cache
+        self.caching: CachedAnswer | None = None  # the simple Query whose answer goes to the query cache
         self.unnamed_timeout = 0  # the unnamed statement's rule timeout (ms; 0: the default)
         self.timer: asyncio.TimerHandle | None = None  # the running statement's timeout
         self.timed_out = 0  # the timeout (ms) of the statement the server was asked to cancel
@@ -298,7 +296,7 @@ class PgSession:
             empty_too = route.cache_empty_result
             if empty_too is None:
                 empty_too = self.host.caches_empty_result()
-            self.caching = _Caching(key, route.cache_ttl, empty_too)
+            self.caching = CachedAnswer(key, route.cache_ttl, empty_too)
             return False
         self.routed = None
         self.counters.queries += 1
@@ -683,8 +681,13 @@ class PgSession:
             out, ended = order.received(msg)
             if self.timed_out and kind == 69:  # the server's answer to the proxy's cancel: say why
                 out = self._timeout_error() + out[len(msg) :]
-            if self.caching is not None:
-                self._capture(self.caching, kind, out, ended)
+            caching = self.caching
+            if caching is not None:
+                if kind == 90 and ended is not None and ended.kind == 81:  # the cached Query's ReadyForQuery
+                    self.caching = None
+                    caching.store(self.host.cache, msg[5:6])
+                elif out:
+                    caching.add(kind, out)
             if order.failed_parse:
                 for name in order.failed_parse:
                     server.prepared.pop(name, None)
@@ -735,19 +738,6 @@ class PgSession:
             hostgroup, self.database, self.user, self.client_addr, digest.hash, digest.text, elapsed_us, sent, affected,
             ended, self.digest_memo,
         )  # fmt: skip
-
-    def _capture(self, caching: _Caching, kind: int, out: bytes, ended: Entry | None) -> None:
-        """Keep the answer of the Query being cached as it passes; at its ReadyForQuery, store it in the query
-        cache if it is whole, error-free, left no transaction open and has rows (or empty answers are kept)."""
-        if kind != 90 or ended is None or ended.kind != 81:
-            if out:
-                caching.parts.append(out)
-                caching.rows += kind == 68
-                caching.whole = caching.whole and kind in _CACHEABLE
-            return
-        self.caching = None
-        if caching.whole and self.status == b"I" and (caching.rows or caching.empty_too):
-            self.host.cache.put(caching.key, b"".join(caching.parts), caching.ttl_ms)
 
     # ------------------------------------------------------------------------------------------- timeouts
 
@@ -866,20 +856,6 @@ def _may_vacate(kind: int, msg: bytes) -> bool:
 
 #: A portal the session does not know: no text, the default timeout.
 _NO_PORTAL = ("", 0)
-
-
-class _Caching:
-    """The answer of a simple Query a ``cache_ttl`` rule caches, as it passes to the client."""
-
-    __slots__ = ("empty_too", "key", "parts", "rows", "ttl_ms", "whole")
-
-    def __init__(self, key: tuple[str, str, bytes], ttl_ms: int, empty_too: bool) -> None:
-        self.key = key
-        self.ttl_ms = ttl_ms
-        self.empty_too = empty_too  # an answer without rows is kept too
-        self.parts: list[bytes] = []
-        self.rows = 0
-        self.whole = True  # nothing but rows, tags and notices so far
 
 
 #: CommandComplete tags whose count is of rows sent to the client (the others' is of rows changed).

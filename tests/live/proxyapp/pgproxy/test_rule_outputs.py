@@ -85,3 +85,18 @@ def test_the_default_query_timeout_applies_without_a_rule(start_pooler: StartPoo
         conn.rollback()
         assert conn.execute("SELECT 2").fetchone() == (2,)
         conn.rollback()
+
+
+def test_an_answer_that_leaves_a_transaction_open_is_not_cached(start_pooler: StartPooler) -> None:
+    """Replayed from the cache, ``BEGIN; SELECT ...`` would tell the client its transaction began while none did."""
+    pooler = start_pooler()
+    _reload(pooler, [{"rule_id": 1, "active": 1, "match_pattern": "opens_a_transaction", "cache_ttl": 60_000}])
+    with pooler.connect(autocommit=True) as conn:
+        for _ in range(2):
+            cursor = conn.execute("BEGIN; SELECT 1 AS opens_a_transaction")
+            assert cursor.nextset() and cursor.fetchall() == [(1,)]
+            assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+            assert conn.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = pg_backend_pid()").fetchone() == (1,)
+            conn.execute("ROLLBACK")
+    stats = pooler.stats()
+    assert (stats["query_cache_stored"], stats["query_cache_hits"]) == (0, 0)
