@@ -49,6 +49,7 @@ COMPILED = (
     "proxyapp/pgproxy/session.py",
     "proxyapp/pgproxy/settings.py",
     "proxyapp/pgproxy/statements.py",
+    "proxyapp/pgproxy/timeout.py",
     "proxyapp/pgsql/messages.py",
     "proxyapp/pgsql/wire.py",
     "proxyapp/process/server.py",

@@ -20,7 +20,6 @@ from collections import OrderedDict
 from typing import Protocol
 
 from proxyapp.clock import MONOTONIC
-from proxyapp.config.variables import NO_TIMEOUT_MS
 from proxyapp.pgproxy.caching import CachedAnswer
 from proxyapp.pgproxy.client_pids import REFUSED, bound_client_pid, refusal, refuse_written_pid
 from proxyapp.pgproxy.pool import PgPools, PoolRefused, ServerConn
@@ -50,10 +49,10 @@ from proxyapp.pgproxy.statements import (
     server_statement,
     target,
 )
+from proxyapp.pgproxy.timeout import StatementTimer
 from proxyapp.pgsql.auth import ServerSecret
 from proxyapp.pgsql.messages import (
     CONNECTION_FAILURE,
-    QUERY_CANCELED,
     error_response,
     is_fatal,
     message,
@@ -180,9 +179,7 @@ class PgSession:
         self.digest_memo = DigestMemo()  # its entries in the digest statistics (``DigestStats.record``)
         self.caching: CachedAnswer | None = None  # the simple Query whose answer goes to the query cache
         self.unnamed_timeout = 0  # the unnamed statement's rule timeout (ms; 0: the default)
-        self.timer: asyncio.TimerHandle | None = None  # the running statement's timeout
-        self.timed_out = 0  # the timeout (ms) of the statement the server was asked to cancel
-        self.cancelling: asyncio.Task[None] | None = None  # the CancelRequest being sent
+        self.timer = StatementTimer(self.pools, self._still_running, self._count_timeout)
         self.settled: asyncio.Future[None] | None = None  # set when the answers ``_settle`` waits for came
         self.ended = False
 
@@ -428,7 +425,7 @@ class PgSession:
                 out.append(msg)
                 text, timeout = self.portals.get(msg[5 : msg.index(b"\0", 5)], _NO_PORTAL)
                 order.sent(kind, query=text, started=MONOTONIC())
-                self._arm(server, timeout)
+                self.timer.arm(server, timeout or self.host.default_timeout_ms())
                 return
             out.append(msg)
             if kind != 72:  # Flush is not answered
@@ -453,7 +450,7 @@ class PgSession:
         if route.query is not sql:
             sql = route.query
             msg = message(b"Q", sql.encode("utf-8", "surrogateescape") + b"\0")
-        self._arm(server, route.timeout)
+        self.timer.arm(server, route.timeout or self.host.default_timeout_ms())
         self._note(sql)
         first = sql.lstrip()[:1]
         if first in ("E", "e"):
@@ -679,8 +676,8 @@ class PgSession:
         for at, msg in enumerate(batch):
             kind = msg[0]
             out, ended = order.received(msg)
-            if self.timed_out and kind == 69:  # the server's answer to the proxy's cancel: say why
-                out = self._timeout_error() + out[len(msg) :]
+            if self.timer.fired_ms and kind == 69:  # the server's answer to the proxy's cancel: say why
+                out = self.timer.error() + out[len(msg) :]
             caching = self.caching
             if caching is not None:
                 if kind == 90 and ended is not None and ended.kind == 81:  # the cached Query's ReadyForQuery
@@ -707,10 +704,9 @@ class PgSession:
                 outs.append(out)
             if kind == 90:  # ReadyForQuery ("Z")
                 self.status = msg[5:6]
-                if self.timer is not None and not order:
-                    self.timer.cancel()
-                    self.timer = None
-                self.timed_out = 0
+                if not order:
+                    self.timer.stop()
+                self.timer.fired_ms = 0
                 if ended:
                     self._transaction_state()
                     if at == last and self._may_release():
@@ -741,31 +737,11 @@ class PgSession:
 
     # ------------------------------------------------------------------------------------------- timeouts
 
-    def _arm(self, server: ServerConn, timeout_ms: int) -> None:
-        """Start the timeout of a statement sent to ``server`` (a rule's, else ``pgsql-default_query_timeout``),
-        unless a timeout of the statements before it still runs; it stops when nothing is owed."""
-        if self.timer is not None:
-            return
-        ms = timeout_ms or self.host.default_timeout_ms()
-        if ms < NO_TIMEOUT_MS:
-            self.timer = asyncio.get_running_loop().call_later(ms / 1000, self._time_out, server, ms)
+    def _still_running(self, server: ServerConn) -> bool:
+        return self.server is server and bool(self.order)
 
-    def _time_out(self, server: ServerConn, ms: int) -> None:
-        """A statement ran past its timeout: the server is asked to cancel it (a CancelRequest, as a client's
-        cancel; the connection goes to no other client before the server has acted on it), its error says why."""
-        self.timer = None
-        if self.server is not server or not self.order:
-            return
-        self.timed_out = ms
+    def _count_timeout(self) -> None:
         self.counters.timed_out += 1
-        self.cancelling = asyncio.get_running_loop().create_task(self.pools.cancel(server))
-
-    def _timeout_error(self) -> bytes:
-        return error_response(
-            QUERY_CANCELED,
-            f"canceling statement due to statement timeout (ProxyFleet: it ran past {self.timed_out} ms)",
-            severity="ERROR",
-        )
 
     def _resume_server(self) -> None:
         server = self.server
@@ -796,9 +772,7 @@ class PgSession:
 
     def _release(self, server: ServerConn, reusable: bool) -> None:
         reusable = reusable and not self.order
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
+        self.timer.stop()
         server.conn.wire.sink = None
         server.conn.wire.resume()  # a connection paused for a slow client is read again by whoever is next
         self.client.on_drained = None
