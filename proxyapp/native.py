@@ -44,6 +44,7 @@ COMPILED = (
     "proxyapp/pgproxy/caching.py",
     "proxyapp/pgproxy/client_pids.py",
     "proxyapp/pgproxy/pool.py",
+    "proxyapp/pgproxy/prepared.py",
     "proxyapp/pgproxy/responses.py",
     "proxyapp/pgproxy/routing.py",
     "proxyapp/pgproxy/session.py",

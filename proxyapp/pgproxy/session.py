@@ -23,13 +23,13 @@ from proxyapp.clock import MONOTONIC
 from proxyapp.pgproxy.caching import CachedAnswer
 from proxyapp.pgproxy.client_pids import REFUSED, bound_client_pid, refusal, refuse_written_pid
 from proxyapp.pgproxy.pool import PgPools, PoolRefused, ServerConn
+from proxyapp.pgproxy.prepared import PreparedStatements
 from proxyapp.pgproxy.responses import FORWARD, SWALLOW, Entry, ResponseOrder
 from proxyapp.pgproxy.routing import PgRouter, Route
 from proxyapp.pgproxy.settings import (
     DROPS_STATEMENTS,
     apply_change,
     deallocated,
-    executed,
     pin_reason,
     read_change,
     replay,
@@ -38,10 +38,8 @@ from proxyapp.pgproxy.settings import (
 from proxyapp.pgproxy.statements import (
     CLOSE_COMPLETE,
     PARSE_COMPLETE,
-    SYNC,
     Statement,
     bind_statement,
-    close_statement,
     parse_fields,
     parse_message,
     rename_bind,
@@ -168,7 +166,7 @@ class PgSession:
         self.unnamed_query = ""  # the text of the unnamed statement
         #: portal name -> its statement's text (for the digest statistics) and rule timeout (ms; 0: the default)
         self.portals: dict[bytes, tuple[str, int]] = {}
-        self.statements: dict[str, Statement] = {}
+        self.prepared = PreparedStatements(host.max_prepared)
         self.server: ServerConn | None = None
         self.order = ResponseOrder()
         self.status = b"I"
@@ -318,13 +316,13 @@ class PgSession:
                 self.host.schema_epoch,
             )
             known = statement.server_name in self.host.known
-            if not name or route.error is not None or not known or name in self.statements:
+            if not name or route.error is not None or not known or name in self.prepared.named:
                 return False
             if route.query.lstrip()[:1] in "Ee":  # an EXECUTE may name a client's statement (``_parse``)
                 return False
             self.routed = None
             self._note(route.query)
-            self.statements[name] = statement
+            self.prepared.named[name] = statement
             self.answered_alone = True
             self._answer(PARSE_COMPLETE)
             return True
@@ -358,7 +356,7 @@ class PgSession:
                 return
             hostgroup = route.hostgroup
         elif kind == 66:  # Bind of a named statement: where its Parse was routed
-            statement = self.statements.get(bind_statement(msg[5:]))
+            statement = self.prepared.named.get(bind_statement(msg[5:]))
             hostgroup = statement.hostgroup if statement is not None else None
         try:
             server = await self._borrow(self.hostgroup if hostgroup is None else hostgroup)
@@ -459,13 +457,13 @@ class PgSession:
             return msg, sql
         if DROPS_STATEMENTS.match(sql):
             server.prepared.clear()
-            self.statements.clear()
+            self.prepared.named.clear()
             return msg, sql
         name = deallocated(sql)
-        statement = self.statements.pop(name, None) if name is not None else None
+        statement = self.prepared.named.pop(name, None) if name is not None else None
         if statement is None:
             return msg, sql
-        prefix = self._ensure(server, statement, sync=True)
+        prefix = self.prepared.ensure(server, self.order, statement, sync=True)
         server.prepared.pop(statement.server_name, None)
         return prefix + message(b"Q", f"DEALLOCATE {statement.server_name}".encode() + b"\0"), sql
 
@@ -495,14 +493,14 @@ class PgSession:
         if route.query != query.decode("utf-8", "surrogateescape"):
             query = route.query.encode("utf-8", "surrogateescape")
             msg = parse_message(name, query, types)
-        existing = self.statements.get(name) if name else None
+        existing = self.prepared.named.get(name) if name else None
         if existing is not None and existing.query == route.query:  # valid, it was prepared: "already exists"
             text = f'prepared statement "{name}" already exists'
             self._answer(error_response(DUPLICATE_STATEMENT, text, severity="ERROR"))
             self.skipping = True  # the messages up to the Sync are dropped, as the server drops them
             return b""
         if existing is not None:  # the server's own refusal (its syntax error first, else "already exists")
-            prefix = self._ensure(server, existing)
+            prefix = self.prepared.ensure(server, self.order, existing)
             self.order.sent(80)
             return prefix + parse_message(existing.server_name, query, types)
         self._note(route.query)
@@ -512,19 +510,19 @@ class PgSession:
             named = self._execute_named(server, route.query, types=types) if route.query.lstrip()[:1] in "Ee" else b""
             self.order.sent(80)  # after the Parse ``_execute_named`` may send first
             return named or msg
-        executes = self._executed(route.query) if route.query.lstrip()[:1] in "Ee" else None
+        executes = self.prepared.executed(route.query) if route.query.lstrip()[:1] in "Ee" else None
         if executes is not None:  # its text names the server's statement, prepared here first
             query = executes[1]
         statement = server_statement(query, types, route.hostgroup, route.timeout, self.host.schema_epoch)
-        self.statements[name] = statement
+        self.prepared.named[name] = statement
         prefix = b""
         if executes is not None:
             statement.depends = executes[0]
-            prefix = self._ensure(server, executes[0])
+            prefix = self.prepared.ensure(server, self.order, executes[0])
         if statement.server_name in server.prepared:
             server.prepared.move_to_end(statement.server_name)
             return prefix + self._answer(PARSE_COMPLETE, 80, (name, statement))
-        closes = self._remember(server, statement.server_name)
+        closes = self.prepared.remember(server, self.order, statement.server_name)
         self.order.sent(80, FORWARD, statement.server_name, named=(name, statement))
         return prefix + closes + statement.parse
 
@@ -533,7 +531,7 @@ class PgSession:
         when it is refused (it binds a client's process id to pg_terminate_backend or pg_cancel_backend: answered)."""
         portal = msg[5 : msg.index(b"\0", 5)]
         name = bind_statement(msg[5:])
-        statement = self.statements.get(name) if name else None
+        statement = self.prepared.named.get(name) if name else None
         query = statement.query if statement is not None else self.unnamed_query if not name else ""
         pid = bound_client_pid(query, msg[5:])
         if pid is not None:
@@ -545,85 +543,36 @@ class PgSession:
             self.portals[portal] = (self.unnamed_query, self.unnamed_timeout) if not name else _NO_PORTAL
         if statement is None:
             return msg  # the unnamed statement, or one the client never prepared (the server says so)
-        prefix = self._ensure(server, statement)
+        prefix = self.prepared.ensure(server, self.order, statement)
         return prefix + rename_bind(msg[5:], statement.server_name)[1]
 
     def _describe_or_close(self, server: ServerConn, kind: int, msg: bytes) -> None:
         what, name = target(msg[5:])
-        statement = self.statements.get(name) if what == b"S" and name else None
+        statement = self.prepared.named.get(name) if what == b"S" and name else None
         if statement is None:
             self.outbox.append(msg)
             self.order.sent(kind)
             return
         if kind == 67:  # Close of a client's statement: the server keeps it for others
-            del self.statements[name]
+            del self.prepared.named[name]
             self._answer(CLOSE_COMPLETE, 67, (name, statement))
             return
-        prefix = self._ensure(server, statement)
+        prefix = self.prepared.ensure(server, self.order, statement)
         self.outbox.append(prefix + renamed_target(b"D", statement.server_name))
         self.order.sent(kind)
 
-    def _executed(self, sql: str) -> tuple[Statement, bytes] | None:
-        """For an ``EXECUTE name`` of a statement the client prepared by the protocol: that statement, and ``sql``
-        naming the server's statement instead; None when ``sql`` executes no such statement (the server's own, or
-        none: it says so)."""
-        found = executed(sql)
-        statement = self.statements.get(found[0]) if found is not None else None
-        if found is None or statement is None:
-            return None
-        _, start, end = found
-        return statement, (sql[:start] + statement.server_name + sql[end:]).encode("utf-8", "surrogateescape")
-
     def _execute_named(self, server: ServerConn, sql: str, sync: bool = False, types: bytes | None = None) -> bytes:
         """An ``EXECUTE name`` of a statement the client prepared by the protocol, as a Query (or an unnamed Parse
-        with ``types``) naming the server's statement, prepared on ``server`` first; b"" when ``_executed`` finds
-        none."""
-        executes = self._executed(sql)
+        with ``types``) naming the server's statement, prepared on ``server`` first; b"" when it executes none of
+        the client's (``PreparedStatements.executed``)."""
+        executes = self.prepared.executed(sql)
         if executes is None:
             return b""
         statement, text = executes
-        prefix = self._ensure(server, statement, sync=sync)
+        prefix = self.prepared.ensure(server, self.order, statement, sync=sync)
         if types is None:
             return prefix + message(b"Q", text + b"\0")
         return prefix + parse_message("", text, types)
-
-    def _ensure(self, server: ServerConn, statement: Statement, sync: bool = False) -> bytes:
-        """The Parse that prepares ``statement`` on ``server`` if it lacks it (its answer left out), else b"";
-        ``sync``: followed by a Sync of the proxy's (before a simple Query, which an error would leave unread)."""
-        first = b"" if statement.depends is None else self._ensure(server, statement.depends, sync)
-        if statement.server_name in server.prepared:
-            server.prepared.move_to_end(statement.server_name)
-            return first
-        closes = first + self._remember(server, statement.server_name)
-        self.order.sent(80, SWALLOW, statement.server_name)
-        if not sync:
-            return closes + statement.parse
-        self.order.sent(83, SWALLOW)
-        return closes + statement.parse + SYNC
-
-    def _undo(self, undone: list[Entry]) -> None:
-        """The client's Parses and Closes the server refused or skipped after an error, undone: a statement whose
-        Parse failed does not exist, one whose Close was skipped still does (undone last first)."""
-        for entry in reversed(undone):
-            assert entry.named is not None
-            name, statement = entry.named
-            if entry.kind == 67:
-                self.statements[name] = statement
-            elif self.statements.get(name) is statement:
-                del self.statements[name]
-        undone.clear()
-
-    def _remember(self, server: ServerConn, server_name: str) -> bytes:
-        """Note ``server_name`` as prepared on ``server``; the Closes (answers left out) of the least recently
-        used statements beyond ``pgsql-max_prepared_statements``, to send first."""
-        out = b""
-        limit = self.host.max_prepared()
-        while len(server.prepared) >= limit:
-            oldest, _ = server.prepared.popitem(last=False)
-            out += close_statement(oldest)
-            self.order.sent(67, SWALLOW)
-        server.prepared[server_name] = None
-        return out
 
     def _answer(self, answer: bytes, kind: int = 0, named: tuple[str, Statement] | None = None) -> bytes:
         """The proxy's own answer, written to the client in its turn (``kind`` and ``named``: the client's Parse or
@@ -693,7 +642,7 @@ class PgSession:
                 self.host.known.update(dict.fromkeys(order.parsed))
                 order.parsed.clear()
             if order.undone:
-                self._undo(order.undone)
+                self.prepared.undo(order.undone)
             if kind == 67:  # CommandComplete: its tag
                 self.last_tag = cstring_body(msg)
             elif kind == 69 and is_fatal(msg):  # the server ends the connection (an administrator, a shutdown)
