@@ -15,11 +15,11 @@ import sys
 from pathlib import Path
 
 from proxyapp import credential
+from proxyapp.clients.seats import Seats
 from proxyapp.config.document import load_config_file, parse_config
 from proxyapp.config.jsontext import read_json
 from proxyapp.process.server import Proxy, parse_address
 from proxyapp.process.workers import Supervisor, worker_count
-from proxyapp.session.seats import Seats
 from proxyapp.sharding.nodeblocks import NodeBlocks
 
 log = logging.getLogger("proxyapp")

@@ -24,6 +24,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from proxyapp.backends.topology import MonitorState, show_address
+from proxyapp.clients.owner import worker_of
+from proxyapp.clients.throttle import AuthThrottle
 from proxyapp.clock import Clock
 from proxyapp.config.document import Config
 from proxyapp.pgproxy.client_pids import CLIENT_PIDS
@@ -45,8 +47,6 @@ from proxyapp.pgsql.messages import (
 from proxyapp.pgsql.wire import PeerGone, PgWire, ProtocolViolation
 from proxyapp.report.stats import DigestStats, GlobalCounters
 from proxyapp.rules.cache import QueryCache
-from proxyapp.session.kill import worker_of
-from proxyapp.session.throttle import AuthThrottle
 from proxyapp.tasks import spawn
 
 log = logging.getLogger("proxyapp.pgproxy")

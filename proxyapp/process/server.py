@@ -16,6 +16,9 @@ from proxyapp import credential
 from proxyapp.backends.monitor import Monitor
 from proxyapp.backends.pool import ONLINE, PoolManager, PoolSettings
 from proxyapp.backends.topology import MonitorState, runtime_view, server_row
+from proxyapp.clients.owner import worker_of
+from proxyapp.clients.seats import Seats
+from proxyapp.clients.throttle import AuthThrottle
 from proxyapp.clock import Clock, admin_may_advance
 from proxyapp.config.document import Config, ConfigError, load_config_file, parse_config
 from proxyapp.forward.forwarding import Forwarding
@@ -36,12 +39,10 @@ from proxyapp.report.sharding import ShardingStats
 from proxyapp.report.stats import DigestStats, GlobalCounters
 from proxyapp.rules.cache import QueryCache
 from proxyapp.rules.runtime import Runtime
-from proxyapp.session.kill import forward_kill, outcome, unknown_thread, worker_of
+from proxyapp.session.kill import forward_kill, outcome, unknown_thread
 from proxyapp.session.limits import ABANDON, DISCONNECT, KILL, TIME_OUT, overstay
-from proxyapp.session.seats import Seats
 from proxyapp.session.services import SessionServices
 from proxyapp.session.session import Session
-from proxyapp.session.throttle import AuthThrottle
 from proxyapp.sharding.coordinator import Coordinator, monitor_connect
 from proxyapp.sharding.nodeblocks import NodeBlocks
 from proxyapp.sharding.sequence import Sequences

@@ -27,6 +27,8 @@ import aiohttp
 from proxyapp import credential
 from proxyapp.backends.monitor import Monitor
 from proxyapp.backends.topology import MonitorState
+from proxyapp.clients.owner import worker_of
+from proxyapp.clients.seats import Seats
 from proxyapp.clock import Clock, admin_may_advance
 from proxyapp.config.document import Config, ConfigError, load_config_file, parse_config
 from proxyapp.hotrows.broker import HotRowBroker
@@ -34,8 +36,7 @@ from proxyapp.hotrows.service import HotRowSettings
 from proxyapp.process.admin import AdminServer, ReloadResult
 from proxyapp.process.server import load_tls
 from proxyapp.report.merge import merge_digest_rows, merge_snapshots
-from proxyapp.session.kill import forward_kill, unknown_thread, worker_of
-from proxyapp.session.seats import Seats
+from proxyapp.session.kill import forward_kill, unknown_thread
 from proxyapp.sharding.nodeblocks import NodeBlocks
 
 log = logging.getLogger("proxyapp.process.workers")

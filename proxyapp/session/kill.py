@@ -57,11 +57,6 @@ def parse_kill(sql: str) -> KillRequest:
     return KillRequest(int(target), (match["kind"] or "").upper() == "QUERY")
 
 
-def worker_of(session_id: int, workers: int) -> int:
-    """The index of the worker process that serves session ``session_id`` (``Proxy.start_session`` numbers them)."""
-    return (session_id - 1) % workers
-
-
 def outcome(ok: bool, code: int = 0, error: str = "") -> dict[str, Any]:
     """A kill's answer, as the admin endpoint and the workers pass it on."""
     return {"ok": True} if ok else {"ok": False, "code": int(code), "error": error}

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 
 from proxyapp.backends.pool import PoolManager
+from proxyapp.clients.seats import Seats
+from proxyapp.clients.throttle import AuthThrottle
 from proxyapp.clock import Clock
 from proxyapp.hotrows.heat import HeatMap
 from proxyapp.hotrows.service import HotRows
@@ -21,8 +23,6 @@ from proxyapp.report.stats import DigestStats, GlobalCounters
 from proxyapp.rules.cache import QueryCache
 from proxyapp.rules.runtime import Runtime
 from proxyapp.session.events import SessionListener
-from proxyapp.session.seats import Seats
-from proxyapp.session.throttle import AuthThrottle
 from proxyapp.sharding.coordinator import Coordinator
 from proxyapp.sharding.sequence import Sequences
 

@@ -2,7 +2,7 @@
 increase across all of its workers (issue 14: "monotonic per proxy node at least").
 
 The supervisor makes a small shared memory block (``NodeBlocks.create``) and passes it to every worker, as it does
-the session seats (``proxyapp.session.seats``). The block holds ``SLOTS`` slots, each a sequence's key (a hash of its
+the session seats (``proxyapp.clients.seats``). The block holds ``SLOTS`` slots, each a sequence's key (a hash of its
 group and table) and the node's current block of it: the next value and the end. A worker takes values under an
 exclusive ``flock`` on the block; when the node's block is used up, the worker reserves the next one on shard 0
 (outside the lock, a round trip) and installs it only if no other worker installed a later one meanwhile (else it

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from proxyapp.session import throttle
-from proxyapp.session.throttle import AuthThrottle
+from proxyapp.clients import throttle
+from proxyapp.clients.throttle import AuthThrottle
 
 A, B = "10.0.0.1", "10.0.0.2"
 
