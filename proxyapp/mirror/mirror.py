@@ -34,17 +34,16 @@ broke; 9001: no mirror connection), ``dropped`` by reason, ``retried`` units, th
 memory and on disk), concurrency, and the age of the oldest waiting statement; the ProxySQL-style gauges and totals
 are kept in ``GlobalCounters`` (``Mirror_*``).
 
-Why one file of this size: its two modes share the rules' verdict, the mirror hostgroup's pools, the stats and the
-listeners' bookkeeping, and the ordered mode's taps, lanes and runner are one state machine (``LANE_MOVES``) whose
-moves are easier to check side by side; the spill queue, its only independent part, has its own module.
+Its parts: what it runs, in memory and on disk (``proxyapp.mirror.units``), the ordered mode's lanes and their
+state machine (``proxyapp.mirror.lanes``), the spill queue (``proxyapp.mirror.spill``); here, the session's tap
+(what a client session hands over), the ProxySQL mode's queue and the runner that moves the lanes, which share the
+rules' verdict, the mirror hostgroup's pools, the stats and the listeners' bookkeeping.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import struct
 import time
 from collections import deque
 from pathlib import Path
@@ -53,7 +52,9 @@ from typing import Any
 from proxyapp.backends.pool import PoolError, PoolManager, ServerPool
 from proxyapp.config.document import Config
 from proxyapp.config.variables import ordered_mirror_hostgroups
+from proxyapp.mirror.lanes import BACKOFF_FIRST, BACKOFF_LAST, IDLE, READY, RUNNING, WAITING, Lane
 from proxyapp.mirror.spill import SpillRecord, SpillStore
+from proxyapp.mirror.units import EXECUTE, OP_OVERHEAD, QUERY, MirrorOp, MirrorUnit, decode_unit, encode_unit, unit_seq
 from proxyapp.mysql.backend import BackendConnection, Credentials
 from proxyapp.mysql.packets import ErrPacket
 from proxyapp.mysql.wire import CONNECTION_LOST, Response, read_response
@@ -81,63 +82,11 @@ MAX_ATTEMPTS = 10
 #: Units a lane runs before it lets a waiting lane have its slot; units a lane reads back from disk at once.
 LANE_TURN = 32
 LOAD_BATCH = 256
-#: Seconds between a lane's attempts to reach an unavailable mirror (doubling from the first to the last).
-BACKOFF_FIRST = 0.05
-BACKOFF_LAST = 2.0
 #: Seconds a stop waits for the units being run to finish before it cancels them.
 STOP_WAIT = 5.0
-#: Bytes a queued statement is counted for besides its text (objects, context).
-OP_OVERHEAD = 200
 
-QUERY = 0
-EXECUTE = 1
 _SAVEPOINT_WORDS = ("SAVEPOINT", "ROLLBACK", "RELEASE")
 _NO_CONTEXT_KINDS = frozenset({Kind.BEGIN, Kind.COMMIT, Kind.ROLLBACK, Kind.SAVEPOINT, Kind.USE})
-
-
-class MirrorOp:
-    """One statement to run on the mirror: a COM_QUERY payload, or a prepared statement's text and execute."""
-
-    __slots__ = ("ctx", "hostgroup", "insert_id", "kind", "long_data", "payload", "plain", "sql")
-
-    def __init__(
-        self,
-        kind: int,
-        hostgroup: int,
-        payload: bytes,
-        sql: str,
-        long_data: list[bytes],
-        insert_id: int,
-        plain: bool,
-        ctx: SessionState,
-    ) -> None:
-        self.kind = kind
-        self.hostgroup = hostgroup
-        self.payload = payload  # COM_QUERY: the whole packet payload; EXECUTE: COM_STMT_EXECUTE with types bound
-        self.sql = sql  # EXECUTE: the prepared text
-        self.long_data = long_data  # EXECUTE: COM_STMT_SEND_LONG_DATA payloads, sent before it
-        self.insert_id = insert_id  # the AUTO_INCREMENT value the primary generated, replayed (0: none)
-        self.plain = plain  # changes no session state on the connection (it may go back to the pool after)
-        self.ctx = ctx  # the session's schema, character set and variables when it ran (shared while unchanged)
-
-
-class MirrorUnit:
-    """What a lane runs as a whole: one statement, or a committed transaction's statements."""
-
-    __slots__ = ("attempts", "created", "credentials", "on_disk", "ops", "seq", "size", "transaction", "username")
-
-    def __init__(
-        self, seq: int, ops: list[MirrorOp], transaction: bool, created: float, username: str, size: int
-    ) -> None:
-        self.seq = seq  # this worker's order of units: a lane's units are in seq order, on disk too
-        self.ops = ops
-        self.transaction = transaction
-        self.created = created  # wall time, so that ages survive a restart
-        self.username = username
-        self.credentials: Credentials | None = None  # the session's; None when read back from disk
-        self.size = size
-        self.on_disk = False
-        self.attempts = 0
 
 
 class _Entry:
@@ -154,73 +103,6 @@ class _Entry:
         self.payload = payload
         self.reusable = reusable  # the statement changes no session state: its connection may go back to the pool
         self.created = time.time()
-
-
-# A lane's states. IDLE: nothing to run, or its units wait for a push; READY: in line for a runner; RUNNING: a runner
-# applies its units; WAITING: its last unit failed, it tries again after its backoff.
-IDLE = 0
-READY = 1
-RUNNING = 2
-WAITING = 3
-LANE_STATES = ("IDLE", "READY", "RUNNING", "WAITING")
-#: The moves a lane may make, by state: everything else is a bug, refused by ``Lane.move``.
-LANE_MOVES: tuple[tuple[int, ...], ...] = (
-    (READY,),  # IDLE: work was pushed
-    (RUNNING,),  # READY: a runner took it
-    (READY, IDLE, WAITING),  # RUNNING: more to do after its turn, done, or a unit failed
-    (READY,),  # WAITING: its backoff ran out
-)
-
-
-class LaneStateError(Exception):
-    """A lane was asked to make a move its state does not allow."""
-
-
-class Lane:
-    """One session's ordered mirror for one hostgroup: its units in order, in memory and then on disk."""
-
-    __slots__ = (
-        "backoff",
-        "closed",
-        "conn",
-        "dirty",
-        "disk_head_created",
-        "disk_ops",
-        "disk_units",
-        "error",
-        "hostgroup",
-        "key",
-        "last_loaded",
-        "state",
-        "units",
-    )
-
-    def __init__(self, key: str, hostgroup: int) -> None:
-        self.key = key
-        self.hostgroup = hostgroup
-        self.units: deque[MirrorUnit] = deque()  # in memory, oldest first; older than those on disk
-        self.disk_units = 0  # units of this lane on disk not read back yet
-        self.disk_ops = 0
-        self.disk_head_created = 0.0  # when the first of those was queued
-        self.last_loaded = 0  # seq of the last unit read back from disk
-        self.conn: BackendConnection | None = None
-        self.dirty = False  # the connection holds state only this lane knows (temporary tables, locks...)
-        self.closed = False  # its session is gone: the lane ends once its units ran
-        self.state = IDLE
-        self.backoff = BACKOFF_FIRST
-        self.error = ""
-
-    def move(self, to: int) -> None:
-        """Move to state ``to``: the one way a lane's state changes; LaneStateError for a move ``LANE_MOVES``
-        does not allow."""
-        if to not in LANE_MOVES[self.state]:
-            move = f"{LANE_STATES[self.state]} -> {LANE_STATES[to]}"
-            raise LaneStateError(f"mirror lane {self.key}: {move} is not a move")
-        self.state = to
-
-    def has_work(self) -> bool:
-        """Whether units wait, in memory or on disk."""
-        return bool(self.units) or self.disk_units > 0
 
 
 class MirrorTap:
@@ -478,7 +360,7 @@ class Mirror(SessionListener):
         if self.queue:
             self.drop("shutdown", len(self.queue), handed=False)
             self.queue.clear()
-        waiting = sorted((u for lane in self.lanes.values() for u in lane.units if not u.on_disk), key=_seq)
+        waiting = sorted((u for lane in self.lanes.values() for u in lane.units if not u.on_disk), key=unit_seq)
         if waiting:
             lanes = {id(u): lane for lane in self.lanes.values() for u in lane.units}
             for unit in waiting:
@@ -1102,83 +984,6 @@ class Mirror(SessionListener):
             },
             "spill_path": str(self.store.path) if self.store is not None else "",
         }
-
-
-def _seq(unit: MirrorUnit) -> int:
-    return unit.seq
-
-
-# ---------------------------------------------------------------------------------------------- on disk
-
-
-_UNIT_VERSION = 1
-
-
-def encode_unit(unit: MirrorUnit) -> bytes:
-    """A unit as the bytes the spill queue keeps (its seq, time and user are columns of their own)."""
-    out = bytearray(struct.pack("<BBI", _UNIT_VERSION, 1 if unit.transaction else 0, len(unit.ops)))
-    contexts: dict[int, bytes] = {}
-    for op in unit.ops:
-        ctx = contexts.get(id(op.ctx))
-        if ctx is None:
-            c = op.ctx
-            ctx = contexts[id(op.ctx)] = json.dumps(
-                [c.schema, c.names, c.variables, c.user_variables, c.multi_statements]
-            ).encode()
-        sql = op.sql.encode("utf-8", "surrogateescape")
-        out += struct.pack("<BqBI", op.kind, op.insert_id, 1 if op.plain else 0, len(ctx)) + ctx
-        out += struct.pack("<I", len(op.payload)) + op.payload + struct.pack("<I", len(sql)) + sql
-        out += struct.pack("<I", len(op.long_data))
-        for chunk in op.long_data:
-            out += struct.pack("<I", len(chunk)) + chunk
-    return bytes(out)
-
-
-def decode_unit(body: bytes, seq: int, created: float, username: str) -> MirrorUnit:
-    """A unit back from the spill queue; ValueError when the bytes are not one."""
-    try:
-        version, transaction, count = struct.unpack_from("<BBI", body, 0)
-        if version != _UNIT_VERSION:
-            raise ValueError(f"unit format {version} is not {_UNIT_VERSION}")
-        pos = 6
-        ops: list[MirrorOp] = []
-        contexts: dict[bytes, SessionState] = {}
-        size = 0
-        for _ in range(count):
-            kind, insert_id, plain, ctx_len = struct.unpack_from("<BqBI", body, pos)
-            pos += 14
-            raw_ctx = body[pos : pos + ctx_len]
-            pos += ctx_len
-            ctx = contexts.get(raw_ctx)
-            if ctx is None:
-                schema, names, variables, user_variables, *multi = json.loads(
-                    raw_ctx
-                )  # units spilled before it was kept: on
-                ctx = contexts[raw_ctx] = SessionState(
-                    schema=schema,
-                    names=names,
-                    variables=variables,
-                    user_variables=user_variables,
-                    multi_statements=bool(multi[0]) if multi else True,
-                )
-            (length,) = struct.unpack_from("<I", body, pos)
-            payload = body[pos + 4 : pos + 4 + length]
-            pos += 4 + length
-            (length,) = struct.unpack_from("<I", body, pos)
-            sql = body[pos + 4 : pos + 4 + length].decode("utf-8", "surrogateescape")
-            pos += 4 + length
-            (chunks,) = struct.unpack_from("<I", body, pos)
-            pos += 4
-            long_data: list[bytes] = []
-            for _ in range(chunks):
-                (length,) = struct.unpack_from("<I", body, pos)
-                long_data.append(body[pos + 4 : pos + 4 + length])
-                pos += 4 + length
-            ops.append(MirrorOp(kind, -1, payload, sql, long_data, insert_id, bool(plain), ctx))
-            size += len(payload) + len(sql) + OP_OVERHEAD
-    except (struct.error, UnicodeDecodeError, TypeError) as exc:
-        raise ValueError(f"unit {seq} is damaged: {exc}") from None
-    return MirrorUnit(seq, ops, bool(transaction), created, username, size)
 
 
 # ---------------------------------------------------------------------------------------------- several workers

@@ -11,21 +11,8 @@ import pytest
 
 from proxyapp.config.document import ConfigError, parse_config, validate_row
 from proxyapp.config.variables import ordered_mirror_hostgroups
-from proxyapp.mirror.mirror import (
-    EXECUTE,
-    IDLE,
-    LANE_STATES,
-    QUERY,
-    READY,
-    RUNNING,
-    WAITING,
-    Lane,
-    LaneStateError,
-    MirrorOp,
-    MirrorUnit,
-    decode_unit,
-    encode_unit,
-)
+from proxyapp.mirror.lanes import IDLE, LANE_STATES, READY, RUNNING, WAITING, Lane, LaneStateError
+from proxyapp.mirror.units import EXECUTE, QUERY, MirrorOp, MirrorUnit, decode_unit, encode_unit
 from proxyapp.process.admin import render_metrics
 from proxyapp.report.merge import merge_mirror_sections, merge_snapshots
 from proxyapp.session.state import SessionState
