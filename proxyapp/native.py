@@ -36,6 +36,7 @@ COMPILED = (
     "proxyapp/hotrows/queues.py",
     "proxyapp/mirror/lanes.py",
     "proxyapp/mirror/mirror.py",
+    "proxyapp/mirror/tap.py",
     "proxyapp/mirror/units.py",
     "proxyapp/mysql/backend.py",
     "proxyapp/mysql/compression.py",
