@@ -46,15 +46,15 @@ def refuse_written_pid(route: Route) -> Route:
     return route
 
 
-def bound_client_pid(query: str, bind_body: bytes) -> int | None:
-    """The client process id a Bind (``bind_body``) of ``query`` passes to pg_terminate_backend or
-    pg_cancel_backend as a parameter, if any; ValueError when the Bind is malformed."""
+def bound_client_pid(query: str, bind_body: bytes, start: int = 0) -> int | None:
+    """The client process id a Bind of ``query`` (its body from ``start`` of ``bind_body``) passes to
+    pg_terminate_backend or pg_cancel_backend as a parameter, if any; ValueError when the Bind is malformed."""
     if not _mentions(query):
         return None
     for found in _SIGNAL_BACKEND.finditer(query):
         if found.group(2) is None:
             continue
-        code, value = bind_parameter(bind_body, int(found.group(2)) - 1)
+        code, value = bind_parameter(bind_body, int(found.group(2)) - 1, start)
         if value is None:
             continue
         if code == 1:

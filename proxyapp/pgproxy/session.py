@@ -356,7 +356,7 @@ class PgSession:
                 return
             hostgroup = route.hostgroup
         elif kind == 66:  # Bind of a named statement: where its Parse was routed
-            statement = self.prepared.named.get(bind_statement(msg[5:]))
+            statement = self.prepared.named.get(bind_statement(msg))
             hostgroup = statement.hostgroup if statement is not None else None
         try:
             server = await self._borrow(self.hostgroup if hostgroup is None else hostgroup)
@@ -530,10 +530,10 @@ class PgSession:
         """A Bind of a client's statement names the server's, prepared there first if the connection lacks it; b""
         when it is refused (it binds a client's process id to pg_terminate_backend or pg_cancel_backend: answered)."""
         portal = msg[5 : msg.index(b"\0", 5)]
-        name = bind_statement(msg[5:])
+        name = bind_statement(msg)
         statement = self.prepared.named.get(name) if name else None
         query = statement.query if statement is not None else self.unnamed_query if not name else ""
-        pid = bound_client_pid(query, msg[5:])
+        pid = bound_client_pid(query, msg, 5)
         if pid is not None:
             self._block(66, refusal(pid), REFUSED)
             return b""
@@ -544,7 +544,7 @@ class PgSession:
         if statement is None:
             return msg  # the unnamed statement, or one the client never prepared (the server says so)
         prefix = self.prepared.ensure(server, self.order, statement)
-        return prefix + rename_bind(msg[5:], statement.server_name)[1]
+        return prefix + rename_bind(msg, statement.server_name)
 
     def _describe_or_close(self, server: ServerConn, kind: int, msg: bytes) -> None:
         what, name = target(msg[5:])

@@ -64,25 +64,27 @@ def parse_message(name: str, query: bytes, types: bytes) -> bytes:
     return message(b"P", name.encode("utf-8", "surrogateescape") + b"\0" + query + b"\0" + types)
 
 
-def rename_bind(body: bytes, server_name: str) -> tuple[str, bytes]:
-    """A Bind body's statement name, and the whole Bind message naming ``server_name`` instead."""
-    portal, at = cstring(body, 0)
-    name, rest_at = cstring(body, at)
-    renamed = portal + b"\0" + server_name.encode() + b"\0" + body[rest_at:]
-    return name.decode("utf-8", "surrogateescape"), message(b"B", renamed)
+def rename_bind(msg: bytes, server_name: str) -> bytes:
+    """A Bind message naming ``server_name`` as its statement instead of the client's name; its parameters, which
+    may be large, are copied once (no slice of the whole message on the way)."""
+    at = msg.index(b"\0", 5) + 1  # after the portal's name
+    rest = msg.index(b"\0", at)  # the statement name's NUL, and the parameters after it
+    name = server_name.encode()
+    length = len(msg) - 1 - (rest - at) + len(name)
+    return b"".join((b"B", struct.pack("!i", length), memoryview(msg)[5:at], name, memoryview(msg)[rest:]))
 
 
-def bind_statement(body: bytes) -> str:
-    """The statement name a Bind body names."""
-    _, at = cstring(body, 0)
-    name, _ = cstring(body, at)
+def bind_statement(msg: bytes) -> str:
+    """The statement name a Bind message names."""
+    _, at = cstring(msg, 5)
+    name, _ = cstring(msg, at)
     return name.decode("utf-8", "surrogateescape")
 
 
-def bind_parameter(body: bytes, index: int) -> tuple[int, bytes | None]:
-    """A Bind body's parameter ``index`` (from 0): its format code (0 text, 1 binary) and its value (None: NULL, or
-    no such parameter); ValueError when malformed."""
-    _, at = cstring(body, 0)
+def bind_parameter(body: bytes, index: int, start: int = 0) -> tuple[int, bytes | None]:
+    """The parameter ``index`` (from 0) of the Bind body that starts at ``start`` of ``body``: its format code (0
+    text, 1 binary) and its value (None: NULL, or no such parameter); ValueError when malformed."""
+    _, at = cstring(body, start)
     _, at = cstring(body, at)
     (formats,) = struct.unpack_from("!h", body, at)
     codes = struct.unpack_from(f"!{formats}h", body, at + 2)
