@@ -72,6 +72,7 @@ class BackendLink:
         seen.autocommit_false_is_transaction = self.services.runtime.settings.autocommit_false_is_transaction
         seen.kept = self.hostgroup if self.conn is not None else None
         seen.pins = self.state.pins
+        seen.held = self.opening_hostgroup if self.opening is not None else None
         return seen
 
     async def execute(
@@ -350,7 +351,7 @@ class BackendLink:
 
     def hold(self, conn: BackendConnection, hostgroup: int) -> None:
         """Keep ``conn`` (of ``hostgroup``), on which a transaction was just opened in the held-back BEGIN's place
-        (``proxyapp.session.shardtxn``)."""
+        (``proxyapp.session.sharded.transactions``)."""
         self.conn = conn
         self.hostgroup = hostgroup
         self.opening = None

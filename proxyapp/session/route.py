@@ -13,7 +13,15 @@ from proxyapp.sql.scan import TRANSACTION_NEUTRAL, Kind, Statement
 class Situation:
     """What routing needs to know of a session (its user's settings, its state, the connection it keeps)."""
 
-    __slots__ = ("autocommit", "autocommit_false_is_transaction", "default_hostgroup", "kept", "persistent", "pins")
+    __slots__ = (
+        "autocommit",
+        "autocommit_false_is_transaction",
+        "default_hostgroup",
+        "held",
+        "kept",
+        "persistent",
+        "pins",
+    )
 
     def __init__(
         self,
@@ -23,6 +31,7 @@ class Situation:
         autocommit_false_is_transaction: bool,
         kept: int | None,
         pins: set[Pin] | frozenset[Pin],
+        held: int | None = None,
     ) -> None:
         self.default_hostgroup = default_hostgroup
         self.persistent = persistent  # mysql_users.transaction_persistent
@@ -30,6 +39,7 @@ class Situation:
         self.autocommit_false_is_transaction = autocommit_false_is_transaction
         self.kept = kept  # the hostgroup of the connection the session keeps, None if it keeps none
         self.pins = pins
+        self.held = held  # where a BEGIN held back until the transaction's first statement would have run, if any
 
 
 def beside_transaction(statements: list[Statement], destination: int | None, at: Situation) -> bool:
@@ -53,6 +63,8 @@ def route(
     replication pairs ``writer_of`` (reader hostgroup -> writer hostgroup) and the session's situation ``at``; and
     whether a stand-in may run them (they only set session state: ``PoolManager.stand_in`` then picks the reader
     hostgroup while the writer hostgroup has no usable server)."""
+    if at.held is not None:  # in a transaction held back (``BackendLink.defer``): where its BEGIN would have run
+        return at.held, False
     if at.kept is not None:
         if destination is not None and beside_transaction(statements, destination, at):
             return destination, False

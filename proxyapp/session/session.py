@@ -155,10 +155,10 @@ class Session:
             if self.seated:
                 self.seated = False
                 self.services.seats.give_back()
-            self.queries.spanning.discard()
+            self.queries.sharding.spanning.discard()
             self.link.end_transaction()
-            if self.queries.followed:
-                self.queries.followed = False
+            if self.queries.accounting.followed:
+                self.queries.accounting.followed = False
                 self.services.listener.session_ended(self.id)
             await self.link.drop(reset=True)
             self.queries.queue.leave()  # after the reset: its transaction's row locks are gone
@@ -394,7 +394,7 @@ class Session:
         self.client.send_ok(self.queries.status())
 
     async def _reset_session(self) -> None:
-        self.queries.spanning.discard()
+        self.queries.sharding.spanning.discard()
         await self.link.drop(reset=True)
         self.queries.queue.leave()
         self.state.reset(names_for_collation(self.client.collation))
@@ -402,7 +402,7 @@ class Session:
         self.link.last_insert_id = 0
         self.queries.flag_in = 0
         self.link.end_transaction()
-        if self.queries.followed:
+        if self.queries.accounting.followed:
             self.services.listener.session_reset(self.id)
 
     async def _com_change_user(self, payload: bytes) -> None:

@@ -1,7 +1,7 @@
 """The binary protocol's commands (COM_STMT_PREPARE, EXECUTE, SEND_LONG_DATA, CLOSE, RESET, FETCH) for one session.
 
 The client's statements live here with the ids the proxy gave them; ``proxyapp.session.prepared`` prepares them on
-whichever backend connection an execute runs on, ``proxyapp.session.sharded_statements`` plans those on sharded
+whichever backend connection an execute runs on, ``proxyapp.session.sharded.router`` places those on sharded
 tables.
 """
 
@@ -27,7 +27,6 @@ from proxyapp.session.prepared import (
 from proxyapp.session.query import NO_RULES, QueryPipeline
 from proxyapp.session.relay import Forward, Runner, relay_until_eof
 from proxyapp.session.services import SessionServices
-from proxyapp.session.sharded_statements import ShardedStatements
 from proxyapp.session.state import Pin, SessionState
 from proxyapp.sharding.params import ParamError
 from proxyapp.sharding.plan import plan
@@ -53,7 +52,6 @@ class PreparedStatements:
         self.queries = queries
         self.statements: dict[int, ClientStatement] = {}
         self.next_id = 1
-        self.sharded = ShardedStatements(client, state, link, queries)
         #: The execute running now: its statement, and the Forward the link runs it with.
         self.executing: ClientStatement | None = None
         self.forward = Forward(b"", binary=True, first=self._prepare_first)
@@ -82,7 +80,7 @@ class PreparedStatements:
         found = plan(sql, self.state.schema, rt.shard_map, dialect) if rt.shard_map is not None else None
         if found is not None:  # on sharded tables: each execute is planned (sharded_statements)
             stmt.sharded = True
-            prepared = await self.sharded.prepare(stmt, found.table)
+            prepared = await self.queries.sharding.prepare(stmt, found.table)
         else:
             prepared = await self._prepare(stmt, hostgroup)
         if prepared:
@@ -140,19 +138,21 @@ class PreparedStatements:
         hostgroup = queries.route(stmt.statements, NO_RULES) if stmt.statements else stmt.hostgroup
         if self.link.conn is None and self.state.autocommit:
             hostgroup = stmt.hostgroup
-        # Where it runs, as a sharded statement's shard may say otherwise (``sharded_statements.OnShard``, made only
-        # then: a dataclass's __init__ runs interpreted): the text prepared there, the branch of the session's
-        # transaction over shards, the default schema.
+        # Where it runs, as a sharded statement's shard may say otherwise (``sharded.router.OnShard``): the text
+        # prepared there, the branch of the session's transaction over shards, the default schema.
         prepared_text = stmt.sql
         branch: BackendConnection | None = None
         schema: str | None = None
         if stmt.sharded and self.services.runtime.shard_map is not None:
-            queries.spanning.check()
-            placed = await self.sharded.place(stmt, bound, hostgroup, started)
+            sharding = queries.sharding
+            sharding.spanning.check()
+            placed = await sharding.execute(stmt, bound, hostgroup, started)
             if placed is None:  # answered: over several shards, or refused
                 self._clear_long_data(stmt)
                 return
-            hostgroup, prepared_text, branch, schema = placed.hostgroup, placed.sql, placed.branch, placed.schema
+            hostgroup, branch, schema = placed.hostgroup, placed.branch, placed.schema
+            if placed.sql is not None:
+                prepared_text = placed.sql
         if len(payload) > 5 and payload[5] and stmt.num_columns:
             stmt.cursor = True
 
@@ -165,14 +165,16 @@ class PreparedStatements:
             run = self._prepare_first
         try:
             response = await self.link.execute(hostgroup, run, stmt.statements, None, None, branch, schema)
-            if queries.spanning.current is not None:
-                await queries.spanning.after(response.error if response is not None else None, branch)
-            if stmt.mirror is not None or queries.followed:
-                queries.tell(payload, stmt.statements, stmt.mirror, response, stmt)
+            spanning = queries.sharding.spanning
+            if spanning.current is not None:
+                await spanning.after(response.error if response is not None else None, branch)
+            accounting = queries.accounting
+            if stmt.mirror is not None or accounting.followed:
+                accounting.tell(payload, stmt.statements, stmt.mirror, response, stmt)
         finally:
             self._clear_long_data(stmt)
         if response is not None:
-            elapsed_us = queries.record(
+            elapsed_us = queries.accounting.record(
                 hostgroup, stmt.digest, started, response.rows, response.affected_rows, response.ended
             )
             if not queued and stmt.statements and not stmt.statements[0].is_read:
@@ -194,9 +196,9 @@ class PreparedStatements:
         return await read_response(conn.wire, relay, binary=True)
 
     def _look_for_heat(self, stmt: ClientStatement, execute: bytes, elapsed_us: int, response: Response) -> None:
-        """An execute that was not queued, as ``QueryPipeline.look_for_heat`` sees a statement: with its
+        """An execute that was not queued, as ``QueryAccounting.look_for_heat`` sees a statement: with its
         parameters' values (a mark is read from the rows its WHERE clause names)."""
-        mark = self.queries.heat_mark(elapsed_us, response)
+        mark = self.queries.accounting.heat_mark(elapsed_us, response)
         if mark < 0:
             return
         try:

@@ -5,7 +5,7 @@ One shard: a statement its key narrows there, or a read of a global table (where
 0), outside a transaction or inside one that stays on that shard. Several shards, outside a transaction: a SELECT
 the gather merges, DDL that runs on every shard, or a write that commits on all of them or none with XA (refused,
 saying so, under ``mysql-sharding_cross_shard_writes=false``). In a spanning transaction (one XA transaction over
-the shards it reaches, ``proxyapp.session.shardtxn``): any shard, or several. Never on a wrong shard.
+the shards it reaches, ``proxyapp.session.sharded.transactions``): any shard, or several. Never on a wrong shard.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def placement(
     """Where ``found`` runs for a session that keeps a connection to hostgroup ``kept`` (None: it keeps none) with
     ``autocommit`` on or off (off: or in a transaction not opened yet), writes over several shards allowed or not
     (``mysql-sharding_cross_shard_writes``); ``spanning``: inside a transaction that may reach any shard
-    (``proxyapp.session.shardtxn``), or one this statement opens."""
+    (``proxyapp.session.sharded.transactions``), or one this statement opens."""
     if found.refused:
         return Placement(refused=found.refused)
     table = found.table

@@ -9,7 +9,7 @@ of a group, which each proxy worker hands out from blocks it reserves in a table
   and the session's ``LAST_INSERT_ID()`` then tell the first generated value, as MySQL's own AUTO_INCREMENT does.
 - ``Sequence``: one table's values in one worker, the rest of its current block handed out in increasing order;
   one reservation in flight at a time, the others wait for it. ``Sequences``: the worker's, kept across reloads.
-- The statements that reserve a block (``proxyapp.session.numbering`` runs them): ``proxyfleet.sequences`` holds
+- The statements that reserve a block (``proxyapp.session.sharded.numbering`` runs them): ``proxyfleet.sequences`` holds
   one row per table, its next free value. ``UPDATE ... next_value = LAST_INSERT_ID(next_value + size)`` reserves
   ``size`` values atomically in one round trip (the OK's insert id is the new next value); a table's first
   reservation starts above the highest value its shards hold.

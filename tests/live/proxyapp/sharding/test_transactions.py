@@ -1,8 +1,9 @@
 """Transactions over several shards through a real proxy on two independent servers (issue 14): a transaction whose
-first statement is on a sharded table is one XA transaction over the shards it reaches (``proxyapp.session.shardtxn``),
-opened by BEGIN or with autocommit off. Its statements see its own writes on every shard; COMMIT commits all, or
-none; ROLLBACK, a deadlock, a client gone away roll all back; savepoints and implicit commits mean what they mean
-on one server; and no pooled connection is left inside a transaction."""
+first statement is on a sharded table is one XA transaction over the shards it reaches
+(``proxyapp.session.sharded.transactions``), opened by BEGIN or with autocommit off. Its statements see its own
+writes on every shard; COMMIT commits all, or none; ROLLBACK, a deadlock, a client gone away roll all back;
+savepoints and implicit commits mean what they mean on one server; and no pooled connection is left inside a
+transaction."""
 
 from __future__ import annotations
 

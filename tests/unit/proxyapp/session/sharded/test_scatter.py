@@ -1,5 +1,5 @@
-"""What a write over several shards tells the client (proxyapp.session.scatter): the info counts of several OKs added
-up, and the copies of a global table checked for one answer before the write commits; and the session's
+"""What a write over several shards tells the client (proxyapp.session.sharded.scatter): the info counts of several
+OKs added up, and the copies of a global table checked for one answer before the write commits; and the session's
 sql_select_limit as a read's cap."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from proxyapp.mysql.packets import OkPacket
-from proxyapp.session.scatter import copies_differ, rows_cap
+from proxyapp.session.sharded.scatter import copies_differ, rows_cap
 from proxyapp.sharding.gather import Refused
 from proxyapp.sharding.shardmap import Shard
 

@@ -3,8 +3,8 @@ results merge into one (a SELECT, ``proxyapp.sharding.merge``), or its outcome i
 (a write) it commits on every shard or none as one XA transaction (``proxyapp.sharding.xa``).
 
 Each connection is borrowed from its shard's hostgroup and brought to the session's state like any other, and
-given back after the statement; in the session's transaction over shards (``proxyapp.session.shardtxn``), the
-statement runs on the transaction's branches instead, a write inside a savepoint, and they stay with it.
+given back after the statement; in the session's transaction over shards (``sharded.transactions``), the statement
+runs on the transaction's branches instead, a write inside a savepoint, and they stay with it.
 The query timeout applies to each shard's statement; a shard's error is the statement's error.
 """
 
@@ -27,7 +27,7 @@ from proxyapp.mysql.wire import STATUS_UNKNOWN, PeerClosed, Response
 from proxyapp.session.client import Client
 from proxyapp.session.link import BackendLink, release
 from proxyapp.session.services import SessionServices
-from proxyapp.session.shardtxn import ROLLED_BACK, STATEMENT_SAVEPOINT, ShardTransaction
+from proxyapp.session.sharded.transactions import ROLLED_BACK, STATEMENT_SAVEPOINT, ShardTransaction
 from proxyapp.sharding.gather import MAX_ROWS, Gather, Refused
 from proxyapp.sharding.merge import merge
 from proxyapp.sharding.okinfo import summed_info
@@ -35,7 +35,7 @@ from proxyapp.sharding.physical import default_schema, rewrite
 from proxyapp.sharding.shardmap import Shard
 from proxyapp.sharding.xa import Branch, client_code, commit, rollback, xa_start_sql
 
-log = logging.getLogger("proxyapp.session.scatter")
+log = logging.getLogger("proxyapp.session.sharded.scatter")
 
 
 @dataclass(frozen=True)
