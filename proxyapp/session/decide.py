@@ -16,7 +16,6 @@ implicit commits are carried out by ``sharded.transactions`` and change the sess
 from __future__ import annotations
 
 import enum
-from typing import Final
 
 from proxyapp.rules.engine import RuleOutcome
 from proxyapp.session.route import Situation, route
@@ -39,20 +38,24 @@ class Act(enum.Enum):
 
 class Verdict:
     """``decide``'s answer: the act, and for ``RUN`` (and ``HOLD_BEGIN``) the hostgroup, whether a stand-in may run
-    it (``PoolManager.stand_in``) and whether the query cache may answer it."""
+    it (``PoolManager.stand_in``) and whether the query cache may answer it. A session keeps one and ``decide``
+    fills it in for each query (a new one per query cost an allocation on the hot path)."""
 
     __slots__ = ("act", "cacheable", "hostgroup", "stand_in")
 
-    def __init__(self, act: Act, hostgroup: int = -1, stand_in: bool = False, cacheable: bool = False) -> None:
+    def __init__(self) -> None:
+        self.act = Act.RUN
+        self.hostgroup = -1
+        self.stand_in = False
+        self.cacheable = False
+
+    def say(self, act: Act, hostgroup: int = -1, stand_in: bool = False, cacheable: bool = False) -> Verdict:
+        """This verdict, saying ``act`` (and where)."""
         self.act = act
         self.hostgroup = hostgroup
         self.stand_in = stand_in
         self.cacheable = cacheable
-
-
-#: The verdicts that carry nothing but their act (shared: never modified).
-ANSWER_LAST_INSERT_ID: Final = Verdict(Act.LAST_INSERT_ID)
-END_HELD: Final = Verdict(Act.END_HELD)
+        return self
 
 
 def screen(statements: list[Statement], outcome: RuleOutcome, local_infile: bool) -> Act:
@@ -80,26 +83,27 @@ def decide(
     at: Situation,
     writer_of: dict[int, int],
     holds_begin: bool,
+    verdict: Verdict,
 ) -> Verdict:
     """What to do with ``statements`` (``sql``, at least one statement) that ``screen`` let run, in situation ``at``
     (``writer_of``: the replication pairs; ``holds_begin``: a BEGIN is held back, for sharded tables or hot-row
-    queues)."""
+    queues), said in ``verdict`` (the only thing it writes to)."""
     first = statements[0]
     single = len(statements) == 1
     if single and first.last_insert_id_only and at.kept is None:
-        return ANSWER_LAST_INSERT_ID
+        return verdict.say(Act.LAST_INSERT_ID)
     hostgroup, stand_in = route(statements, outcome.destination_hostgroup, writer_of, at)
     if holds_begin and single:
         kind = first.kind
         if at.held is not None and (kind is Kind.COMMIT or kind is Kind.ROLLBACK):
-            return END_HELD
+            return verdict.say(Act.END_HELD)
         if (
             kind is Kind.BEGIN
             and first.keyword in ("BEGIN", "START")
             and at.kept is None
             and "SNAPSHOT" not in sql.upper()  # WITH CONSISTENT SNAPSHOT: its snapshot is taken now
         ):
-            return Verdict(Act.HOLD_BEGIN, hostgroup)
+            return verdict.say(Act.HOLD_BEGIN, hostgroup)
     cacheable = False
     if outcome.cache_ttl and at.kept is None:
         cacheable = True
@@ -107,4 +111,4 @@ def decide(
             if not statement.is_read:
                 cacheable = False
                 break
-    return Verdict(Act.RUN, hostgroup, stand_in, cacheable)
+    return verdict.say(Act.RUN, hostgroup, stand_in, cacheable)

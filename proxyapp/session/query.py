@@ -20,7 +20,7 @@ from proxyapp.mysql.wire import Response, Wire
 from proxyapp.rules.engine import QueryContext, RuleOutcome
 from proxyapp.session.accounting import QueryAccounting
 from proxyapp.session.client import Client, server_status
-from proxyapp.session.decide import Act, decide, screen
+from proxyapp.session.decide import Act, Verdict, decide, screen
 from proxyapp.session.kill import KillRefused, carry_out, parse_kill
 from proxyapp.session.link import BackendLink, CacheKey
 from proxyapp.session.relay import Forward, InfileAbandoned
@@ -63,6 +63,7 @@ class QueryPipeline:
         self.accounting = QueryAccounting(services, client, state, link, session_id)
         self.sharding = ShardRouter(services, client, state, link, self.accounting)  # statements on sharded tables
         self.queue = TransactionQueue(services, client, link, session_id)  # its place in the hot-row queues
+        self.verdict = Verdict()  # ``decide``'s, filled in anew for each query
 
     async def com_query(self, payload: bytes) -> None:
         """Serve a COM_QUERY."""
@@ -97,7 +98,7 @@ class QueryPipeline:
             if await sharding.spanning.control(statements, sql):
                 self.accounting.record(-1, digest, started, 0, 0)
                 return
-        verdict = decide(statements, sql, outcome, link.situation(), rt.writer_of, rt.holds_begin)
+        verdict = decide(statements, sql, outcome, link.situation(), rt.writer_of, rt.holds_begin, self.verdict)
         hostgroup = services.pools.stand_in(verdict.hostgroup) if verdict.stand_in else verdict.hostgroup
         if verdict.act is not Act.RUN:
             self.answer_held(verdict.act, payload, hostgroup)

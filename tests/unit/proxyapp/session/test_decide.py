@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from proxyapp.rules.engine import RuleOutcome
-from proxyapp.session.decide import Act, decide, screen
+from proxyapp.session.decide import Act, Verdict, decide, screen
 from proxyapp.session.route import Situation
 from proxyapp.session.state import Pin
 from proxyapp.sql.scan import scan
@@ -82,17 +82,17 @@ def test_decide(
 ) -> None:
     statements = scan(sql)
     assert screen(statements, outcome, True) is Act.RUN
-    verdict = decide(statements, sql, outcome, situation, WRITER_OF, holds_begin)
+    verdict = decide(statements, sql, outcome, situation, WRITER_OF, holds_begin, Verdict())
     assert (verdict.act, verdict.hostgroup, verdict.stand_in, verdict.cacheable) == expected
 
 
 def test_decide_reads_its_arguments_only() -> None:
-    """The same facts give the same verdict, and deciding changes none of them."""
+    """The same facts give the same verdict, and deciding changes none of them (only the verdict it fills in)."""
     statements = scan("SELECT 1")
     outcome = RuleOutcome(destination_hostgroup=READERS, cache_ttl=5)
     situation = at()
-    first = decide(statements, "SELECT 1", outcome, situation, WRITER_OF, True)
-    second = decide(statements, "SELECT 1", outcome, situation, WRITER_OF, True)
+    first = decide(statements, "SELECT 1", outcome, situation, WRITER_OF, True, Verdict())
+    second = decide(statements, "SELECT 1", outcome, situation, WRITER_OF, True, Verdict())
     assert (first.act, first.hostgroup, first.cacheable) == (second.act, second.hostgroup, second.cacheable)
     assert outcome == RuleOutcome(destination_hostgroup=READERS, cache_ttl=5)
     assert (situation.kept, situation.held, situation.pins) == (None, None, set())
