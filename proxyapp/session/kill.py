@@ -10,6 +10,7 @@ new connection when the user presses Ctrl-C. Sessions live in several worker pro
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -17,9 +18,14 @@ from typing import Any
 import aiohttp
 
 from proxyapp import credential
+from proxyapp.backends.pool import ServerPool, server_tls
+from proxyapp.mysql.backend import BackendConnection, BackendError, Credentials
 from proxyapp.mysql.constants import ErrorCode
+from proxyapp.mysql.wire import CONNECTION_LOST
 from proxyapp.session.client import Client, SessionEnd
 from proxyapp.session.services import SessionServices
+
+log = logging.getLogger("proxyapp.session.kill")
 
 _LEADING_COMMENTS = re.compile(r"\A(?:\s+|/\*.*?\*/|(?:--\s|#)[^\n]*(?:\n|\Z))*", re.S)
 _KILL = re.compile(
@@ -111,3 +117,31 @@ async def carry_out(
         client.send_ok(status)
     else:
         client.send_error(int(answer.get("code") or ErrorCode.NO_SUCH_THREAD), str(answer.get("error")), 1)
+
+
+async def kill_running(
+    conn: BackendConnection, credentials: Credentials, services: SessionServices, what: str, session_id: int
+) -> None:
+    """``KILL QUERY`` the statement running on ``conn`` (``what``, for the log), from a separate connection to its
+    server logged in with ``credentials``: a timed-out query, a gone client's, a killed session's."""
+    pool = conn.pool
+    assert isinstance(pool, ServerPool)
+    try:
+        killer = await BackendConnection.connect(
+            pool.server.hostname,
+            pool.server.port,
+            credentials,
+            None,
+            timeout=2,
+            tls=server_tls(pool.server, pool.hostgroup.manager.settings.tls),
+        )
+    except BackendError as exc:
+        log.warning("session %d: cannot kill %s: %s", session_id, what, exc)
+        return
+    try:
+        await killer.query(f"KILL QUERY {conn.thread_id}")
+        services.counters.mysql_killed_backend_queries += 1
+    except CONNECTION_LOST as exc:
+        log.warning("session %d: cannot kill %s: %s", session_id, what, exc)
+    finally:
+        killer.close()

@@ -10,19 +10,20 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from proxyapp.backends.pool import Hostgroup, PoolError, ServerPool, server_tls
+from proxyapp.backends.pool import Hostgroup, PoolError, ServerPool
 from proxyapp.clock import MONOTONIC
 from proxyapp.config.variables import NO_TIMEOUT_MS
-from proxyapp.mysql.backend import BackendConnection, BackendError
+from proxyapp.mysql.backend import BackendConnection
 from proxyapp.mysql.constants import ErrorCode
 from proxyapp.mysql.packets import ErrPacket
 from proxyapp.mysql.wire import CONNECTION_LOST, STATUS_UNKNOWN, Relay, Response, read_response, walked_response
 from proxyapp.rules.engine import RuleOutcome
 from proxyapp.session.client import Client, SessionEnd
+from proxyapp.session.kill import kill_running
 from proxyapp.session.relay import Forward, InfileAbandoned, Runner
 from proxyapp.session.route import Situation, beside_transaction
 from proxyapp.session.services import SessionServices
-from proxyapp.session.state import DIRTY_PINS, SessionState, bring, user_variable, value_literal
+from proxyapp.session.state import DIRTY_PINS, SessionState, bring, capture_user_variables, read_last_insert_id
 from proxyapp.session.track import APPLIED, DIRTY, IN_TRANSACTION, KEEP, track
 from proxyapp.sql.scan import Statement
 from proxyapp.tasks import spawn
@@ -206,9 +207,11 @@ class BackendLink:
             if response.error is None and not (len(statements) == 1 and statements[0].plain):
                 assigned = [name for st in statements for name in st.user_vars_assigned]
                 if assigned:
-                    captured = await self._capture_user_variables(conn, assigned)
+                    captured = await capture_user_variables(conn, self.state, assigned)
                 if any(st.sets_last_insert_id for st in statements):
-                    await self._capture_last_insert_id(conn)
+                    last = await read_last_insert_id(conn)
+                    if last is not None:
+                        self.last_insert_id = last
             if cache_key is not None and outcome is not None and response.error is None:
                 empty_too = outcome.cache_empty_result
                 if empty_too is None:
@@ -423,59 +426,8 @@ class BackendLink:
 
     def on_query_timeout(self, conn: BackendConnection) -> None:
         """The query timeout fired: kill the running query from a separate connection."""
-        spawn(self.kill_query(conn, "a timed-out query"), self.services.background, "killing a timed-out query")
-
-    async def kill_query(self, conn: BackendConnection, what: str) -> None:
-        """``KILL QUERY`` the statement running on ``conn``, from a separate connection to its server."""
-        pool = conn.pool
-        assert isinstance(pool, ServerPool)
-        try:
-            killer = await BackendConnection.connect(
-                pool.server.hostname,
-                pool.server.port,
-                self.client.credentials,
-                None,
-                timeout=2,
-                tls=server_tls(pool.server, pool.hostgroup.manager.settings.tls),
-            )
-        except BackendError as exc:
-            log.warning("session %d: cannot kill %s: %s", self.session_id, what, exc)
-            return
-        try:
-            await killer.query(f"KILL QUERY {conn.thread_id}")
-            self.services.counters.mysql_killed_backend_queries += 1
-        except CONNECTION_LOST as exc:
-            log.warning("session %d: cannot kill %s: %s", self.session_id, what, exc)
-        finally:
-            killer.close()
-
-    async def _capture_user_variables(self, conn: BackendConnection, names: list[str]) -> bool:
-        """Read back the user variables a statement assigned, so they can follow the session to any connection.
-
-        ProxySQL pins a session for good once it touches a user variable (its issue #1250); we replay the
-        values instead. Returns False when they could not be read (the session is then pinned).
-        """
-        unique = list(dict.fromkeys(names))
-        try:
-            result = await conn.fetch_row("SELECT " + ", ".join(user_variable(n) for n in unique))
-        except CONNECTION_LOST:
-            return False
-        if isinstance(result, ErrPacket):
-            return False
-        columns, values = result
-        for name, (field_type, charset), value in zip(unique, columns, values, strict=True):
-            literal = value_literal(value, field_type, charset)
-            self.state.user_variables[name] = conn.state.user_variables[name] = literal
-        return True
-
-    async def _capture_last_insert_id(self, conn: BackendConnection) -> None:
-        """After ``LAST_INSERT_ID(expr)`` (no OK packet tells it), read the session's insert id back."""
-        try:
-            result = await conn.fetch_row("SELECT LAST_INSERT_ID()")
-        except CONNECTION_LOST:
-            return
-        if not isinstance(result, ErrPacket) and result[1] and result[1][0] is not None:
-            self.last_insert_id = int(result[1][0])
+        killing = kill_running(conn, self.client.credentials, self.services, "a timed-out query", self.session_id)
+        spawn(killing, self.services.background, "killing a timed-out query")
 
 
 def release(conn: BackendConnection, reusable: bool = True, now: float = 0.0) -> None:

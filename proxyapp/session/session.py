@@ -21,7 +21,7 @@ from proxyapp.mysql.constants import MAX_PACKET, Command, ErrorCode, names_for_c
 from proxyapp.mysql.packets import PacketTooLarge, ProtocolError, eof_packet, ok_packet, schema_name
 from proxyapp.mysql.wire import PeerClosed, Wire
 from proxyapp.session.client import Client, SessionEnd
-from proxyapp.session.kill import KillRequest, carry_out
+from proxyapp.session.kill import KillRequest, carry_out, kill_running
 from proxyapp.session.limits import tells_inactivity
 from proxyapp.session.link import BackendLink, release
 from proxyapp.session.login import authenticate_change, log_in
@@ -174,8 +174,8 @@ class Session:
         if conn is None or link.killed or not self.services.runtime.settings.kill_backend_when_disconnect:
             return
         link.killed = True  # a statement still waiting for a connection must not run either
-        spawn(link.kill_query(conn, f"the query of session {self.id} (client gone)"), self.services.background,
-              f"killing the query of session {self.id}", self.wire.loop)  # fmt: skip
+        killing = kill_running(conn, self.client.credentials, self.services, "its query (client gone)", self.id)
+        spawn(killing, self.services.background, f"killing the query of session {self.id}", self.wire.loop)
         # A backend that does not answer even the KILL must not keep the session: the housekeeping drops its
         # connection after ``limits.ABANDON_AFTER_S`` (``abandon``).
         self.gone_since = self.services.clock.now()
@@ -445,7 +445,7 @@ class Session:
                 self.client.send_error(ErrorCode.CONNECTION_KILLED, "Connection was killed", 1)
             self.wire.close()
         if conn is not None:
-            await self.link.kill_query(conn, f"the query of session {self.id} (KILL)")
+            await kill_running(conn, self.client.credentials, self.services, "its query (KILL)", self.id)
 
     async def _com_process_kill(self, payload: bytes) -> None:
         if len(payload) < 5:

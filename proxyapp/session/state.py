@@ -20,6 +20,7 @@ from proxyapp.mysql.constants import (
     names_for_collation,
 )
 from proxyapp.mysql.packets import ErrPacket
+from proxyapp.mysql.wire import CONNECTION_LOST
 
 
 class Pin(enum.Enum):
@@ -248,3 +249,36 @@ def _is_utf8(value: bytes) -> bool:
 
 def _assignment(name: str, expr: str) -> str:
     return f"@@session.{name} = {expr}"
+
+
+async def capture_user_variables(conn: BackendConnection, state: SessionState, names: list[str]) -> bool:
+    """Read back the user variables ``names`` a statement assigned on ``conn`` into ``state`` (and the connection's
+    applied state), so they follow the session to any connection.
+
+    ProxySQL pins a session for good once it touches a user variable (its issue #1250); we replay the values
+    instead. Returns False when they could not be read (the session is then pinned).
+    """
+    unique = list(dict.fromkeys(names))
+    try:
+        result = await conn.fetch_row("SELECT " + ", ".join(user_variable(n) for n in unique))
+    except CONNECTION_LOST:
+        return False
+    if isinstance(result, ErrPacket):
+        return False
+    columns, values = result
+    for name, (field_type, charset), value in zip(unique, columns, values, strict=True):
+        literal = value_literal(value, field_type, charset)
+        state.user_variables[name] = conn.state.user_variables[name] = literal
+    return True
+
+
+async def read_last_insert_id(conn: BackendConnection) -> int | None:
+    """After ``LAST_INSERT_ID(expr)`` (no OK packet tells it), the session's insert id read back from ``conn``; None
+    when it could not be read."""
+    try:
+        result = await conn.fetch_row("SELECT LAST_INSERT_ID()")
+    except CONNECTION_LOST:
+        return None
+    if not isinstance(result, ErrPacket) and result[1] and result[1][0] is not None:
+        return int(result[1][0])
+    return None
