@@ -41,8 +41,16 @@ from typing import Any
 import psycopg
 
 from devstack.ports import free_port
-from devstack.sandboxbase import REPO, SandboxError, ServerSandbox, log_since, log_tail, pid_alive, wait_gone
-from devstack.stack import wait_until
+from devstack.sandboxbase import (
+    SandboxedServer,
+    SandboxError,
+    ServerSandbox,
+    log_since,
+    log_tail,
+    pid_alive,
+    wait_gone,
+)
+from devstack.stack import REPO, wait_until
 from proxyapp.mysql.tls import make_certificate
 
 HOST = "127.0.0.1"
@@ -156,22 +164,11 @@ def _env(home: str) -> dict[str, str]:
 
 
 @dataclass
-class PgServer:
-    """One sandbox server; ``running`` is whether its recorded postmaster is alive right now."""
+class PgServer(SandboxedServer):
+    """One sandbox server. Its ``home`` holds its
+    datadir, its log and its unix socket."""
 
-    name: str
-    role: str  # "primary" or "replica"
-    host: str
-    port: int
-    pid: int | None
-    datadir: str
     socket_dir: str
-    running: bool = False
-
-    @property
-    def home(self) -> Path:
-        """The server's directory: its datadir, log and unix socket are in it."""
-        return Path(self.datadir).parent
 
     @property
     def log(self) -> Path:

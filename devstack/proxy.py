@@ -16,8 +16,8 @@ from typing import Any
 import pymysql
 
 from devstack.ports import free_port
-from devstack.sandbox import APP_PASSWORD, APP_USER, REPO
-from devstack.stack import wait_until
+from devstack.sandbox import APP_PASSWORD, APP_USER
+from devstack.stack import REPO, wait_until
 from proxyapp import credential
 from proxyapp.clock import TEST_CLOCK_ENV
 

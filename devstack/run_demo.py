@@ -42,10 +42,10 @@ from devstack.pgsandbox import APP_PASSWORD as PG_APP_PASSWORD
 from devstack.pgsandbox import APP_USER as PG_APP_USER
 from devstack.pgsandbox import PgSandbox
 from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox, shard_sandboxes
+from devstack.stack import REPO
 from proxyapp import credential
 from proxyapp.node.node import NodeStore
 
-REPO = Path(__file__).resolve().parent.parent
 DEMO = REPO / "var" / "demo"
 LOGS = DEMO / "logs"
 WEB = "127.0.0.1:8000"

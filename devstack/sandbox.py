@@ -31,6 +31,7 @@ import pymysql
 
 from devstack.ports import free_port
 from devstack.sandboxbase import (
+    SandboxedServer,
     SandboxError,
     ServerSandbox,
     log_since,
@@ -40,7 +41,6 @@ from devstack.sandboxbase import (
 )
 from proxyapp.mysql.tls import make_certificate
 
-REPO = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
 REPL_USER, REPL_PASSWORD = "repl", "repl-pass"
 APP_USER, APP_PASSWORD = "app", "app-pass"
@@ -70,23 +70,12 @@ _PRIMARY_SETUP = (
 
 
 @dataclass
-class SandboxServer:
-    """One sandbox server; ``running`` is whether its recorded process is alive right now."""
+class SandboxServer(SandboxedServer):
+    """One sandbox server. Its ``home`` holds its
+    datadir, error log, pid file and tmpdir."""
 
-    name: str
-    role: str  # "primary" or "replica"
-    host: str
-    port: int
-    pid: int | None
-    datadir: str
     socket: str
     server_id: int
-    running: bool = False
-
-    @property
-    def home(self) -> Path:
-        """The server's directory: its datadir, error log, pid file and tmpdir are in it."""
-        return Path(self.datadir).parent
 
     @property
     def error_log(self) -> Path:

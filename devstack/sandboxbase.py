@@ -11,6 +11,7 @@ import shutil
 import signal
 import time
 from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
@@ -21,14 +22,23 @@ class SandboxError(RuntimeError):
     """A sandbox server could not be set up, started or found."""
 
 
-class SandboxedServer(Protocol):
-    """What a sandbox knows of each of its servers."""
+@dataclass
+class SandboxedServer:
+    """What a sandbox knows of each of its servers, whatever the engine (each engine's server type adds its own);
+    ``running``: whether its recorded process is alive right now."""
 
     name: str
     role: str  # "primary" or "replica"
+    host: str
+    port: int
     pid: int | None
     datadir: str
-    running: bool
+    running: bool = field(default=False, kw_only=True)
+
+    @property
+    def home(self) -> Path:
+        """The server's directory: its datadir, log and the engine's other files are in it."""
+        return Path(self.datadir).parent
 
 
 class SandboxState(Protocol):

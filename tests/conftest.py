@@ -19,7 +19,8 @@ from django.conf import settings
 
 from devstack.pgsandbox import PgSandbox
 from devstack.proxy import ProxyProcess, rw_split_config
-from devstack.sandbox import REPO, Sandbox, pid_alive
+from devstack.sandbox import Sandbox, pid_alive
+from devstack.stack import REPO
 from proxyapp.node import signature
 
 pytest_plugins = ("tests.support.control_plane",)

@@ -22,7 +22,6 @@ import random
 import shlex
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pymysql
@@ -31,12 +30,12 @@ from devstack.bench.field_notes import POOL, load
 from devstack.bench.run_bench import write_report
 from devstack.proxy import ProxyProcess
 from devstack.sandbox import APP_PASSWORD, APP_USER, SandboxServer, shard_sandboxes
+from devstack.stack import REPO
 from fleet.bench.engine.plot import draw
 from fleet.bench.engine.results import RunResult, sweep_table
 from fleet.bench.engine.script import parse_script
 from fleet.bench.engine.workloads import BUILTINS
 
-REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "var" / "bench-amoeba-shards"
 PLOTS = REPO / "docs" / "bench"
 DOC = REPO / "docs" / "benchmarks.md"

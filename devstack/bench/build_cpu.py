@@ -21,7 +21,8 @@ from pathlib import Path
 
 from devstack.bench.run_bench import SB_DB, SB_PASSWORD, SB_USER, proxy_config, sysbench_connection_args
 from devstack.proxy import ProxyProcess
-from devstack.sandbox import REPO, Sandbox
+from devstack.sandbox import Sandbox
+from devstack.stack import REPO
 
 SANDBOX_DIR = "var/bench-cpu"
 TABLE_SIZE = 10_000

@@ -23,7 +23,6 @@ from pathlib import Path
 
 from devstack.bench.run_bench import (
     BENCH_DIR,
-    REPO,
     Bench,
     CpuSnapshot,
     Workload,
@@ -32,6 +31,7 @@ from devstack.bench.run_bench import (
     proxy_config,
 )
 from devstack.proxy import ProxyProcess
+from devstack.stack import REPO
 from fleet.bench.engine.sysbench import parse_sysbench
 
 #: Where the other revision's worktree goes (one at a time; made again at each run).

@@ -29,7 +29,8 @@ from devstack import stack
 from devstack.bench.run_bench import write_report
 from devstack.failover_sandbox import address, ids
 from devstack.failover_stack import NODES, TABLE, TIMEOUT, Fleet, Writer, running_fleet
-from devstack.sandbox import REPO, Sandbox
+from devstack.sandbox import Sandbox
+from devstack.stack import REPO
 
 SECTION_TITLE = "Failover"
 WORK_DIR = REPO / "var" / "bench-failover"

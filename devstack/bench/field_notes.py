@@ -24,16 +24,15 @@ import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from devstack.bench.run_bench import write_report
 from devstack.proxy import ProxyProcess
 from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox
+from devstack.stack import REPO
 from fleet.bench.engine.plot import draw
 from fleet.bench.engine.results import RunResult, sweep_table
 
-REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "var" / "bench-notes"
 PLOTS = REPO / "docs" / "bench"
 DOC = REPO / "docs" / "benchmarks.md"

@@ -37,10 +37,10 @@ from urllib.parse import quote
 from devstack.bench.run_bench import write_report
 from devstack.proxy import ProxyProcess
 from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox
+from devstack.stack import REPO
 from fleet.bench.engine.plot import draw
 from fleet.bench.engine.results import RunResult
 
-REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "var" / "bench-hot-rows"
 PLOTS = REPO / "docs" / "bench"
 DOC = REPO / "docs" / "benchmarks.md"

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from devstack.ports import free_port
+from devstack.stack import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 SERVER = ("127.0.0.1", 3306)
 SB_USER, SB_PASSWORD, SB_DB = "sbinstr", "sbinstr-pass", "sbinstr"
 TABLES, TABLE_SIZE = 2, 5000

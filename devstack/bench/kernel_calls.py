@@ -23,7 +23,8 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from devstack.bench.run_bench import REPO, Bench, Workload, descendants, parse_args
+from devstack.bench.run_bench import Bench, Workload, descendants, parse_args
+from devstack.stack import REPO
 
 #: The system calls counted by name (a proxy's per-query ones; the rest are in ``raw_syscalls:sys_enter``).
 SYSCALLS = ("recvfrom", "read", "sendto", "sendmsg", "write", "writev", "epoll_wait", "epoll_pwait", "clock_gettime")

@@ -45,9 +45,9 @@ from devstack.bench.mirror_workload import SCHEMA, TABLES, create_schema, insert
 from devstack.bench.run_bench import CpuSnapshot, descendants, write_report
 from devstack.proxy import ProxyProcess
 from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox
+from devstack.stack import REPO
 from fleet.core.mirrorcheck import Endpoint
 
-REPO = Path(__file__).resolve().parents[2]
 WORK = REPO / "var" / "bench-mirror"
 SECTION = "Mirroring"
 PRIMARY_HG, MIRROR_HG = 10, 700

@@ -46,7 +46,6 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -58,11 +57,10 @@ from devstack.pgbouncer import PgBouncer
 from devstack.pgsandbox import APP_PASSWORD, APP_USER, PgSandbox, PgServer, bin_dir
 from devstack.ports import free_port
 from devstack.proxy import ProxyProcess
-from devstack.stack import wait_until
+from devstack.stack import REPO, wait_until
 from fleet.bench.engine.runner import PlanBase, raise_file_limit
 from fleet.bench.engine.targets import Target
 
-REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "var" / "bench-pgsql"
 SANDBOX_DIR = "var/bench-pgsql-sandbox"
 DOC = REPO / "docs" / "benchmarks.md"

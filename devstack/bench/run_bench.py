@@ -47,11 +47,10 @@ from devstack.bench.pinning import Layout, PinningError, pin_processes, pinned_s
 from devstack.ports import free_port
 from devstack.proxy import ProxyProcess
 from devstack.sandbox import Sandbox, SandboxServer, pid_alive
-from devstack.stack import terminate
+from devstack.stack import REPO, terminate
 from fleet.bench.engine.sysbench import parse_sysbench
 from proxyapp.config.variables import VARIABLES
 
-REPO = Path(__file__).resolve().parents[2]
 BENCH_DIR = REPO / "var" / "bench"
 SANDBOX_DIR = "var/bench-sandbox"
 SB_USER = "sbtest"

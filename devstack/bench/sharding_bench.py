@@ -46,9 +46,9 @@ from devstack.bench.run_bench import CpuSnapshot, PidFile, descendants, process_
 from devstack.demo import SHARD_GROUP, SHARD_TABLES
 from devstack.proxy import ProxyProcess
 from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox, SandboxServer, shard_sandboxes
+from devstack.stack import REPO
 from fleet.bench.engine.sysbench import parse_histogram, parse_sysbench
 
-REPO = Path(__file__).resolve().parents[2]
 BENCH_DIR = REPO / "var" / "bench-sharding"
 SERVERS_DIR = "var/bench-sharding/servers"
 SCRIPT = Path(__file__).with_name("sharding_shop.lua")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from devstack.conformance.compare import BY_DESIGN, FLAKY, KNOWN_DEFECT, PROXY_ONLY, Finding
 from devstack.conformance.report import COLUMNS, TargetReport, beside, from_json
-from devstack.sandbox import REPO
+from devstack.stack import REPO
 
 DOC = REPO / "docs" / "compatibility.md"
 

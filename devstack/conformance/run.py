@@ -22,7 +22,7 @@ from devstack.conformance.report import TargetReport, beside, details, table, wr
 from devstack.conformance.sources import HOME, prepare
 from devstack.conformance.suites import CI_SUITES, SUITES, Suite
 from devstack.conformance.targets import REFERENCES
-from devstack.sandbox import REPO
+from devstack.stack import REPO
 
 RUNS = HOME / "runs"
 REPORT = HOME / "report.json"

@@ -13,7 +13,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from devstack.sandbox import REPO
+from devstack.stack import REPO
 
 HOME = REPO / "var" / "conformance"
 SDISTS = HOME / "sdists"

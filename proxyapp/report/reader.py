@@ -381,16 +381,14 @@ def read_monitor(stats: object) -> list[MonitorRow] | None:
         return None
     rows = []
     for where, row in _rows(stats, "monitor"):
-        status = row.get("status")
-        if status not in SERVER_STATUSES:
-            raise ReportError(f"{where}.status: expected one of {', '.join(SERVER_STATUSES)}, not {status!r}")
+        status = _server_status(row, where)
         lag = _optional(row, "lag_s", (int, float), where)
         rows.append(
             MonitorRow(
                 hostgroup=_integer(row, "hostgroup", where),
                 srv_host=_text(row, "srv_host", where, empty=False),
                 srv_port=_integer(row, "srv_port", where),
-                status=str(status),
+                status=status,
                 connect_ok=_optional(row, "connect_ok", (bool,), where),
                 ping_ok=_optional(row, "ping_ok", (bool,), where),
                 read_only=_optional(row, "read_only", (bool,), where),
@@ -554,15 +552,13 @@ def read_pgsql_forward(stats: object) -> PgsqlForward | None:
         )
     servers = []
     for at, row in _list_rows(section.get("servers"), f"{where}.servers"):
-        status = row.get("status")
-        if status not in SERVER_STATUSES:
-            raise ReportError(f"{at}.status: expected one of {', '.join(SERVER_STATUSES)}, not {status!r}")
+        status = _server_status(row, at)
         servers.append(
             ForwardServerRow(
                 hostgroup_id=_integer(row, "hostgroup_id", at),
                 hostname=_text(row, "hostname", at, empty=False),
                 port=_integer(row, "port", at),
-                status=str(status),
+                status=status,
                 status_reason=_text(row, "status_reason", at) if "status_reason" in row else "",
                 connections_active=_integer(row, "connections_active", at),
                 connections_total=_integer(row, "connections_total", at),
@@ -589,15 +585,13 @@ def read_pgsql(stats: object) -> PgsqlPooling | None:
         raise ReportError(f"{where}.listener.state: expected listening, off or 'error: ' and why, not {state!r}")
     pool = []
     for at, row in _list_rows(section.get("connection_pool"), f"{where}.connection_pool"):
-        status = row.get("status")
-        if status not in SERVER_STATUSES:
-            raise ReportError(f"{at}.status: expected one of {', '.join(SERVER_STATUSES)}, not {status!r}")
+        status = _server_status(row, at)
         pool.append(
             PgsqlPoolRow(
                 hostgroup=_integer(row, "hostgroup", at),
                 srv_host=_text(row, "srv_host", at, empty=False),
                 srv_port=_integer(row, "srv_port", at),
-                status=str(status),
+                status=status,
                 status_reason=_text(row, "status_reason", at) if "status_reason" in row else "",
                 conn_used=_integer(row, "ConnUsed", at),
                 conn_free=_integer(row, "ConnFree", at),
@@ -695,3 +689,11 @@ def _optional(row: Mapping[str, Any], key: str, kinds: tuple[type, ...], where: 
         names = " or ".join(k.__name__ for k in kinds)
         raise ReportError(f"{where}.{key}: expected {names} or null, not {value!r}")
     return value
+
+
+def _server_status(row: Mapping[str, Any], where: str) -> str:
+    """A row's ``status``: one of ``SERVER_STATUSES``."""
+    status = row.get("status")
+    if status not in SERVER_STATUSES:
+        raise ReportError(f"{where}.status: expected one of {', '.join(SERVER_STATUSES)}, not {status!r}")
+    return str(status)

@@ -35,7 +35,8 @@ from typing import Any
 import pymysql
 
 from devstack.proxy import ProxyProcess
-from devstack.sandbox import APP_PASSWORD, APP_USER, REPO, Sandbox
+from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox
+from devstack.stack import REPO
 from proxyapp.config.sharding import build
 from tests.support.proxy_rig import ProxyRig
 from tests.support.sharding_workload import (

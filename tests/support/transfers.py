@@ -40,8 +40,8 @@ from typing import Any
 import pymysql
 
 from devstack.proxy import ProxyProcess
-from devstack.sandbox import APP_PASSWORD, APP_USER, REPO, Sandbox, SandboxServer
-from devstack.stack import wait_until
+from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox, SandboxServer
+from devstack.stack import REPO, wait_until
 from proxyapp.sharding.xa import XA_ERRORS
 from tests.support.harness import open_transactions
 from tests.support.proxy_rig import ProxyRig

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from devstack.conformance.run import CI_REPORT
-from devstack.sandbox import REPO
+from devstack.stack import REPO
 
 #: The harness's own bound: the subset, the rerun of what differs, and the first run's download and virtualenv.
 RUN_TIMEOUT_S = 900

@@ -23,12 +23,12 @@ from devstack.pgsandbox import (
     MD5_USER,
     MONITOR_PASSWORD,
     MONITOR_USER,
-    REPO,
     SYSTEM_USER,
     PgSandbox,
 )
 from devstack.sandbox import pid_alive
 from devstack.sandboxes import main as sandboxes
+from devstack.stack import REPO
 from tests.conftest import TEST_PG_SANDBOX_DIR, module_pg_sandbox_dir
 
 #: Whether this session is encrypted, asked of the server.

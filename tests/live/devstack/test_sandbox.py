@@ -17,13 +17,12 @@ from devstack.sandbox import (
     APP_USER,
     MONITOR_PASSWORD,
     MONITOR_USER,
-    REPO,
     Sandbox,
     SandboxServer,
     pid_alive,
 )
 from devstack.sandboxes import main as sandboxes
-from devstack.stack import wait_until
+from devstack.stack import REPO, wait_until
 from tests.conftest import TEST_SANDBOX_DIR
 
 

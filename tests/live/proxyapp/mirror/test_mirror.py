@@ -34,8 +34,8 @@ from devstack.bench.mirror_workload import (
     table_checks,
 )
 from devstack.proxy import ProxyProcess
-from devstack.sandbox import APP_PASSWORD, APP_USER, REPO, Sandbox, pid_alive
-from devstack.stack import wait_until
+from devstack.sandbox import APP_PASSWORD, APP_USER, Sandbox, pid_alive
+from devstack.stack import REPO, wait_until
 from fleet.core.mirrorcheck import Endpoint
 from proxyapp import native
 from tests.support.harness import StartProxy

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from devstack.proxy import rw_split_config
-from devstack.sandbox import APP_PASSWORD, REPO, Sandbox
+from devstack.sandbox import APP_PASSWORD, Sandbox
+from devstack.stack import REPO
 from proxyapp import credential
 from tests.support.harness import StartProxy
 

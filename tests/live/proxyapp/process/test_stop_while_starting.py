@@ -14,8 +14,8 @@ import pytest
 
 from devstack.ports import free_port
 from devstack.proxy import rw_split_config
-from devstack.sandbox import REPO, Sandbox
-from devstack.stack import wait_until
+from devstack.sandbox import Sandbox
+from devstack.stack import REPO, wait_until
 
 WORKERS = 2  # as many as the machine has CPUs at most (mysql-threads is capped so)
 

@@ -16,7 +16,7 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from devstack.sandbox import REPO
+from devstack.stack import REPO
 from tests.support import parse_cost
 
 #: The sizes counted: SMALL and four times it (valgrind runs about fifty times slower than the machine).

@@ -12,7 +12,7 @@ from datetime import datetime
 
 import pytest
 
-from devstack.sandbox import REPO
+from devstack.stack import REPO
 from fleet.bench.engine.generators import TemplateError, declared, template
 from fleet.bench.engine.plans import make_plan
 from fleet.bench.engine.results import StepResult

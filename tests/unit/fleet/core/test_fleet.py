@@ -11,7 +11,7 @@ import pytest
 from django.conf import settings
 from django.test import Client
 
-from devstack.sandbox import REPO
+from devstack.stack import REPO
 from fleet.celery import app as celery_app
 from fleet.settings import database_from_url
 

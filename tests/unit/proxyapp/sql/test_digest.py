@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from devstack.sandbox import REPO
+from devstack.stack import REPO
 from proxyapp.sql.digest import CACHEABLE_LENGTH, MAX_QUERY_LENGTH, Digest, compute_digest, digest_text, simple_shape
 
 
