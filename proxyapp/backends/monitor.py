@@ -191,7 +191,12 @@ class _Server:
 
 
 class Monitor:
-    """Checks the servers of the running config and publishes what follows from the results."""
+    """Checks the servers of the running config and publishes what follows from the results.
+
+    Why one class of ~490 lines: the checks (connect, ping, read_only, replication lag, for MySQL and PostgreSQL),
+    their log, the verdicts drawn from them (shunning, lag and latency limits, a replication pair's writer) and the
+    rows the admin endpoint shows all read and write the same per-server record (``_Server``); the verdicts are
+    published as one ``MonitorState`` that the workers apply (``process.workers``)."""
 
     def __init__(
         self,

@@ -361,7 +361,12 @@ def _wake(future: asyncio.Future[None]) -> None:
 
 
 class Hostgroup:
-    """A hostgroup: its server pools, the sessions waiting for a connection and those waiting for a writer."""
+    """A hostgroup: its server pools, the sessions waiting for a connection and those waiting for a writer.
+
+    Why one class of ~500 lines: choosing a server, the waiting list, opening a connection under the connect
+    throttle and a release that hands the connection straight to the first waiter share one state and run on every
+    borrow of every query; split apart, each borrow would cross objects on the hot path. What needs none of it is
+    elsewhere: a server's own pool (``ServerPool``), the hostgroups of a config (``PoolManager``)."""
 
     __slots__ = (
         "change_waiters",

@@ -128,7 +128,14 @@ class SessionHost(Protocol):
 
 
 class PgSession:
-    """A logged-in client of the pooling proxy."""
+    """A logged-in client of the pooling proxy.
+
+    Why one class of ~640 lines: it is the pooler's hot path. The client loop (``run``, ``_pass``) and the relay of
+    the server's answers (``_relay``) read and write the held connection's state (``order``, ``status``, ``timer``,
+    ``unsynced``) on every message; split into objects, each message would cross them (issue 46 measures this path
+    against PgBouncer). What needs no per-message state is a room of its own: ``statements`` (the server-side names),
+    ``prepared`` (a session's statements), ``responses`` (the answers' order), ``settings`` (SETs replayed, pins),
+    ``timeout``, ``caching``, ``client_pids``, ``routing`` and ``pool``."""
 
     def __init__(
         self,

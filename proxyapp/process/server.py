@@ -90,7 +90,11 @@ def load_tls(config: Config) -> TlsContexts:
 
 class Proxy(SessionServices):
     """A running proxy: one config, its pools and statistics, the listener and the admin endpoint; its sessions see
-    it as ``SessionServices``."""
+    it as ``SessionServices``.
+
+    Why one class of ~490 lines: it is the process's composition root, and half of it is one thin method per admin
+    route (``process.admin`` calls them: stats, reload, processlist, KILL, the monitor's state); each hands the work to
+    the room that does it (``report``, ``config``, ``session.kill``, ``backends.monitor``)."""
 
     def __init__(
         self,

@@ -62,7 +62,9 @@ _COMMAND_NAMES: dict[int, str] = {
 
 
 class Session:
-    """One client connection to the proxy."""
+    """One client connection to the proxy: its lifecycle, the command dispatch and the small commands; the work is
+    its rooms' (``client``, ``login``, ``query``, ``statements``, ``link``, ``state``), and at ~420 lines most of it is
+    one short handler per command of the protocol."""
 
     def __init__(self, services: SessionServices, wire: Wire, session_id: int) -> None:
         self.services = services
