@@ -49,6 +49,8 @@ COMPILED = (
     "proxyapp/mysql/wire.py",
     "proxyapp/pgproxy/caching.py",
     "proxyapp/pgproxy/client_pids.py",
+    "proxyapp/pgproxy/host.py",
+    "proxyapp/pgproxy/link.py",
     "proxyapp/pgproxy/pool.py",
     "proxyapp/pgproxy/prepared.py",
     "proxyapp/pgproxy/responses.py",

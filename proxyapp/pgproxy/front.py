@@ -29,10 +29,11 @@ from proxyapp.clients.throttle import AuthThrottle
 from proxyapp.clock import Clock
 from proxyapp.config.document import Config
 from proxyapp.pgproxy.client_pids import CLIENT_PIDS
+from proxyapp.pgproxy.host import SessionCounters
 from proxyapp.pgproxy.login import Cancel, LoginFailed, authenticate, negotiate
 from proxyapp.pgproxy.pool import PgPools, PoolRefused, ServerConn
 from proxyapp.pgproxy.routing import PgRouter
-from proxyapp.pgproxy.session import PgSession, SessionCounters
+from proxyapp.pgproxy.session import PgSession
 from proxyapp.pgproxy.settings import quote_literal, startup_settings
 from proxyapp.pgsql.backend import PgError, PgUnreachable
 from proxyapp.pgsql.messages import (
@@ -283,7 +284,7 @@ class PgFront:
         self.sessions[session_id] = session
         self.keys[session_id] = key
         if user.pool_mode == "session":
-            session.adopt(server)
+            session.link.adopt(server)
         else:
             self.pools.release(server, True)
         return session
@@ -323,7 +324,7 @@ class PgFront:
         session = self.sessions.get(pid)
         if session is None or not secrets.compare_digest(self.keys.get(pid, -1).to_bytes(4), key.to_bytes(4)):
             return
-        server = session.server
+        server = session.link.server
         if server is None:
             return  # nothing running
         await self.pools.cancel(server)

@@ -139,3 +139,22 @@ def cstring(body: bytes, at: int) -> tuple[bytes, int]:
     """The NUL-terminated string of ``body`` at ``at`` and the position after its NUL; ValueError when unterminated."""
     end = body.index(b"\0", at)
     return body[at:end], end + 1
+
+
+#: CommandComplete tags whose count is of rows sent to the client (the others' is of rows changed).
+_SENT_TAGS = (b"SELECT", b"FETCH", b"COPY", b"MOVE")
+
+
+def tag_rows(tag: bytes) -> tuple[int, int]:
+    """(rows sent, rows affected) of a CommandComplete tag ("SELECT 5", "INSERT 0 3", "UPDATE 2", ...)."""
+    count = tag.rpartition(b" ")[2]
+    if not count.isdigit():
+        return 0, 0
+    rows = int(count)
+    return (rows, 0) if tag.startswith(_SENT_TAGS) else (0, rows)
+
+
+def cstring_body(msg: bytes) -> bytes:
+    """A message's body without its final NUL (a Query's text, a CommandComplete's tag); b"" for an empty body
+    (never a slice that ends before it starts: compiled code refuses those)."""
+    return msg[5 : max(5, len(msg) - 1)]

@@ -30,7 +30,7 @@ def lanes(max_memory: int, spill_dir: Path | None = None) -> tuple[OrderedLanes,
 
 
 def op(hostgroup: int, sql: bytes = b"\x03INSERT INTO t VALUES (1)") -> MirrorOp:
-    return MirrorOp(QUERY, hostgroup, sql, "", [], 0, True, SessionState("app", None))
+    return MirrorOp(QUERY, hostgroup, sql, "", [], 0, True, SessionState("app"))
 
 
 def test_a_unit_within_the_bound_waits_in_memory_and_asks_for_a_runner() -> None:

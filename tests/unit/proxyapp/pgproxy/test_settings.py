@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from proxyapp.pgproxy.session import cstring_body, tag_rows
 from proxyapp.pgproxy.settings import (
     apply_change,
     deallocated,
@@ -14,6 +13,7 @@ from proxyapp.pgproxy.settings import (
     startup_settings,
     vacated_database,
 )
+from proxyapp.pgsql.messages import cstring_body, tag_rows
 
 
 @pytest.mark.parametrize(
