@@ -58,6 +58,7 @@ from proxyapp.mirror.ordered import OrderedLanes
 from proxyapp.mirror.proxysql_mode import PROXYSQL_MAX_PACKET, ProxysqlEntry, run_entry
 from proxyapp.mirror.tap import MirrorTap, insert_id, replayable
 from proxyapp.mirror.units import EXECUTE, QUERY, MirrorOp
+from proxyapp.mysql.packets import query_payload
 from proxyapp.report.stats import GlobalCounters
 from proxyapp.rules.engine import QueryContext, RuleEngine, RuleOutcome
 from proxyapp.session.events import QueryDone, SessionListener
@@ -177,7 +178,7 @@ class Mirror(SessionListener):
                 tap.after(event, payload, None)
             return
         if self.rewritten is not None:
-            payload = b"\x03" + self.rewritten.encode("utf-8", "surrogateescape")
+            payload = query_payload(self.rewritten)
         statements = event.statements
         lossless = self.ordered.lossless.get(hostgroup)
         if lossless is None:

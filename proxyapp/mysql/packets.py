@@ -165,6 +165,11 @@ def schema_name(raw: bytes) -> str:
     return sys.intern(raw.decode("utf-8", "surrogateescape"))
 
 
+def query_payload(sql: str) -> bytes:
+    """The COM_QUERY payload of ``sql`` (the client's bytes that are not UTF-8 kept as they came)."""
+    return b"\x03" + sql.encode("utf-8", "surrogateescape")
+
+
 def frame(payload: bytes, seq: int) -> bytes:
     """Frame a payload as one or more packets starting at sequence id ``seq``."""
     length = len(payload)

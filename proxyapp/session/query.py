@@ -14,7 +14,7 @@ from typing import Final
 
 from proxyapp.mysql.backend import BackendConnection
 from proxyapp.mysql.constants import ErrorCode, FieldType
-from proxyapp.mysql.packets import load_byte_work
+from proxyapp.mysql.packets import load_byte_work, query_payload
 from proxyapp.mysql.resultset import result_set
 from proxyapp.mysql.wire import Response, Wire
 from proxyapp.rules.engine import QueryContext, RuleOutcome
@@ -38,11 +38,6 @@ _WARNING_QUERIES = ("SHOW WARNINGS", "SHOW ERRORS", "SHOW COUNT")
 _TEXT: Final = load_byte_work()[5]
 #: The verdict when no rule can apply (shared: never modified).
 NO_RULES: Final = RuleOutcome()
-
-
-def _query_payload(sql: str) -> bytes:
-    """The COM_QUERY payload of ``sql``."""
-    return b"\x03" + sql.encode("utf-8", "surrogateescape")
 
 
 class QueryPipeline:
@@ -79,7 +74,7 @@ class QueryPipeline:
             self.flag_in = outcome.next_query_flagIN
         if outcome.query is not None:
             sql = outcome.query
-            payload = _query_payload(sql)
+            payload = query_payload(sql)
             statements = scan(sql) or statements
         act = screen(statements, outcome, self.client.local_files and rt.settings.local_infile)
         if act is not Act.RUN:
@@ -128,9 +123,9 @@ class QueryPipeline:
                 return
             if on.numbered is not None:  # the statement the shards run, the mirror hears, the events log holds
                 sql = on.numbered
-                payload = sent = _query_payload(sql)
+                payload = sent = query_payload(sql)
             if on.sql is not None:
-                sent = _query_payload(on.sql)
+                sent = query_payload(on.sql)
             hostgroup, branch, physical = on.hostgroup, on.branch, on.schema
         forward = self.forward
         forward.payload = sent

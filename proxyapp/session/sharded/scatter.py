@@ -21,7 +21,7 @@ from proxyapp.config.tables import MysqlServer
 from proxyapp.config.variables import NO_TIMEOUT_MS
 from proxyapp.mysql.backend import BackendConnection
 from proxyapp.mysql.constants import ErrorCode
-from proxyapp.mysql.packets import ErrPacket, OkPacket, ProtocolError, ok_packet
+from proxyapp.mysql.packets import ErrPacket, OkPacket, ProtocolError, ok_packet, query_payload
 from proxyapp.mysql.resultset import TextResult, binary_result_set_of, read_whole_result, result_set_of
 from proxyapp.mysql.wire import STATUS_UNKNOWN, PeerClosed, Response
 from proxyapp.session.client import Client
@@ -327,7 +327,7 @@ class Scatter:
         loop = self.client.wire.loop
         timers = []
         for conn, sql in zip(conns, sqls, strict=True):
-            conn.wire.send(b"\x03" + sql.encode("utf-8", "surrogateescape"), 0)
+            conn.wire.send(query_payload(sql), 0)
             if timeout_ms < NO_TIMEOUT_MS:
                 timers.append(loop.call_later(timeout_ms / 1000, link.on_query_timeout, conn))
         began = time.perf_counter()
