@@ -88,7 +88,6 @@ class PgSession:
         self.outbox: list[bytes] = []  # what the client's latest messages send the server, written at once
         self.host = host
         self.counters = host.counters
-        self.client_addr = client.peer_address()
         self.proxy_port = client.local_port()
         self.id = session_id
         self.user = user
@@ -301,7 +300,7 @@ class PgSession:
         if routed is not None and routed[0] == sql:
             self.routed = None
             return routed[1]
-        route = self.host.router.route(sql, self.user, self.database, self.client_addr, self.proxy_port)
+        route = self.host.router.route(sql, self.user, self.database, self.link.client_addr, self.proxy_port)
         if route.error is None:
             route = refuse_written_pid(route)
         self.routed = (sql, route) if self.link.server is None else None
